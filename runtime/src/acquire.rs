@@ -1,0 +1,174 @@
+//! Getting data back from the runtime: acquisition and unregistration.
+//!
+//! An acquisition is a node in the handle's dependency chain, exactly like a task (as in
+//! StarPU's `starpu_data_acquire`): a read acquisition waits for the last writer, a write
+//! acquisition for the readers and writers before it, and tasks submitted on the handle
+//! while the guard lives wait for it to drop. It does not run on a worker: when it becomes
+//! ready it is granted to the waiting thread, and dropping the guard finishes it.
+//!
+//! A failed predecessor does not cancel an acquisition: the caller gets the data as it is
+//! (the failure is reported by `wait_all`), and tasks after the guard run normally.
+
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
+use taskwatt_traces::Clock;
+
+use crate::codelet::{Codelet, CodeletInner};
+use crate::error::RuntimeError;
+use crate::handle::{Access, Handle, HandleCore};
+use crate::runtime::{link, Runtime};
+use crate::task::{Kind, TaskNode, DONE_OK};
+
+fn acquire_codelet() -> Arc<CodeletInner> {
+    static CL: OnceLock<Codelet> = OnceLock::new();
+    CL.get_or_init(|| Codelet::new("<acquire>")).inner.clone()
+}
+
+/// Shared access to a handle's data, outside any task.
+pub struct ReadGuard<'rt, T: 'static> {
+    rt: &'rt Runtime,
+    node: Arc<TaskNode>,
+    core: Arc<HandleCore>,
+    _t: PhantomData<&'rt T>,
+}
+
+/// Exclusive access to a handle's data, outside any task.
+pub struct WriteGuard<'rt, T: 'static> {
+    rt: &'rt Runtime,
+    node: Arc<TaskNode>,
+    core: Arc<HandleCore>,
+    _t: PhantomData<&'rt mut T>,
+}
+
+impl Runtime {
+    fn acquire_node(
+        &self,
+        core: &Arc<HandleCore>,
+        mode: Access,
+    ) -> Result<Arc<TaskNode>, RuntimeError> {
+        if core.unregistered.load(Ordering::Acquire) {
+            return Err(RuntimeError::Unregistered {
+                codelet: "<acquire>".into(),
+                handle: core.id,
+            });
+        }
+        let node = Arc::new(TaskNode::new(
+            u64::MAX,
+            Kind::Acquire,
+            acquire_codelet(),
+            u32::MAX,
+            0,
+            core.bytes,
+            Clock::now(),
+            None,
+        ));
+        link(core, mode, &node);
+        node.has_waiter.store(true, Ordering::SeqCst);
+        self.release_guard(node.clone());
+        self.shared
+            .waiters
+            .wait_until(|| node.granted.load(Ordering::SeqCst));
+        Ok(node)
+    }
+
+    /// Waits for the pending writers of `handle`, then gives shared access to its data.
+    /// Tasks that write the handle and are submitted while the guard lives wait for it.
+    pub fn acquire<T: Send + Sync + 'static>(
+        &self,
+        handle: &Handle<T>,
+    ) -> Result<ReadGuard<'_, T>, RuntimeError> {
+        let node = self.acquire_node(&handle.core, Access::R)?;
+        Ok(ReadGuard {
+            rt: self,
+            node,
+            core: handle.core.clone(),
+            _t: PhantomData,
+        })
+    }
+
+    /// Waits for every pending reader and writer of `handle`, then gives exclusive access.
+    pub fn acquire_mut<T: Send + Sync + 'static>(
+        &self,
+        handle: &Handle<T>,
+    ) -> Result<WriteGuard<'_, T>, RuntimeError> {
+        let node = self.acquire_node(&handle.core, Access::RW)?;
+        Ok(WriteGuard {
+            rt: self,
+            node,
+            core: handle.core.clone(),
+            _t: PhantomData,
+        })
+    }
+
+    /// Waits for every pending access to `handle` and takes its data back. Later
+    /// submissions on any clone of the handle are an error.
+    pub fn unregister<T: Send + Sync + 'static>(
+        &self,
+        handle: Handle<T>,
+    ) -> Result<T, RuntimeError> {
+        let node = self.acquire_node(&handle.core, Access::RW)?;
+        handle.core.unregistered.store(true, Ordering::Release);
+        // SAFETY: the write acquisition is granted: no task accesses the data until `node`
+        // finishes below, and this thread holds no other reference to it.
+        let value = unsafe { handle.core.take() };
+        self.finish_acquire(&node);
+        let value = value.ok_or(RuntimeError::Unregistered {
+            codelet: "<unregister>".into(),
+            handle: handle.core.id,
+        })?;
+        match value.downcast::<T>() {
+            Ok(v) => Ok(*v),
+            Err(_) => unreachable!("a Handle<T> always holds a T"),
+        }
+    }
+
+    fn finish_acquire(&self, node: &TaskNode) {
+        let pushed = self.shared.complete(node, DONE_OK, None);
+        self.shared.sleep.notify(pushed);
+    }
+}
+
+impl<T: 'static> Deref for ReadGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the read acquisition is granted and lives as long as `self`: no writer
+        // runs meanwhile.
+        let data = unsafe { self.core.data_ref() };
+        data.and_then(|d| (d as &dyn std::any::Any).downcast_ref::<T>())
+            .expect("a registered Handle<T> holds a T until unregistered")
+    }
+}
+
+impl<T: 'static> Deref for WriteGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the write acquisition is granted: nothing else accesses the data.
+        let data = unsafe { self.core.data_ref() };
+        data.and_then(|d| (d as &dyn std::any::Any).downcast_ref::<T>())
+            .expect("a registered Handle<T> holds a T until unregistered")
+    }
+}
+
+impl<T: 'static> DerefMut for WriteGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as for `deref`, and `&mut self` makes this the only reference.
+        let data = unsafe { self.core.data_mut() };
+        data.and_then(|d| (d as &mut dyn std::any::Any).downcast_mut::<T>())
+            .expect("a registered Handle<T> holds a T until unregistered")
+    }
+}
+
+impl<T: 'static> Drop for ReadGuard<'_, T> {
+    fn drop(&mut self) {
+        self.rt.finish_acquire(&self.node);
+    }
+}
+
+impl<T: 'static> Drop for WriteGuard<'_, T> {
+    fn drop(&mut self) {
+        self.rt.finish_acquire(&self.node);
+    }
+}

@@ -1,0 +1,160 @@
+//! What an implementation sees: its task's data buffers, its argument, its worker.
+
+use std::any::Any;
+use std::cell::Cell;
+
+use taskwatt_traces::{TaskId, WorkerId};
+
+use crate::handle::Access;
+use crate::task::Body;
+
+/// Most data accesses one task may declare.
+pub const MAX_ACCESSES: usize = 64;
+
+/// The context of one running task.
+///
+/// Buffers are numbered in the order the task declared its accesses. [`TaskCtx::r`] gives
+/// shared access to a buffer declared R or RW (or W), [`TaskCtx::w`]/[`TaskCtx::rw`]
+/// exclusive access to one declared W or RW. Each buffer can be borrowed mutably once, or
+/// shared any number of times, per task; anything else panics (and the task fails), since it
+/// would alias a `&mut`.
+pub struct TaskCtx<'a> {
+    pub(crate) body: &'a Body,
+    pub(crate) task: TaskId,
+    pub(crate) worker: WorkerId,
+    /// Bit i: buffer i was borrowed mutably.
+    mut_borrowed: Cell<u64>,
+    /// Bit i: buffer i was borrowed shared.
+    shared_borrowed: Cell<u64>,
+}
+
+impl<'a> TaskCtx<'a> {
+    pub(crate) fn new(body: &'a Body, task: TaskId, worker: WorkerId) -> TaskCtx<'a> {
+        TaskCtx {
+            body,
+            task,
+            worker,
+            mut_borrowed: Cell::new(0),
+            shared_borrowed: Cell::new(0),
+        }
+    }
+
+    /// The running task's id.
+    pub fn task_id(&self) -> TaskId {
+        self.task
+    }
+
+    /// The worker running it.
+    pub fn worker(&self) -> WorkerId {
+        self.worker
+    }
+
+    /// Number of data buffers.
+    pub fn buffers(&self) -> usize {
+        self.body.accesses.len()
+    }
+
+    /// The task's argument (see [`Task::arg`](crate::Task::arg)).
+    ///
+    /// # Panics
+    /// If the task has no argument or it is not an `A`.
+    pub fn arg<A: Any>(&self) -> &A {
+        let arg = self.body.arg.as_deref().unwrap_or_else(|| {
+            panic!(
+                "codelet `{}` asked for an argument of type {} but the task has none",
+                self.body.codelet.name,
+                std::any::type_name::<A>()
+            )
+        });
+        (arg as &dyn Any).downcast_ref::<A>().unwrap_or_else(|| {
+            panic!(
+                "codelet `{}` asked for an argument of type {}, which is not the type given to Task::arg",
+                self.body.codelet.name,
+                std::any::type_name::<A>()
+            )
+        })
+    }
+
+    /// Shared access to buffer `i`.
+    ///
+    /// # Panics
+    /// If `i` is out of range, the buffer is not a `T`, it was already borrowed mutably,
+    /// or the handle was unregistered.
+    pub fn r<T: Any>(&self, i: usize) -> &T {
+        let (core, _) = self.slot(i);
+        let bit = 1u64 << i;
+        if self.mut_borrowed.get() & bit != 0 {
+            self.fail(i, "is already borrowed mutably in this task");
+        }
+        self.shared_borrowed.set(self.shared_borrowed.get() | bit);
+        // SAFETY: this task holds at least read rights on the handle (the dependencies
+        // released it only after every earlier writer finished, and no later writer starts
+        // before it finishes), and the flags above exclude a `&mut` from this context.
+        let data = unsafe { core.data_ref() };
+        match data {
+            Some(d) => (d as &dyn Any)
+                .downcast_ref::<T>()
+                .unwrap_or_else(|| self.wrong_type::<T>(i)),
+            None => self.fail(i, "was unregistered"),
+        }
+    }
+
+    /// Exclusive access to buffer `i`, declared W or RW.
+    ///
+    /// # Panics
+    /// As [`TaskCtx::r`], and if the buffer was declared R or was already borrowed.
+    #[allow(clippy::mut_from_ref)]
+    pub fn w<T: Any>(&self, i: usize) -> &mut T {
+        let (core, mode) = self.slot(i);
+        if !mode.writes() {
+            self.fail(i, "was declared R: declare it W or RW to write it");
+        }
+        let bit = 1u64 << i;
+        if (self.mut_borrowed.get() | self.shared_borrowed.get()) & bit != 0 {
+            self.fail(i, "is already borrowed in this task");
+        }
+        self.mut_borrowed.set(self.mut_borrowed.get() | bit);
+        // SAFETY: the task holds write rights (a W/RW access runs with no other task
+        // accessing the handle), and the flag above makes this the only reference to buffer
+        // `i` handed out by this context.
+        let data = unsafe { core.data_mut() };
+        match data {
+            Some(d) => (d as &mut dyn Any)
+                .downcast_mut::<T>()
+                .unwrap_or_else(|| self.wrong_type::<T>(i)),
+            None => self.fail(i, "was unregistered"),
+        }
+    }
+
+    /// Same as [`TaskCtx::w`]: exclusive access to a buffer declared RW (or W).
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub fn rw<T: Any>(&self, i: usize) -> &mut T {
+        self.w(i)
+    }
+
+    fn slot(&self, i: usize) -> (&crate::handle::HandleCore, Access) {
+        match self.body.accesses.get(i) {
+            Some((core, mode)) => (core, *mode),
+            None => panic!(
+                "codelet `{}` asked for buffer {i} but the task declared {} access(es)",
+                self.body.codelet.name,
+                self.body.accesses.len()
+            ),
+        }
+    }
+
+    fn wrong_type<T>(&self, i: usize) -> ! {
+        let (core, _) = self.slot(i);
+        panic!(
+            "codelet `{}`: buffer {i} holds a {}, not a {}",
+            self.body.codelet.name,
+            core.type_name,
+            std::any::type_name::<T>()
+        )
+    }
+
+    fn fail(&self, i: usize, why: &str) -> ! {
+        panic!("codelet `{}`: buffer {i} {why}", self.body.codelet.name)
+    }
+}

@@ -1,0 +1,116 @@
+//! Runtime errors.
+
+use taskwatt_scheduler::UnknownPolicy;
+use taskwatt_traces::TaskId;
+
+/// A task that panicked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskFailure {
+    /// The task's id.
+    pub task: TaskId,
+    /// Its codelet's name.
+    pub codelet: String,
+    /// The panic message.
+    pub message: String,
+    /// The worker it ran on.
+    pub worker: u32,
+}
+
+impl std::fmt::Display for TaskFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "task {} (codelet `{}`) panicked on worker {}: {}",
+            self.task, self.codelet, self.worker, self.message
+        )
+    }
+}
+
+/// Errors of the runtime.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// The scheduling policy name is not registered.
+    #[error(transparent)]
+    UnknownPolicy(#[from] UnknownPolicy),
+
+    /// A codelet has no implementation for any architecture the runtime has workers for.
+    #[error(
+        "codelet `{codelet}` has no implementation for any worker of this runtime \
+         (it implements: {implemented}; workers: {present}); add one with `Codelet::cpu(..)`"
+    )]
+    NoImplementation {
+        /// The codelet's name.
+        codelet: String,
+        /// The architectures it implements.
+        implemented: String,
+        /// The architectures the runtime has workers for.
+        present: String,
+    },
+
+    /// A task was submitted on a handle that was unregistered.
+    #[error("task of codelet `{codelet}` accesses data handle {handle}, which was unregistered; register the data again")]
+    Unregistered {
+        /// The codelet's name.
+        codelet: String,
+        /// The handle's id.
+        handle: u64,
+    },
+
+    /// A task lists the same handle twice.
+    #[error("task of codelet `{codelet}` lists data handle {handle} twice (accesses {first} and {second}); list it once, with RW if it is both read and written")]
+    DuplicateAccess {
+        /// The codelet's name.
+        codelet: String,
+        /// The handle's id.
+        handle: u64,
+        /// Index of the first access.
+        first: usize,
+        /// Index of the second.
+        second: usize,
+    },
+
+    /// A task declares more data accesses than the runtime supports.
+    #[error(
+        "task of codelet `{codelet}` declares {count} data accesses; at most {max} are supported"
+    )]
+    TooManyAccesses {
+        /// The codelet's name.
+        codelet: String,
+        /// How many it declared.
+        count: usize,
+        /// The maximum.
+        max: usize,
+    },
+
+    /// One or more tasks panicked since the last wait; their dependents were cancelled.
+    #[error("{} task(s) failed{}: {}", .failures.len(), if *.cancelled > 0 { format!(" and {} dependent task(s) were cancelled", .cancelled) } else { String::new() }, .failures.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("; "))]
+    TasksFailed {
+        /// The tasks that panicked, in the order they failed.
+        failures: Vec<TaskFailure>,
+        /// How many tasks were cancelled because a predecessor failed.
+        cancelled: u64,
+    },
+
+    /// This task was cancelled because a predecessor failed.
+    #[error("task {task} (codelet `{codelet}`) was cancelled because a task it depends on failed")]
+    Cancelled {
+        /// The task's id.
+        task: TaskId,
+        /// Its codelet's name.
+        codelet: String,
+    },
+
+    /// The worker configuration is not possible.
+    #[error("invalid worker configuration: {0}")]
+    Workers(String),
+
+    /// Spawning a worker thread failed.
+    #[error("could not spawn worker thread {worker}: {source}")]
+    Spawn {
+        /// The worker id.
+        worker: usize,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,245 @@
+//! Data handles: registered values whose accesses (R, W, RW) order the tasks.
+//!
+//! # Implicit dependencies (sequential consistency, as StarPU's default)
+//!
+//! Each handle keeps, under a small lock taken only at submission, the last task that
+//! wrote it and the readers submitted since. A new task that
+//!
+//! - **reads** depends on the last writer (read-after-write), and joins the readers;
+//! - **writes** (W or RW) depends on every reader since the last write (write-after-read), or
+//!   on the last writer if there was no reader (write-after-write), and becomes the last
+//!   writer.
+//!
+//! So readers of one version run in parallel, and the resulting order is the one a
+//! sequential execution in submission order would give. The data itself sits in an
+//! `UnsafeCell`: the dependencies are what make access exclusive (a writer runs alone) or
+//! shared (readers only), which is the invariant every `unsafe` access below relies on.
+//!
+//! # Replicas
+//!
+//! Today all data lives in main memory (memory node 0). The handle already tracks a
+//! coherence state per memory node ([`ReplicaState`], an MSI protocol as in StarPU's data
+//! management) so that a GPU memory node can hold a copy later: a read on node `n` makes the
+//! copy on `n` valid (fetching it from a valid node), a write on `n` invalidates the others.
+//! See docs/accelerators.md.
+
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::task::TaskNode;
+
+/// How a task accesses a handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Read only.
+    R,
+    /// Write only (the previous value is not read).
+    W,
+    /// Read and write.
+    RW,
+}
+
+impl Access {
+    /// Whether the access writes.
+    #[inline]
+    pub fn writes(self) -> bool {
+        !matches!(self, Access::R)
+    }
+}
+
+/// Most memory nodes a handle can have replicas on (node 0 is main memory).
+pub const MAX_MEMORY_NODES: usize = 4;
+
+/// Coherence state of one replica (MSI).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ReplicaState {
+    /// No valid copy on this node.
+    Invalid = 0,
+    /// A valid copy that other nodes may share.
+    Shared = 1,
+    /// The only valid copy.
+    Owner = 2,
+}
+
+pub(crate) struct HandleDeps {
+    pub(crate) last_writer: Option<Arc<TaskNode>>,
+    pub(crate) readers: Vec<Arc<TaskNode>>,
+}
+
+pub(crate) struct HandleCore {
+    pub(crate) id: u64,
+    pub(crate) bytes: u64,
+    pub(crate) type_name: &'static str,
+    pub(crate) deps: Mutex<HandleDeps>,
+    pub(crate) unregistered: AtomicBool,
+    replicas: [AtomicU8; MAX_MEMORY_NODES],
+    data: UnsafeCell<Option<Box<dyn Any + Send + Sync>>>,
+}
+
+// SAFETY: `data` is only touched through `data_ref`/`data_mut`/`take`, whose callers hold
+// the access rights that the dependency protocol grants (shared for readers, exclusive for
+// a writer or the unregistering thread); `T: Send + Sync` is required at registration.
+unsafe impl Sync for HandleCore {}
+
+static NEXT_HANDLE: AtomicU64 = AtomicU64::new(0);
+
+impl HandleCore {
+    pub(crate) fn new<T: Send + Sync + 'static>(value: T, bytes: u64) -> HandleCore {
+        HandleCore {
+            id: NEXT_HANDLE.fetch_add(1, Ordering::Relaxed),
+            bytes,
+            type_name: std::any::type_name::<T>(),
+            deps: Mutex::new(HandleDeps {
+                last_writer: None,
+                readers: Vec::new(),
+            }),
+            unregistered: AtomicBool::new(false),
+            replicas: [
+                AtomicU8::new(ReplicaState::Owner as u8),
+                AtomicU8::new(ReplicaState::Invalid as u8),
+                AtomicU8::new(ReplicaState::Invalid as u8),
+                AtomicU8::new(ReplicaState::Invalid as u8),
+            ],
+            data: UnsafeCell::new(Some(Box::new(value))),
+        }
+    }
+
+    /// Shared access to the value.
+    ///
+    /// # Safety
+    /// The caller holds read rights: it is a task with an R access that the dependencies
+    /// released, or an acquirer whose acquisition was granted; no writer runs meanwhile.
+    pub(crate) unsafe fn data_ref(&self) -> Option<&(dyn Any + Send + Sync)> {
+        // SAFETY: by the caller's contract no `&mut` to the value exists while this `&` does.
+        unsafe { (*self.data.get()).as_deref() }
+    }
+
+    /// Exclusive access to the value.
+    ///
+    /// # Safety
+    /// The caller holds write rights (a released W/RW task or a granted write acquisition)
+    /// and takes at most one such reference at a time.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn data_mut(&self) -> Option<&mut (dyn Any + Send + Sync)> {
+        // SAFETY: by the caller's contract this is the only reference to the value.
+        unsafe { (*self.data.get()).as_deref_mut() }
+    }
+
+    /// Takes the value out (unregistration).
+    ///
+    /// # Safety
+    /// As for [`HandleCore::data_mut`].
+    pub(crate) unsafe fn take(&self) -> Option<Box<dyn Any + Send + Sync>> {
+        // SAFETY: exclusive by the caller's contract.
+        unsafe { (*self.data.get()).take() }
+    }
+
+    /// Replica state on memory node `node`.
+    pub(crate) fn replica(&self, node: usize) -> ReplicaState {
+        match self.replicas[node].load(Ordering::Acquire) {
+            2 => ReplicaState::Owner,
+            1 => ReplicaState::Shared,
+            _ => ReplicaState::Invalid,
+        }
+    }
+
+    /// Records an access from memory node `node`, updating the MSI states. With only node
+    /// 0 in use this keeps node 0 the owner; the transfer a GPU node would need is where
+    /// a data-transfer hook goes.
+    pub(crate) fn note_access(&self, node: usize, access: Access) {
+        if access.writes() {
+            for (n, r) in self.replicas.iter().enumerate() {
+                let s = if n == node {
+                    ReplicaState::Owner
+                } else {
+                    ReplicaState::Invalid
+                };
+                r.store(s as u8, Ordering::Release);
+            }
+        } else if self.replica(node) == ReplicaState::Invalid {
+            for r in &self.replicas {
+                if r.load(Ordering::Acquire) == ReplicaState::Owner as u8 {
+                    r.store(ReplicaState::Shared as u8, Ordering::Release);
+                }
+            }
+            self.replicas[node].store(ReplicaState::Shared as u8, Ordering::Release);
+        }
+    }
+}
+
+/// A typed handle on registered data. Cloning it clones the handle, not the data.
+pub struct Handle<T> {
+    pub(crate) core: Arc<HandleCore>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Handle<T> {
+    fn clone(&self) -> Self {
+        Handle {
+            core: self.core.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: Send + Sync + 'static> Handle<T> {
+    pub(crate) fn new(value: T, bytes: u64) -> Handle<T> {
+        Handle {
+            core: Arc::new(HandleCore::new(value, bytes)),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T> Handle<T> {
+    /// The handle's id (unique in the process).
+    pub fn id(&self) -> u64 {
+        self.core.id
+    }
+
+    /// The size in bytes it counts for in task footprints.
+    pub fn bytes(&self) -> u64 {
+        self.core.bytes
+    }
+
+    /// The coherence state of its replica on memory node `node` (0 is main memory).
+    pub fn replica_state(&self, node: usize) -> ReplicaState {
+        self.core.replica(node.min(MAX_MEMORY_NODES - 1))
+    }
+}
+
+impl<T> std::fmt::Debug for Handle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("id", &self.core.id)
+            .field("type", &self.core.type_name)
+            .field("bytes", &self.core.bytes)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn msi_states_follow_accesses() {
+        let h = Handle::new(1u32, 4);
+        assert_eq!(h.replica_state(0), ReplicaState::Owner);
+        h.core.note_access(1, Access::R);
+        assert_eq!(h.replica_state(0), ReplicaState::Shared);
+        assert_eq!(h.replica_state(1), ReplicaState::Shared);
+        h.core.note_access(1, Access::RW);
+        assert_eq!(h.replica_state(0), ReplicaState::Invalid);
+        assert_eq!(h.replica_state(1), ReplicaState::Owner);
+        h.core.note_access(0, Access::W);
+        assert_eq!(h.replica_state(0), ReplicaState::Owner);
+        assert_eq!(h.replica_state(1), ReplicaState::Invalid);
+    }
+}

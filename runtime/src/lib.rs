@@ -1,0 +1,57 @@
+//! # taskwatt-runtime
+//!
+//! A task-based runtime in the style of StarPU. An application registers data, declares
+//! tasks that access it R, W or RW, and submits them; the runtime infers the dependencies
+//! in submission order and runs the tasks on worker threads pinned to cores, under a
+//! scheduling policy from [`taskwatt_scheduler`]. Every execution is recorded into a
+//! [`taskwatt_traces::TraceSink`].
+//!
+//! ```
+//! use taskwatt_runtime::{Codelet, Runtime, Task};
+//! use taskwatt_traces::TraceSink;
+//!
+//! let (sink, memory) = TraceSink::memory();
+//! let rt = Runtime::builder().workers(2).policy("lws").trace(sink).build().unwrap();
+//!
+//! // x = 1; y = x + 1; z = x * 10 (y and z in parallel); x = y + z.
+//! let set = Codelet::new("set").cpu(|ctx| *ctx.w::<i64>(0) = 1);
+//! let add1 = Codelet::new("add1").cpu(|ctx| *ctx.w::<i64>(1) = ctx.r::<i64>(0) + 1);
+//! let mul10 = Codelet::new("mul10").cpu(|ctx| *ctx.w::<i64>(1) = ctx.r::<i64>(0) * 10);
+//! let sum = Codelet::new("sum").cpu(|ctx| {
+//!     *ctx.w::<i64>(2) = ctx.r::<i64>(0) + ctx.r::<i64>(1)
+//! });
+//! let (x, y, z) = (rt.register(0i64), rt.register(0i64), rt.register(0i64));
+//! rt.submit(Task::new(&set).w(&x)).unwrap();
+//! rt.submit(Task::new(&add1).r(&x).w(&y)).unwrap();
+//! rt.submit(Task::new(&mul10).r(&x).w(&z)).unwrap();
+//! rt.submit(Task::new(&sum).r(&y).r(&z).w(&x)).unwrap();
+//! rt.wait_all().unwrap();
+//! assert_eq!(*rt.acquire(&x).unwrap(), 12);
+//!
+//! drop(rt); // flushes the workers' trace buffers
+//! let trace = memory.into_trace().unwrap();
+//! assert_eq!(trace.task_count(), 4);
+//! ```
+
+mod acquire;
+mod codelet;
+mod context;
+mod error;
+mod handle;
+mod runtime;
+mod sync;
+mod task;
+mod topology;
+mod worker;
+
+pub use acquire::{ReadGuard, WriteGuard};
+pub use codelet::{Codelet, ImplFn};
+pub use context::{TaskCtx, MAX_ACCESSES};
+pub use error::{RuntimeError, TaskFailure};
+pub use handle::{Access, Handle, ReplicaState, MAX_MEMORY_NODES};
+pub use runtime::{PolicyFactory, Runtime, RuntimeBuilder, RuntimeStats};
+pub use task::{ReadyTask, Task, TaskHandle};
+pub use topology::{from_sysfs as topology_from_sysfs, Pu, Topology};
+
+pub use taskwatt_scheduler as scheduler;
+pub use taskwatt_traces as traces;

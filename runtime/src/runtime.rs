@@ -1,0 +1,745 @@
+//! The runtime: building it, submitting tasks, waiting, and shutting down.
+//!
+//! # Shutdown (what `Drop` does)
+//!
+//! Dropping a [`Runtime`] with tasks pending is defined: it finishes them.
+//!
+//! 1. Wait until every submitted task has finished, failed or been cancelled. (No
+//!    acquisition guard can be alive: guards borrow the runtime.) Failures not yet reported
+//!    by a `wait_all` are printed to stderr, since `Drop` cannot return them; call
+//!    [`Runtime::shutdown`] to get them as an error instead.
+//! 2. Raise the shutdown flag and wake every worker.
+//! 3. Each worker, finding no task, flushes its trace buffer and exits.
+//! 4. Join the worker threads.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::Mutex;
+use taskwatt_scheduler::{
+    create_policy, policy_from_env, Local, Origin, Policy, WorkerDesc, DEFAULT_POLICY,
+};
+use taskwatt_traces::{
+    Arch, Chunk, Clock, CodeletInfo, ExecutionObserver, RunMeta, TaskId, TraceSink, WorkerInfo,
+};
+
+use crate::codelet::CodeletInner;
+use crate::context::MAX_ACCESSES;
+use crate::error::{RuntimeError, TaskFailure};
+use crate::handle::{Access, Handle, HandleCore};
+use crate::sync::{Sleep, Waiters};
+use crate::task::{
+    Body, Kind, ReadyTask, Task, TaskHandle, TaskNode, DONE_CANCELLED, DONE_FAILED, DONE_OK,
+};
+use crate::topology::Topology;
+use crate::worker::{self, WorkerCtx};
+
+/// Makes a custom scheduling policy for the given workers.
+pub type PolicyFactory = Box<dyn FnOnce(&[WorkerDesc]) -> Box<dyn Policy<ReadyTask>> + Send>;
+
+enum PolicyChoice {
+    Default,
+    Named(String),
+    Custom(PolicyFactory),
+}
+
+/// Configures and builds a [`Runtime`].
+pub struct RuntimeBuilder {
+    workers: Option<usize>,
+    policy: PolicyChoice,
+    pin: bool,
+    sink: TraceSink,
+    observer: Option<Arc<dyn ExecutionObserver>>,
+    app: Option<String>,
+    params: Vec<(String, String)>,
+    trace_chunk: usize,
+}
+
+impl Default for RuntimeBuilder {
+    fn default() -> Self {
+        RuntimeBuilder {
+            workers: None,
+            policy: PolicyChoice::Default,
+            pin: true,
+            sink: TraceSink::null(),
+            observer: None,
+            app: None,
+            params: Vec::new(),
+            trace_chunk: 4096,
+        }
+    }
+}
+
+impl RuntimeBuilder {
+    /// Number of CPU workers (default: one per PU the process may run on).
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = Some(n);
+        self
+    }
+
+    /// The scheduling policy by name (`eager`, `ws`, `lws`, `prio`). Without this,
+    /// `TASKWATT_SCHED` is read, then the default `lws` is used.
+    pub fn policy(mut self, name: impl Into<String>) -> Self {
+        self.policy = PolicyChoice::Named(name.into());
+        self
+    }
+
+    /// A custom policy (see examples/custom_policy.rs).
+    pub fn custom_policy<F>(mut self, make: F) -> Self
+    where
+        F: FnOnce(&[WorkerDesc]) -> Box<dyn Policy<ReadyTask>> + Send + 'static,
+    {
+        self.policy = PolicyChoice::Custom(Box::new(make));
+        self
+    }
+
+    /// Whether to pin each worker to its PU (default true).
+    pub fn pin(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+
+    /// Where task records go (default: nowhere).
+    pub fn trace(mut self, sink: TraceSink) -> Self {
+        self.sink = sink;
+        self
+    }
+
+    /// Receives every task start and end as it happens (e.g. a simulated energy meter).
+    pub fn observer(mut self, observer: Arc<dyn ExecutionObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The application name recorded in the trace.
+    pub fn app(mut self, app: impl Into<String>) -> Self {
+        self.app = Some(app.into());
+        self
+    }
+
+    /// A parameter recorded in the trace's run metadata.
+    pub fn param(mut self, key: impl Into<String>, value: impl ToString) -> Self {
+        self.params.push((key.into(), value.to_string()));
+        self
+    }
+
+    /// Records per trace chunk (default 4096).
+    pub fn trace_chunk(mut self, records: usize) -> Self {
+        self.trace_chunk = records.max(1);
+        self
+    }
+
+    /// Discovers the topology, creates the policy, starts and pins the workers, and
+    /// writes the run metadata to the trace.
+    pub fn build(self) -> Result<Runtime, RuntimeError> {
+        let topology = Topology::discover();
+        let allowed: Vec<u32> = core_affinity::get_core_ids()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.id as u32)
+            .collect();
+        let n = match self.workers {
+            Some(0) => {
+                return Err(RuntimeError::Workers(
+                    "0 workers: ask for at least 1".into(),
+                ))
+            }
+            Some(n) => n,
+            None => allowed.len().max(1),
+        };
+        let placement = topology.placement(n, &allowed);
+        let workers: Vec<WorkerInfo> = (0..n)
+            .map(|i| {
+                let pu = placement.get(i);
+                WorkerInfo {
+                    id: i as u32,
+                    arch: Arch::Cpu,
+                    cpu: if self.pin {
+                        pu.map(|p| p.os_index)
+                    } else {
+                        None
+                    },
+                    core: pu.and_then(|p| p.core),
+                    package: pu.map_or(0, |p| p.package),
+                    numa: pu.and_then(|p| p.numa),
+                    device: None,
+                }
+            })
+            .collect();
+        let descs: Vec<WorkerDesc> = workers
+            .iter()
+            .map(|w| WorkerDesc {
+                id: w.id as usize,
+                package: w.package,
+                numa: w.numa,
+            })
+            .collect();
+        let policy: Box<dyn Policy<ReadyTask>> = match self.policy {
+            PolicyChoice::Custom(make) => make(&descs),
+            PolicyChoice::Named(name) => create_policy(&name, &descs)?,
+            PolicyChoice::Default => {
+                create_policy(policy_from_env()?.unwrap_or(DEFAULT_POLICY), &descs)?
+            }
+        };
+        let policy_name = policy.name().to_string();
+
+        let meta = RunMeta {
+            taskwatt_version: env!("CARGO_PKG_VERSION").to_string(),
+            policy: policy_name.clone(),
+            host: hostname(),
+            wall_start_unix_ns: Clock::unix_now_ns(),
+            clock_origin_unix_ns: Clock::origin_unix_ns(),
+            command_line: std::env::args().collect(),
+            app: self.app,
+            params: self.params.into_iter().collect(),
+            workers: workers.clone(),
+            topology: topology.info(),
+        };
+        self.sink.send(Chunk::Meta(meta));
+
+        let mut archs = [false; Arch::COUNT];
+        for w in &workers {
+            archs[w.arch.index()] = true;
+        }
+        let shared = Arc::new(Shared {
+            policy,
+            sleep: Sleep::new(),
+            waiters: Waiters::new(),
+            in_flight: AtomicUsize::new(0),
+            next_id: AtomicU64::new(0),
+            submitted: AtomicU64::new(0),
+            executed: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
+            report: Mutex::new(Report::default()),
+            codelets: Mutex::new(CodeletRegistry::default()),
+            epoch: next_epoch(),
+            sink: self.sink,
+            observer: self.observer,
+            workers: workers.clone(),
+            archs,
+            policy_name,
+        });
+        let mut threads = Vec::with_capacity(n);
+        for w in &workers {
+            let ctx = WorkerCtx {
+                shared: shared.clone(),
+                id: w.id,
+                arch: w.arch,
+                cpu: w.cpu,
+                memory_node: 0,
+                trace_chunk: self.trace_chunk,
+            };
+            let t = std::thread::Builder::new()
+                .name(format!("taskwatt-worker-{}", w.id))
+                .spawn(move || worker::run(ctx))
+                .map_err(|source| RuntimeError::Spawn {
+                    worker: w.id as usize,
+                    source,
+                });
+            match t {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    shared.sleep.shutdown();
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Runtime { shared, threads })
+    }
+}
+
+fn next_epoch() -> u32 {
+    static EPOCH: AtomicU64 = AtomicU64::new(1);
+    EPOCH.fetch_add(1, Ordering::Relaxed) as u32
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+#[derive(Default)]
+struct CodeletRegistry {
+    by_ptr: HashMap<usize, u32>,
+    /// Keeps registered codelets alive so that their addresses stay unique.
+    kept: Vec<Arc<CodeletInner>>,
+}
+
+#[derive(Default)]
+pub(crate) struct Report {
+    pub(crate) failures: Vec<TaskFailure>,
+    pub(crate) cancelled: u64,
+    /// The failed and cancelled nodes, marked `reported` when `wait_all` reports them.
+    pub(crate) nodes: Vec<Arc<TaskNode>>,
+}
+
+/// Counters of a runtime since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuntimeStats {
+    /// Tasks submitted.
+    pub submitted: u64,
+    /// Tasks whose implementation returned.
+    pub executed: u64,
+    /// Tasks whose implementation panicked.
+    pub failed: u64,
+    /// Tasks cancelled because a predecessor failed.
+    pub cancelled: u64,
+}
+
+pub(crate) struct Shared {
+    pub(crate) policy: Box<dyn Policy<ReadyTask>>,
+    pub(crate) sleep: Sleep,
+    pub(crate) waiters: Waiters,
+    /// Submitted codelet tasks that have not finished.
+    in_flight: AtomicUsize,
+    next_id: AtomicU64,
+    submitted: AtomicU64,
+    pub(crate) executed: AtomicU64,
+    pub(crate) failed: AtomicU64,
+    cancelled: AtomicU64,
+    pub(crate) report: Mutex<Report>,
+    codelets: Mutex<CodeletRegistry>,
+    epoch: u32,
+    pub(crate) sink: TraceSink,
+    pub(crate) observer: Option<Arc<dyn ExecutionObserver>>,
+    workers: Vec<WorkerInfo>,
+    archs: [bool; Arch::COUNT],
+    policy_name: String,
+}
+
+impl Shared {
+    /// Marks `node` finished with `status` and releases its successors. Ready codelet
+    /// tasks go to the policy with `origin`; the return value is how many, so that the
+    /// caller can wake workers. Cancelled successors are finished here too, iteratively.
+    pub(crate) fn complete(
+        &self,
+        node: &TaskNode,
+        status: u8,
+        mut local: Option<(usize, &mut Local)>,
+    ) -> usize {
+        let mut pushed = 0;
+        let mut cancelled: Vec<Arc<TaskNode>> = Vec::new();
+        self.release(node, status, &mut local, &mut pushed, &mut cancelled);
+        while let Some(c) = cancelled.pop() {
+            self.note_cancelled(&c);
+            self.release(&c, DONE_CANCELLED, &mut local, &mut pushed, &mut cancelled);
+            self.task_finished();
+        }
+        pushed
+    }
+
+    fn release(
+        &self,
+        node: &TaskNode,
+        status: u8,
+        local: &mut Option<(usize, &mut Local)>,
+        pushed: &mut usize,
+        cancelled: &mut Vec<Arc<TaskNode>>,
+    ) {
+        let successors = node.finish(status);
+        if node.has_waiter.load(Ordering::SeqCst) {
+            self.waiters.notify_all();
+        }
+        for s in successors {
+            if status != DONE_OK {
+                s.cancelled.store(true, Ordering::Relaxed);
+            }
+            // AcqRel: the last decrement must see every predecessor's writes (Acquire)
+            // and publish this one's (Release) to whoever runs the successor.
+            if s.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+                match self.ready(s, local) {
+                    Readied::Pushed => *pushed += 1,
+                    Readied::Cancelled(c) => cancelled.push(c),
+                    Readied::Granted => {}
+                }
+            }
+        }
+    }
+
+    /// `node` has no pending dependency left.
+    fn ready(&self, node: Arc<TaskNode>, local: &mut Option<(usize, &mut Local)>) -> Readied {
+        node.ready.store(Clock::now().as_ns(), Ordering::Relaxed);
+        match node.kind {
+            Kind::Acquire => {
+                node.granted.store(true, Ordering::SeqCst);
+                if node.has_waiter.load(Ordering::SeqCst) {
+                    self.waiters.notify_all();
+                }
+                Readied::Granted
+            }
+            Kind::Codelet if node.cancelled.load(Ordering::Relaxed) => Readied::Cancelled(node),
+            Kind::Codelet => {
+                let origin = match local {
+                    Some((id, l)) => Origin::Worker {
+                        id: *id,
+                        local: &mut **l,
+                    },
+                    None => Origin::External,
+                };
+                self.policy.push(ReadyTask(node), origin);
+                Readied::Pushed
+            }
+        }
+    }
+
+    /// One codelet task is done for good (ran, failed or was cancelled).
+    pub(crate) fn task_finished(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.waiters.notify_all();
+        }
+    }
+
+    pub(crate) fn record_failure(&self, node: &Arc<TaskNode>, failure: TaskFailure) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        let mut r = self.report.lock();
+        r.failures.push(failure);
+        r.nodes.push(node.clone());
+    }
+
+    fn note_cancelled(&self, node: &Arc<TaskNode>) {
+        drop(node.take_body());
+        self.cancelled.fetch_add(1, Ordering::Relaxed);
+        let mut r = self.report.lock();
+        r.cancelled += 1;
+        r.nodes.push(node.clone());
+    }
+
+    fn codelet_id(&self, codelet: &Arc<CodeletInner>) -> Result<u32, RuntimeError> {
+        if let Some(id) = codelet.cached_id(self.epoch) {
+            return Ok(id);
+        }
+        let runnable = Arch::ALL
+            .iter()
+            .any(|a| self.archs[a.index()] && codelet.impls[a.index()].is_some());
+        if !runnable {
+            let list = |f: &dyn Fn(Arch) -> bool| {
+                let v: Vec<&str> = Arch::ALL
+                    .iter()
+                    .filter(|a| f(**a))
+                    .map(|a| a.name())
+                    .collect();
+                if v.is_empty() {
+                    "none".to_string()
+                } else {
+                    v.join(", ")
+                }
+            };
+            return Err(RuntimeError::NoImplementation {
+                codelet: codelet.name.clone(),
+                implemented: list(&|a| codelet.impls[a.index()].is_some()),
+                present: list(&|a| self.archs[a.index()]),
+            });
+        }
+        let mut reg = self.codelets.lock();
+        let key = Arc::as_ptr(codelet) as usize;
+        let id = match reg.by_ptr.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = reg.kept.len() as u32;
+                reg.by_ptr.insert(key, id);
+                reg.kept.push(codelet.clone());
+                let info = CodeletInfo {
+                    id,
+                    name: codelet.name.clone(),
+                    archs: Arch::ALL
+                        .into_iter()
+                        .filter(|a| codelet.impls[a.index()].is_some())
+                        .collect(),
+                };
+                if let Some(o) = &self.observer {
+                    o.codelet_registered(&info);
+                }
+                self.sink.send(Chunk::Codelets(vec![info]));
+                id
+            }
+        };
+        codelet.cache_id(self.epoch, id);
+        Ok(id)
+    }
+}
+
+enum Readied {
+    Pushed,
+    Granted,
+    Cancelled(Arc<TaskNode>),
+}
+
+/// A task runtime: workers pinned to cores, a scheduling policy, dependency inference on
+/// registered data, and a trace of every execution.
+///
+/// ```
+/// use taskwatt_runtime::{Codelet, Runtime, Task};
+///
+/// let rt = Runtime::builder().workers(2).policy("ws").build().unwrap();
+/// let inc = Codelet::new("inc").cpu(|ctx| *ctx.rw::<u64>(0) += 1);
+/// let x = rt.register(0u64);
+/// for _ in 0..100 {
+///     rt.submit(Task::new(&inc).rw(&x)).unwrap();
+/// }
+/// rt.wait_all().unwrap();
+/// assert_eq!(*rt.acquire(&x).unwrap(), 100);
+/// ```
+pub struct Runtime {
+    pub(crate) shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Runtime {
+    /// A builder with the defaults.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// The workers, with their core and package.
+    pub fn workers(&self) -> &[WorkerInfo] {
+        &self.shared.workers
+    }
+
+    /// The name of the scheduling policy in use.
+    pub fn policy_name(&self) -> &str {
+        &self.shared.policy_name
+    }
+
+    /// Registers `value` as data that tasks access through the returned handle. It counts
+    /// `size_of::<T>()` bytes in task footprints; see [`Runtime::register_bytes`].
+    pub fn register<T: Send + Sync + 'static>(&self, value: T) -> Handle<T> {
+        Handle::new(value, std::mem::size_of::<T>() as u64)
+    }
+
+    /// Registers `value`, counting `bytes` in task footprints (e.g. a tile's data size).
+    pub fn register_bytes<T: Send + Sync + 'static>(&self, value: T, bytes: u64) -> Handle<T> {
+        Handle::new(value, bytes)
+    }
+
+    /// Submits a task. Returns at once; the task runs when its dependencies are satisfied.
+    pub fn submit(&self, task: Task) -> Result<TaskHandle, RuntimeError> {
+        let sh = &*self.shared;
+        let codelet = task.codelet.inner;
+        let codelet_id = sh.codelet_id(&codelet)?;
+        let accesses = task.accesses;
+        if accesses.len() > MAX_ACCESSES {
+            return Err(RuntimeError::TooManyAccesses {
+                codelet: codelet.name.clone(),
+                count: accesses.len(),
+                max: MAX_ACCESSES,
+            });
+        }
+        check_distinct(&codelet.name, &accesses)?;
+        let mut footprint = 0;
+        for (core, _) in &accesses {
+            if core.unregistered.load(Ordering::Acquire) {
+                return Err(RuntimeError::Unregistered {
+                    codelet: codelet.name.clone(),
+                    handle: core.id,
+                });
+            }
+            footprint += core.bytes;
+        }
+        let id = sh.next_id.fetch_add(1, Ordering::Relaxed);
+        let node = Arc::new(TaskNode::new(
+            id,
+            Kind::Codelet,
+            codelet.clone(),
+            codelet_id,
+            task.priority,
+            footprint,
+            Clock::now(),
+            None,
+        ));
+        sh.in_flight.fetch_add(1, Ordering::SeqCst);
+        sh.submitted.fetch_add(1, Ordering::Relaxed);
+        for (core, mode) in &accesses {
+            link(core, *mode, &node);
+        }
+        // Published to the worker by the guard release below (AcqRel on `pending`).
+        node.set_body(Box::new(Body {
+            codelet,
+            accesses,
+            arg: task.arg,
+        }));
+        for pred in &task.after {
+            pred.add_successor(&node);
+        }
+        self.release_guard(node.clone());
+        Ok(TaskHandle { node })
+    }
+
+    /// Drops the submission guard of `node` (see task.rs, step 2).
+    pub(crate) fn release_guard(&self, node: Arc<TaskNode>) {
+        let sh = &*self.shared;
+        if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let mut none = None;
+            match sh.ready(node, &mut none) {
+                Readied::Pushed => sh.sleep.notify(1),
+                Readied::Granted => {}
+                Readied::Cancelled(c) => {
+                    // A predecessor failed before this task was even submitted.
+                    sh.note_cancelled(&c);
+                    let pushed = sh.complete(&c, DONE_CANCELLED, None);
+                    sh.task_finished();
+                    sh.sleep.notify(pushed);
+                }
+            }
+        }
+    }
+
+    /// Waits for every submitted task. Returns the failures since the last `wait_all`
+    /// (tasks that panicked, and how many dependents were cancelled); the runtime stays
+    /// usable either way. Must not be called from inside a task.
+    ///
+    /// Cancellation reaches every task that depends, through data or explicitly, on a
+    /// failed task, up to the `wait_all` that reports the failure: tasks submitted after
+    /// it run normally, on the data as the failure left it.
+    pub fn wait_all(&self) -> Result<(), RuntimeError> {
+        let sh = &*self.shared;
+        sh.waiters
+            .wait_until(|| sh.in_flight.load(Ordering::SeqCst) == 0);
+        let report = std::mem::take(&mut *sh.report.lock());
+        for n in &report.nodes {
+            n.reported.store(true, Ordering::Release);
+        }
+        if report.failures.is_empty() && report.cancelled == 0 {
+            Ok(())
+        } else {
+            Err(RuntimeError::TasksFailed {
+                failures: report.failures,
+                cancelled: report.cancelled,
+            })
+        }
+    }
+
+    /// Waits for one task. Errors if it panicked or was cancelled (the failure stays
+    /// reported by the next `wait_all` too).
+    pub fn wait(&self, task: &TaskHandle) -> Result<(), RuntimeError> {
+        let node = &task.node;
+        node.has_waiter.store(true, Ordering::SeqCst);
+        self.shared.waiters.wait_until(|| node.is_finished());
+        match node.status.load(Ordering::SeqCst) {
+            DONE_OK => Ok(()),
+            DONE_FAILED => {
+                let failures = self
+                    .shared
+                    .report
+                    .lock()
+                    .failures
+                    .iter()
+                    .filter(|f| f.task == node.id)
+                    .cloned()
+                    .collect();
+                Err(RuntimeError::TasksFailed {
+                    failures,
+                    cancelled: 0,
+                })
+            }
+            _ => Err(RuntimeError::Cancelled {
+                task: node.id,
+                codelet: node.codelet_name().to_string(),
+            }),
+        }
+    }
+
+    /// Counters since the runtime started.
+    pub fn stats(&self) -> RuntimeStats {
+        let sh = &*self.shared;
+        RuntimeStats {
+            submitted: sh.submitted.load(Ordering::Relaxed),
+            executed: sh.executed.load(Ordering::Relaxed),
+            failed: sh.failed.load(Ordering::Relaxed),
+            cancelled: sh.cancelled.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Id the next submitted task will get.
+    pub fn next_task_id(&self) -> TaskId {
+        self.shared.next_id.load(Ordering::Relaxed)
+    }
+
+    /// Waits for every task, stops the workers and flushes their trace buffers. Returns the
+    /// failures not yet reported, as `wait_all` does.
+    pub fn shutdown(mut self) -> Result<RuntimeStats, RuntimeError> {
+        let res = self.wait_all();
+        self.stop_workers();
+        let stats = self.stats();
+        res.map(|()| stats)
+    }
+
+    fn stop_workers(&mut self) {
+        self.shared.sleep.shutdown();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        if self.threads.is_empty() {
+            return;
+        }
+        if let Err(e) = self.wait_all() {
+            eprintln!("taskwatt: runtime dropped with unreported failures: {e}");
+        }
+        self.stop_workers();
+    }
+}
+
+/// Rejects a handle listed twice by one task: two buffer indices on one value would let
+/// the implementation alias a `&mut`.
+fn check_distinct(
+    codelet: &str,
+    accesses: &[(Arc<HandleCore>, Access)],
+) -> Result<(), RuntimeError> {
+    for (i, (a, _)) in accesses.iter().enumerate() {
+        if let Some(j) = accesses[i + 1..]
+            .iter()
+            .position(|(b, _)| Arc::ptr_eq(a, b))
+        {
+            return Err(RuntimeError::DuplicateAccess {
+                codelet: codelet.to_string(),
+                handle: a.id,
+                first: i,
+                second: i + 1 + j,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Implicit dependencies of `node` on `core` (see handle.rs).
+pub(crate) fn link(core: &HandleCore, mode: Access, node: &Arc<TaskNode>) {
+    let mut deps = core.deps.lock();
+    if mode.writes() {
+        if deps.readers.is_empty() {
+            if let Some(w) = &deps.last_writer {
+                w.add_successor(node);
+            }
+        } else {
+            for r in deps.readers.drain(..) {
+                r.add_successor(node);
+            }
+        }
+        deps.last_writer = Some(node.clone());
+    } else {
+        if let Some(w) = &deps.last_writer {
+            if !Arc::ptr_eq(w, node) {
+                w.add_successor(node);
+            }
+        }
+        // Readers that already finished need no edge from a later writer: drop them
+        // when the list grows, so that a handle only ever read does not grow forever.
+        if deps.readers.len() >= 64 {
+            deps.readers.retain(|r| !r.is_finished());
+        }
+        if !deps.readers.iter().any(|r| Arc::ptr_eq(r, node)) {
+            deps.readers.push(node.clone());
+        }
+    }
+}

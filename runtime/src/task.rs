@@ -1,0 +1,315 @@
+//! Tasks: the builder users fill in, and the node the runtime tracks.
+//!
+//! # A node's life
+//!
+//! 1. **Submitted.** `pending` starts at 1 (the submission guard) and gains one per
+//!    unfinished predecessor found by dependency inference or listed explicitly.
+//! 2. **Ready.** When `pending` drops to 0 the node goes to the scheduling policy (a
+//!    codelet task) or wakes its acquirer (an acquisition). The submission guard makes sure
+//!    this cannot happen before every dependency of the node has been recorded.
+//! 3. **Running.** A worker takes the body out of the node ([`TaskNode::take_body`]): from
+//!    here on the node holds no data handle, which breaks the handle → last writer → handle
+//!    reference cycle.
+//! 4. **Finished.** Under the node's lock `finished` is set and the successor list taken;
+//!    successors are then released outside the lock. A predecessor that finishes after a
+//!    successor looked at it is impossible: `add_successor` and `finish` take the same lock.
+//!
+//! A failed or cancelled node passes the cancellation on to the successors it releases.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crossbeam_utils::atomic::AtomicCell;
+use parking_lot::Mutex;
+use taskwatt_scheduler::SchedTask;
+use taskwatt_traces::{TaskId, Timestamp};
+
+use crate::codelet::{Codelet, CodeletInner};
+use crate::handle::{Access, Handle, HandleCore};
+
+/// A task to submit: a codelet, its data accesses in order, and options.
+///
+/// ```
+/// # use taskwatt_runtime::{Codelet, Runtime, Task};
+/// let rt = Runtime::builder().workers(1).build().unwrap();
+/// let add = Codelet::new("add").cpu(|ctx| {
+///     let x = *ctx.r::<u64>(0);
+///     *ctx.rw::<u64>(1) += x;
+/// });
+/// let (a, b) = (rt.register(2u64), rt.register(40u64));
+/// rt.submit(Task::new(&add).r(&a).rw(&b).priority(1)).unwrap();
+/// assert_eq!(rt.unregister(b).unwrap(), 42);
+/// ```
+pub struct Task {
+    pub(crate) codelet: Codelet,
+    pub(crate) accesses: Vec<(Arc<HandleCore>, Access)>,
+    pub(crate) after: Vec<Arc<TaskNode>>,
+    pub(crate) arg: Option<Box<dyn Any + Send + Sync>>,
+    pub(crate) priority: i32,
+}
+
+impl Task {
+    /// A task of `codelet`.
+    pub fn new(codelet: &Codelet) -> Task {
+        Task {
+            codelet: codelet.clone(),
+            accesses: Vec::new(),
+            after: Vec::new(),
+            arg: None,
+            priority: 0,
+        }
+    }
+
+    /// Adds an access to `handle`. Its buffer index in [`TaskCtx`](crate::TaskCtx) is the
+    /// number of accesses added before it.
+    pub fn access<T>(mut self, handle: &Handle<T>, mode: Access) -> Task {
+        self.accesses.push((handle.core.clone(), mode));
+        self
+    }
+
+    /// Adds a read access.
+    pub fn r<T>(self, handle: &Handle<T>) -> Task {
+        self.access(handle, Access::R)
+    }
+
+    /// Adds a write access (the old value is not read).
+    pub fn w<T>(self, handle: &Handle<T>) -> Task {
+        self.access(handle, Access::W)
+    }
+
+    /// Adds a read-write access.
+    pub fn rw<T>(self, handle: &Handle<T>) -> Task {
+        self.access(handle, Access::RW)
+    }
+
+    /// Runs only after `pred` finished: an explicit dependency, for graphs without data.
+    pub fn after(mut self, pred: &TaskHandle) -> Task {
+        self.after.push(pred.node.clone());
+        self
+    }
+
+    /// A value the implementation reads with [`TaskCtx::arg`](crate::TaskCtx::arg)
+    /// (StarPU's `cl_arg`).
+    pub fn arg<A: Any + Send + Sync>(mut self, arg: A) -> Task {
+        self.arg = Some(Box::new(arg));
+        self
+    }
+
+    /// Scheduling priority: higher runs first under `prio` (default 0).
+    pub fn priority(mut self, priority: i32) -> Task {
+        self.priority = priority;
+        self
+    }
+}
+
+/// What a node carries until a worker runs it.
+pub(crate) struct Body {
+    pub(crate) codelet: Arc<CodeletInner>,
+    pub(crate) accesses: Vec<(Arc<HandleCore>, Access)>,
+    pub(crate) arg: Option<Box<dyn Any + Send + Sync>>,
+}
+
+pub(crate) enum Kind {
+    /// A codelet task.
+    Codelet,
+    /// An acquisition by a thread outside the runtime (see `acquire.rs`).
+    Acquire,
+}
+
+/// Status values of `TaskNode::status`.
+pub(crate) const PENDING: u8 = 0;
+pub(crate) const DONE_OK: u8 = 1;
+pub(crate) const DONE_FAILED: u8 = 2;
+pub(crate) const DONE_CANCELLED: u8 = 3;
+
+struct Links {
+    finished: bool,
+    successors: Vec<Arc<TaskNode>>,
+}
+
+pub(crate) struct TaskNode {
+    pub(crate) id: TaskId,
+    pub(crate) kind: Kind,
+    pub(crate) codelet_id: u32,
+    pub(crate) priority: i32,
+    pub(crate) footprint: u64,
+    pub(crate) submit: Timestamp,
+    pub(crate) ready: AtomicU64,
+    /// Predecessor ids, for the trace (StarPU's DependsOn).
+    pub(crate) preds: Mutex<Vec<TaskId>>,
+    pub(crate) pending: AtomicUsize,
+    pub(crate) cancelled: AtomicBool,
+    pub(crate) status: AtomicU8,
+    /// A thread waits on this node (see `Waiters`).
+    pub(crate) has_waiter: AtomicBool,
+    /// For acquisitions: the acquirer may go on.
+    pub(crate) granted: AtomicBool,
+    /// A failed or cancelled node whose failure `wait_all` has reported: it no longer
+    /// cancels tasks submitted after that report.
+    pub(crate) reported: AtomicBool,
+    body: AtomicCell<Option<Box<Body>>>,
+    links: Mutex<Links>,
+    pub(crate) codelet_name: Arc<CodeletInner>,
+}
+
+impl TaskNode {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: TaskId,
+        kind: Kind,
+        codelet: Arc<CodeletInner>,
+        codelet_id: u32,
+        priority: i32,
+        footprint: u64,
+        submit: Timestamp,
+        body: Option<Box<Body>>,
+    ) -> TaskNode {
+        TaskNode {
+            id,
+            kind,
+            codelet_id,
+            priority,
+            footprint,
+            submit,
+            ready: AtomicU64::new(0),
+            preds: Mutex::new(Vec::new()),
+            pending: AtomicUsize::new(1),
+            cancelled: AtomicBool::new(false),
+            status: AtomicU8::new(PENDING),
+            has_waiter: AtomicBool::new(false),
+            granted: AtomicBool::new(false),
+            reported: AtomicBool::new(false),
+            body: AtomicCell::new(body),
+            links: Mutex::new(Links {
+                finished: false,
+                successors: Vec::new(),
+            }),
+            codelet_name: codelet,
+        }
+    }
+
+    /// The codelet's name.
+    pub(crate) fn codelet_name(&self) -> &str {
+        &self.codelet_name.name
+    }
+
+    /// Makes `succ` wait for `self`. Returns whether an edge was added (false when `self`
+    /// already finished; then a failed or cancelled `self` whose failure was not reported
+    /// yet cancels `succ` right away).
+    pub(crate) fn add_successor(self: &Arc<Self>, succ: &Arc<TaskNode>) -> bool {
+        if Arc::ptr_eq(self, succ) {
+            return false;
+        }
+        let mut links = self.links.lock();
+        if links.finished {
+            drop(links);
+            if self.status.load(Ordering::Acquire) != DONE_OK
+                && !self.reported.load(Ordering::Acquire)
+            {
+                succ.cancelled.store(true, Ordering::Relaxed);
+            }
+            // Still a predecessor in the recorded graph: it ran before `succ`.
+            succ.preds.lock().push(self.id);
+            return false;
+        }
+        // Count the edge before publishing it: the release in `finish` decrements only
+        // what it finds in the list.
+        succ.pending.fetch_add(1, Ordering::Relaxed);
+        links.successors.push(succ.clone());
+        drop(links);
+        succ.preds.lock().push(self.id);
+        true
+    }
+
+    /// Gives the node its body, before its submission guard is released.
+    pub(crate) fn set_body(&self, body: Box<Body>) {
+        self.body.store(Some(body));
+    }
+
+    /// Takes the body (once; later calls get `None`).
+    #[inline]
+    pub(crate) fn take_body(&self) -> Option<Box<Body>> {
+        self.body.take()
+    }
+
+    /// Marks the node finished with `status` and returns its successors.
+    pub(crate) fn finish(&self, status: u8) -> Vec<Arc<TaskNode>> {
+        let mut links = self.links.lock();
+        // Publish the status before `finished`: `add_successor` reads it after seeing
+        // `finished` under the same lock.
+        self.status.store(status, Ordering::SeqCst);
+        links.finished = true;
+        std::mem::take(&mut links.successors)
+    }
+
+    /// Whether the node finished (in any way).
+    #[inline]
+    pub(crate) fn is_finished(&self) -> bool {
+        self.status.load(Ordering::SeqCst) != PENDING
+    }
+}
+
+/// The ready-task type the scheduling policies see.
+pub struct ReadyTask(pub(crate) Arc<TaskNode>);
+
+impl ReadyTask {
+    /// The task's id.
+    pub fn id(&self) -> TaskId {
+        self.0.id
+    }
+
+    /// Its codelet's name.
+    pub fn codelet_name(&self) -> &str {
+        self.0.codelet_name()
+    }
+
+    /// Bytes of data it accesses.
+    pub fn footprint(&self) -> u64 {
+        self.0.footprint
+    }
+}
+
+impl SchedTask for ReadyTask {
+    #[inline]
+    fn priority(&self) -> i32 {
+        self.0.priority
+    }
+}
+
+impl std::fmt::Debug for ReadyTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadyTask")
+            .field("id", &self.0.id)
+            .field("codelet", &self.0.codelet_name())
+            .finish()
+    }
+}
+
+/// A submitted task: wait on it, or make later tasks depend on it.
+#[derive(Clone)]
+pub struct TaskHandle {
+    pub(crate) node: Arc<TaskNode>,
+}
+
+impl TaskHandle {
+    /// The task's id (submission order, from 0).
+    pub fn id(&self) -> TaskId {
+        self.node.id
+    }
+
+    /// Whether it finished (ran, failed, or was cancelled).
+    pub fn is_finished(&self) -> bool {
+        self.node.is_finished()
+    }
+}
+
+impl std::fmt::Debug for TaskHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskHandle")
+            .field("id", &self.node.id)
+            .field("codelet", &self.node.codelet_name())
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}

@@ -1,0 +1,187 @@
+//! The worker loop: pop, run, record, release; spin briefly when idle, then park.
+//!
+//! Each worker owns its trace buffer (a [`TaskChunk`] with preallocated room): recording a
+//! task is a push into it, with no atomic shared with other cores. A full buffer is swapped
+//! for an empty recycled one through the trace sink. A worker about to park flushes a
+//! partial buffer, so that a trace on disk is never more than one idle period behind.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crossbeam_utils::Backoff;
+use taskwatt_scheduler::Local;
+use taskwatt_traces::{Arch, Clock, TaskChunk, TaskRecord, TaskStatus, Timestamp, WorkerId};
+
+use crate::context::TaskCtx;
+use crate::error::TaskFailure;
+use crate::runtime::Shared;
+use crate::task::{ReadyTask, DONE_FAILED, DONE_OK};
+
+pub(crate) struct WorkerCtx {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) id: WorkerId,
+    pub(crate) arch: Arch,
+    pub(crate) cpu: Option<u32>,
+    /// The memory node the worker computes on (0: main memory; a GPU's own node later).
+    pub(crate) memory_node: usize,
+    pub(crate) trace_chunk: usize,
+}
+
+pub(crate) fn run(ctx: WorkerCtx) {
+    if let Some(cpu) = ctx.cpu {
+        // Pinning can fail in a restricted container; the worker still runs, unpinned.
+        let _ = core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize });
+    }
+    let sh = &*ctx.shared;
+    let me = ctx.id as usize;
+    let mut local = sh.policy.local(me);
+    let tracing = sh.sink.is_enabled();
+    let mut buf = if tracing {
+        TaskChunk::with_capacity(ctx.trace_chunk, ctx.trace_chunk * 2)
+    } else {
+        TaskChunk::default()
+    };
+    loop {
+        if let Some(task) = find_task(sh, me, &mut local) {
+            execute(&ctx, task, &mut local, tracing.then_some(&mut buf));
+            continue;
+        }
+        // Park (see sync.rs for why this cannot miss a push).
+        let epoch = sh.sleep.prepare();
+        if let Some(task) = sh.policy.pop(me, &mut local) {
+            sh.sleep.cancel();
+            execute(&ctx, task, &mut local, tracing.then_some(&mut buf));
+            continue;
+        }
+        if !buf.is_empty() {
+            flush(sh, &mut buf);
+        }
+        if sh.sleep.is_shutdown() {
+            sh.sleep.cancel();
+            break;
+        }
+        sh.sleep.sleep(epoch);
+    }
+    if !buf.is_empty() {
+        flush(sh, &mut buf);
+    }
+}
+
+/// Pops, retrying with exponential backoff for a few µs before giving up.
+#[inline]
+fn find_task(sh: &Shared, me: usize, local: &mut Local) -> Option<ReadyTask> {
+    let backoff = Backoff::new();
+    loop {
+        if let Some(t) = sh.policy.pop(me, local) {
+            return Some(t);
+        }
+        if backoff.is_completed() || sh.sleep.is_shutdown() {
+            return None;
+        }
+        backoff.snooze();
+    }
+}
+
+fn flush(sh: &Shared, buf: &mut TaskChunk) {
+    sh.sink.swap_tasks(buf);
+}
+
+fn execute(ctx: &WorkerCtx, task: ReadyTask, local: &mut Local, buf: Option<&mut TaskChunk>) {
+    let sh = &*ctx.shared;
+    let node = task.0;
+    let Some(body) = node.take_body() else {
+        // Every node is pushed once and its body taken once (policy contract): a missing
+        // body is a runtime bug, not a user error.
+        unreachable!("task {} was scheduled twice", node.id);
+    };
+    let Some(imp) = body.codelet.impls[ctx.arch.index()].clone() else {
+        unreachable!(
+            "policy gave task {} to a worker that cannot run it",
+            node.id
+        );
+    };
+    if ctx.memory_node != 0 {
+        // Replicas on a device node: update the MSI states (the transfer hook goes here).
+        for (core, mode) in &body.accesses {
+            core.note_access(ctx.memory_node, *mode);
+        }
+    }
+    let cid = node.codelet_id;
+    let start = Clock::now();
+    if let Some(o) = &sh.observer {
+        o.task_started(ctx.id, cid, ctx.arch, start);
+    }
+    let outcome = {
+        let tctx = TaskCtx::new(&body, node.id, ctx.id);
+        catch_unwind(AssertUnwindSafe(|| imp(&tctx)))
+    };
+    let end = Clock::now();
+    if let Some(o) = &sh.observer {
+        o.task_ended(ctx.id, cid, ctx.arch, end);
+    }
+    let status = match outcome {
+        Ok(()) => {
+            sh.executed.fetch_add(1, Ordering::Relaxed);
+            DONE_OK
+        }
+        Err(payload) => {
+            sh.record_failure(
+                &node,
+                TaskFailure {
+                    task: node.id,
+                    codelet: node.codelet_name().to_string(),
+                    message: panic_message(payload.as_ref()),
+                    worker: ctx.id,
+                },
+            );
+            DONE_FAILED
+        }
+    };
+    if let Some(buf) = buf {
+        let preds = node.preds.lock();
+        buf.push(
+            TaskRecord {
+                id: node.id,
+                codelet: cid,
+                arch: ctx.arch,
+                worker: ctx.id,
+                status: if status == DONE_OK {
+                    TaskStatus::Ok
+                } else {
+                    TaskStatus::Failed
+                },
+                priority: node.priority,
+                footprint: node.footprint,
+                submit: node.submit,
+                ready: Timestamp(node.ready.load(Ordering::Relaxed)),
+                start,
+                end,
+                preds_start: 0,
+                preds_len: 0,
+            },
+            &preds,
+        );
+        drop(preds);
+        if buf.len() >= buf.records.capacity() {
+            flush(sh, buf);
+        }
+    }
+    // Drop the data references before successors run (they may unregister the data).
+    drop(body);
+    let pushed = sh.complete(&node, status, Some((ctx.id as usize, local)));
+    sh.task_finished();
+    sh.policy.done(ctx.id as usize, local);
+    // This worker takes one of the released tasks itself; wake others for the rest.
+    sh.sleep.notify(pushed.saturating_sub(1));
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}

@@ -1,0 +1,35 @@
+//! Idle workers park: an empty runtime burns no CPU. (Its own test binary, so that no
+//! other test's threads add CPU time.)
+
+use std::time::Duration;
+
+use taskwatt_runtime::{Codelet, Runtime, Task};
+
+#[test]
+fn idle_workers_park_instead_of_spinning() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    // Give the workers time to finish their spin budget and park.
+    std::thread::sleep(Duration::from_millis(50));
+    let before = process_cpu_ns();
+    std::thread::sleep(Duration::from_millis(300));
+    let used = process_cpu_ns() - before;
+    // Two spinning workers would burn ~600 ms of CPU here; parked ones burn ~0.
+    assert!(
+        used < 60_000_000,
+        "idle runtime used {} ms of CPU in 300 ms",
+        used / 1_000_000
+    );
+    // And they wake up for new work.
+    let cl = Codelet::new("c").cpu(|_| {});
+    rt.submit(Task::new(&cl)).unwrap();
+    rt.wait_all().unwrap();
+}
+
+/// CPU time of this process (utime + stime), from /proc/self/stat.
+fn process_cpu_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    ticks * 10_000_000 // USER_HZ = 100 on Linux
+}

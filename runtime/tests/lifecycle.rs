@@ -1,0 +1,63 @@
+//! Acquisition, unregistration, waiting on one task, idle parking and drop semantics.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use taskwatt_runtime::{Codelet, Runtime, Task};
+
+#[test]
+fn acquire_waits_for_writers_and_orders_later_tasks() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let slow_inc = Codelet::new("slow_inc").cpu(|ctx| {
+        std::thread::sleep(Duration::from_millis(5));
+        *ctx.rw::<u64>(0) += 1;
+    });
+    let x = rt.register(0u64);
+    for _ in 0..5 {
+        rt.submit(Task::new(&slow_inc).rw(&x)).unwrap();
+    }
+    {
+        let mut g = rt.acquire_mut(&x).unwrap();
+        assert_eq!(*g, 5, "acquire waits for every pending writer");
+        *g = 100;
+        // A task submitted while the guard lives waits for it.
+        rt.submit(Task::new(&slow_inc).rw(&x)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(*g, 100);
+    }
+    rt.wait_all().unwrap();
+    assert_eq!(rt.unregister(x).unwrap(), 101);
+}
+
+#[test]
+fn wait_on_one_task() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let sleepy = Codelet::new("sleepy").cpu(|ctx| {
+        std::thread::sleep(Duration::from_millis(*ctx.arg::<u64>()));
+    });
+    let long = rt.submit(Task::new(&sleepy).arg(200u64)).unwrap();
+    let short = rt.submit(Task::new(&sleepy).arg(1u64)).unwrap();
+    rt.wait(&short).unwrap();
+    assert!(short.is_finished());
+    assert!(!long.is_finished());
+    rt.wait(&long).unwrap();
+}
+
+#[test]
+fn dropping_with_pending_tasks_runs_them() {
+    let done = Arc::new(AtomicU64::new(0));
+    {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let d = done.clone();
+        let cl = Codelet::new("work").cpu(move |_| {
+            std::thread::sleep(Duration::from_micros(200));
+            d.fetch_add(1, Ordering::SeqCst);
+        });
+        let h = rt.register(0u8);
+        for _ in 0..50 {
+            rt.submit(Task::new(&cl).rw(&h)).unwrap();
+        }
+    }
+    assert_eq!(done.load(Ordering::SeqCst), 50);
+}

@@ -1,0 +1,32 @@
+//! # taskwatt-scheduler
+//!
+//! Scheduling policies behind one trait, [`Policy`], whose hooks have a documented call
+//! order and say who owns a task after each call (see [`policy`](Policy)'s module docs).
+//! Four are built in, one file each, and registered by name: `eager`, `ws`, `lws` (the
+//! default) and `prio`.
+//!
+//! ```
+//! use taskwatt_scheduler::{create_policy, Origin, SchedTask, WorkerDesc};
+//!
+//! struct Job(i32);
+//! impl SchedTask for Job {
+//!     fn priority(&self) -> i32 { self.0 }
+//! }
+//!
+//! let policy = create_policy::<Job>("prio", &WorkerDesc::flat(1)).unwrap();
+//! let mut local = policy.local(0);
+//! policy.push(Job(1), Origin::External);
+//! policy.push(Job(9), Origin::External);
+//! assert_eq!(policy.pop(0, &mut local).map(|j| j.0), Some(9));
+//! ```
+
+mod policies;
+mod policy;
+mod registry;
+
+pub use policies::{Eager, Lws, Prio, Ws};
+pub use policy::{Local, Origin, Policy, SchedTask, WorkerDesc};
+pub use registry::{
+    check_policy_name, create_policy, policy_from_env, policy_names, PolicyInfo, UnknownPolicy,
+    DEFAULT_POLICY, POLICIES, SCHED_ENV,
+};

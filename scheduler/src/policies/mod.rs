@@ -1,0 +1,12 @@
+//! The built-in policies, one file each.
+
+mod eager;
+mod lws;
+mod prio;
+mod steal;
+mod ws;
+
+pub use eager::Eager;
+pub use lws::Lws;
+pub use prio::Prio;
+pub use ws::Ws;

@@ -1,0 +1,96 @@
+//! Pieces shared by the work-stealing policies.
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+
+/// A small xorshift generator for picking victims: no shared state, no allocation.
+#[derive(Debug, Clone)]
+pub(crate) struct XorShift(u64);
+
+impl XorShift {
+    pub(crate) fn new(seed: u64) -> Self {
+        // Zero is a fixed point of xorshift; mix the seed so that worker 0 gets a valid one.
+        XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    #[inline]
+    pub(crate) fn next_below(&mut self, n: usize) -> usize {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        (x % n as u64) as usize
+    }
+}
+
+/// Takes from the injector into `local`, then steals from the stealers in `order`
+/// (skipping `me`). Returns `None` only after a full round found everything empty without
+/// a `Retry`; a round with a `Retry` is repeated, since a `Retry` means a task was there.
+pub(crate) fn steal_from<T>(
+    me: usize,
+    local: &Worker<T>,
+    injector: &Injector<T>,
+    stealers: &[Stealer<T>],
+    order: impl Iterator<Item = usize> + Clone,
+) -> Option<T> {
+    loop {
+        let mut retry = false;
+        match injector.steal_batch_and_pop(local) {
+            Steal::Success(t) => return Some(t),
+            Steal::Retry => retry = true,
+            Steal::Empty => {}
+        }
+        for v in order.clone() {
+            if v == me {
+                continue;
+            }
+            match stealers[v].steal() {
+                Steal::Success(t) => return Some(t),
+                Steal::Retry => retry = true,
+                Steal::Empty => {}
+            }
+        }
+        if !retry {
+            return None;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// The per-worker deques of a stealing policy, handed out once each by `local()`.
+pub(crate) struct Deques<T> {
+    pub(crate) stealers: Vec<Stealer<T>>,
+    unclaimed: parking_lot::Mutex<Vec<Option<Worker<T>>>>,
+}
+
+impl<T> Deques<T> {
+    pub(crate) fn lifo(n: usize) -> Self {
+        let workers: Vec<Worker<T>> = (0..n).map(|_| Worker::new_lifo()).collect();
+        Deques {
+            stealers: workers.iter().map(Worker::stealer).collect(),
+            unclaimed: parking_lot::Mutex::new(workers.into_iter().map(Some).collect()),
+        }
+    }
+
+    /// Worker `w`'s deque. Called once per worker (the policy contract's step 2).
+    pub(crate) fn claim(&self, w: usize) -> Worker<T> {
+        self.unclaimed
+            .lock()
+            .get_mut(w)
+            .and_then(Option::take)
+            .unwrap_or_else(|| panic!("worker {w}'s deque was claimed twice or never existed"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xorshift_stays_in_range_and_moves() {
+        let mut r = XorShift::new(0);
+        let draws: Vec<usize> = (0..64).map(|_| r.next_below(5)).collect();
+        assert!(draws.iter().all(|&d| d < 5));
+        assert!(draws.windows(2).any(|w| w[0] != w[1]));
+    }
+}

@@ -1,0 +1,135 @@
+//! Policies by name: the API, the CLI's `--sched` and `TASKWATT_SCHED` all go through here.
+
+use crate::policies::{Eager, Lws, Prio, Ws};
+use crate::{Policy, SchedTask, WorkerDesc};
+
+/// The environment variable that picks a policy when the API does not.
+pub const SCHED_ENV: &str = "TASKWATT_SCHED";
+
+/// The default policy.
+pub const DEFAULT_POLICY: &str = "lws";
+
+/// A policy name nobody registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown scheduling policy `{name}`{}: known policies are {}", .source_hint, .known.join(", "))]
+pub struct UnknownPolicy {
+    /// The name asked for.
+    pub name: String,
+    /// Where the name came from, e.g. " (from TASKWATT_SCHED)".
+    pub source_hint: String,
+    /// The registered names.
+    pub known: Vec<String>,
+}
+
+/// One registered policy.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyInfo {
+    /// Its name.
+    pub name: &'static str,
+    /// One line on what it does.
+    pub summary: &'static str,
+}
+
+/// The built-in policies, in the order they are listed to users.
+pub const POLICIES: &[PolicyInfo] = &[
+    PolicyInfo {
+        name: "eager",
+        summary: "one central FIFO queue shared by every worker",
+    },
+    PolicyInfo {
+        name: "ws",
+        summary: "work stealing: local LIFO deques, FIFO steals from random victims, an injector",
+    },
+    PolicyInfo {
+        name: "lws",
+        summary: "locality work stealing: a worker keeps what it releases, steals near first",
+    },
+    PolicyInfo {
+        name: "prio",
+        summary: "one central queue ordered by task priority, FIFO among equals",
+    },
+];
+
+/// Names of the built-in policies.
+pub fn policy_names() -> Vec<&'static str> {
+    POLICIES.iter().map(|p| p.name).collect()
+}
+
+/// Creates the built-in policy `name` for `workers`.
+pub fn create_policy<T: SchedTask>(
+    name: &str,
+    workers: &[WorkerDesc],
+) -> Result<Box<dyn Policy<T>>, UnknownPolicy> {
+    let name = name.trim();
+    Ok(match name.to_ascii_lowercase().as_str() {
+        "eager" => Box::new(Eager::new(workers)),
+        "ws" => Box::new(Ws::new(workers)),
+        "lws" => Box::new(Lws::new(workers)),
+        "prio" => Box::new(Prio::new(workers)),
+        _ => return Err(unknown(name, "")),
+    })
+}
+
+/// Checks a policy name without creating it.
+pub fn check_policy_name(name: &str) -> Result<&'static str, UnknownPolicy> {
+    let lower = name.trim().to_ascii_lowercase();
+    POLICIES
+        .iter()
+        .find(|p| p.name == lower)
+        .map(|p| p.name)
+        .ok_or_else(|| unknown(name, ""))
+}
+
+/// The policy name from `TASKWATT_SCHED`, if set (checked), else `None`.
+pub fn policy_from_env() -> Result<Option<&'static str>, UnknownPolicy> {
+    match std::env::var(SCHED_ENV) {
+        Ok(v) if !v.trim().is_empty() => {
+            check_policy_name(&v).map(Some).map_err(|e| UnknownPolicy {
+                source_hint: format!(" (from {SCHED_ENV})"),
+                ..e
+            })
+        }
+        _ => Ok(None),
+    }
+}
+
+fn unknown(name: &str, hint: &str) -> UnknownPolicy {
+    UnknownPolicy {
+        name: name.to_string(),
+        source_hint: hint.to_string(),
+        known: policy_names().into_iter().map(String::from).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct T;
+    impl SchedTask for T {
+        fn priority(&self) -> i32 {
+            0
+        }
+    }
+
+    #[test]
+    fn unknown_name_lists_known_ones() {
+        let err = create_policy::<T>("fifo", &WorkerDesc::flat(2))
+            .err()
+            .expect("fifo is not a policy");
+        let msg = err.to_string();
+        assert!(msg.contains("`fifo`"), "{msg}");
+        for p in POLICIES {
+            assert!(msg.contains(p.name), "{msg}");
+        }
+    }
+
+    #[test]
+    fn every_listed_policy_can_be_created_under_its_name() {
+        for p in POLICIES {
+            let pol = create_policy::<T>(p.name, &WorkerDesc::flat(3)).unwrap();
+            assert_eq!(pol.name(), p.name);
+            assert_eq!(check_policy_name(&p.name.to_uppercase()).unwrap(), p.name);
+        }
+    }
+}

@@ -1,0 +1,443 @@
+//! The trace model: what one run records.
+//!
+//! A trace is a stream of [`Chunk`]s. Task executions arrive in [`TaskChunk`]s, one per
+//! worker buffer flush, so that nothing on the hot path allocates per task: a chunk keeps
+//! every record's predecessors in one shared arena (`TaskChunk::preds`) and each record
+//! points into it with a range.
+//!
+//! Energy lives in the same trace: [`MeterInfo`] and [`DomainInfo`] describe what was
+//! measured and which workers each domain covers, [`EnergySample`]s carry cumulative,
+//! wrap-corrected joules on the trace clock, and [`GroundTruth`] records the powers a
+//! simulated meter was told to produce, so that reports can show the attribution error.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Timestamp;
+
+/// Identifier of a task within one run (assigned in submission order, from 0).
+pub type TaskId = u64;
+/// Dense identifier of a codelet (task type) within one run, from 0.
+pub type CodeletId = u32;
+/// Identifier of a worker within one run, from 0.
+pub type WorkerId = u32;
+/// Identifier of a meter within one trace.
+pub type MeterId = u16;
+/// Identifier of a measured domain within one trace.
+pub type DomainId = u16;
+
+/// The architecture a codelet implementation (and a worker) runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// A CPU core.
+    Cpu,
+    /// A GPU (CUDA/HIP device), driven by a CPU thread.
+    Gpu,
+}
+
+impl Arch {
+    /// Every architecture, in id order.
+    pub const ALL: [Arch; 2] = [Arch::Cpu, Arch::Gpu];
+    /// How many architectures there are.
+    pub const COUNT: usize = 2;
+
+    /// Dense index of the architecture (0 for CPU).
+    #[inline]
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Lower-case name: `cpu`, `gpu`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Cpu => "cpu",
+            Arch::Gpu => "gpu",
+        }
+    }
+
+    /// Inverse of [`Arch::index`].
+    pub fn from_index(i: u8) -> Option<Arch> {
+        match i {
+            0 => Some(Arch::Cpu),
+            1 => Some(Arch::Gpu),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a task execution ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    /// The implementation returned.
+    Ok,
+    /// The implementation panicked; its dependents were cancelled.
+    Failed,
+}
+
+/// One task execution. Predecessors live in the owning [`TaskChunk`]'s arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskRecord {
+    /// Task id (submission order).
+    pub id: TaskId,
+    /// Codelet (task type).
+    pub codelet: CodeletId,
+    /// Architecture of the implementation that ran.
+    pub arch: Arch,
+    /// Worker that ran it.
+    pub worker: WorkerId,
+    /// How it ended.
+    pub status: TaskStatus,
+    /// Scheduling priority (higher runs first under `prio`).
+    pub priority: i32,
+    /// Bytes of data the task accessed (sum of its handles' sizes).
+    pub footprint: u64,
+    /// When it was submitted.
+    pub submit: Timestamp,
+    /// When its last dependency was satisfied.
+    pub ready: Timestamp,
+    /// When its implementation started.
+    pub start: Timestamp,
+    /// When its implementation returned.
+    pub end: Timestamp,
+    /// Start of this record's predecessors in [`TaskChunk::preds`].
+    pub preds_start: u32,
+    /// Number of predecessors.
+    pub preds_len: u32,
+}
+
+impl TaskRecord {
+    /// Execution time in ns.
+    #[inline]
+    pub fn duration_ns(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+}
+
+/// A batch of task records, as flushed by one worker buffer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskChunk {
+    /// The records, in the order the worker finished them.
+    pub records: Vec<TaskRecord>,
+    /// Predecessor ids of every record, concatenated.
+    pub preds: Vec<TaskId>,
+}
+
+impl TaskChunk {
+    /// An empty chunk with room for `records` records and `preds` predecessor ids.
+    pub fn with_capacity(records: usize, preds: usize) -> Self {
+        TaskChunk {
+            records: Vec::with_capacity(records),
+            preds: Vec::with_capacity(preds),
+        }
+    }
+
+    /// Appends a record; its `preds_start`/`preds_len` are set from `preds`.
+    #[inline]
+    pub fn push(&mut self, mut record: TaskRecord, preds: &[TaskId]) {
+        record.preds_start = self.preds.len() as u32;
+        record.preds_len = preds.len() as u32;
+        self.preds.extend_from_slice(preds);
+        self.records.push(record);
+    }
+
+    /// The predecessors of `record`, which must belong to this chunk.
+    #[inline]
+    pub fn preds_of(&self, record: &TaskRecord) -> &[TaskId] {
+        let s = record.preds_start as usize;
+        &self.preds[s..s + record.preds_len as usize]
+    }
+
+    /// Records with their predecessors.
+    pub fn iter(&self) -> impl Iterator<Item = (&TaskRecord, &[TaskId])> + '_ {
+        self.records.iter().map(move |r| (r, self.preds_of(r)))
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether the chunk holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Empties the chunk, keeping its allocations.
+    pub fn clear(&mut self) {
+        self.records.clear();
+        self.preds.clear();
+    }
+}
+
+/// A codelet (task type) as the trace knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeletInfo {
+    /// Dense id within the run.
+    pub id: CodeletId,
+    /// Its name, e.g. `gemm`.
+    pub name: String,
+    /// The architectures it has implementations for.
+    pub archs: Vec<Arch>,
+}
+
+/// One worker: an OS thread pinned to a core (CPU) or driving a device (GPU).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerInfo {
+    /// Worker id.
+    pub id: WorkerId,
+    /// What it runs.
+    pub arch: Arch,
+    /// OS CPU index it is pinned to, if pinned.
+    pub cpu: Option<u32>,
+    /// Physical core id, where known.
+    pub core: Option<u32>,
+    /// CPU package (socket) id: RAPL package domains map to workers through this.
+    pub package: u32,
+    /// NUMA node, where known.
+    pub numa: Option<u32>,
+    /// GPU index, for GPU workers.
+    pub device: Option<u32>,
+}
+
+/// The machine's topology, as discovered at start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopologyInfo {
+    /// Where it came from: `hwloc`, `sysfs` or `fallback`.
+    pub source: String,
+    /// Number of CPU packages.
+    pub packages: u32,
+    /// Number of physical cores.
+    pub cores: u32,
+    /// Number of processing units (hardware threads).
+    pub pus: u32,
+    /// Number of NUMA nodes.
+    pub numa_nodes: u32,
+}
+
+/// What a run was and where it ran.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    /// taskwatt version that wrote the trace.
+    pub taskwatt_version: String,
+    /// Scheduling policy name.
+    pub policy: String,
+    /// Host name.
+    pub host: String,
+    /// Wall-clock start of the run, ns since the Unix epoch.
+    pub wall_start_unix_ns: u64,
+    /// Wall-clock time of the trace clock's origin, ns since the Unix epoch.
+    pub clock_origin_unix_ns: u64,
+    /// The process's command line.
+    pub command_line: Vec<String>,
+    /// Application name, when known.
+    pub app: Option<String>,
+    /// Free-form parameters (problem size, tile size...).
+    pub params: BTreeMap<String, String>,
+    /// Workers.
+    pub workers: Vec<WorkerInfo>,
+    /// Topology.
+    pub topology: TopologyInfo,
+}
+
+/// A measured energy domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Domain {
+    /// A CPU package (RAPL `package-N`).
+    CpuPackage {
+        /// Package id.
+        id: u32,
+    },
+    /// The DRAM attached to a package (RAPL `dram`).
+    Dram {
+        /// Package id.
+        id: u32,
+    },
+    /// The cores of a package (RAPL `core`, PP0).
+    Core {
+        /// Package id.
+        id: u32,
+    },
+    /// The uncore/graphics of a package (RAPL `uncore`, PP1).
+    Uncore {
+        /// Package id.
+        id: u32,
+    },
+    /// A GPU board (NVML).
+    Gpu {
+        /// Device index.
+        index: u32,
+    },
+    /// The whole platform (RAPL `psys`).
+    Psys,
+}
+
+impl std::fmt::Display for Domain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Domain::CpuPackage { id } => write!(f, "package-{id}"),
+            Domain::Dram { id } => write!(f, "dram-{id}"),
+            Domain::Core { id } => write!(f, "core-{id}"),
+            Domain::Uncore { id } => write!(f, "uncore-{id}"),
+            Domain::Gpu { index } => write!(f, "gpu-{index}"),
+            Domain::Psys => f.write_str("psys"),
+        }
+    }
+}
+
+/// What kind of quantity a sensor reports.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SensorKind {
+    /// A cumulative energy counter (RAPL energy_uj, NVML total energy).
+    EnergyCounter,
+    /// Instantaneous-ish power integrated by the sampler; the sensor averages over
+    /// `window_ns` (NVML power_usage: 1 s on Ampere and later, except GA100).
+    IntegratedPower {
+        /// The sensor's averaging window, in ns.
+        window_ns: u64,
+    },
+}
+
+/// A meter backend instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeterInfo {
+    /// Id within the trace.
+    pub id: MeterId,
+    /// Backend name: `rapl-perf`, `rapl-powercap`, `nvml`, `sim`.
+    pub backend: String,
+    /// Whether its readings are simulated (and not measured).
+    pub simulated: bool,
+    /// Human-readable description (device, path...).
+    pub description: String,
+}
+
+/// One domain of one meter.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DomainInfo {
+    /// Id within the trace.
+    pub id: DomainId,
+    /// The meter that reads it.
+    pub meter: MeterId,
+    /// What it measures.
+    pub domain: Domain,
+    /// The sensor's own name, e.g. `package-0` or `NVIDIA A100`.
+    pub name: String,
+    /// Unit of the raw counter, e.g. `uJ`, `mJ`, `2^-14 J`.
+    pub unit: String,
+    /// Smallest energy step, in J.
+    pub resolution_j: f64,
+    /// Range after which the raw counter wraps, in J, if it wraps.
+    pub wrap_range_j: Option<f64>,
+    /// How the sensor updates, in ns, if known.
+    pub update_interval_ns: Option<u64>,
+    /// What the sensor reports.
+    pub sensor: SensorKind,
+    /// Workers whose executions this domain's energy covers.
+    pub workers: Vec<WorkerId>,
+}
+
+/// One reading of one domain.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnergySample {
+    /// Domain read.
+    pub domain: DomainId,
+    /// When it was read, on the trace clock.
+    pub t: Timestamp,
+    /// When it was read, ns since the Unix epoch.
+    pub wall_unix_ns: u64,
+    /// Cumulative energy since the meter started, in J, wrap-corrected.
+    pub energy_j: f64,
+    /// The raw counter value as the sensor gave it (in the domain's unit), before wrap
+    /// correction; NaN for integrated-power domains.
+    pub raw: f64,
+}
+
+/// A named interval on the trace clock, e.g. an idle-calibration window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    /// What it marks: `idle-calibration`, `graph`...
+    pub name: String,
+    /// Start.
+    pub start: Timestamp,
+    /// End.
+    pub end: Timestamp,
+}
+
+/// The powers a simulated meter was configured with: the truth the attribution should find.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroundTruth {
+    /// Base power per domain, in W.
+    pub base_w: Vec<(DomainId, f64)>,
+    /// Extra power while a task of a codelet runs, per domain, in W.
+    pub task_w: Vec<TruthEntry>,
+    /// Standard deviation of the white power noise at 1 ms, in W.
+    pub noise_sigma_w: f64,
+    /// The full meter configuration, for the record.
+    pub config: serde_json::Value,
+}
+
+/// One (domain, codelet, arch) truth.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TruthEntry {
+    /// Domain whose energy the task adds to.
+    pub domain: DomainId,
+    /// Codelet name.
+    pub codelet: String,
+    /// Architecture.
+    pub arch: Arch,
+    /// Extra power while running, in W.
+    pub extra_w: f64,
+}
+
+/// The end of a run, written last: its absence means the run was cut short.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunEnd {
+    /// Tasks recorded.
+    pub tasks: u64,
+    /// Tasks that failed.
+    pub failed: u64,
+    /// Energy samples recorded.
+    pub samples: u64,
+    /// First task start, on the trace clock.
+    pub first_start: Timestamp,
+    /// Last task end, on the trace clock.
+    pub last_end: Timestamp,
+    /// Wall-clock end, ns since the Unix epoch.
+    pub wall_end_unix_ns: u64,
+}
+
+/// One unit of a trace file.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Chunk {
+    /// Run metadata; the first chunk of every trace.
+    Meta(RunMeta),
+    /// Codelets seen so far (new ones only).
+    Codelets(Vec<CodeletInfo>),
+    /// Task executions.
+    Tasks(TaskChunk),
+    /// Meters and their domains.
+    Meters {
+        /// Meters.
+        meters: Vec<MeterInfo>,
+        /// Domains.
+        domains: Vec<DomainInfo>,
+    },
+    /// Energy samples.
+    Samples(Vec<EnergySample>),
+    /// A simulated meter's truth.
+    Truth(GroundTruth),
+    /// Named intervals.
+    Markers(Vec<Marker>),
+    /// The end of the run.
+    End(RunEnd),
+}
