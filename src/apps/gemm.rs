@@ -1,0 +1,88 @@
+//! Tiled matrix product C = A B:
+//!
+//! ```text
+//! for i, j in 0..nt:            (nt^2 independent chains)
+//!     for l in 0..nt: gemm_nn(R A[i][l], R B[l][j], RW C[i][j])
+//! ```
+
+use std::time::Instant;
+
+use taskwatt_kernels::{flops, gemm_nn, gemm_residual, residual_tolerance, Tile, TiledMatrix};
+use taskwatt_runtime::{Codelet, Handle, Runtime, Task};
+
+use super::{kernel_err, tile_bytes, App, AppConfig, AppError, AppRun, Check};
+
+pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
+    let err = kernel_err("gemm");
+    let (n, nb) = (cfg.n, cfg.tile);
+    let a = TiledMatrix::random(n, nb, cfg.seed).map_err(&err)?;
+    let b = TiledMatrix::random(n, nb, cfg.seed.wrapping_add(1)).map_err(&err)?;
+    let nt = a.nt();
+    let inputs = cfg.check.then(|| (a.clone(), b.clone()));
+
+    let cl = Codelet::new("gemm_nn").cpu(|ctx| {
+        gemm_nn(
+            1.0,
+            ctx.r::<Tile>(0),
+            ctx.r::<Tile>(1),
+            1.0,
+            ctx.rw::<Tile>(2),
+        )
+    });
+    let register = |mut m: TiledMatrix| -> Vec<Handle<Tile>> {
+        let mut v = Vec::with_capacity(nt * nt);
+        for j in 0..nt {
+            for i in 0..nt {
+                let t = m.take(i, j).unwrap_or_else(|| Tile::zeros(nb));
+                v.push(rt.register_bytes(t, tile_bytes(nb)));
+            }
+        }
+        v
+    };
+    let (ha, hb) = (register(a), register(b));
+    let hc = register(TiledMatrix::zeros(n, nb).map_err(&err)?);
+
+    let start = Instant::now();
+    for l in 0..nt {
+        for j in 0..nt {
+            for i in 0..nt {
+                rt.submit(
+                    Task::new(&cl)
+                        .r(&ha[i + l * nt])
+                        .r(&hb[l + j * nt])
+                        .rw(&hc[i + j * nt]),
+                )?;
+            }
+        }
+    }
+    rt.wait_all()?;
+    let makespan = start.elapsed();
+
+    let mut c = TiledMatrix::empty(n, nb).map_err(&err)?;
+    for (idx, h) in hc.into_iter().enumerate() {
+        c.insert(idx % nt, idx / nt, rt.unregister(h)?)
+            .map_err(&err)?;
+    }
+    let check = match inputs {
+        Some((a, b)) => {
+            let c0 = TiledMatrix::zeros(n, nb).map_err(&err)?;
+            let value = gemm_residual(1.0, &a, &b, 0.0, &c0, &c).map_err(&err)?;
+            let tolerance = residual_tolerance(n);
+            Some(Check {
+                what: "||C - A B||_F / (||A||_F ||B||_F) (randomized)",
+                value,
+                tolerance,
+                passed: value <= tolerance,
+            })
+        }
+        None => None,
+    };
+    Ok(AppRun {
+        app: App::Gemm,
+        config: *cfg,
+        tasks: (nt * nt * nt) as u64,
+        flops: flops::gemm_total(n),
+        makespan,
+        check,
+    })
+}

@@ -1,0 +1,32 @@
+//! # taskwatt
+//!
+//! A task-based runtime for Rust in the style of StarPU, with fine-grain energy
+//! attribution. Applications are graphs of tasks on registered data; the runtime infers
+//! dependencies from R/W/RW accesses, runs the tasks on pinned workers under a scheduling
+//! policy, records every execution in a trace and, with the energy crate, samples energy
+//! meters into the same trace and attributes power to each task type.
+//!
+//! This crate is the facade: it re-exports the workspace crates and holds the built-in
+//! applications that the `taskwatt` CLI runs.
+//!
+//! ```
+//! use taskwatt::{Codelet, Runtime, Task};
+//!
+//! let rt = Runtime::builder().workers(2).build().unwrap();
+//! let double = Codelet::new("double").cpu(|ctx| *ctx.rw::<u64>(0) *= 2);
+//! let x = rt.register(21u64);
+//! rt.submit(Task::new(&double).rw(&x)).unwrap();
+//! assert_eq!(rt.unregister(x).unwrap(), 42);
+//! ```
+
+pub mod apps;
+
+pub use taskwatt_energy as energy;
+pub use taskwatt_kernels as kernels;
+pub use taskwatt_runtime as runtime;
+pub use taskwatt_scheduler as scheduler;
+pub use taskwatt_traces as traces;
+
+pub use taskwatt_runtime::{
+    Access, Codelet, Handle, Runtime, RuntimeBuilder, RuntimeError, Task, TaskCtx, TaskHandle,
+};
