@@ -13,43 +13,40 @@
 //!
 //! Run: `cargo run --release --example custom_policy`
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use parking_lot_free::SpinQueue;
 use taskwatt::runtime::{Codelet, ReadyTask, Runtime, Task};
 use taskwatt::scheduler::{Local, Origin, Policy};
 
-/// A footprint-ordered queue under a std mutex (kept simple: this is an example).
-mod parking_lot_free {
-    use std::collections::BinaryHeap;
-    use std::sync::Mutex;
+/// A queued task with its sort key: largest footprint first, then submission order.
+struct Entry {
+    footprint: u64,
+    seq: u64,
+    task: ReadyTask,
+}
 
-    pub struct SpinQueue<T>(pub Mutex<BinaryHeap<(u64, std::cmp::Reverse<u64>, Item<T>)>>);
-
-    /// Wrapper so BinaryHeap does not need `T: Ord`.
-    pub struct Item<T>(pub T);
-    impl<T> PartialEq for Item<T> {
-        fn eq(&self, _: &Self) -> bool {
-            true
-        }
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        (self.footprint, self.seq) == (o.footprint, o.seq)
     }
-    impl<T> Eq for Item<T> {}
-    impl<T> PartialOrd for Item<T> {
-        fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-            Some(self.cmp(o))
-        }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
     }
-    impl<T> Ord for Item<T> {
-        fn cmp(&self, _: &Self) -> std::cmp::Ordering {
-            std::cmp::Ordering::Equal
-        }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.footprint.cmp(&o.footprint).then(o.seq.cmp(&self.seq))
     }
 }
 
 struct LargestFirst {
-    queue: SpinQueue<ReadyTask>,
-    seq: AtomicUsize,
+    queue: Mutex<BinaryHeap<Entry>>,
+    seq: AtomicU64,
 }
 
 impl Policy<ReadyTask> for LargestFirst {
@@ -62,17 +59,17 @@ impl Policy<ReadyTask> for LargestFirst {
     }
 
     fn push(&self, task: ReadyTask, _origin: Origin<'_>) {
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed) as u64;
-        let key = task.footprint();
-        self.queue.0.lock().unwrap().push((
-            key,
-            std::cmp::Reverse(seq),
-            parking_lot_free::Item(task),
-        ));
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let footprint = task.footprint();
+        self.queue.lock().unwrap().push(Entry {
+            footprint,
+            seq,
+            task,
+        });
     }
 
     fn pop(&self, _worker: usize, _local: &mut Local) -> Option<ReadyTask> {
-        self.queue.0.lock().unwrap().pop().map(|(_, _, t)| t.0)
+        self.queue.lock().unwrap().pop().map(|e| e.task)
     }
 }
 
@@ -81,14 +78,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .workers(1) // one worker makes the start order visible
         .custom_policy(|_workers| {
             Box::new(LargestFirst {
-                queue: SpinQueue(Default::default()),
-                seq: AtomicUsize::new(0),
+                queue: Mutex::new(BinaryHeap::new()),
+                seq: AtomicU64::new(0),
             })
         })
         .build()?;
     println!("policy: {}", rt.policy_name());
 
-    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let order = Arc::new(Mutex::new(Vec::new()));
     let o = order.clone();
     let fill = Codelet::new("fill").cpu(move |ctx| {
         let v = ctx.w::<Vec<u64>>(0);

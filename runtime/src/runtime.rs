@@ -316,6 +316,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    fn stats(&self) -> RuntimeStats {
+        RuntimeStats {
+            submitted: self.submitted.load(Ordering::Relaxed),
+            executed: self.executed.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            cancelled: self.cancelled.load(Ordering::Relaxed),
+        }
+    }
+
     /// Marks `node` finished with `status` and releases its successors. Ready codelet
     /// tasks go to the policy with `origin`; the return value is how many, so that the
     /// caller can wake workers. Cancelled successors are finished here too, iteratively.
@@ -648,13 +657,13 @@ impl Runtime {
 
     /// Counters since the runtime started.
     pub fn stats(&self) -> RuntimeStats {
-        let sh = &*self.shared;
-        RuntimeStats {
-            submitted: sh.submitted.load(Ordering::Relaxed),
-            executed: sh.executed.load(Ordering::Relaxed),
-            failed: sh.failed.load(Ordering::Relaxed),
-            cancelled: sh.cancelled.load(Ordering::Relaxed),
-        }
+        self.shared.stats()
+    }
+
+    /// A function that reads the counters, for a progress display on another thread.
+    pub fn stats_probe(&self) -> impl Fn() -> RuntimeStats + Send + 'static {
+        let sh = self.shared.clone();
+        move || sh.stats()
     }
 
     /// Id the next submitted task will get.

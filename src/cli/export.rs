@@ -5,7 +5,10 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use taskwatt_traces::{export_chrome, export_csv_samples, export_csv_tasks};
+use taskwatt_traces::{
+    export_chrome, export_csv_samples, export_csv_tasks, recover_trace, write_chrome,
+    write_csv_samples, write_csv_tasks, Trace, TraceError,
+};
 
 use super::CliResult;
 
@@ -27,6 +30,9 @@ pub(crate) struct ExportArgs {
     /// Output file.
     #[arg(short, long)]
     output: PathBuf,
+    /// Export what a damaged or cut-short trace still holds (every complete chunk).
+    #[arg(long)]
+    recover: bool,
 }
 
 /// `t.csv` -> `t.samples.csv`.
@@ -45,6 +51,58 @@ fn create(path: &Path) -> Result<BufWriter<File>, Box<dyn std::error::Error>> {
 }
 
 pub(crate) fn export(a: ExportArgs) -> CliResult {
+    if a.recover {
+        let r = recover_trace(&a.file)?;
+        if let Some(p) = &r.problem {
+            eprintln!(
+                "warning: {p}\n  exporting the {} complete chunks ({} tasks, {} energy readings) before byte {}",
+                r.complete_chunks,
+                r.trace.task_count(),
+                r.trace.samples.len(),
+                r.valid_bytes
+            );
+        }
+        return export_trace(&a, &r.trace);
+    }
+    let res = export_streaming(&a);
+    if let Err(e) = &res {
+        if let Some(
+            TraceError::Truncated { .. } | TraceError::Corrupt { .. } | TraceError::CutShort { .. },
+        ) = e.downcast_ref::<TraceError>()
+        {
+            let r = recover_trace(&a.file)?;
+            return Err(format!(
+                "{e}\n  {} complete chunks ({} tasks) are readable: rerun with --recover to export them",
+                r.complete_chunks,
+                r.trace.task_count()
+            )
+            .into());
+        }
+    }
+    res
+}
+
+fn export_trace(a: &ExportArgs, trace: &Trace) -> CliResult {
+    match a.format {
+        Format::Chrome => {
+            let n = write_chrome(trace, create(&a.output)?)?;
+            eprintln!("wrote {} ({n} events)", a.output.display());
+        }
+        Format::Csv => {
+            let tasks = write_csv_tasks(trace, create(&a.output)?)?;
+            let sp = samples_path(&a.output);
+            let samples = write_csv_samples(trace, create(&sp)?)?;
+            eprintln!(
+                "wrote {} ({tasks} tasks) and {} ({samples} energy readings)",
+                a.output.display(),
+                sp.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+fn export_streaming(a: &ExportArgs) -> CliResult {
     match a.format {
         Format::Chrome => {
             let n = export_chrome(&a.file, create(&a.output)?)?;

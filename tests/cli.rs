@@ -1,0 +1,158 @@
+//! The `taskwatt` binary end to end: run an app with a trace, export it, and meet a
+//! truncated trace and an unknown policy.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn taskwatt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_taskwatt"))
+        .args(args)
+        .env_remove("TASKWATT_SCHED")
+        .output()
+        .expect("the taskwatt binary runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = taskwatt(args);
+    assert!(
+        out.status.success(),
+        "taskwatt {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn run_cholesky_then_export_chrome_and_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.twt");
+    let json = ok(&[
+        "run",
+        "cholesky",
+        "--n",
+        "512",
+        "--tile",
+        "128",
+        "--sched",
+        "ws",
+        "--workers",
+        "2",
+        "--trace",
+        s(&trace),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    // 4 x 4 tiles: 4 potrf + 6 trsm + 6 syrk + 4 gemm.
+    assert_eq!(v["app"]["tasks"], 20);
+    assert_eq!(v["app"]["check"]["passed"], true);
+    assert_eq!(v["policy"], "ws");
+    assert_eq!(v["trace"]["tasks"], 20);
+
+    let chrome = dir.path().join("t.json");
+    ok(&["export", s(&trace), "--format", "chrome", "-o", s(&chrome)]);
+    let c: serde_json::Value = serde_json::from_slice(&std::fs::read(&chrome).unwrap()).unwrap();
+    let events = c["traceEvents"].as_array().unwrap();
+    let tasks: Vec<_> = events.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(tasks.len(), 20);
+    for name in ["potrf", "trsm", "syrk", "gemm"] {
+        assert!(tasks.iter().any(|e| e["name"] == name), "no {name} event");
+    }
+
+    let csv = dir.path().join("t.csv");
+    ok(&["export", s(&trace), "--format", "csv", "-o", s(&csv)]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), 21, "header + one row per task");
+}
+
+#[test]
+fn every_app_checks_its_result_under_every_policy() {
+    for policy in ["eager", "ws", "lws", "prio"] {
+        for (app, extra) in [
+            ("cholesky", &["--n", "256", "--tile", "64"][..]),
+            ("gemm", &["--n", "256", "--tile", "64"]),
+            ("stencil", &["--n", "256", "--tile", "64", "--steps", "5"]),
+        ] {
+            let mut args = vec!["run", app, "--sched", policy, "--json"];
+            args.extend_from_slice(extra);
+            let v: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+            assert_eq!(v["app"]["check"]["passed"], true, "{app} under {policy}");
+        }
+    }
+}
+
+#[test]
+fn truncated_trace_is_an_error_that_names_the_offset_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.twt");
+    ok(&[
+        "run",
+        "stencil",
+        "--n",
+        "256",
+        "--tile",
+        "32",
+        "--steps",
+        "40",
+        "--trace",
+        s(&trace),
+    ]);
+    let bytes = std::fs::read(&trace).unwrap();
+    let cut = dir.path().join("cut.twt");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+
+    let out = taskwatt(&[
+        "export",
+        s(&cut),
+        "--format",
+        "csv",
+        "-o",
+        s(&dir.path().join("x.csv")),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cut.twt") && err.contains("byte"), "{err}");
+    assert!(err.contains("--recover"), "{err}");
+
+    let out = taskwatt(&[
+        "export",
+        s(&cut),
+        "--format",
+        "csv",
+        "-o",
+        s(&dir.path().join("x.csv")),
+        "--recover",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = std::fs::read_to_string(dir.path().join("x.csv"))
+        .unwrap()
+        .lines()
+        .count()
+        - 1;
+    assert!(
+        rows > 0 && rows < 40 * 64,
+        "recovered {rows} of {} tasks",
+        40 * 64
+    );
+}
+
+#[test]
+fn unknown_policy_is_a_clear_error() {
+    let out = taskwatt(&[
+        "run", "gemm", "--n", "64", "--tile", "32", "--sched", "heft",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("heft") && err.contains("eager, ws, lws, prio"),
+        "{err}"
+    );
+}
