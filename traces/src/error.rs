@@ -1,0 +1,219 @@
+//! Errors of the trace crate.
+//!
+//! Every message names the file, where in it (byte offset or line), what was being read,
+//! and what to do about it: a trace error is usually read by someone who has a damaged
+//! file in hand and wants to know whether `recover_trace` can save it.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// A `.twt` format version: `major.minor`.
+///
+/// Readers accept any minor of their own major (skipping chunk kinds they do not know in
+/// files with a newer minor) and refuse any other major.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FormatVersion {
+    /// Incompatible layout changes.
+    pub major: u16,
+    /// Compatible additions (new chunk kinds, new codecs, new optional JSON fields).
+    pub minor: u16,
+}
+
+impl fmt::Display for FormatVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// What can go wrong writing, reading, exporting or importing a trace.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TraceError {
+    /// The operating system refused to open, read or write the file.
+    #[error("cannot access trace file {}: {source}; check that the path exists, that you may read (or write) it and that the disk is not full", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The file does not start with the `.twt` magic bytes.
+    #[error("{} is not a taskwatt trace: it does not start with the magic bytes \"TWTRACE\\0\" at byte 0; pass a .twt file written by taskwatt (StarPU tasks.rec and CSV files go through `taskwatt import`)", path.display())]
+    NotATrace {
+        /// The file.
+        path: PathBuf,
+    },
+
+    /// The file's major format version is not the one this build reads.
+    #[error("{}: trace format version {found} (at byte 8) is not supported: this build reads format {}.0 to {supported}; open it with a taskwatt release that reads format {}.x", path.display(), supported.major, found.major)]
+    UnknownVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version in the file's header.
+        found: FormatVersion,
+        /// The newest version this build reads.
+        supported: FormatVersion,
+    },
+
+    /// The file ends in the middle of a header or chunk.
+    #[error("{}: truncated at byte {offset}: the {what} needs {needed} bytes but the file has only {have} left; the run was probably cut short: `taskwatt export --recover` (recover_trace) keeps every complete chunk before byte {offset}", path.display())]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// Where the incomplete header or chunk starts.
+        offset: u64,
+        /// What was being read: `file header`, `chunk header`, `Tasks chunk`...
+        what: String,
+        /// Bytes it needs (header and payload, from `offset`).
+        needed: u64,
+        /// Bytes the file still had from `offset`.
+        have: u64,
+    },
+
+    /// The bytes are there but wrong: CRC mismatch, bad varint, bad enum, bad JSON...
+    #[error("{}: corrupt data at byte {offset}: {reason}; the file is damaged from there on: `taskwatt export --recover` (recover_trace) keeps every complete chunk before it", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// The byte where the bad data is (the chunk start for a CRC mismatch).
+        offset: u64,
+        /// What is wrong, naming the chunk and field.
+        reason: String,
+    },
+
+    /// Every chunk is valid but there is no End chunk: the run was interrupted.
+    #[error("{}: the trace ends after {chunks} complete chunks without an End chunk: the run was interrupted (e.g. Ctrl-C) before TraceWriter::finish; read what it holds with `taskwatt export --recover` (recover_trace)", path.display())]
+    CutShort {
+        /// The file.
+        path: PathBuf,
+        /// Complete chunks in it.
+        chunks: u64,
+    },
+
+    /// A sink was used after its writer finished, or the writer thread failed.
+    #[error("the trace sink is closed: its writer already finished or its thread failed; TraceWriter::finish reports the cause")]
+    Closed,
+
+    /// A chunk handed to the writer cannot be encoded.
+    #[error("invalid chunk handed to the trace writer: {reason}; this is a bug in the code that built the chunk")]
+    InvalidChunk {
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// An exporter could not write its output.
+    #[error("cannot write the {what}: {source}; check that the output is writable and the disk is not full")]
+    Output {
+        /// What was being written, e.g. `Chrome trace JSON`.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// An imported file has a malformed line.
+    #[error("{}:{line}: {column}: expected {expected}, found `{found}`; fix that line or regenerate the file", path.display())]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// Line number, from 1.
+        line: u64,
+        /// The column (CSV) or key (StarPU tasks.rec) at fault.
+        column: String,
+        /// What was expected there.
+        expected: String,
+        /// What was there (shortened when long).
+        found: String,
+    },
+}
+
+impl TraceError {
+    /// The byte offset the error points at, for format errors.
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            TraceError::Truncated { offset, .. } | TraceError::Corrupt { offset, .. } => {
+                Some(*offset)
+            }
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> TraceError {
+        TraceError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn output(what: &str, source: io::Error) -> TraceError {
+        TraceError::Output {
+            what: what.to_string(),
+            source,
+        }
+    }
+}
+
+/// Shortens a found value for an error message.
+pub(crate) fn shorten(s: &str) -> String {
+    const MAX: usize = 60;
+    if s.chars().count() <= MAX {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(MAX).collect();
+        out.push('…');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_file_offset_and_fix() {
+        let e = TraceError::Truncated {
+            path: "run.twt".into(),
+            offset: 4242,
+            what: "Tasks chunk".into(),
+            needed: 100,
+            have: 7,
+        };
+        let m = e.to_string();
+        assert!(m.contains("run.twt") && m.contains("4242") && m.contains("Tasks chunk"));
+        assert!(m.contains("recover"), "{m}");
+        assert_eq!(e.offset(), Some(4242));
+
+        let e = TraceError::UnknownVersion {
+            path: "a.twt".into(),
+            found: FormatVersion { major: 2, minor: 0 },
+            supported: FormatVersion { major: 1, minor: 0 },
+        };
+        let m = e.to_string();
+        assert!(
+            m.contains("2.0") && m.contains("1.0") && m.contains("a.twt"),
+            "{m}"
+        );
+        assert_eq!(e.offset(), None);
+
+        let e = TraceError::Malformed {
+            path: "tasks.csv".into(),
+            line: 12,
+            column: "start".into(),
+            expected: "a number".into(),
+            found: "abc".into(),
+        };
+        assert!(e
+            .to_string()
+            .starts_with("tasks.csv:12: start: expected a number"));
+    }
+
+    #[test]
+    fn shorten_keeps_short_and_cuts_long() {
+        assert_eq!(shorten("abc"), "abc");
+        let long = "x".repeat(100);
+        assert_eq!(shorten(&long).chars().count(), 61);
+    }
+}

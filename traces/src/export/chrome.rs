@@ -1,0 +1,548 @@
+//! Chrome trace event JSON, as loaded by Perfetto (ui.perfetto.dev) and chrome://tracing.
+//!
+//! Layout of the output:
+//! - one process (pid 1) named after the run (app, policy, host);
+//! - one thread track per worker (tid = worker id), named by `thread_name` metadata
+//!   ("worker 3 · cpu · core 3 · package 0") and ordered by `thread_sort_index`;
+//! - each task an `X` (complete) event: `name` the codelet, `cat` the architecture, `ts`
+//!   and `dur` in µs with three decimals (exact ns), `args` the task id, priority,
+//!   footprint, predecessors, submit→ready and ready→start delays (µs) and status;
+//! - each energy domain a `C` (counter) track `power <domain>` in W, one value per pair of
+//!   consecutive samples of that domain, placed at the first sample of the pair;
+//! - markers as `X` events on their own tracks (tid 1000000 and up): overlapping markers
+//!   go to separate lanes because Perfetto only draws properly nested slices on one track;
+//! - run metadata (version, policy, host...) in the top-level `otherData` (flat strings,
+//!   shown by the viewers' metadata panel) and in full under `metadata`.
+
+use std::collections::HashMap;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use crate::format::ChunkKind;
+use crate::{
+    Chunk, DomainId, EnergySample, Marker, TaskChunk, TaskStatus, Timestamp, Trace, TraceError,
+    WorkerInfo,
+};
+
+use super::{read_metadata, stream};
+
+const PID: u32 = 1;
+/// Marker lanes use tids from here, above any worker id a run will have.
+const MARKER_TID: u64 = 1_000_000;
+const WHAT: &str = "Chrome trace JSON";
+
+/// Exports the trace file at `path` as Chrome trace event JSON, streaming; returns the
+/// number of trace events written.
+pub fn export_chrome(path: impl AsRef<Path>, out: impl Write) -> Result<u64, TraceError> {
+    let path = path.as_ref();
+    let meta = read_metadata(path)?;
+    let mut w = Chrome::begin(&meta, out).map_err(err)?;
+    stream(
+        path,
+        |k| matches!(k, ChunkKind::Tasks | ChunkKind::Samples),
+        |c| {
+            match c {
+                Chunk::Tasks(t) => w.tasks(&t),
+                Chunk::Samples(s) => w.samples(&s),
+                _ => Ok(()),
+            }
+            .map_err(err)
+        },
+    )?;
+    w.finish().map_err(err)
+}
+
+/// Exports an in-memory trace as Chrome trace event JSON; returns the number of trace
+/// events written.
+pub fn write_chrome(trace: &Trace, out: impl Write) -> Result<u64, TraceError> {
+    let go = || -> io::Result<u64> {
+        let mut w = Chrome::begin(trace, out)?;
+        for t in &trace.tasks {
+            w.tasks(t)?;
+        }
+        w.samples(&trace.samples)?;
+        w.finish()
+    };
+    go().map_err(err)
+}
+
+fn err(e: io::Error) -> TraceError {
+    TraceError::output(WHAT, e)
+}
+
+/// Writes `ns` as µs with exactly three decimals: no float rounding, any u64.
+fn us(out: &mut impl Write, ns: u64) -> io::Result<()> {
+    write!(out, "{}.{:03}", ns / 1000, ns % 1000)
+}
+
+fn json_str(out: &mut impl Write, s: &str) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, s).map_err(io::Error::from)
+}
+
+fn worker_label(w: &WorkerInfo) -> String {
+    let mut s = format!("worker {} · {}", w.id, w.arch);
+    if let Some(d) = w.device {
+        s += &format!(" {d}");
+    }
+    if let Some(c) = w.core {
+        s += &format!(" · core {c}");
+    } else if let Some(c) = w.cpu {
+        s += &format!(" · cpu {c}");
+    }
+    s + &format!(" · package {}", w.package)
+}
+
+/// Assigns each marker a lane in which it overlaps no other; returns (lane, marker).
+fn marker_lanes(markers: &[Marker]) -> Vec<(u64, &Marker)> {
+    let mut sorted: Vec<&Marker> = markers.iter().collect();
+    sorted.sort_by_key(|m| (m.start, std::cmp::Reverse(m.end)));
+    let mut lane_end: Vec<Timestamp> = Vec::new();
+    sorted
+        .into_iter()
+        .map(|m| {
+            let lane = match lane_end.iter().position(|&e| e <= m.start) {
+                Some(l) => l,
+                None => {
+                    lane_end.push(Timestamp::ZERO);
+                    lane_end.len() - 1
+                }
+            };
+            lane_end[lane] = m.end.max(m.start);
+            (lane as u64, m)
+        })
+        .collect()
+}
+
+struct Chrome<W: Write> {
+    out: BufWriter<W>,
+    events: u64,
+    /// Codelet names by id, already JSON-escaped.
+    names: HashMap<u32, String>,
+    /// Workers that have a thread_name event.
+    named: Vec<bool>,
+    /// Counter names by domain, already JSON-escaped.
+    counters: HashMap<DomainId, String>,
+    /// Last sample of each domain: (t, energy).
+    last: HashMap<DomainId, (Timestamp, f64)>,
+    buf: Vec<u8>,
+}
+
+impl<W: Write> Chrome<W> {
+    /// Writes the header, the metadata events and the markers.
+    fn begin(meta: &Trace, out: W) -> io::Result<Chrome<W>> {
+        let mut w = Chrome {
+            out: BufWriter::with_capacity(1 << 16, out),
+            events: 0,
+            names: HashMap::new(),
+            named: Vec::new(),
+            counters: HashMap::new(),
+            last: HashMap::new(),
+            buf: Vec::with_capacity(256),
+        };
+        let m = &meta.meta;
+        let o = &mut w.out;
+        o.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":")?;
+        let app = m.app.clone().unwrap_or_default();
+        let simulated = meta.is_simulated().to_string();
+        let flat: Vec<(&str, &str)> = vec![
+            ("taskwatt_version", &m.taskwatt_version),
+            ("policy", &m.policy),
+            ("host", &m.host),
+            ("app", &app),
+            ("simulated_energy", &simulated),
+        ];
+        serde_json::to_writer(&mut *o, &flat.into_iter().collect::<HashMap<_, _>>())?;
+        o.write_all(b",\"metadata\":")?;
+        serde_json::to_writer(
+            &mut *o,
+            &serde_json::json!({
+                "run": m,
+                "codelets": meta.codelets,
+                "meters": meta.meters,
+                "domains": meta.domains,
+                "end": meta.end,
+            }),
+        )?;
+        o.write_all(b",\"traceEvents\":[\n")?;
+
+        let mut label = String::from("taskwatt");
+        if let Some(a) = &m.app {
+            label += &format!(" {a}");
+        }
+        if !m.policy.is_empty() {
+            label += &format!(" ({})", m.policy);
+        }
+        if !m.host.is_empty() {
+            label += &format!(" on {}", m.host);
+        }
+        w.event(|o| {
+            write!(
+                o,
+                "{{\"ph\":\"M\",\"pid\":{PID},\"name\":\"process_name\",\"args\":{{\"name\":"
+            )?;
+            json_str(o, &label)?;
+            o.write_all(b"}}")
+        })?;
+        for c in &meta.codelets {
+            w.names.insert(c.id, serde_json::to_string(&c.name)?);
+        }
+        for info in &m.workers {
+            w.name_worker(info.id, Some(info))?;
+        }
+        for d in &meta.domains {
+            let mut name = format!("power {}", d.domain);
+            if w.counters.values().any(|n| n[1..n.len() - 1] == name) {
+                name += &format!(" #{}", d.id);
+            }
+            w.counters.insert(d.id, serde_json::to_string(&name)?);
+        }
+        let lanes = marker_lanes(&meta.markers);
+        let n_lanes = lanes.iter().map(|(l, _)| l + 1).max().unwrap_or(0);
+        for lane in 0..n_lanes {
+            let tid = MARKER_TID + lane;
+            let name = if lane == 0 {
+                "markers".to_string()
+            } else {
+                format!("markers {}", lane + 1)
+            };
+            w.thread_meta(tid, &name)?;
+        }
+        for (lane, mk) in lanes {
+            w.event(|o| {
+                write!(
+                    o,
+                    "{{\"ph\":\"X\",\"pid\":{PID},\"tid\":{},\"cat\":\"marker\",\"name\":",
+                    MARKER_TID + lane
+                )?;
+                json_str(o, &mk.name)?;
+                o.write_all(b",\"ts\":")?;
+                us(o, mk.start.0)?;
+                o.write_all(b",\"dur\":")?;
+                us(o, mk.end.saturating_sub(mk.start))?;
+                o.write_all(b"}")
+            })?;
+        }
+        Ok(w)
+    }
+
+    /// Writes one event, comma-separated from the previous one.
+    fn event(&mut self, f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> io::Result<()> {
+        self.buf.clear();
+        if self.events > 0 {
+            self.buf.extend_from_slice(b",\n");
+        }
+        f(&mut self.buf)?;
+        self.out.write_all(&self.buf)?;
+        self.events += 1;
+        Ok(())
+    }
+
+    fn thread_meta(&mut self, tid: u64, name: &str) -> io::Result<()> {
+        self.event(|o| {
+            write!(o, "{{\"ph\":\"M\",\"pid\":{PID},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":")?;
+            json_str(o, name)?;
+            o.write_all(b"}}")
+        })?;
+        self.event(|o| {
+            write!(o, "{{\"ph\":\"M\",\"pid\":{PID},\"tid\":{tid},\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{tid}}}}}")
+        })
+    }
+
+    /// Names a worker's track, once.
+    fn name_worker(&mut self, id: u32, info: Option<&WorkerInfo>) -> io::Result<()> {
+        let i = id as usize;
+        if self.named.get(i).copied().unwrap_or(false) {
+            return Ok(());
+        }
+        if self.named.len() <= i {
+            self.named.resize(i + 1, false);
+        }
+        self.named[i] = true;
+        let label = info.map_or_else(|| format!("worker {id}"), worker_label);
+        self.thread_meta(u64::from(id), &label)
+    }
+
+    fn tasks(&mut self, chunk: &TaskChunk) -> io::Result<()> {
+        for (r, preds) in chunk.iter() {
+            if !self.named.get(r.worker as usize).copied().unwrap_or(false) {
+                self.name_worker(r.worker, None)?;
+            }
+            let name = match self.names.get(&r.codelet) {
+                Some(n) => n.clone(),
+                None => {
+                    let n = serde_json::to_string(&format!("codelet {}", r.codelet))?;
+                    self.names.insert(r.codelet, n.clone());
+                    n
+                }
+            };
+            self.event(|o| {
+                write!(
+                    o,
+                    "{{\"ph\":\"X\",\"pid\":{PID},\"tid\":{},\"cat\":\"{}\",\"name\":{name},\"ts\":",
+                    r.worker, r.arch
+                )?;
+                us(o, r.start.0)?;
+                o.write_all(b",\"dur\":")?;
+                us(o, r.end.saturating_sub(r.start))?;
+                write!(
+                    o,
+                    ",\"args\":{{\"id\":{},\"priority\":{},\"footprint\":{},\"preds\":[",
+                    r.id, r.priority, r.footprint
+                )?;
+                for (i, p) in preds.iter().enumerate() {
+                    if i > 0 {
+                        o.push(b',');
+                    }
+                    write!(o, "{p}")?;
+                }
+                o.write_all(b"],\"submit_to_ready_us\":")?;
+                us(o, r.ready.saturating_sub(r.submit))?;
+                o.write_all(b",\"ready_to_start_us\":")?;
+                us(o, r.start.saturating_sub(r.ready))?;
+                let status = match r.status {
+                    TaskStatus::Ok => "ok",
+                    TaskStatus::Failed => "failed",
+                };
+                write!(o, ",\"status\":\"{status}\"}}}}")
+            })?;
+        }
+        Ok(())
+    }
+
+    fn samples(&mut self, samples: &[EnergySample]) -> io::Result<()> {
+        for s in samples {
+            let prev = self.last.insert(s.domain, (s.t, s.energy_j));
+            let Some((t0, e0)) = prev else { continue };
+            if s.t <= t0 {
+                continue;
+            }
+            let watts = (s.energy_j - e0) / (s.t.saturating_sub(t0) as f64 * 1e-9);
+            if !watts.is_finite() {
+                continue;
+            }
+            let name = match self.counters.get(&s.domain) {
+                Some(n) => n.clone(),
+                None => {
+                    let n = serde_json::to_string(&format!("power domain {}", s.domain))?;
+                    self.counters.insert(s.domain, n.clone());
+                    n
+                }
+            };
+            self.event(|o| {
+                write!(o, "{{\"ph\":\"C\",\"pid\":{PID},\"name\":{name},\"ts\":")?;
+                us(o, t0.0)?;
+                write!(o, ",\"args\":{{\"W\":{watts}}}}}")
+            })?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> io::Result<u64> {
+        self.out.write_all(b"\n]}\n")?;
+        self.out.flush()?;
+        Ok(self.events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Arch, CodeletInfo, Domain, DomainInfo, MeterInfo, RunMeta, SensorKind};
+    use crate::{TaskRecord, TraceWriter};
+    use serde_json::Value;
+
+    fn trace() -> Trace {
+        let mut t = TaskChunk::default();
+        for (id, worker, start, end) in [(0u64, 0u32, 1_000u64, 2_500u64), (1, 1, 1_500, 4_001)] {
+            t.push(
+                TaskRecord {
+                    id,
+                    codelet: id as u32,
+                    arch: Arch::Cpu,
+                    worker,
+                    status: if id == 1 {
+                        TaskStatus::Failed
+                    } else {
+                        TaskStatus::Ok
+                    },
+                    priority: 7,
+                    footprint: 4096,
+                    submit: Timestamp(100),
+                    ready: Timestamp(400),
+                    start: Timestamp(start),
+                    end: Timestamp(end),
+                    preds_start: 0,
+                    preds_len: 0,
+                },
+                if id == 1 { &[0] } else { &[] },
+            );
+        }
+        let sample = |t: u64, e: f64| EnergySample {
+            domain: 0,
+            t: Timestamp(t),
+            wall_unix_ns: 0,
+            energy_j: e,
+            raw: e,
+        };
+        Trace::from_chunks([
+            Chunk::Meta(RunMeta {
+                policy: "lws".into(),
+                host: "h\"1".into(),
+                taskwatt_version: "0.1.0".into(),
+                workers: vec![WorkerInfo {
+                    id: 0,
+                    arch: Arch::Cpu,
+                    cpu: Some(2),
+                    core: Some(1),
+                    package: 0,
+                    numa: None,
+                    device: None,
+                }],
+                ..RunMeta::default()
+            }),
+            Chunk::Codelets(vec![
+                CodeletInfo {
+                    id: 0,
+                    name: "gemm".into(),
+                    archs: vec![Arch::Cpu],
+                },
+                CodeletInfo {
+                    id: 1,
+                    name: "po\"trf".into(),
+                    archs: vec![Arch::Cpu],
+                },
+            ]),
+            Chunk::Meters {
+                meters: vec![MeterInfo {
+                    id: 0,
+                    backend: "sim".into(),
+                    simulated: true,
+                    description: String::new(),
+                }],
+                domains: vec![DomainInfo {
+                    id: 0,
+                    meter: 0,
+                    domain: Domain::CpuPackage { id: 0 },
+                    name: "package-0".into(),
+                    unit: "uJ".into(),
+                    resolution_j: 1e-6,
+                    wrap_range_j: None,
+                    update_interval_ns: None,
+                    sensor: SensorKind::EnergyCounter,
+                    workers: vec![0, 1],
+                }],
+            },
+            Chunk::Tasks(t),
+            // 2 J over 1 ms, then 1 J over 1 ms: 2000 W, 1000 W.
+            Chunk::Samples(vec![sample(0, 0.0), sample(1_000_000, 2.0)]),
+            Chunk::Samples(vec![sample(2_000_000, 3.0)]),
+            Chunk::Markers(vec![
+                Marker {
+                    name: "idle".into(),
+                    start: Timestamp(0),
+                    end: Timestamp(500),
+                },
+                Marker {
+                    name: "graph".into(),
+                    start: Timestamp(200),
+                    end: Timestamp(5_000),
+                },
+            ]),
+        ])
+    }
+
+    fn events_of(v: &Value) -> &Vec<Value> {
+        v["traceEvents"].as_array().unwrap()
+    }
+
+    fn check(v: &Value, n: u64) {
+        let ev = events_of(v);
+        assert_eq!(ev.len() as u64, n);
+        let x: Vec<&Value> = ev
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == "cpu")
+            .collect();
+        assert_eq!(x.len(), 2);
+        assert_eq!(x[0]["name"], "gemm");
+        assert_eq!(x[0]["ts"].as_f64(), Some(1.0));
+        assert_eq!(x[0]["dur"].as_f64(), Some(1.5));
+        assert_eq!(x[1]["name"], "po\"trf");
+        assert_eq!(x[1]["dur"].as_f64(), Some(2.501));
+        assert_eq!(x[1]["args"]["preds"], serde_json::json!([0]));
+        assert_eq!(x[1]["args"]["status"], "failed");
+        assert_eq!(x[1]["args"]["submit_to_ready_us"].as_f64(), Some(0.3));
+        assert_eq!(x[1]["args"]["ready_to_start_us"].as_f64(), Some(1.1));
+        let c: Vec<f64> = ev
+            .iter()
+            .filter(|e| e["ph"] == "C")
+            .map(|e| e["args"]["W"].as_f64().unwrap())
+            .collect();
+        assert_eq!(c, [2000.0, 1000.0]);
+        let names: Vec<&str> = ev
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .map(|e| e["args"]["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            names.contains(&"worker 0 · cpu · core 1 · package 0"),
+            "{names:?}"
+        );
+        assert!(names.contains(&"worker 1"), "{names:?}");
+        // Overlapping markers go to two lanes.
+        assert!(names.contains(&"markers") && names.contains(&"markers 2"));
+        let markers = ev.iter().filter(|e| e["cat"] == "marker").count();
+        assert_eq!(markers, 2);
+        assert_eq!(v["otherData"]["policy"], "lws");
+        assert_eq!(v["otherData"]["simulated_energy"], "true");
+        assert_eq!(v["metadata"]["run"]["host"], "h\"1");
+    }
+
+    #[test]
+    fn in_memory_export_parses_back() {
+        let mut out = Vec::new();
+        let n = write_chrome(&trace(), &mut out).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        check(&v, n);
+    }
+
+    #[test]
+    fn streamed_export_matches_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.twt");
+        let t = trace();
+        t.save(&path).unwrap();
+        let mut a = Vec::new();
+        let n = export_chrome(&path, &mut a).unwrap();
+        let mut b = Vec::new();
+        let t = crate::read_trace(&path).unwrap();
+        write_chrome(&t, &mut b).unwrap();
+        let v: Value = serde_json::from_slice(&a).unwrap();
+        check(&v, n);
+        assert_eq!(v, serde_json::from_slice::<Value>(&b).unwrap());
+    }
+
+    #[test]
+    fn cut_short_file_exports_and_empty_trace_is_valid_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.twt");
+        drop(TraceWriter::create(&path).unwrap()); // no End chunk
+        let mut out = Vec::new();
+        let n = export_chrome(&path, &mut out).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(events_of(&v).len() as u64, n);
+        assert_eq!(n, 1, "only the process name");
+    }
+
+    #[test]
+    fn lanes_separate_only_overlaps() {
+        let m = |s, e| Marker {
+            name: String::new(),
+            start: Timestamp(s),
+            end: Timestamp(e),
+        };
+        let ms = [m(0, 10), m(10, 20), m(5, 15), m(30, 40)];
+        let lanes: Vec<u64> = marker_lanes(&ms).into_iter().map(|(l, _)| l).collect();
+        // Sorted by start: (0,10)->0, (5,15)->1, (10,20)->0, (30,40)->0.
+        assert_eq!(lanes, [0, 1, 0, 0]);
+    }
+}

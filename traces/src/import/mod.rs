@@ -1,0 +1,291 @@
+//! Importers: build a [`Trace`] from other tools' output, for `taskwatt import`.
+//!
+//! - [`import_csv`]: a generic `tasks.csv` (one row per task execution);
+//! - [`import_starpu`]: StarPU's `tasks.rec`, as written by `starpu_fxt_tool`.
+//!
+//! Either may take energy from a `samples.csv` (cumulative joules per domain) and map
+//! domains to workers with a `workers.csv`; see docs/import.md for every column. The
+//! imported trace's meter has backend `import` and is not simulated. Fields the source does
+//! not have get documented stand-ins (a task's ready time is its start time...), never
+//! guesses dressed as measurements.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::{
+    Arch, Chunk, CodeletId, CodeletInfo, RunMeta, TaskChunk, TaskId, TaskRecord, Trace, WorkerId,
+    WorkerInfo,
+};
+
+mod csv;
+mod energy;
+mod starpu;
+mod table;
+
+pub use csv::import_csv;
+pub use starpu::{import_starpu, StarpuImport, StarpuSkipped};
+
+/// Records per task chunk in an imported trace.
+const RECORDS_PER_CHUNK: usize = 4096;
+
+/// The unit of the times in an imported file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeUnit {
+    /// Seconds.
+    S,
+    /// Milliseconds.
+    Ms,
+    /// Microseconds.
+    Us,
+    /// Nanoseconds.
+    Ns,
+}
+
+impl TimeUnit {
+    /// Decimal digits between this unit and a nanosecond.
+    fn ns_digits(self) -> u32 {
+        match self {
+            TimeUnit::S => 9,
+            TimeUnit::Ms => 6,
+            TimeUnit::Us => 3,
+            TimeUnit::Ns => 0,
+        }
+    }
+
+    /// `s`, `ms`, `us` or `ns`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeUnit::S => "s",
+            TimeUnit::Ms => "ms",
+            TimeUnit::Us => "us",
+            TimeUnit::Ns => "ns",
+        }
+    }
+
+    /// Converts a decimal time in this unit to ns, exactly for plain decimals (`130.103336`
+    /// ms is 130103336 ns, not a float's neighbour of it); digits below 1 ns are rounded
+    /// half up. Exponent forms (`1.5e-3`) go through `f64`. Negative times are refused.
+    pub fn parse_ns(self, s: &str) -> Option<u64> {
+        let s = s.trim();
+        let s = s.strip_prefix('+').unwrap_or(s);
+        if s.contains(['e', 'E']) {
+            let v: f64 = s.parse().ok()?;
+            let ns = v * 10f64.powi(self.ns_digits() as i32);
+            return (ns.is_finite() && ns >= 0.0 && ns < u64::MAX as f64)
+                .then(|| ns.round() as u64);
+        }
+        let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+        let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+        if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
+            return None;
+        }
+        let k = self.ns_digits() as usize;
+        let mut ns: u128 = 0;
+        for b in int
+            .bytes()
+            .chain(frac.bytes().chain(std::iter::repeat(b'0')).take(k))
+        {
+            ns = ns.checked_mul(10)?.checked_add(u128::from(b - b'0'))?;
+        }
+        if frac.as_bytes().get(k).is_some_and(|&b| b >= b'5') {
+            ns += 1;
+        }
+        u64::try_from(ns).ok()
+    }
+}
+
+impl FromStr for TimeUnit {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "s" | "sec" | "secs" | "seconds" => Ok(TimeUnit::S),
+            "ms" => Ok(TimeUnit::Ms),
+            "us" | "µs" => Ok(TimeUnit::Us),
+            "ns" => Ok(TimeUnit::Ns),
+            other => Err(format!("unknown time unit `{other}`: use s, ms, us or ns")),
+        }
+    }
+}
+
+impl std::fmt::Display for TimeUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where an import finds its optional files, and the unit of their times.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// Unit of the times in `tasks.csv` and `samples.csv` (StarPU's `tasks.rec` is always
+    /// in ms, and its samples must be on the same clock).
+    pub time_unit: TimeUnit,
+    /// A `samples.csv` of cumulative energy readings.
+    pub samples: Option<PathBuf>,
+    /// A `workers.csv` mapping workers to the domains that cover them.
+    pub workers: Option<PathBuf>,
+}
+
+impl ImportOptions {
+    /// Tasks only, times in `time_unit`.
+    pub fn new(time_unit: TimeUnit) -> Self {
+        ImportOptions {
+            time_unit,
+            samples: None,
+            workers: None,
+        }
+    }
+
+    /// Adds a `samples.csv`.
+    pub fn samples(mut self, path: impl Into<PathBuf>) -> Self {
+        self.samples = Some(path.into());
+        self
+    }
+
+    /// Adds a `workers.csv`.
+    pub fn workers(mut self, path: impl Into<PathBuf>) -> Self {
+        self.workers = Some(path.into());
+        self
+    }
+}
+
+/// Collects imported task executions and assembles the trace.
+struct TraceBuilder {
+    codelets: Vec<CodeletInfo>,
+    by_name: HashMap<String, CodeletId>,
+    /// Records per worker, with their predecessors.
+    records: BTreeMap<WorkerId, Vec<(TaskRecord, Vec<TaskId>)>>,
+    archs: BTreeMap<WorkerId, Arch>,
+}
+
+impl TraceBuilder {
+    fn new() -> Self {
+        TraceBuilder {
+            codelets: Vec::new(),
+            by_name: HashMap::new(),
+            records: BTreeMap::new(),
+            archs: BTreeMap::new(),
+        }
+    }
+
+    /// The id of the codelet called `name`, declared on first use.
+    fn codelet(&mut self, name: &str, arch: Arch) -> CodeletId {
+        let id = match self.by_name.get(name) {
+            Some(&id) => id,
+            None => {
+                let id = self.codelets.len() as CodeletId;
+                self.by_name.insert(name.to_string(), id);
+                self.codelets.push(CodeletInfo {
+                    id,
+                    name: name.to_string(),
+                    archs: Vec::new(),
+                });
+                id
+            }
+        };
+        let archs = &mut self.codelets[id as usize].archs;
+        if !archs.contains(&arch) {
+            archs.push(arch);
+            archs.sort();
+        }
+        id
+    }
+
+    fn push(&mut self, record: TaskRecord, preds: Vec<TaskId>) {
+        self.archs.entry(record.worker).or_insert(record.arch);
+        self.records
+            .entry(record.worker)
+            .or_default()
+            .push((record, preds));
+    }
+
+    fn workers(&self) -> BTreeSet<WorkerId> {
+        self.records.keys().copied().collect()
+    }
+
+    /// The trace: one run of chunks per worker, each worker's records in end order.
+    fn build(self, source: &str, file: &Path, energy: Option<energy::Energy>) -> Trace {
+        let mut params = BTreeMap::new();
+        params.insert("import.source".to_string(), source.to_string());
+        params.insert("import.file".to_string(), file.display().to_string());
+        let meta = RunMeta {
+            taskwatt_version: env!("CARGO_PKG_VERSION").to_string(),
+            policy: "unknown (imported)".to_string(),
+            params,
+            workers: self
+                .archs
+                .iter()
+                .map(|(&id, &arch)| WorkerInfo {
+                    id,
+                    arch,
+                    cpu: None,
+                    core: None,
+                    package: 0,
+                    numa: None,
+                    device: None,
+                })
+                .collect(),
+            ..RunMeta::default()
+        };
+        let mut chunks = vec![Chunk::Meta(meta), Chunk::Codelets(self.codelets)];
+        for (_, mut recs) in self.records {
+            recs.sort_by_key(|(r, _)| (r.end, r.start, r.id));
+            for part in recs.chunks(RECORDS_PER_CHUNK) {
+                let mut c = TaskChunk::with_capacity(part.len(), 0);
+                for (r, preds) in part {
+                    c.push(*r, preds);
+                }
+                chunks.push(Chunk::Tasks(c));
+            }
+        }
+        if let Some(e) = energy {
+            chunks.push(Chunk::Meters {
+                meters: vec![e.meter],
+                domains: e.domains,
+            });
+            chunks.push(Chunk::Samples(e.samples));
+        }
+        let mut tally = crate::writer::EndTally::default();
+        chunks.iter().for_each(|c| tally.add(c));
+        let mut trace = Trace::from_chunks(chunks);
+        // No wall clock in the sources: the End records the counts and the span only.
+        trace.end = Some(tally.end(0));
+        trace
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_times_are_exact() {
+        assert_eq!(TimeUnit::Ms.parse_ns("130.103336"), Some(130_103_336));
+        assert_eq!(TimeUnit::Ms.parse_ns("0.0000005"), Some(1)); // rounds half up
+        assert_eq!(TimeUnit::Ms.parse_ns("0.0000004"), Some(0));
+        assert_eq!(TimeUnit::S.parse_ns("1"), Some(1_000_000_000));
+        assert_eq!(TimeUnit::S.parse_ns(".5"), Some(500_000_000));
+        assert_eq!(TimeUnit::Us.parse_ns("7."), Some(7_000));
+        assert_eq!(TimeUnit::Ns.parse_ns(" 42 "), Some(42));
+        assert_eq!(
+            TimeUnit::Ns.parse_ns("18446744073709551615"),
+            Some(u64::MAX)
+        );
+        assert_eq!(TimeUnit::Ns.parse_ns("18446744073709551616"), None);
+        assert_eq!(TimeUnit::S.parse_ns("1.5e-3"), Some(1_500_000));
+        for bad in ["", ".", "-1", "1,5", "abc", "1.2.3", "nan", "-1e3"] {
+            assert_eq!(TimeUnit::Ms.parse_ns(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn units_parse() {
+        assert_eq!("MS".parse::<TimeUnit>(), Ok(TimeUnit::Ms));
+        assert_eq!("µs".parse::<TimeUnit>(), Ok(TimeUnit::Us));
+        assert!("min"
+            .parse::<TimeUnit>()
+            .unwrap_err()
+            .contains("s, ms, us or ns"));
+    }
+}

@@ -1,0 +1,442 @@
+//! StarPU's `tasks.rec`, as written by `starpu_fxt_tool` from an FxT trace.
+//!
+//! The file is a GNU recutils-style list of records separated by blank lines, each line
+//! `Key: value`. Times (`SubmitTime`, `StartTime`, `EndTime`) are in ms from StarPU's trace
+//! origin. What an importer meets (see the README beside the test data):
+//! - `Control: WontUse` records, with no name, worker or times: skipped, counted;
+//! - internal records (`_starpu_data_acquire_*`, `_starpu_sync_task`) with no `WorkerId`
+//!   and no times: skipped, counted as not executed;
+//! - records without `Name`: named after their `Model` (the perfmodel symbol), else
+//!   `unnamed`;
+//! - records in neither `JobId` nor time order;
+//! - `DependsOn` repeating an id: deduplicated, first occurrence order kept.
+//!
+//! A kept task's id is its `JobId`; `footprint` is the sum of its `Sizes` (bytes, as in a
+//! taskwatt trace) or, without `Sizes`, StarPU's hexadecimal `Footprint` hash; submit is
+//! `SubmitTime` (start when absent); ready, which StarPU does not record, is the start
+//! time. A worker is a GPU worker when its `MemoryNode` is above 0 (node 0 is main RAM).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use super::energy::read_energy;
+use super::{ImportOptions, TimeUnit, TraceBuilder};
+use crate::error::shorten;
+use crate::{Arch, TaskId, TaskRecord, TaskStatus, Timestamp, Trace, TraceError, WorkerId};
+
+/// Records of a `tasks.rec` that are not task executions, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StarpuSkipped {
+    /// Control records (`Control: WontUse`...).
+    pub control: u64,
+    /// Records without a worker and times: internal tasks, tasks that never ran.
+    pub not_executed: u64,
+}
+
+/// The result of [`import_starpu`].
+#[derive(Clone, Debug)]
+pub struct StarpuImport {
+    /// The executed tasks (and energy, if a samples file was given).
+    pub trace: Trace,
+    /// What was left out.
+    pub skipped: StarpuSkipped,
+    /// Executed tasks without `Name`, named after their `Model`.
+    pub named_from_model: u64,
+    /// Executed tasks with neither `Name` nor `Model`, named `unnamed`.
+    pub unnamed: u64,
+}
+
+/// One record's fields, parsed as they are met.
+#[derive(Default)]
+struct Rec {
+    first_line: u64,
+    last_line: u64,
+    name: Option<String>,
+    model: Option<String>,
+    job_id: Option<u64>,
+    worker: Option<WorkerId>,
+    submit: Option<u64>,
+    start: Option<(u64, u64)>,
+    end: Option<(u64, u64)>,
+    priority: i32,
+    footprint: Option<u64>,
+    sizes: Option<u64>,
+    depends: Vec<TaskId>,
+    control: bool,
+    memory_node: Option<i64>,
+}
+
+struct Parser {
+    path: PathBuf,
+    b: TraceBuilder,
+    skipped: StarpuSkipped,
+    named_from_model: u64,
+    unnamed: u64,
+    /// JobId -> line of the record that had it, for duplicate detection.
+    ids: HashMap<u64, u64>,
+}
+
+impl Parser {
+    fn err(&self, line: u64, column: &str, expected: &str, found: &str) -> TraceError {
+        TraceError::Malformed {
+            path: self.path.clone(),
+            line,
+            column: column.to_string(),
+            expected: expected.to_string(),
+            found: shorten(found),
+        }
+    }
+
+    /// Parses one `Key: value` line into `rec`.
+    fn field(&self, rec: &mut Rec, line: u64, key: &str, v: &str) -> Result<(), TraceError> {
+        let int = |expected: &str| self.err(line, key, expected, v);
+        let time = || {
+            TimeUnit::Ms
+                .parse_ns(v)
+                .ok_or_else(|| int("a non-negative time in ms"))
+        };
+        match key {
+            "Name" => rec.name = Some(v.to_string()),
+            "Model" => rec.model = Some(v.to_string()),
+            "JobId" => rec.job_id = Some(v.parse().map_err(|_| int("a job id (an integer)"))?),
+            "WorkerId" => {
+                let w: i64 = v.parse().map_err(|_| int("a worker id (an integer)"))?;
+                // A negative worker means "none" in StarPU.
+                if w >= 0 {
+                    rec.worker =
+                        Some(WorkerId::try_from(w).map_err(|_| int("a worker id below 2^32"))?);
+                }
+            }
+            "SubmitTime" => rec.submit = Some(time()?),
+            "StartTime" => rec.start = Some((time()?, line)),
+            "EndTime" => rec.end = Some((time()?, line)),
+            "Priority" => {
+                rec.priority = v
+                    .parse()
+                    .map_err(|_| int("a priority (a 32-bit integer)"))?
+            }
+            "Footprint" => {
+                let hex = v.trim_start_matches("0x");
+                rec.footprint = Some(
+                    u64::from_str_radix(hex, 16)
+                        .map_err(|_| int("a hexadecimal footprint, e.g. 54b49fcb"))?,
+                );
+            }
+            "Sizes" => {
+                let mut sum = 0u64;
+                for s in v.split_whitespace() {
+                    let n: u64 = s
+                        .parse()
+                        .map_err(|_| int("data sizes in bytes, separated by spaces"))?;
+                    sum = sum.saturating_add(n);
+                }
+                rec.sizes = Some(sum);
+            }
+            "DependsOn" => {
+                for s in v.split_whitespace() {
+                    let id: TaskId = s.parse().map_err(|_| int("job ids separated by spaces"))?;
+                    if !rec.depends.contains(&id) {
+                        rec.depends.push(id);
+                    }
+                }
+            }
+            "Control" => rec.control = true,
+            "MemoryNode" => {
+                rec.memory_node = Some(v.parse().map_err(|_| int("a memory node (an integer)"))?)
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Classifies a finished record: keep, skip, or refuse.
+    fn record(&mut self, rec: Rec) -> Result<(), TraceError> {
+        if rec.control {
+            self.skipped.control += 1;
+            return Ok(());
+        }
+        let (worker, start, end) = match (rec.worker, rec.start, rec.end) {
+            (Some(w), Some(s), Some(e)) => (w, s, e),
+            (None, None, None) => {
+                self.skipped.not_executed += 1;
+                return Ok(());
+            }
+            (w, s, _) => {
+                // Part of an execution: a record cut short, most likely the file's last.
+                let missing = if w.is_none() {
+                    "WorkerId"
+                } else if s.is_none() {
+                    "StartTime"
+                } else {
+                    "EndTime"
+                };
+                return Err(self.err(
+                    rec.first_line,
+                    missing,
+                    "WorkerId, StartTime and EndTime together (an executed task has all three); \
+                     the file looks truncated: regenerate it with starpu_fxt_tool",
+                    &format!(
+                        "a record (lines {}-{}) without {missing}",
+                        rec.first_line, rec.last_line
+                    ),
+                ));
+            }
+        };
+        let Some(id) = rec.job_id else {
+            return Err(self.err(
+                rec.first_line,
+                "JobId",
+                "a JobId in every executed task",
+                &format!(
+                    "a record (lines {}-{}) without one",
+                    rec.first_line, rec.last_line
+                ),
+            ));
+        };
+        if let Some(prev) = self.ids.insert(id, rec.first_line) {
+            return Err(self.err(
+                rec.first_line,
+                "JobId",
+                &format!("a unique JobId (the record at line {prev} has the same)"),
+                &id.to_string(),
+            ));
+        }
+        if end.0 < start.0 {
+            return Err(self.err(
+                end.1,
+                "EndTime",
+                "a time at or after StartTime",
+                &format!("{} ns before it", start.0 - end.0),
+            ));
+        }
+        let name = match (rec.name, rec.model) {
+            (Some(n), _) => n,
+            (None, Some(m)) => {
+                self.named_from_model += 1;
+                m
+            }
+            (None, None) => {
+                self.unnamed += 1;
+                "unnamed".to_string()
+            }
+        };
+        let arch = if rec.memory_node.is_some_and(|n| n > 0) {
+            Arch::Gpu
+        } else {
+            Arch::Cpu
+        };
+        let codelet = self.b.codelet(&name, arch);
+        let submit = rec.submit.unwrap_or(start.0);
+        self.b.push(
+            TaskRecord {
+                id,
+                codelet,
+                arch,
+                worker,
+                status: TaskStatus::Ok,
+                priority: rec.priority,
+                footprint: rec.sizes.or(rec.footprint).unwrap_or(0),
+                submit: Timestamp(submit),
+                ready: Timestamp(start.0),
+                start: Timestamp(start.0),
+                end: Timestamp(end.0),
+                preds_start: 0,
+                preds_len: 0,
+            },
+            rec.depends,
+        );
+        Ok(())
+    }
+}
+
+/// Builds a trace from StarPU's `tasks.rec`, keeping executed tasks (those with
+/// `WorkerId`, `StartTime` and `EndTime`) and counting the records left out. Energy comes
+/// from `opts.samples` (times in `opts.time_unit`, on StarPU's trace clock) and
+/// `opts.workers`.
+pub fn import_starpu(
+    tasks_rec: impl AsRef<Path>,
+    opts: &ImportOptions,
+) -> Result<StarpuImport, TraceError> {
+    let path = tasks_rec.as_ref();
+    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let mut src = BufReader::new(file);
+    let mut p = Parser {
+        path: path.to_path_buf(),
+        b: TraceBuilder::new(),
+        skipped: StarpuSkipped::default(),
+        named_from_model: 0,
+        unnamed: 0,
+        ids: HashMap::new(),
+    };
+    let mut rec: Option<Rec> = None;
+    let mut raw = Vec::new();
+    let mut line = 0u64;
+    loop {
+        raw.clear();
+        let n = src
+            .read_until(b'\n', &mut raw)
+            .map_err(|e| TraceError::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        line += 1;
+        let text = String::from_utf8_lossy(&raw);
+        let text = text.trim_end_matches(['\n', '\r']);
+        if text.trim().is_empty() {
+            if let Some(r) = rec.take() {
+                p.record(r)?;
+            }
+            continue;
+        }
+        // recutils comments and record descriptors.
+        if text.starts_with('#') || text.starts_with('%') {
+            continue;
+        }
+        let Some((key, value)) = text.split_once(':') else {
+            return Err(p.err(
+                line,
+                "(line)",
+                "a `Key: value` line or a blank line between records",
+                text,
+            ));
+        };
+        let r = rec.get_or_insert_with(|| Rec {
+            first_line: line,
+            ..Rec::default()
+        });
+        r.last_line = line;
+        p.field(r, line, key.trim(), value.trim())?;
+    }
+    if let Some(r) = rec.take() {
+        p.record(r)?;
+    }
+    let energy = match &opts.samples {
+        Some(s) => Some(read_energy(
+            s,
+            opts.workers.as_deref(),
+            opts.time_unit,
+            &p.b.workers(),
+            "starpu",
+        )?),
+        None => None,
+    };
+    Ok(StarpuImport {
+        trace: p.b.build("starpu tasks.rec", path, energy),
+        skipped: p.skipped,
+        named_from_model: p.named_from_model,
+        unnamed: p.unnamed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn rec_file(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        f
+    }
+
+    fn import(text: &str) -> Result<StarpuImport, TraceError> {
+        let f = rec_file(text);
+        import_starpu(f.path(), &ImportOptions::new(TimeUnit::Ms))
+    }
+
+    const TWO: &str = "\
+Control: WontUse
+JobId: 9
+SubmitTime: 0.5
+
+Name: _starpu_data_acquire_post
+JobId: 1
+DependsOn: 2
+
+Model: chol_model_gemm
+JobId: 12
+DependsOn: 3 4 3
+WorkerId: 1
+MemoryNode: 1
+SubmitTime: 1.000001
+StartTime: 2
+EndTime: 2.5
+Priority: -3
+Footprint: 54b49fcb
+
+JobId: 13
+WorkerId: 0
+StartTime: 3
+EndTime: 4
+Footprint: 0x10
+Sizes: 100 28
+";
+
+    #[test]
+    fn records_are_kept_skipped_and_named() {
+        let imp = import(TWO).unwrap();
+        assert_eq!(
+            imp.skipped,
+            StarpuSkipped {
+                control: 1,
+                not_executed: 1
+            }
+        );
+        assert_eq!((imp.named_from_model, imp.unnamed), (1, 1));
+        let t = &imp.trace;
+        assert_eq!(t.task_count(), 2);
+        let by_id: HashMap<u64, (TaskRecord, Vec<u64>)> =
+            t.tasks().map(|(r, p)| (r.id, (*r, p.to_vec()))).collect();
+        let (g, preds) = &by_id[&12];
+        assert_eq!(t.codelet_name(g.codelet), "chol_model_gemm");
+        assert_eq!(preds, &[3, 4], "DependsOn deduplicated");
+        assert_eq!(
+            (g.submit.0, g.ready.0, g.start.0, g.end.0),
+            (1_000_001, 2_000_000, 2_000_000, 2_500_000)
+        );
+        assert_eq!(
+            (g.priority, g.footprint, g.arch),
+            (-3, 0x54b4_9fcb, Arch::Gpu)
+        );
+        let (u, _) = &by_id[&13];
+        assert_eq!(t.codelet_name(u.codelet), "unnamed");
+        assert_eq!(
+            (u.footprint, u.submit.0, u.arch),
+            (128, 3_000_000, Arch::Cpu)
+        );
+    }
+
+    #[test]
+    fn malformed_input_names_the_line() {
+        let cases = [
+            ("JobId: 1\nWorkerId: 0\nStartTime: 1.x\nEndTime: 2\n", ":3: StartTime: expected a non-negative time in ms, found `1.x`"),
+            ("JobId: abc\n", ":1: JobId: expected a job id"),
+            ("JobId: 1\nPriority: high\n", ":2: Priority: expected a priority"),
+            ("JobId: 1\nDependsOn: 1 two\n", ":2: DependsOn: expected job ids"),
+            ("JobId: 1\nFootprint: zz\n", ":2: Footprint: expected a hexadecimal footprint"),
+            ("Name: X\nthis line has no colon\n", ":2: (line): expected a `Key: value` line"),
+            // Truncated: the last record stops after StartTime...
+            ("Name: A\nJobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n\nName: B\nJobId: 2\nWorkerId: 0\nStartTime: 3\n", ":7: EndTime: expected WorkerId, StartTime and EndTime together"),
+            // ... or inside a key.
+            ("Name: A\nJobId: 1\nWorkerId: 0\nStartTime: 1\nEndTi", ":5: (line): expected a `Key: value` line"),
+            ("Name: A\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n", ":1: JobId: expected a JobId in every executed task"),
+            ("JobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n\nJobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n", ":6: JobId: expected a unique JobId (the record at line 1 has the same)"),
+            ("JobId: 1\nWorkerId: 0\nStartTime: 3\nEndTime: 2\n", ":4: EndTime: expected a time at or after StartTime"),
+        ];
+        for (text, want) in cases {
+            let e = import(text).unwrap_err();
+            assert!(matches!(e, TraceError::Malformed { .. }), "{e}");
+            assert!(e.to_string().contains(want), "{e}\nwanted: {want}");
+        }
+    }
+
+    #[test]
+    fn crlf_comments_and_negative_workers() {
+        let imp =
+            import("# made by hand\r\n%rec: Task\r\nJobId: 1\r\nWorkerId: -1\r\n\r\n").unwrap();
+        assert_eq!(imp.skipped.not_executed, 1);
+        assert_eq!(imp.trace.task_count(), 0);
+    }
+}
