@@ -20,6 +20,7 @@
 //! ```
 
 pub mod apps;
+pub mod session;
 
 pub use taskwatt_energy as energy;
 pub use taskwatt_kernels as kernels;

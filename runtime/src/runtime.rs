@@ -131,9 +131,13 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Discovers the topology, creates the policy, starts and pins the workers, and
-    /// writes the run metadata to the trace.
-    pub fn build(self) -> Result<Runtime, RuntimeError> {
+    /// The workers `build` will start (ids, pinned CPUs, cores, packages), without
+    /// starting anything: an energy meter needs them before the runtime exists.
+    pub fn worker_plan(&self) -> Result<Vec<WorkerInfo>, RuntimeError> {
+        self.plan().map(|(_, w)| w)
+    }
+
+    fn plan(&self) -> Result<(Topology, Vec<WorkerInfo>), RuntimeError> {
         let topology = Topology::discover();
         let allowed: Vec<u32> = core_affinity::get_core_ids()
             .unwrap_or_default()
@@ -141,26 +145,18 @@ impl RuntimeBuilder {
             .map(|c| c.id as u32)
             .collect();
         let n = match self.workers {
-            Some(0) => {
-                return Err(RuntimeError::Workers(
-                    "0 workers: ask for at least 1".into(),
-                ))
-            }
+            Some(0) => return Err(RuntimeError::Workers("0 workers: ask for at least 1".into())),
             Some(n) => n,
             None => allowed.len().max(1),
         };
         let placement = topology.placement(n, &allowed);
-        let workers: Vec<WorkerInfo> = (0..n)
+        let workers = (0..n)
             .map(|i| {
                 let pu = placement.get(i);
                 WorkerInfo {
                     id: i as u32,
                     arch: Arch::Cpu,
-                    cpu: if self.pin {
-                        pu.map(|p| p.os_index)
-                    } else {
-                        None
-                    },
+                    cpu: if self.pin { pu.map(|p| p.os_index) } else { None },
                     core: pu.and_then(|p| p.core),
                     package: pu.map_or(0, |p| p.package),
                     numa: pu.and_then(|p| p.numa),
@@ -168,6 +164,13 @@ impl RuntimeBuilder {
                 }
             })
             .collect();
+        Ok((topology, workers))
+    }
+
+    /// Discovers the topology, creates the policy, starts and pins the workers, and
+    /// writes the run metadata to the trace.
+    pub fn build(self) -> Result<Runtime, RuntimeError> {
+        let (topology, workers) = self.plan()?;
         let descs: Vec<WorkerDesc> = workers
             .iter()
             .map(|w| WorkerDesc {
@@ -222,7 +225,7 @@ impl RuntimeBuilder {
             archs,
             policy_name,
         });
-        let mut threads = Vec::with_capacity(n);
+        let mut threads = Vec::with_capacity(workers.len());
         for w in &workers {
             let ctx = WorkerCtx {
                 shared: shared.clone(),

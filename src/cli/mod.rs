@@ -1,6 +1,7 @@
 //! Subcommands of the `taskwatt` CLI, one file each.
 
 mod export;
+mod meters;
 mod run;
 
 use std::process::ExitCode;
@@ -21,6 +22,31 @@ enum Command {
     Run(run::RunArgs),
     /// Export a trace to Chrome trace JSON (Perfetto) or CSV.
     Export(export::ExportArgs),
+    /// List the energy meters: what each found here, or why it is unavailable.
+    Meters(meters::MetersArgs),
+}
+
+/// Parses `10ms`, `1s`, `500us`, `2.5s` (a number and a unit: ns, us, ms, s).
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("`{s}` has no unit: write e.g. 10ms, 1s, 500us"))?;
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{num}` in `{s}` is not a number"))?;
+    let secs = match unit.trim() {
+        "ns" => v * 1e-9,
+        "us" | "µs" => v * 1e-6,
+        "ms" => v * 1e-3,
+        "s" => v,
+        u => return Err(format!("unknown unit `{u}` in `{s}`: use ns, us, ms or s")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("`{s}` is not a valid duration"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 /// A CLI error: printed as `taskwatt: <message>` with exit code 1 (2 for usage errors,
@@ -32,6 +58,7 @@ pub(crate) fn main() -> ExitCode {
     let res = match cli.command {
         Command::Run(a) => run::run(a),
         Command::Export(a) => export::export(a),
+        Command::Meters(a) => meters::meters(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

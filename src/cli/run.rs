@@ -1,5 +1,6 @@
-//! `taskwatt run <app>`: runs a built-in app, checks it, writes the trace, prints the
-//! makespan, task count and GFlop/s (as a table, or as JSON with `--json`).
+//! `taskwatt run <app>`: runs a built-in app with the energy sampler on the best available
+//! meter, checks the result, writes the trace, and prints the run (makespan, tasks,
+//! GFlop/s) and the energy attribution report, as tables or as JSON (`--json`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,11 +10,13 @@ use std::time::Duration;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use taskwatt::apps::{run_app, App, AppConfig, AppRun};
-use taskwatt::runtime::{Runtime, RuntimeStats};
-use taskwatt::traces::{TraceSink, TraceWriter, WorkerInfo};
+use taskwatt::apps::{App, AppConfig, AppRun};
+use taskwatt::energy::{DetectOptions, MeterChoice, SamplerStats};
+use taskwatt::runtime::Runtime;
+use taskwatt::session::{measured_run, MeasuredRun, MeasuredRunOptions};
+use taskwatt::traces::WorkerInfo;
 
-use super::CliResult;
+use super::{parse_duration, CliResult};
 
 #[derive(Args, Debug)]
 pub(crate) struct RunArgs {
@@ -26,7 +29,7 @@ pub(crate) struct RunArgs {
     /// Number of workers (default: one per usable core).
     #[arg(long)]
     workers: Option<usize>,
-    /// Write the trace to this file (.twt).
+    /// Write the trace to this file (.twt); default: a temporary file, removed after.
     #[arg(long)]
     trace: Option<PathBuf>,
     /// Print the result as JSON on stdout.
@@ -47,6 +50,23 @@ pub(crate) struct RunArgs {
     /// Skip the result check.
     #[arg(long)]
     no_check: bool,
+    /// Energy meter: auto (RAPL perf_event, then RAPL powercap, then NVML for GPUs, then
+    /// the simulated meter), rapl-perf, rapl-powercap, nvml or sim.
+    #[arg(long, default_value = "auto")]
+    meter: MeterChoice,
+    /// Sampling period of the energy meters (1ms to 1s).
+    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    period: Duration,
+    /// Do not sample energy at all.
+    #[arg(long)]
+    no_energy: bool,
+    /// Sample the meters with every worker parked for this long before and after the graph,
+    /// to pin the base power (e.g. 1s).
+    #[arg(long, value_parser = parse_duration)]
+    idle_calibration: Option<Duration>,
+    /// The simulated meter's configuration (TOML); default: the embedded one.
+    #[arg(long)]
+    sim_config: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -57,46 +77,64 @@ struct RunOutput<'a> {
     policy: &'a str,
     workers: &'a [WorkerInfo],
     kernels: &'static str,
-    stats: RuntimeStatsJson,
-    trace: Option<TraceOut>,
+    stats: StatsJson,
+    trace: TraceOut,
+    energy: Option<EnergyOut<'a>>,
 }
 
 #[derive(Serialize)]
-struct RuntimeStatsJson {
+struct StatsJson {
     submitted: u64,
     executed: u64,
     failed: u64,
     cancelled: u64,
 }
 
-impl From<RuntimeStats> for RuntimeStatsJson {
-    fn from(s: RuntimeStats) -> Self {
-        RuntimeStatsJson {
-            submitted: s.submitted,
-            executed: s.executed,
-            failed: s.failed,
-            cancelled: s.cancelled,
-        }
-    }
-}
-
 #[derive(Serialize)]
 struct TraceOut {
-    path: PathBuf,
+    path: Option<PathBuf>,
     bytes: u64,
     tasks: u64,
     samples: u64,
 }
 
+#[derive(Serialize)]
+struct EnergyOut<'a> {
+    meter: String,
+    simulated: bool,
+    period_ms: f64,
+    sampler: SamplerJson,
+    backends: &'a [taskwatt::energy::BackendStatus],
+}
+
+#[derive(Serialize)]
+struct SamplerJson {
+    samples: u64,
+    reads: u64,
+    overruns: u64,
+    read_errors: u64,
+}
+
+impl From<&SamplerStats> for SamplerJson {
+    fn from(s: &SamplerStats) -> Self {
+        SamplerJson {
+            samples: s.samples,
+            reads: s.reads,
+            overruns: s.overruns,
+            read_errors: s.read_errors,
+        }
+    }
+}
+
 /// Shows tasks done / submitted on stderr while the graph runs (hidden when stderr is
 /// not a terminal).
-struct Progress {
+pub(crate) struct Progress {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Progress {
-    fn start(rt: &Runtime, label: String) -> Progress {
+    pub(crate) fn start(rt: &Runtime, label: String) -> Progress {
         let stop = Arc::new(AtomicBool::new(false));
         let bar = ProgressBar::new(0);
         bar.set_style(
@@ -105,8 +143,6 @@ impl Progress {
                 .progress_chars("=> "),
         );
         bar.set_message(label);
-        // The runtime lives on this thread; poll its counters through a cheap snapshot
-        // function instead of sharing it.
         let stats = rt.stats_probe();
         let s = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -142,67 +178,74 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         seed: a.seed,
         check: !a.no_check,
     };
-    let writer = match &a.trace {
-        Some(p) => Some(TraceWriter::create(p)?),
-        None => None,
-    };
-    let sink = writer
-        .as_ref()
-        .map_or_else(TraceSink::null, TraceWriter::sink);
-    let mut b = Runtime::builder()
-        .trace(sink)
-        .app(a.app.name())
-        .param("n", config.n)
-        .param("tile", config.tile)
-        .param("seed", config.seed)
-        .param("kernels", taskwatt::kernels::backend());
-    if a.app == App::Stencil {
-        b = b.param("steps", config.steps);
-    }
-    if let Some(w) = a.workers {
-        b = b.workers(w);
-    }
-    if let Some(s) = &a.sched {
-        b = b.policy(s.clone());
-    }
-    let rt = b.build()?;
-    let workers = rt.workers().to_vec();
-    let policy = rt.policy_name().to_string();
-    let result = {
-        let _progress = Progress::start(&rt, format!("{} ({policy})", a.app.name()));
-        run_app(a.app, &rt, &config)
-    };
-    let stats = rt.shutdown();
-    let trace = match writer {
-        Some(w) => {
-            let s = w.finish()?;
-            Some(TraceOut {
-                path: s.path,
-                bytes: s.bytes,
-                tasks: s.tasks,
-                samples: s.samples,
-            })
+    let tmp;
+    let trace_path = match &a.trace {
+        Some(p) => p.clone(),
+        None => {
+            tmp = tempfile::Builder::new().suffix(".twt").tempfile()?;
+            tmp.path().to_path_buf()
         }
-        None => None,
     };
-    let run = result?;
-    let stats = stats?;
-    let out = RunOutput {
-        app: &run,
-        gflops: run.gflops(),
-        makespan_s: run.makespan.as_secs_f64(),
-        policy: &policy,
-        workers: &workers,
-        kernels: taskwatt::kernels::backend(),
-        stats: stats.into(),
-        trace,
+    let mut detect = DetectOptions::default();
+    if let Some(p) = &a.sim_config {
+        detect.sim = taskwatt::energy::SimConfig::from_file(p)?;
+    }
+    let opts = MeasuredRunOptions {
+        app: a.app,
+        config,
+        policy: a.sched.clone(),
+        workers: a.workers,
+        trace: trace_path.clone(),
+        meter: a.meter,
+        detect,
+        period: (!a.no_energy).then_some(a.period),
+        idle_calibration: a.idle_calibration,
     };
+    let label = format!("{}", a.app.name());
+    let run = measured_run(&opts, |b| b, |rt| Progress::start(rt, label))?;
+    let out = output(&a, &run);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print_table(&out);
     }
     Ok(())
+}
+
+fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
+    RunOutput {
+        app: &run.app,
+        gflops: run.app.gflops(),
+        makespan_s: run.app.makespan.as_secs_f64(),
+        policy: &run.policy,
+        workers: &run.workers,
+        kernels: taskwatt::kernels::backend(),
+        stats: StatsJson {
+            submitted: run.stats.submitted,
+            executed: run.stats.executed,
+            failed: run.stats.failed,
+            cancelled: run.stats.cancelled,
+        },
+        trace: TraceOut {
+            path: a.trace.clone(),
+            bytes: run.trace.bytes,
+            tasks: run.trace.tasks,
+            samples: run.trace.samples,
+        },
+        energy: run.sampler.as_ref().map(|s| EnergyOut {
+            meter: run
+                .meters
+                .iter()
+                .filter(|b| b.used)
+                .map(|b| b.backend.clone())
+                .collect::<Vec<_>>()
+                .join("+"),
+            simulated: run.simulated,
+            period_ms: a.period.as_secs_f64() * 1e3,
+            sampler: s.into(),
+            backends: &run.meters,
+        }),
+    }
 }
 
 fn print_table(o: &RunOutput<'_>) {
@@ -232,14 +275,28 @@ fn print_table(o: &RunOutput<'_>) {
         ),
         None => println!("  {:<10} skipped", "check"),
     }
-    if let Some(t) = &o.trace {
+    if let Some(e) = &o.energy {
+        println!(
+            "  {:<10} {}{} every {} ms: {} samples, {} overruns, {} read errors",
+            "energy",
+            e.meter,
+            if e.simulated { " (SIMULATED)" } else { "" },
+            e.period_ms,
+            e.sampler.samples,
+            e.sampler.overruns,
+            e.sampler.read_errors
+        );
+    } else {
+        println!("  {:<10} not sampled", "energy");
+    }
+    if let Some(p) = &o.trace.path {
         println!(
             "  {:<10} {} ({} tasks, {} energy samples, {:.1} KiB)",
             "trace",
-            t.path.display(),
-            t.tasks,
-            t.samples,
-            t.bytes as f64 / 1024.0
+            p.display(),
+            o.trace.tasks,
+            o.trace.samples,
+            o.trace.bytes as f64 / 1024.0
         );
     }
 }
