@@ -1,0 +1,93 @@
+//! The attribution of one trace: build the systems, fit every domain, write the report.
+
+use std::borrow::Borrow;
+
+use taskwatt_traces::TaskRecord;
+
+use super::error::AttributionError;
+use super::input::{trace_tasks, TraceParts};
+use super::report::{domain_report, AttributionReport};
+use super::solve::{fit_stack, AttributionOptions, DomainFit, Stack};
+use super::system::TraceSystems;
+
+/// The result of [`attribute`]: the report, and the fits and systems behind it (for
+/// residual plots, models and further analysis).
+#[derive(Clone, Debug)]
+pub struct Attribution {
+    /// The report (serialisable, renderable).
+    pub report: AttributionReport,
+    /// One fit per reported domain, in the report's order (residuals per interval).
+    pub fits: Vec<DomainFit>,
+    /// The systems, one per domain of the trace.
+    pub systems: TraceSystems,
+}
+
+/// Attributes the energy of one trace to its task types.
+///
+/// `tasks` is read once, in any order; pass `&TaskRecord`s or owned records.
+pub fn attribute<B: Borrow<TaskRecord>>(
+    parts: &TraceParts<'_>,
+    tasks: impl IntoIterator<Item = B>,
+    opts: &AttributionOptions,
+) -> Result<Attribution, AttributionError> {
+    let systems = TraceSystems::build(parts, tasks, opts.key);
+    attribute_systems(parts, systems, opts)
+}
+
+/// Attributes already built systems (see [`TraceSystems::build`]).
+pub fn attribute_systems(
+    parts: &TraceParts<'_>,
+    systems: TraceSystems,
+    opts: &AttributionOptions,
+) -> Result<Attribution, AttributionError> {
+    let mut warnings = Vec::new();
+    let mut fits = Vec::new();
+    let mut domains = Vec::new();
+    for s in &systems.domains {
+        if s.intervals() == 0 {
+            warnings.push(format!(
+                "domain {} ({}) has fewer than two samples: not attributed",
+                s.domain(),
+                s.info.name
+            ));
+            continue;
+        }
+        let stack = Stack::new(vec![s], &opts.weights)?;
+        let fit = fit_stack(&stack, opts);
+        domains.push(domain_report(&fit, &[s], parts.truth));
+        fits.push(fit);
+    }
+    if domains.is_empty() {
+        return Err(AttributionError::NoEnergyData {
+            domains: parts.domains.len(),
+            samples: parts.samples.len(),
+        });
+    }
+    if systems.unmetered_tasks > 0 {
+        warnings.push(format!(
+            "{} of {} task(s) ran on workers that no domain covers: their energy is not \
+             attributed",
+            systems.unmetered_tasks, systems.tasks
+        ));
+    }
+    Ok(Attribution {
+        report: AttributionReport {
+            key: systems.key,
+            solver: opts.solver,
+            tasks: systems.tasks,
+            unmetered_tasks: systems.unmetered_tasks,
+            domains,
+            warnings,
+        },
+        fits,
+        systems,
+    })
+}
+
+/// Attributes a whole in-memory trace (tasks of every chunk).
+pub fn attribute_trace(
+    trace: &taskwatt_traces::Trace,
+    opts: &AttributionOptions,
+) -> Result<Attribution, AttributionError> {
+    attribute(&TraceParts::from_trace(trace), trace_tasks(trace), opts)
+}

@@ -1,0 +1,641 @@
+//! How far to trust a fit: standard errors, R², residuals, rank and conditioning,
+//! cross-validated error, the types that cannot be separated, and sampling warnings.
+//!
+//! Separability follows Belsley, Kuh & Welsch ("Regression Diagnostics", 1980): with the
+//! columns scaled to unit length, each singular value σ_j of `X` gives a condition index
+//! `η_j = σ_max / σ_j`, and each coefficient's variance splits over the singular
+//! directions in proportions `π_kj ∝ V_kj² / σ_j²`. A dependency is reported when
+//! `η_j` exceeds a threshold (30) and two or more columns put more than half (0.5) of
+//! their variance on that direction: those columns are named as inseparable. Exactly
+//! collinear columns (σ_j ≈ 0, e.g. two codelets that always run together in a fixed
+//! proportion) are named from the null vector's nonzero entries.
+
+use nalgebra::DMatrix;
+use serde::{Deserialize, Serialize};
+
+use super::qr::TriAccumulator;
+use super::solve::{
+    fold_range, solve, AttributionOptions, Estimate, Solved, Solver, Stack, RANK_TOL,
+};
+
+/// Why a group of columns cannot be separated.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum InseparableReason {
+    /// Their columns are exactly linearly dependent: only a combination is identified.
+    ExactlyCollinear,
+    /// A near dependency (condition index above the threshold).
+    NearlyCollinear {
+        /// The condition index `σ_max / σ_j` of the dependency.
+        condition_index: f64,
+    },
+    /// Too few tasks of the type inside the sampled window.
+    TooFewTasks {
+        /// Tasks seen.
+        count: u64,
+        /// The configured minimum.
+        minimum: u64,
+    },
+    /// The type never ran inside the sampled window.
+    NoTimeInWindow,
+}
+
+/// Columns (`base` or type names) that the data cannot tell apart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InseparableGroup {
+    /// `base` and/or type names.
+    pub members: Vec<String>,
+    /// Why.
+    pub reason: InseparableReason,
+}
+
+/// Fit quality of one domain.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FitDiagnostics {
+    /// The solver used.
+    pub solver: Solver,
+    /// The row weights used: `uniform`, `1/dt` or `user`.
+    pub weights: String,
+    /// Intervals (rows).
+    pub rows: usize,
+    /// Unknowns that entered the solve (base + types with time in the window).
+    pub unknowns: usize,
+    /// Numerical rank of the column-scaled system.
+    pub rank: usize,
+    /// `σ_max / σ_min` of the column-scaled system; `None` when rank-deficient.
+    pub condition_number: Option<f64>,
+    /// Singular values of the column-scaled system, largest first.
+    pub singular_values: Vec<f64>,
+    /// Coefficient of determination on interval energies (weighted); `None` if the
+    /// energies do not vary.
+    pub r2: Option<f64>,
+    /// Root mean square residual per interval, J.
+    pub rmse_j: f64,
+    /// In-sample mean absolute percentage error on interval energy, %.
+    pub mape_pct: Option<f64>,
+    /// Cross-validated MAPE (contiguous blocks), %; `None` when too few rows.
+    pub cv_mape_pct: Option<f64>,
+    /// Folds used for cross-validation (1 = none).
+    pub cv_folds: usize,
+    /// Groups of columns the data cannot separate.
+    pub inseparable: Vec<InseparableGroup>,
+    /// Rows entirely inside idle-calibration markers.
+    pub idle_calibration_rows: usize,
+    /// Whether such rows pinned the base power.
+    pub base_pinned_by_idle: bool,
+    /// Sampling and data warnings, in words.
+    pub warnings: Vec<String>,
+}
+
+/// What [`analyse`] returns to the fit.
+pub(crate) struct Analysis {
+    /// Base then types.
+    pub(crate) estimates: Vec<Estimate>,
+    pub(crate) residuals_j: Vec<f64>,
+    pub(crate) diagnostics: FitDiagnostics,
+}
+
+/// Loading above which a column belongs to an exact null vector (unit-norm vector).
+const NULL_LOADING: f64 = 1e-3;
+
+/// Everything but the coefficients: residual pass, SEs, conditioning, CV, warnings.
+pub(crate) fn analyse(
+    stack: &Stack<'_>,
+    solved: &Solved,
+    accs: &[TriAccumulator],
+    folds: usize,
+    opts: &AttributionOptions,
+) -> Analysis {
+    let p = stack.unknowns();
+    let n = stack.rows();
+    let b = &solved.coef;
+
+    // Residual pass.
+    let mut residuals = vec![0.0; n];
+    let (mut rss_w, mut sw, mut swy, mut rows_w) = (0.0, 0.0, 0.0, 0usize);
+    let mut ape = Ape::default();
+    let mut negative = 0usize;
+    stack.visit(0..n, |g, x, y, w| {
+        let r = y - dot(x, b);
+        residuals[g] = r;
+        rss_w += w * r * r;
+        sw += w;
+        swy += w * y;
+        rows_w += usize::from(w > 0.0);
+        ape.add(r, y);
+        negative += usize::from(y < 0.0);
+    });
+    let mean_y = if sw > 0.0 { swy / sw } else { 0.0 };
+    let mut tss_w = 0.0;
+    stack.visit(0..n, |_, _, y, w| tss_w += w * (y - mean_y).powi(2));
+    let rmse_j = (residuals.iter().map(|r| r * r).sum::<f64>() / n.max(1) as f64).sqrt();
+
+    // Conditioning and separability on the column-scaled system.
+    let labels: Vec<String> = solved.included.iter().map(|&j| stack.label(j)).collect();
+    let cond = conditioning(&solved.scaled, &labels, opts);
+
+    // Standard errors on the free set.
+    let free_cols: Vec<usize> = (0..solved.included.len())
+        .filter(|&k| solved.free[k])
+        .collect();
+    let dof = rows_w as f64 - free_cols.len() as f64;
+    let sigma2 = (dof > 0.0).then(|| rss_w / dof);
+    let mut se: Vec<Option<f64>> = vec![None; p];
+    if let Some(s2) = sigma2 {
+        let var = scaled_variances(&solved.scaled.select_columns(&free_cols));
+        for (f, &k) in free_cols.iter().enumerate() {
+            let j = solved.included[k];
+            se[j] = var[f].map(|v| (s2 * v).sqrt() / solved.norms[k]);
+        }
+    }
+
+    // Cross-validation: fit on every fold but one, predict the held-out block.
+    let cv_mape_pct = (folds >= 2)
+        .then(|| {
+            let mut ape = Ape::default();
+            for f in 0..folds {
+                let mut train = TriAccumulator::new(p);
+                for (g, a) in accs.iter().enumerate() {
+                    if g != f {
+                        train.merge(a);
+                    }
+                }
+                let s = solve(&train, p, opts.solver);
+                stack.visit(fold_range(n, folds, f), |_, x, y, _| {
+                    ape.add(y - dot(x, &s.coef), y)
+                });
+            }
+            ape.mean_pct()
+        })
+        .flatten();
+
+    // Groups: collinearity, too few tasks, no time.
+    let mut inseparable = cond.groups;
+    let cond_warnings = cond.warnings;
+    for (k, st) in stack.stats.iter().enumerate() {
+        if st.clipped_ns == 0 {
+            inseparable.push(InseparableGroup {
+                members: vec![stack.label(k + 1)],
+                reason: InseparableReason::NoTimeInWindow,
+            });
+        } else if st.in_window < opts.min_tasks {
+            inseparable.push(InseparableGroup {
+                members: vec![stack.label(k + 1)],
+                reason: InseparableReason::TooFewTasks {
+                    count: st.in_window,
+                    minimum: opts.min_tasks,
+                },
+            });
+        }
+    }
+
+    let estimates = estimates(stack, solved, &se, &inseparable);
+    let idle_rows: usize = stack.systems.iter().map(|s| s.idle_rows).sum();
+    let mut warnings = cond_warnings;
+    warnings.extend(sampling_warnings(stack, &estimates, opts));
+    if negative > 0 {
+        warnings.push(format!(
+            "{negative} interval(s) have negative measured energy: the counter went backwards \
+             (wrap or reset not corrected); those rows pull the fit down"
+        ));
+    }
+    let busy_idle: usize = stack.systems.iter().map(|s| s.idle_rows_with_tasks).sum();
+    if busy_idle > 0 {
+        warnings.push(format!(
+            "{busy_idle} interval(s) inside idle-calibration markers contain task time: the \
+             markers do not match a parked runtime"
+        ));
+    }
+    let dup: usize = stack.systems.iter().map(|s| s.duplicate_samples).sum();
+    if dup > 0 {
+        warnings.push(format!(
+            "{dup} sample(s) repeated the previous sample's time and were dropped"
+        ));
+    }
+    let invalid: usize = stack.systems.iter().map(|s| s.invalid_samples).sum();
+    if invalid > 0 {
+        warnings.push(format!(
+            "{invalid} sample(s) had a non-finite energy and were dropped (their intervals \
+             merged with the next)"
+        ));
+    }
+    if rows_w < n {
+        warnings.push(format!("{} interval(s) have weight 0", n - rows_w));
+    }
+
+    Analysis {
+        estimates,
+        residuals_j: residuals,
+        diagnostics: FitDiagnostics {
+            solver: opts.solver,
+            weights: String::new(),
+            rows: n,
+            unknowns: solved.included.len(),
+            rank: cond.rank,
+            condition_number: cond.condition,
+            singular_values: cond.singular_values,
+            r2: (tss_w > 0.0).then(|| 1.0 - rss_w / tss_w),
+            rmse_j,
+            mape_pct: ape.mean_pct(),
+            cv_mape_pct,
+            cv_folds: folds,
+            inseparable,
+            idle_calibration_rows: idle_rows,
+            base_pinned_by_idle: idle_rows > 0,
+            warnings,
+        },
+    }
+}
+
+#[inline]
+fn dot(x: &[f64], b: &[f64]) -> f64 {
+    x.iter().zip(b).map(|(a, b)| a * b).sum()
+}
+
+/// Mean absolute percentage error accumulator; rows with zero energy are skipped
+/// (their percentage error is undefined).
+#[derive(Default)]
+struct Ape {
+    sum: f64,
+    n: usize,
+}
+
+impl Ape {
+    fn add(&mut self, r: f64, y: f64) {
+        if y != 0.0 {
+            self.sum += (r / y).abs();
+            self.n += 1;
+        }
+    }
+
+    fn mean_pct(&self) -> Option<f64> {
+        (self.n > 0).then(|| 100.0 * self.sum / self.n as f64)
+    }
+}
+
+struct Conditioning {
+    rank: usize,
+    condition: Option<f64>,
+    singular_values: Vec<f64>,
+    groups: Vec<InseparableGroup>,
+    warnings: Vec<String>,
+}
+
+/// Rank, condition number and inseparable groups of a column-scaled matrix.
+fn conditioning(a: &DMatrix<f64>, labels: &[String], opts: &AttributionOptions) -> Conditioning {
+    let m = a.ncols();
+    if m == 0 {
+        return Conditioning {
+            rank: 0,
+            condition: None,
+            singular_values: Vec::new(),
+            groups: Vec::new(),
+            warnings: Vec::new(),
+        };
+    }
+    let svd = a.clone().svd(false, true);
+    let s: Vec<f64> = svd.singular_values.iter().copied().collect();
+    let v_t = svd.v_t.expect("V was computed");
+    let smax = s[0];
+    let null = |sj: f64| sj <= RANK_TOL * smax;
+    let rank = s.iter().filter(|&&sj| !null(sj)).count();
+    let condition = (rank == m).then(|| smax / s[m - 1]);
+
+    // Candidate dependencies, as (members, exact, condition index).
+    let mut strong: Vec<(Vec<usize>, bool, f64)> = Vec::new();
+    let mut moderate: Vec<(Vec<usize>, bool, f64)> = Vec::new();
+    for (j, &sj) in s.iter().enumerate() {
+        if null(sj) {
+            let members: Vec<usize> = (0..m)
+                .filter(|&k| v_t[(j, k)].abs() > NULL_LOADING)
+                .collect();
+            strong.push((members, true, f64::INFINITY));
+        }
+    }
+    // Variance-decomposition proportions over the identifiable directions.
+    let phi = |k: usize, j: usize| v_t[(j, k)].powi(2) / (s[j] * s[j]);
+    let totals: Vec<f64> = (0..m)
+        .map(|k| (0..m).filter(|&j| !null(s[j])).map(|j| phi(k, j)).sum())
+        .collect();
+    for (j, &sj) in s.iter().enumerate() {
+        let eta = smax / sj;
+        if null(sj) || eta <= opts.collinearity_warn_index {
+            continue;
+        }
+        let members: Vec<usize> = (0..m)
+            .filter(|&k| phi(k, j) / totals[k] > opts.variance_proportion)
+            .collect();
+        if members.len() >= 2 {
+            let class = if eta > opts.collinearity_index {
+                &mut strong
+            } else {
+                &mut moderate
+            };
+            class.push((members, false, eta));
+        }
+    }
+    let name = |g: &[usize]| g.iter().map(|&k| labels[k].clone()).collect::<Vec<_>>();
+    let groups = merge_overlapping(strong)
+        .into_iter()
+        .map(|(members, exact, eta)| InseparableGroup {
+            members: name(&members),
+            reason: if exact {
+                InseparableReason::ExactlyCollinear
+            } else {
+                InseparableReason::NearlyCollinear {
+                    condition_index: eta,
+                }
+            },
+        })
+        .collect();
+    let warnings = merge_overlapping(moderate)
+        .into_iter()
+        .map(|(members, _, eta)| {
+            format!(
+                "moderate dependency between {} (condition index {eta:.0}): their standard \
+                 errors are inflated; idle intervals or more varied schedules separate them",
+                name(&members).join(", ")
+            )
+        })
+        .collect();
+    Conditioning {
+        rank,
+        condition,
+        singular_values: s,
+        groups,
+        warnings,
+    }
+}
+
+/// Merges groups that share a column (a column in two dependencies is one problem to the
+/// user); a merged group is exact if any part was, with the largest condition index.
+fn merge_overlapping(found: Vec<(Vec<usize>, bool, f64)>) -> Vec<(Vec<usize>, bool, f64)> {
+    let mut merged: Vec<(Vec<usize>, bool, f64)> = Vec::new();
+    for mut g in found {
+        let mut i = 0;
+        while i < merged.len() {
+            if merged[i].0.iter().any(|k| g.0.contains(k)) {
+                let h = merged.swap_remove(i);
+                g.0.extend(h.0);
+                g.0.sort_unstable();
+                g.0.dedup();
+                g.1 |= h.1;
+                g.2 = g.2.max(h.2);
+                i = 0;
+            } else {
+                i += 1;
+            }
+        }
+        merged.push(g);
+    }
+    merged.retain(|g| g.0.len() >= 2);
+    merged
+}
+
+/// Diagonal of `(AᵀA)⁻¹` for a column-scaled `A`, by SVD; `None` for coefficients that
+/// load on a null direction (not identifiable).
+fn scaled_variances(a: &DMatrix<f64>) -> Vec<Option<f64>> {
+    let m = a.ncols();
+    if m == 0 {
+        return Vec::new();
+    }
+    let svd = a.clone().svd(false, true);
+    let s = &svd.singular_values;
+    let v_t = svd.v_t.as_ref().expect("V was computed");
+    let smax = s.max();
+    (0..m)
+        .map(|k| {
+            let mut var = 0.0;
+            for j in 0..s.len() {
+                let v = v_t[(j, k)];
+                if s[j] <= RANK_TOL * smax {
+                    if v.abs() > NULL_LOADING {
+                        return None;
+                    }
+                } else {
+                    var += v * v / (s[j] * s[j]);
+                }
+            }
+            Some(var)
+        })
+        .collect()
+}
+
+/// Base then type estimates, with reliability decided from the groups and SEs.
+fn estimates(
+    stack: &Stack<'_>,
+    solved: &Solved,
+    se: &[Option<f64>],
+    groups: &[InseparableGroup],
+) -> Vec<Estimate> {
+    let p = stack.unknowns();
+    (0..p)
+        .map(|j| {
+            let label = stack.label(j);
+            let pos = solved.included.iter().position(|&i| i == j);
+            let at_bound = pos.is_some_and(|k| !solved.free[k]);
+            let mut issues = Vec::new();
+            for g in groups.iter().filter(|g| g.members.contains(&label)) {
+                let others: Vec<&str> = g
+                    .members
+                    .iter()
+                    .filter(|m| **m != label)
+                    .map(String::as_str)
+                    .collect();
+                issues.push(match &g.reason {
+                    InseparableReason::ExactlyCollinear => format!(
+                        "exactly collinear with {}: only their combination is identified",
+                        others.join(", ")
+                    ),
+                    InseparableReason::NearlyCollinear { condition_index } => format!(
+                        "nearly collinear with {} (condition index {condition_index:.0})",
+                        others.join(", ")
+                    ),
+                    InseparableReason::TooFewTasks { count, minimum } => {
+                        format!("only {count} task(s) in the sampled window (minimum {minimum})")
+                    }
+                    InseparableReason::NoTimeInWindow => {
+                        "never ran inside the sampled window".to_owned()
+                    }
+                });
+            }
+            if pos.is_some() && !at_bound && se[j].is_none() && issues.is_empty() {
+                issues.push(
+                    "standard error undefined (not identifiable, or no residual degree of freedom)"
+                        .to_owned(),
+                );
+            }
+            Estimate {
+                value_w: solved.coef[j],
+                se_w: se[j],
+                at_bound,
+                reliable: issues.is_empty(),
+                issues,
+            }
+        })
+        .collect()
+}
+
+/// Warnings about the sampling period, the sensor and the task durations.
+fn sampling_warnings(
+    stack: &Stack<'_>,
+    estimates: &[Estimate],
+    opts: &AttributionOptions,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let n = stack.rows();
+    let unknowns = stack.unknowns();
+    if (n as f64) < opts.min_rows_per_unknown * unknowns as f64 {
+        out.push(format!(
+            "sampling period too long or run too short: {n} interval(s) for {unknowns} \
+             unknown(s), fewer than {} per unknown; sample more often or run longer",
+            opts.min_rows_per_unknown
+        ));
+    }
+    let mut dts: Vec<u64> = stack.dt_ns().collect();
+    if dts.is_empty() {
+        return out;
+    }
+    let mid = dts.len() / 2;
+    let median = *dts.select_nth_unstable(mid).1;
+    for (k, st) in stack.stats.iter().enumerate() {
+        // A task fits inside one interval unless it is longer than the interval or
+        // straddles a boundary; when (almost) none fits, the type is longer than the
+        // intervals. (The shortest duration alone would be fooled by the task the end of
+        // the run cut short.)
+        if st.in_window > 0 && st.contained * 20 <= st.in_window {
+            out.push(format!(
+                "tasks of {} are longer than the intervals: only {} of {} fit inside one \
+                 (mean task {}, median interval {}); each interval sees only part of a \
+                 task, so its power is told from the base only by how many workers run it",
+                stack.keys[k],
+                st.contained,
+                st.in_window,
+                fmt_ns(st.total_ns / st.count.max(1)),
+                fmt_ns(median)
+            ));
+        }
+    }
+    for s in &stack.systems {
+        let info = &s.info;
+        if let Some(u) = info.update_interval_ns.filter(|&u| median < u) {
+            out.push(format!(
+                "sampling period too short: median interval {} is below the sensor's update \
+                 interval {} for {}; readings repeat and energy lands in the wrong interval",
+                fmt_ns(median),
+                fmt_ns(u),
+                info.name
+            ));
+        }
+        if let taskwatt_traces::SensorKind::IntegratedPower { window_ns } = info.sensor {
+            if median < window_ns {
+                out.push(format!(
+                    "sampling period too short: median interval {} is below the power sensor's \
+                     averaging window {} for {}; each reading smooths several intervals",
+                    fmt_ns(median),
+                    fmt_ns(window_ns),
+                    info.name
+                ));
+            }
+        }
+        let quantum_w = info.resolution_j / (median as f64 * 1e-9);
+        let weakest = estimates[1..]
+            .iter()
+            .filter(|e| e.reliable && e.value_w > 0.0)
+            .map(|e| e.value_w)
+            .fold(f64::INFINITY, f64::min);
+        if weakest.is_finite() && quantum_w > 0.5 * weakest {
+            out.push(format!(
+                "sampling period too short for the sensor's resolution: one energy quantum \
+                 ({:.3e} J) per median interval is {:.3} W, more than half the weakest type \
+                 power ({:.3} W) in {}",
+                info.resolution_j, quantum_w, weakest, info.name
+            ));
+        }
+    }
+    out
+}
+
+/// `850 ns`, `12.5 µs`, `3.20 ms`, `1.50 s`.
+pub(crate) fn fmt_ns(ns: u64) -> String {
+    let v = ns as f64;
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.1} us", v / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.2} ms", v / 1e6)
+    } else {
+        format!("{:.2} s", v / 1e9)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("c{i}")).collect()
+    }
+
+    #[test]
+    fn exact_dependency_names_its_columns() {
+        // c1 = 2 c2 exactly; c0 independent.
+        let a = DMatrix::from_fn(50, 3, |i, j| {
+            let t = i as f64;
+            match j {
+                0 => 1.0 + (t * 0.7).sin(),
+                1 => 2.0 * (t * 1.3).cos().abs(),
+                _ => (t * 1.3).cos().abs(),
+            }
+        });
+        let c = conditioning(&a, &labels(3), &AttributionOptions::default());
+        assert_eq!(c.rank, 2);
+        assert_eq!(c.condition, None);
+        assert_eq!(c.groups.len(), 1);
+        assert_eq!(c.groups[0].members, vec!["c1", "c2"]);
+        assert_eq!(c.groups[0].reason, InseparableReason::ExactlyCollinear);
+        let var = scaled_variances(&a);
+        assert!(var[0].is_some() && var[1].is_none() && var[2].is_none());
+    }
+
+    #[test]
+    fn near_dependency_is_found_by_variance_proportions() {
+        let a = DMatrix::from_fn(200, 3, |i, j| {
+            let t = i as f64;
+            let u = (t * 1.3).cos().abs();
+            match j {
+                0 => 1.0 + (t * 0.7).sin(),
+                1 => u,
+                _ => u + 1e-3 * (t * 5.1).sin(),
+            }
+        });
+        let c = conditioning(&a, &labels(3), &AttributionOptions::default());
+        assert_eq!(c.rank, 3);
+        assert!(c.condition.unwrap() > 30.0);
+        assert_eq!(c.groups.len(), 1, "{:?}", c.groups);
+        assert_eq!(c.groups[0].members, vec!["c1", "c2"]);
+        assert!(matches!(
+            c.groups[0].reason,
+            InseparableReason::NearlyCollinear { condition_index } if condition_index > 30.0
+        ));
+    }
+
+    #[test]
+    fn well_separated_columns_raise_nothing() {
+        let a = DMatrix::from_fn(100, 3, |i, j| {
+            ((i * (j + 2)) % 7) as f64 + (j == 0) as u8 as f64
+        });
+        let c = conditioning(&a, &labels(3), &AttributionOptions::default());
+        assert_eq!(c.rank, 3);
+        assert!(c.groups.is_empty(), "{:?}", c.groups);
+    }
+
+    #[test]
+    fn durations_print_in_readable_units() {
+        assert_eq!(fmt_ns(850), "850 ns");
+        assert_eq!(fmt_ns(12_500), "12.5 us");
+        assert_eq!(fmt_ns(3_200_000), "3.20 ms");
+        assert_eq!(fmt_ns(1_500_000_000), "1.50 s");
+    }
+}

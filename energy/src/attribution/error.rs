@@ -1,0 +1,106 @@
+//! What can go wrong while attributing energy, fitting or loading a model.
+//!
+//! Every variant names what was being read (domain, file) and what to do about it, so that
+//! the CLI can print the message as is.
+
+use std::path::PathBuf;
+
+/// Errors of the attribution, model fitting and prediction.
+#[derive(Debug, thiserror::Error)]
+pub enum AttributionError {
+    /// No domain has the two samples needed to form one interval.
+    #[error(
+        "nothing to attribute: no energy domain has two or more samples ({domains} domain(s) \
+         described, {samples} sample(s) in all); record the run with a meter enabled"
+    )]
+    NoEnergyData {
+        /// Domains the input described.
+        domains: usize,
+        /// Samples the input held.
+        samples: usize,
+    },
+    /// User-given row weights do not match the system they are meant for.
+    #[error(
+        "row weights for domain {domain}: expected {expected} weight(s), one per interval, \
+         found {found}; give one weight per interval between consecutive samples"
+    )]
+    WeightsLength {
+        /// The domain (e.g. `package-0`).
+        domain: String,
+        /// Number of intervals (rows) of that domain.
+        expected: usize,
+        /// Number of weights given.
+        found: usize,
+    },
+    /// A row weight is negative, infinite or NaN.
+    #[error(
+        "row weights for domain {domain}: weight #{index} is {value}; weights must be finite \
+         and >= 0"
+    )]
+    InvalidWeight {
+        /// The domain.
+        domain: String,
+        /// Index of the bad weight.
+        index: usize,
+        /// Its value.
+        value: f64,
+    },
+    /// A model file has a format version this build does not read.
+    #[error(
+        "model file {path}: format_version {found} is not supported (this build reads version \
+         {supported}); re-fit the model with this taskwatt (`taskwatt fit`)"
+    )]
+    ModelVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version found (`missing` when the field is absent).
+        found: String,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// A model file is not valid JSON or does not have the model's fields.
+    #[error(
+        "model file {path}: {source}; the file is not a taskwatt energy model (or is damaged)"
+    )]
+    ModelParse {
+        /// The file.
+        path: PathBuf,
+        /// What serde_json said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A model file could not be read or written.
+    #[error("model file {path}: {source}")]
+    ModelIo {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `fit_model` was given no trace.
+    #[error("no trace to fit a model from: give at least one trace with energy samples")]
+    NothingToFit,
+    /// Systems built with different task-type keys were mixed.
+    #[error(
+        "task types were keyed by `{first}` but one input was keyed by `{other}`; build \
+         every trace's systems with the same key kind (for prediction: the model's)"
+    )]
+    KeyKindMismatch {
+        /// The key kind expected (first trace's, or the model's).
+        first: super::key::KeyKind,
+        /// The key kind found.
+        other: super::key::KeyKind,
+    },
+    /// None of the trace's domains is in the model.
+    #[error(
+        "the model knows domains [{model}] but the trace has [{trace}]: no domain to predict; \
+         fit a model on a trace from the same kind of machine"
+    )]
+    NoMatchingDomain {
+        /// The model's domains.
+        model: String,
+        /// The trace's domains.
+        trace: String,
+    },
+}

@@ -1,0 +1,58 @@
+//! Fine-grain energy attribution (Risse, Guermouche & Trahay, "Fine-grain energy
+//! consumption modeling of HPC task-based programs", IEEE CLUSTER 2025).
+//!
+//! Meters give cumulative energy per domain every few milliseconds; tasks last
+//! microseconds. For each domain, every interval between two samples becomes one row of
+//! a linear system `E_i ≈ P_base·Δt_i + Σ_k p_k·T_ik`, where `T_ik` is the time tasks of
+//! type `k` ran on the domain's workers during the interval (each task clipped exactly to
+//! the interval bounds). Least squares (non-negative by default) gives the base power and
+//! a dynamic power per task type; diagnostics say which numbers to trust.
+//!
+//! ```text
+//! trace ──► TraceSystems::build (one pass over tasks) ──► fit per domain (QR / NNLS)
+//!       ──► diagnostics (SE, R², CV MAPE, inseparable types, sampling warnings)
+//!       ──► AttributionReport ──► render_report / JSON
+//! traces ─► fit_model ──► EnergyModel (versioned JSON) ──► predict(model, trace)
+//! ```
+//!
+//! The design, every diagnostic and how to read the report: `docs/attribution.md`.
+//!
+//! Files: `key` (task-type keys), `input` (what is read from a trace), `system` (the
+//! build pass and clipping), `qr` (streaming Givens QR), `nnls` (Lawson-Hanson), `solve`
+//! (options and fitting), `diagnostics`, `report` (energy accounting), `render` (text),
+//! `model` (model files and prediction), `attribute` (the one-trace entry point).
+
+mod attribute;
+mod diagnostics;
+mod error;
+mod input;
+mod key;
+mod model;
+mod nnls;
+mod qr;
+mod render;
+mod report;
+mod solve;
+mod system;
+
+#[cfg(test)]
+mod perf;
+#[cfg(test)]
+mod testkit;
+#[cfg(test)]
+mod tests;
+
+pub use attribute::{attribute, attribute_systems, attribute_trace, Attribution};
+pub use diagnostics::{FitDiagnostics, InseparableGroup, InseparableReason};
+pub use error::AttributionError;
+pub use input::{trace_tasks, TraceParts, IDLE_CALIBRATION};
+pub use key::{footprint_class, KeyKind, TypeKey};
+pub use model::{
+    fit_model, predict, predict_systems, predict_trace, DomainModel, DomainPrediction, EnergyModel,
+    ModelFit, Prediction, TypeModel, MODEL_FORMAT_VERSION,
+};
+pub use nnls::{nnls, NnlsSolution};
+pub use render::{render_prediction, render_report, RenderOptions};
+pub use report::{AttributionReport, DomainReport, TruthComparison, TruthRow, TypeReport};
+pub use solve::{AttributionOptions, DomainFit, Estimate, RowWeights, Solver};
+pub use system::{DomainSystem, TraceSystems, TypeColumn, TypeStats};

@@ -1,0 +1,541 @@
+//! Energy models: the fitted powers saved to a versioned file, fitted on one or more
+//! traces, and used to predict the energy of another run.
+//!
+//! Domains are matched across traces by what they measure ([`Domain`], e.g. `package-0`),
+//! never by id: ids are per trace. Types are matched by [`TypeKey`] (codelet *name*,
+//! plus arch or footprint class according to the model's [`KeyKind`]).
+//!
+//! File format: JSON with a `format_version` field, checked before anything else is
+//! parsed so that a file from a newer taskwatt fails with a message that says so.
+
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use taskwatt_traces::{Domain, TaskRecord};
+
+use super::error::AttributionError;
+use super::input::{trace_tasks, TraceParts};
+use super::key::{KeyKind, TypeKey};
+use super::report::{domain_report, DomainReport};
+use super::solve::{fit_stack, AttributionOptions, DomainFit, Estimate, Solver, Stack};
+use super::system::{DomainSystem, TraceSystems};
+
+/// The model file format version this build writes and reads.
+pub const MODEL_FORMAT_VERSION: u32 = 1;
+
+/// A fitted energy model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnergyModel {
+    /// File format version ([`MODEL_FORMAT_VERSION`]).
+    pub format_version: u32,
+    /// How tasks were grouped into types.
+    pub key: KeyKind,
+    /// The solver that produced the powers.
+    pub solver: Solver,
+    /// Number of traces the model was fitted on.
+    pub traces: usize,
+    /// One entry per domain.
+    pub domains: Vec<DomainModel>,
+}
+
+/// The model of one domain.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DomainModel {
+    /// What the domain measures (the matching key).
+    pub domain: Domain,
+    /// The sensor's name in the first trace.
+    pub name: String,
+    /// Workers the domain covered in the first trace.
+    pub workers: usize,
+    /// Base power.
+    pub base: Estimate,
+    /// Per-type dynamic powers.
+    pub types: Vec<TypeModel>,
+    /// Intervals the fit used.
+    pub rows: usize,
+    /// R² of the fit.
+    pub r2: Option<f64>,
+    /// Cross-validated MAPE of the fit, %.
+    pub cv_mape_pct: Option<f64>,
+}
+
+/// The model of one task type.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TypeModel {
+    /// The type.
+    pub key: TypeKey,
+    /// Tasks seen in the fitting traces.
+    pub count: u64,
+    /// Their mean duration, s.
+    pub mean_duration_s: f64,
+    /// Dynamic power.
+    pub power: Estimate,
+}
+
+impl EnergyModel {
+    /// The model of a domain, if it has one.
+    pub fn domain(&self, d: Domain) -> Option<&DomainModel> {
+        self.domains.iter().find(|m| m.domain == d)
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a model always serialises")
+    }
+
+    /// Parses a model; `path` only names the source in errors. Rejects any
+    /// `format_version` other than [`MODEL_FORMAT_VERSION`] before parsing the rest.
+    pub fn from_json(text: &str, path: &Path) -> Result<EnergyModel, AttributionError> {
+        let parse = |source| AttributionError::ModelParse {
+            path: path.to_owned(),
+            source,
+        };
+        let value: serde_json::Value = serde_json::from_str(text).map_err(parse)?;
+        let found = value.get("format_version");
+        if found.and_then(|v| v.as_u64()) != Some(u64::from(MODEL_FORMAT_VERSION)) {
+            return Err(AttributionError::ModelVersion {
+                path: path.to_owned(),
+                found: found.map_or("missing".to_owned(), |v| v.to_string()),
+                supported: MODEL_FORMAT_VERSION,
+            });
+        }
+        serde_json::from_value(value).map_err(parse)
+    }
+
+    /// Reads a model file.
+    pub fn load(path: impl AsRef<Path>) -> Result<EnergyModel, AttributionError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| AttributionError::ModelIo {
+            path: path.to_owned(),
+            source,
+        })?;
+        EnergyModel::from_json(&text, path)
+    }
+
+    /// Writes the model file.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), AttributionError> {
+        let path = path.as_ref();
+        std::fs::write(path, self.to_json()).map_err(|source| AttributionError::ModelIo {
+            path: path.to_owned(),
+            source,
+        })
+    }
+}
+
+/// The result of [`fit_model`]: the model, and the fits and reports behind it.
+#[derive(Clone, Debug)]
+pub struct ModelFit {
+    /// The model.
+    pub model: EnergyModel,
+    /// One fit per domain (stacked rows), in the model's order.
+    pub fits: Vec<DomainFit>,
+    /// One report per domain, in the model's order (no truth comparison when several
+    /// traces were stacked).
+    pub reports: Vec<DomainReport>,
+}
+
+/// Fits one model on one or more traces: every domain's rows are stacked over the
+/// traces that measured it (matched by [`Domain`]), then fitted once.
+///
+/// All systems must have been built with the same [`KeyKind`] (`opts.key` is ignored
+/// here: the systems' own key is used). With [`super::RowWeights::PerInterval`], a
+/// domain's weights cover the stacked rows, trace after trace.
+pub fn fit_model(
+    traces: &[TraceSystems],
+    truth: Option<&taskwatt_traces::GroundTruth>,
+    opts: &AttributionOptions,
+) -> Result<ModelFit, AttributionError> {
+    let Some(first) = traces.first() else {
+        return Err(AttributionError::NothingToFit);
+    };
+    let key = first.key;
+    if let Some(t) = traces.iter().find(|t| t.key != key) {
+        return Err(AttributionError::KeyKindMismatch {
+            first: key,
+            other: t.key,
+        });
+    }
+    let mut by_domain: BTreeMap<Domain, Vec<&DomainSystem>> = BTreeMap::new();
+    for t in traces {
+        for s in t.domains.iter().filter(|s| s.intervals() > 0) {
+            by_domain.entry(s.domain()).or_default().push(s);
+        }
+    }
+    if by_domain.is_empty() {
+        return Err(AttributionError::NoEnergyData {
+            domains: traces.iter().map(|t| t.domains.len()).sum(),
+            samples: 0,
+        });
+    }
+    let mut out = ModelFit {
+        model: EnergyModel {
+            format_version: MODEL_FORMAT_VERSION,
+            key,
+            solver: opts.solver,
+            traces: traces.len(),
+            domains: Vec::new(),
+        },
+        fits: Vec::new(),
+        reports: Vec::new(),
+    };
+    for (domain, systems) in by_domain {
+        let stack = Stack::new(systems.clone(), &opts.weights)?;
+        let fit = fit_stack(&stack, opts);
+        let report = domain_report(&fit, &systems, truth.filter(|_| traces.len() == 1));
+        out.model.domains.push(DomainModel {
+            domain,
+            name: fit.name.clone(),
+            workers: report.workers,
+            base: fit.base.clone(),
+            types: report
+                .types
+                .iter()
+                .map(|t| TypeModel {
+                    key: t.key.clone(),
+                    count: t.count,
+                    mean_duration_s: t.mean_duration_s,
+                    power: t.power.clone(),
+                })
+                .collect(),
+            rows: fit.diagnostics.rows,
+            r2: fit.diagnostics.r2,
+            cv_mape_pct: fit.diagnostics.cv_mape_pct,
+        });
+        out.fits.push(fit);
+        out.reports.push(report);
+    }
+    Ok(out)
+}
+
+/// A prediction of a run's energy from a model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    /// The model's key kind (how the run's tasks were grouped).
+    pub key: KeyKind,
+    /// One entry per domain of the run that the model knows.
+    pub domains: Vec<DomainPrediction>,
+    /// Sum of `predicted_j` over the domains with `in_total`, J.
+    pub total_predicted_j: f64,
+    /// Same sum of `measured_j`, when every such domain was measured.
+    pub total_measured_j: Option<f64>,
+    /// `100 · (predicted − measured) / measured` over the total.
+    pub total_error_pct: Option<f64>,
+    /// Domains not in the model, types not in the model, unreliable powers used.
+    pub warnings: Vec<String>,
+}
+
+/// The prediction for one domain.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DomainPrediction {
+    /// The domain.
+    pub domain: Domain,
+    /// Its name in the run.
+    pub name: String,
+    /// Whether the run measured it: then the window is the sampled one and the tasks are
+    /// clipped to it; otherwise the window is the run's task span.
+    pub sampled: bool,
+    /// The window, s.
+    pub window_s: f64,
+    /// `P_base · window`, J.
+    pub base_j: f64,
+    /// `Σ_k p_k · T_k`, J.
+    pub dynamic_j: f64,
+    /// `base_j + dynamic_j`, J.
+    pub predicted_j: f64,
+    /// Measured energy over the window, J.
+    pub measured_j: Option<f64>,
+    /// `100 · (predicted − measured) / measured`.
+    pub error_pct: Option<f64>,
+    /// MAPE of the predicted interval energies against the measured ones, %.
+    pub interval_mape_pct: Option<f64>,
+    /// Whether the domain counts in the totals (nested domains do not: see the docs).
+    pub in_total: bool,
+    /// Types of the run that the model does not know (predicted with 0 W dynamic power).
+    pub missing_types: Vec<String>,
+    /// Types whose model power is marked unreliable.
+    pub unreliable_types: Vec<String>,
+}
+
+/// Predicts a run's energy per domain with a model. `tasks` is read once.
+pub fn predict<B: Borrow<TaskRecord>>(
+    model: &EnergyModel,
+    parts: &TraceParts<'_>,
+    tasks: impl IntoIterator<Item = B>,
+) -> Result<Prediction, AttributionError> {
+    let systems = TraceSystems::build(parts, tasks, model.key);
+    predict_systems(model, &systems)
+}
+
+/// Predicts a whole in-memory trace's energy with a model.
+pub fn predict_trace(
+    model: &EnergyModel,
+    trace: &taskwatt_traces::Trace,
+) -> Result<Prediction, AttributionError> {
+    predict(model, &TraceParts::from_trace(trace), trace_tasks(trace))
+}
+
+/// Predicts from systems built with the model's key kind.
+pub fn predict_systems(
+    model: &EnergyModel,
+    systems: &TraceSystems,
+) -> Result<Prediction, AttributionError> {
+    let mut warnings = Vec::new();
+    if systems.key != model.key {
+        return Err(AttributionError::KeyKindMismatch {
+            first: model.key,
+            other: systems.key,
+        });
+    }
+    let mut domains = Vec::new();
+    for s in &systems.domains {
+        let Some(m) = model.domain(s.domain()) else {
+            warnings.push(format!(
+                "domain {} ({}) is not in the model: not predicted",
+                s.domain(),
+                s.info.name
+            ));
+            continue;
+        };
+        domains.push(predict_domain(m, s, systems.span_ns, &mut warnings));
+    }
+    if domains.is_empty() {
+        let list = |it: &mut dyn Iterator<Item = Domain>| {
+            it.map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+        };
+        return Err(AttributionError::NoMatchingDomain {
+            model: list(&mut model.domains.iter().map(|d| d.domain)),
+            trace: list(&mut systems.domains.iter().map(|d| d.domain())),
+        });
+    }
+    mark_nested(&mut domains);
+    let counted: Vec<&DomainPrediction> = domains.iter().filter(|d| d.in_total).collect();
+    let total_predicted_j = counted.iter().map(|d| d.predicted_j).sum();
+    let total_measured_j = counted.iter().map(|d| d.measured_j).sum::<Option<f64>>();
+    Ok(Prediction {
+        key: model.key,
+        total_error_pct: total_measured_j
+            .and_then(|m| (m != 0.0).then(|| 100.0 * (total_predicted_j - m) / m)),
+        total_predicted_j,
+        total_measured_j,
+        domains,
+        warnings,
+    })
+}
+
+fn predict_domain(
+    m: &DomainModel,
+    s: &DomainSystem,
+    span: Option<(u64, u64)>,
+    warnings: &mut Vec<String>,
+) -> DomainPrediction {
+    let powers: HashMap<&TypeKey, &Estimate> = m.types.iter().map(|t| (&t.key, &t.power)).collect();
+    let sampled = s.intervals() > 0;
+    let (a, b) = s.window_ns().or(span).unwrap_or((0, 0));
+    let window_s = (b - a) as f64 * 1e-9;
+    let base_w = m.base.value_w;
+    let mut coef = Vec::with_capacity(s.columns.len());
+    let (mut missing, mut unreliable) = (Vec::new(), Vec::new());
+    let mut dynamic_j = 0.0;
+    for c in &s.columns {
+        let ns = if sampled {
+            c.stats.clipped_ns
+        } else {
+            c.stats.total_ns
+        };
+        let p = match powers.get(&c.key) {
+            Some(e) => {
+                if !e.reliable {
+                    unreliable.push(c.key.to_string());
+                }
+                e.value_w
+            }
+            None => {
+                if ns > 0 {
+                    missing.push(c.key.to_string());
+                }
+                0.0
+            }
+        };
+        dynamic_j += p * ns as f64 * 1e-9;
+        coef.push(p);
+    }
+    if !missing.is_empty() {
+        warnings.push(format!(
+            "{}: type(s) {} are not in the model: predicted with base power only",
+            s.domain(),
+            missing.join(", ")
+        ));
+    }
+    if !unreliable.is_empty() {
+        warnings.push(format!(
+            "{}: the model's power for {} is marked unreliable",
+            s.domain(),
+            unreliable.join(", ")
+        ));
+    }
+    let base_j = base_w * window_s;
+    let predicted_j = base_j + dynamic_j;
+    let measured_j = sampled.then(|| s.energy_j().iter().sum::<f64>());
+    let interval_mape_pct = sampled
+        .then(|| {
+            let (mut sum, mut n) = (0.0, 0usize);
+            for (i, &y) in s.energy_j().iter().enumerate() {
+                if y == 0.0 {
+                    continue;
+                }
+                let mut yhat = base_w * s.dt_ns(i) as f64 * 1e-9;
+                for (c, p) in s.columns.iter().zip(&coef) {
+                    yhat += p * c.time_ns[i] as f64 * 1e-9;
+                }
+                sum += ((y - yhat) / y).abs();
+                n += 1;
+            }
+            (n > 0).then(|| 100.0 * sum / n as f64)
+        })
+        .flatten();
+    DomainPrediction {
+        domain: s.domain(),
+        name: s.info.name.clone(),
+        sampled,
+        window_s,
+        base_j,
+        dynamic_j,
+        predicted_j,
+        error_pct: measured_j.and_then(|mj| (mj != 0.0).then(|| 100.0 * (predicted_j - mj) / mj)),
+        measured_j,
+        interval_mape_pct,
+        in_total: true,
+        missing_types: missing,
+        unreliable_types: unreliable,
+    }
+}
+
+/// Domains contained in another predicted domain leave the totals: `core-N` and
+/// `uncore-N` inside `package-N`; packages and DRAM inside `psys`.
+fn mark_nested(domains: &mut [DomainPrediction]) {
+    let present: Vec<Domain> = domains.iter().map(|d| d.domain).collect();
+    let has_psys = present.contains(&Domain::Psys);
+    for d in domains.iter_mut() {
+        d.in_total = match d.domain {
+            Domain::Core { id } | Domain::Uncore { id } => {
+                !has_psys && !present.contains(&Domain::CpuPackage { id })
+            }
+            Domain::CpuPackage { .. } | Domain::Dram { .. } => !has_psys,
+            Domain::Gpu { .. } | Domain::Psys => true,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_model() -> EnergyModel {
+        let est = |v| Estimate {
+            value_w: v,
+            se_w: Some(0.1),
+            at_bound: false,
+            reliable: true,
+            issues: vec![],
+        };
+        EnergyModel {
+            format_version: MODEL_FORMAT_VERSION,
+            key: KeyKind::CodeletArch,
+            solver: Solver::Nnls,
+            traces: 2,
+            domains: vec![DomainModel {
+                domain: Domain::CpuPackage { id: 0 },
+                name: "package-0".into(),
+                workers: 4,
+                base: est(20.0),
+                types: vec![TypeModel {
+                    key: TypeKey::codelet_arch("gemm", taskwatt_traces::Arch::Cpu),
+                    count: 10,
+                    mean_duration_s: 1e-3,
+                    power: est(7.5),
+                }],
+                rows: 100,
+                r2: Some(0.99),
+                cv_mape_pct: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn model_file_round_trips() {
+        let dir = std::env::temp_dir().join(format!("tw-attr-model-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.json");
+        let m = sample_model();
+        m.save(&path).unwrap();
+        assert_eq!(EnergyModel::load(&path).unwrap(), m);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unknown_versions_are_rejected_with_the_file_and_versions() {
+        let path = Path::new("models/old.json");
+        let mut v: serde_json::Value = serde_json::from_str(&sample_model().to_json()).unwrap();
+        v["format_version"] = 7.into();
+        let err = EnergyModel::from_json(&v.to_string(), path).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(err, AttributionError::ModelVersion { .. }),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("models/old.json") && msg.contains("format_version 7"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!("version {MODEL_FORMAT_VERSION}")),
+            "{msg}"
+        );
+        v.as_object_mut().unwrap().remove("format_version");
+        let msg = EnergyModel::from_json(&v.to_string(), path)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("format_version missing"), "{msg}");
+        let msg = EnergyModel::from_json("{ not json", path)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("models/old.json") && msg.contains("not a taskwatt"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn nested_domains_leave_the_total() {
+        let d = |domain| DomainPrediction {
+            domain,
+            name: String::new(),
+            sampled: false,
+            window_s: 1.0,
+            base_j: 1.0,
+            dynamic_j: 0.0,
+            predicted_j: 1.0,
+            measured_j: None,
+            error_pct: None,
+            interval_mape_pct: None,
+            in_total: true,
+            missing_types: vec![],
+            unreliable_types: vec![],
+        };
+        let mut v = vec![
+            d(Domain::CpuPackage { id: 0 }),
+            d(Domain::Core { id: 0 }),
+            d(Domain::Dram { id: 0 }),
+            d(Domain::Gpu { index: 0 }),
+        ];
+        mark_nested(&mut v);
+        let flags: Vec<bool> = v.iter().map(|d| d.in_total).collect();
+        assert_eq!(flags, vec![true, false, true, true]);
+        v.push(d(Domain::Psys));
+        mark_nested(&mut v);
+        let flags: Vec<bool> = v.iter().map(|d| d.in_total).collect();
+        assert_eq!(flags, vec![false, false, false, true, true]);
+    }
+}

@@ -1,0 +1,494 @@
+//! Plain-text rendering of reports and predictions, in tables that fit 80 columns.
+//!
+//! Unreliable numbers are printed in parentheses with no standard error and a note, so
+//! that nobody copies them as if they were measurements. Output is ASCII only.
+
+use std::fmt::Write as _;
+
+use super::diagnostics::{fmt_ns, InseparableReason};
+use super::model::Prediction;
+use super::report::{AttributionReport, DomainReport, TruthComparison};
+use super::solve::Estimate;
+
+/// Line width the renderer keeps to.
+const WIDTH: usize = 80;
+
+/// How to render.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RenderOptions {
+    /// The energies come from a simulated meter: print a banner saying so (the caller
+    /// knows, e.g. from `Trace::is_simulated`).
+    pub simulated: bool,
+}
+
+/// Renders an attribution report.
+pub fn render_report(report: &AttributionReport, opts: &RenderOptions) -> String {
+    let mut out = String::new();
+    banner(&mut out, opts);
+    let _ = writeln!(
+        out,
+        "taskwatt energy attribution: {} task(s), types by {}, solver {}",
+        report.tasks,
+        report.key,
+        report.solver.name()
+    );
+    list(&mut out, "warnings", &report.warnings);
+    for d in &report.domains {
+        out.push('\n');
+        domain(&mut out, d);
+    }
+    out
+}
+
+/// Renders a prediction.
+pub fn render_prediction(pred: &Prediction, opts: &RenderOptions) -> String {
+    let mut out = String::new();
+    banner(&mut out, opts);
+    let _ = writeln!(out, "taskwatt energy prediction (types by {})", pred.key);
+    let mut t = Table::new(&[
+        ("domain", false),
+        ("window", true),
+        ("base", true),
+        ("dynamic", true),
+        ("predicted", true),
+        ("measured", true),
+        ("error", true),
+        ("int.MAPE", true),
+    ]);
+    for d in &pred.domains {
+        let mut name = d.domain.to_string();
+        if !d.in_total {
+            name.push('*');
+        }
+        t.row(vec![
+            name,
+            format!("{:.2} s", d.window_s),
+            si(d.base_j, "J"),
+            si(d.dynamic_j, "J"),
+            si(d.predicted_j, "J"),
+            d.measured_j.map_or("-".into(), |m| si(m, "J")),
+            d.error_pct.map_or("-".into(), signed_pct),
+            d.interval_mape_pct.map_or("-".into(), pct),
+        ]);
+    }
+    t.row(vec![
+        "total".into(),
+        String::new(),
+        String::new(),
+        String::new(),
+        si(pred.total_predicted_j, "J"),
+        pred.total_measured_j.map_or("-".into(), |m| si(m, "J")),
+        pred.total_error_pct.map_or("-".into(), signed_pct),
+        String::new(),
+    ]);
+    t.render(&mut out);
+    if pred.domains.iter().any(|d| !d.in_total) {
+        out.push_str("* contained in another domain: not counted in the total\n");
+    }
+    list(&mut out, "warnings", &pred.warnings);
+    out
+}
+
+fn banner(out: &mut String, opts: &RenderOptions) {
+    if opts.simulated {
+        let rule = "#".repeat(WIDTH);
+        let _ = writeln!(out, "{rule}");
+        let _ = writeln!(
+            out,
+            "{:<78}#",
+            "# SIMULATED meter: these energies come from a simulated meter, not hardware."
+        );
+        let _ = writeln!(out, "{rule}");
+    }
+}
+
+fn domain(out: &mut String, d: &DomainReport) {
+    let domain = d.domain.to_string();
+    let head = if d.name == domain {
+        format!("== {domain}, {} worker(s) ", d.workers)
+    } else {
+        format!("== {domain} ({}), {} worker(s) ", d.name, d.workers)
+    };
+    let pad = WIDTH.saturating_sub(head.len());
+    let _ = writeln!(out, "{head}{}", "=".repeat(pad));
+    let f = &d.fit;
+    let lines = [
+        format!(
+            "window {:.3} s, {} interval(s) (median {}); measured {}, fitted {}",
+            d.window_s,
+            d.intervals,
+            fmt_ns((d.median_interval_s * 1e9).round() as u64),
+            si(d.measured_j, "J"),
+            si(d.fitted_j, "J")
+        ),
+        format!(
+            "fit {} (weights {}): R^2 {}, MAPE {} in-sample, {} CV ({} folds)",
+            f.solver.name(),
+            f.weights,
+            f.r2.map_or("-".into(), |r| format!("{r:.4}")),
+            f.mape_pct.map_or("-".into(), pct),
+            f.cv_mape_pct.map_or("-".into(), pct),
+            f.cv_folds
+        ),
+        format!(
+            "rank {}/{}, condition number {}; {}",
+            f.rank,
+            f.unknowns,
+            f.condition_number
+                .map_or("inf".into(), |c| format!("{c:.1}")),
+            if f.base_pinned_by_idle {
+                format!(
+                    "base pinned by {} idle interval(s)",
+                    f.idle_calibration_rows
+                )
+            } else {
+                "base not pinned (no idle interval)".to_owned()
+            }
+        ),
+        format!(
+            "base power {}; base energy {}; idle {} ({} of measured)",
+            estimate(&d.base),
+            si(d.base_energy_j, "J"),
+            si(d.idle_j, "J"),
+            pct(100.0 * d.idle_share)
+        ),
+    ];
+    for l in &lines {
+        wrap(out, l, "", "  ");
+    }
+    out.push('\n');
+
+    let mut t = Table::new(&[
+        ("type", false),
+        ("count", true),
+        ("mean dur", true),
+        ("power", true),
+        ("+-SE", true),
+        ("note", false),
+    ]);
+    for ty in &d.types {
+        let (value, se) = value_se(&ty.power);
+        t.row(vec![
+            ty.key.to_string(),
+            ty.count.to_string(),
+            fmt_ns((ty.mean_duration_s * 1e9).round() as u64),
+            value,
+            se,
+            note(&ty.power),
+        ]);
+    }
+    t.render(out);
+    out.push('\n');
+
+    let mut t = Table::new(&[
+        ("type", false),
+        ("dyn/task", true),
+        ("total/task", true),
+        ("total", true),
+        ("share", true),
+    ]);
+    for ty in &d.types {
+        let shown = |v: f64| {
+            if ty.power.reliable {
+                si(v, "J")
+            } else {
+                format!("({})", si(v, "J"))
+            }
+        };
+        t.row(vec![
+            ty.key.to_string(),
+            shown(ty.dynamic_j_per_task),
+            shown(ty.total_j_per_task),
+            shown(ty.total_j),
+            pct(100.0 * ty.share_of_measured),
+        ]);
+    }
+    t.row(vec![
+        "idle (base)".into(),
+        String::new(),
+        String::new(),
+        si(d.idle_j, "J"),
+        pct(100.0 * d.idle_share),
+    ]);
+    t.render(out);
+    if d.types.iter().any(|t| !t.power.reliable) || !d.base.reliable {
+        out.push_str("(...) unreliable: the data cannot separate this value, see below\n");
+    }
+
+    let groups: Vec<String> = f
+        .inseparable
+        .iter()
+        .map(|g| {
+            let why = match &g.reason {
+                InseparableReason::ExactlyCollinear => {
+                    "exactly collinear: only their combination is identified".to_owned()
+                }
+                InseparableReason::NearlyCollinear { condition_index } => {
+                    format!("nearly collinear (condition index {condition_index:.0})")
+                }
+                InseparableReason::TooFewTasks { count, minimum } => {
+                    format!("{count} task(s) in the window, fewer than {minimum}")
+                }
+                InseparableReason::NoTimeInWindow => "never ran in the sampled window".into(),
+            };
+            format!("{}: {why}", g.members.join(", "))
+        })
+        .collect();
+    list(out, "inseparable", &groups);
+    list(out, "warnings", &f.warnings);
+    if let Some(tr) = &d.truth {
+        truth(out, tr);
+    }
+}
+
+fn truth(out: &mut String, tr: &TruthComparison) {
+    let _ = writeln!(
+        out,
+        "\ntruth (simulated meter configuration; noise {:.3} W at 1 ms):",
+        tr.noise_sigma_w
+    );
+    let mut t = Table::new(&[
+        ("coefficient", false),
+        ("estimate", true),
+        ("truth", true),
+        ("error", true),
+        ("error%", true),
+        ("+-SE", true),
+        ("in 95%", true),
+    ]);
+    for r in &tr.rows {
+        let est = if r.reliable {
+            si(r.estimate_w, "W")
+        } else {
+            format!("({})", si(r.estimate_w, "W"))
+        };
+        t.row(vec![
+            r.name.clone(),
+            est,
+            r.truth_w.map_or("?".into(), |v| si(v, "W")),
+            r.error_w.map_or("-".into(), |v| si(v, "W")),
+            r.error_pct.map_or("-".into(), signed_pct),
+            r.se_w.map_or("-".into(), |v| si(v, "W")),
+            r.covered
+                .map_or("-", |c| if c { "yes" } else { "NO" })
+                .to_owned(),
+        ]);
+    }
+    t.render(out);
+}
+
+/// `12.3 W +- 50.0 mW`, or `(12.3 W) unreliable`.
+fn estimate(e: &Estimate) -> String {
+    let (v, se) = value_se(e);
+    if e.reliable && e.se_w.is_some() {
+        format!("{v} +- {se}")
+    } else {
+        format!("{v} {}", note(e))
+    }
+}
+
+fn value_se(e: &Estimate) -> (String, String) {
+    if !e.reliable {
+        return (format!("({})", si(e.value_w, "W")), "-".into());
+    }
+    (
+        si(e.value_w, "W"),
+        e.se_w.map_or("-".into(), |s| si(s, "W")),
+    )
+}
+
+fn note(e: &Estimate) -> String {
+    let first = e.issues.first().map(String::as_str).unwrap_or("");
+    if first.starts_with("exactly") {
+        "collinear".into()
+    } else if first.starts_with("nearly") {
+        "near-collinear".into()
+    } else if first.starts_with("only") {
+        "few tasks".into()
+    } else if first.starts_with("never") {
+        "no time".into()
+    } else if !e.reliable {
+        "unreliable".into()
+    } else if e.at_bound {
+        "held at 0".into()
+    } else {
+        String::new()
+    }
+}
+
+fn list(out: &mut String, title: &str, items: &[String]) {
+    if items.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "{title}:");
+    for it in items {
+        wrap(out, it, "  - ", "    ");
+    }
+}
+
+/// Word-wraps `text` to [`WIDTH`].
+fn wrap(out: &mut String, text: &str, first: &str, rest: &str) {
+    let mut line = first.to_owned();
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        if !empty && line.len() + 1 + word.len() > WIDTH {
+            let _ = writeln!(out, "{line}");
+            line = rest.to_owned();
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    let _ = writeln!(out, "{line}");
+}
+
+/// Three significant digits with an SI prefix: `15.1 mJ`, `251 J`, `12.3 kJ`.
+pub(crate) fn si(v: f64, unit: &str) -> String {
+    if !v.is_finite() {
+        return format!("{v} {unit}");
+    }
+    if v == 0.0 {
+        return format!("0 {unit}");
+    }
+    const PREFIXES: [(f64, &str); 9] = [
+        (1e12, "T"),
+        (1e9, "G"),
+        (1e6, "M"),
+        (1e3, "k"),
+        (1.0, ""),
+        (1e-3, "m"),
+        (1e-6, "u"),
+        (1e-9, "n"),
+        (1e-12, "p"),
+    ];
+    let a = v.abs();
+    let (scale, p) = PREFIXES
+        .iter()
+        .copied()
+        .find(|(s, _)| a >= *s * 0.9995)
+        .unwrap_or((1e-12, "p"));
+    let x = v / scale;
+    let decimals = if x.abs() >= 99.95 {
+        0
+    } else if x.abs() >= 9.995 {
+        1
+    } else {
+        2
+    };
+    format!("{x:.decimals$} {p}{unit}")
+}
+
+fn pct(v: f64) -> String {
+    format!("{v:.1}%")
+}
+
+fn signed_pct(v: f64) -> String {
+    format!("{v:+.2}%")
+}
+
+/// A table whose first column shrinks (with `~`) so that the whole fits [`WIDTH`].
+struct Table {
+    head: Vec<(&'static str, bool)>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(head: &[(&'static str, bool)]) -> Table {
+        Table {
+            head: head.to_vec(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        debug_assert_eq!(cells.len(), self.head.len());
+        self.rows.push(cells);
+    }
+
+    fn render(&self, out: &mut String) {
+        let n = self.head.len();
+        let mut w: Vec<usize> = self.head.iter().map(|h| h.0.len()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let others: usize = w[1..].iter().sum::<usize>() + 2 * (n - 1);
+        w[0] = w[0].min(WIDTH.saturating_sub(others).max(8));
+        let line = |cells: &mut dyn Iterator<Item = (usize, String)>| {
+            let mut s = String::new();
+            for (i, c) in cells {
+                if i > 0 {
+                    s.push_str("  ");
+                }
+                let c = fit(&c, w[i]);
+                if self.head[i].1 {
+                    let _ = write!(s, "{c:>width$}", width = w[i]);
+                } else {
+                    let _ = write!(s, "{c:<width$}", width = w[i]);
+                }
+            }
+            s.trim_end().to_owned()
+        };
+        let _ = writeln!(
+            out,
+            "{}",
+            line(&mut self.head.iter().map(|h| h.0.to_owned()).enumerate())
+        );
+        for r in &self.rows {
+            let _ = writeln!(out, "{}", line(&mut r.iter().cloned().enumerate()));
+        }
+    }
+}
+
+/// Cuts `s` to `w` characters, marking the cut with `~`.
+fn fit(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(w.saturating_sub(1)).collect();
+        t.push('~');
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn si_prefixes() {
+        assert_eq!(si(0.0151, "J"), "15.1 mJ");
+        assert_eq!(si(251.2, "J"), "251 J");
+        assert_eq!(si(12_345.0, "J"), "12.3 kJ");
+        assert_eq!(si(-0.5, "W"), "-500 mW");
+        assert_eq!(si(1.0, "W"), "1.00 W");
+        assert_eq!(si(0.0, "W"), "0 W");
+        assert_eq!(si(3.2e-7, "J"), "320 nJ");
+    }
+
+    #[test]
+    fn tables_fit_80_columns_and_truncate_the_first_column() {
+        let mut t = Table::new(&[("type", false), ("a", true), ("b", true)]);
+        t.row(vec!["x".repeat(120), "1".into(), "22".into()]);
+        t.row(vec!["short".into(), "333".into(), "4".into()]);
+        let mut out = String::new();
+        t.render(&mut out);
+        for l in out.lines() {
+            assert!(l.len() <= WIDTH, "{l}");
+        }
+        assert!(out.contains("x~"));
+        assert!(out.lines().nth(2).unwrap().starts_with("short"));
+    }
+
+    #[test]
+    fn wrapping_keeps_lines_short() {
+        let mut out = String::new();
+        wrap(&mut out, &"word ".repeat(60), "  - ", "    ");
+        assert!(out.lines().count() > 1);
+        assert!(out.lines().all(|l| l.len() <= WIDTH));
+    }
+}

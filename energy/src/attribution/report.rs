@@ -1,0 +1,378 @@
+//! The attribution report: per domain and task type, power, energy per task, shares of
+//! the measured energy, fit quality and, for simulated meters, the error against the
+//! configured truth.
+//!
+//! Accounting (see docs/attribution.md): the base power of a domain is split evenly over
+//! the `W` workers the domain covers, so a task holds `P_base / W` while it runs on top of
+//! its own dynamic power `p_k`. Base energy that no task holds is *idle* energy:
+//! `idle = P_base · (window − busy / W)`, where `busy` is the task time summed over
+//! workers. With this split, `Σ_k total_k + idle = P_base · window + Σ_k p_k · T_k`, the
+//! fitted energy.
+
+use serde::{Deserialize, Serialize};
+use taskwatt_traces::{Arch, Domain, DomainId, GroundTruth};
+
+use super::diagnostics::FitDiagnostics;
+use super::key::{KeyKind, TypeKey};
+use super::solve::{DomainFit, Estimate, Solver};
+use super::system::DomainSystem;
+
+/// The whole report of one attribution.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttributionReport {
+    /// How tasks were grouped.
+    pub key: KeyKind,
+    /// The solver used.
+    pub solver: Solver,
+    /// Tasks read.
+    pub tasks: u64,
+    /// Tasks on workers no domain covers (not attributed anywhere).
+    pub unmetered_tasks: u64,
+    /// One entry per domain that had at least two samples.
+    pub domains: Vec<DomainReport>,
+    /// Warnings that concern the whole trace (domains skipped, unmetered tasks).
+    pub warnings: Vec<String>,
+}
+
+/// One domain's attribution.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DomainReport {
+    /// What the domain measures.
+    pub domain: Domain,
+    /// Its id in the trace.
+    pub id: DomainId,
+    /// The sensor's name.
+    pub name: String,
+    /// Workers the domain covers (`W`).
+    pub workers: usize,
+    /// Intervals (rows).
+    pub intervals: usize,
+    /// Sampled window (first to last sample), s.
+    pub window_s: f64,
+    /// Median interval length, s.
+    pub median_interval_s: f64,
+    /// Energy measured over the window, J.
+    pub measured_j: f64,
+    /// Energy the fitted model gives over the window, J.
+    pub fitted_j: f64,
+    /// Base power `P_base`.
+    pub base: Estimate,
+    /// `P_base · window`, J.
+    pub base_energy_j: f64,
+    /// Base energy held by no task, J (see the module docs).
+    pub idle_j: f64,
+    /// `idle_j / measured_j`.
+    pub idle_share: f64,
+    /// `Σ_k p_k · T_k`, J.
+    pub dynamic_j: f64,
+    /// Task types, in first-seen order.
+    pub types: Vec<TypeReport>,
+    /// Fit quality, separability and warnings.
+    pub fit: FitDiagnostics,
+    /// Error against the simulated meter's truth, when the trace has one.
+    pub truth: Option<TruthComparison>,
+}
+
+/// One task type in one domain.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TypeReport {
+    /// The type.
+    pub key: TypeKey,
+    /// Tasks of the type on the domain's workers.
+    pub count: u64,
+    /// Of those, tasks overlapping the sampled window.
+    pub in_window: u64,
+    /// Mean duration, s.
+    pub mean_duration_s: f64,
+    /// Task time inside the window, summed over workers, s (`T_k`).
+    pub busy_s: f64,
+    /// Dynamic power `p_k`.
+    pub power: Estimate,
+    /// `p_k · mean duration`, J.
+    pub dynamic_j_per_task: f64,
+    /// `(p_k + P_base / W) · mean duration`, J.
+    pub total_j_per_task: f64,
+    /// `(p_k + P_base / W) · T_k`, J.
+    pub total_j: f64,
+    /// `total_j / measured_j`.
+    pub share_of_measured: f64,
+}
+
+/// Estimates against the simulated meter's configured powers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TruthComparison {
+    /// The meter's white power noise at 1 ms, W.
+    pub noise_sigma_w: f64,
+    /// `base` first, then one row per type.
+    pub rows: Vec<TruthRow>,
+}
+
+/// One coefficient against its truth.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TruthRow {
+    /// `base` or the type's name.
+    pub name: String,
+    /// The estimate, W.
+    pub estimate_w: f64,
+    /// The truth, W: the codelet's entry for the arch, else the default entry (`*`), else
+    /// 0 W; `None` for a key without arch whose archs' truths differ.
+    pub truth_w: Option<f64>,
+    /// `estimate − truth`, W.
+    pub error_w: Option<f64>,
+    /// `100 · (estimate − truth) / truth`; `None` if the truth is 0.
+    pub error_pct: Option<f64>,
+    /// The estimate's standard error, W.
+    pub se_w: Option<f64>,
+    /// `(estimate − truth) / SE`.
+    pub z: Option<f64>,
+    /// Whether `estimate ± 1.96 SE` (a 95% interval) contains the truth.
+    pub covered: Option<bool>,
+    /// Whether the estimate was marked reliable.
+    pub reliable: bool,
+}
+
+/// Builds one domain's report from its fit and the system(s) it was fitted on.
+pub(crate) fn domain_report(
+    fit: &DomainFit,
+    systems: &[&DomainSystem],
+    truth: Option<&GroundTruth>,
+) -> DomainReport {
+    let first = systems[0];
+    let workers = {
+        let mut w = first.info.workers.clone();
+        w.sort_unstable();
+        w.dedup();
+        w.len()
+    };
+    let window_ns: u64 = systems
+        .iter()
+        .filter_map(|s| s.window_ns())
+        .map(|(a, b)| b - a)
+        .sum();
+    let window_s = window_ns as f64 * 1e-9;
+    let measured_j: f64 = systems.iter().flat_map(|s| s.energy_j()).sum();
+    let fitted_j = measured_j - fit.residuals_j.iter().sum::<f64>();
+    let intervals: usize = systems.iter().map(|s| s.intervals()).sum();
+    let mut dts: Vec<u64> = systems
+        .iter()
+        .flat_map(|s| (0..s.intervals()).map(move |i| s.dt_ns(i)))
+        .collect();
+    let median_interval_s = if dts.is_empty() {
+        0.0
+    } else {
+        let mid = dts.len() / 2;
+        *dts.select_nth_unstable(mid).1 as f64 * 1e-9
+    };
+    let p_base = fit.base.value_w;
+    let per_worker = if workers > 0 {
+        p_base / workers as f64
+    } else {
+        0.0
+    };
+    let share = |j: f64| {
+        if measured_j != 0.0 {
+            j / measured_j
+        } else {
+            0.0
+        }
+    };
+    let types: Vec<TypeReport> = fit
+        .keys
+        .iter()
+        .zip(&fit.types)
+        .zip(&fit.stats)
+        .map(|((key, est), st)| {
+            let mean = if st.count > 0 {
+                st.total_ns as f64 * 1e-9 / st.count as f64
+            } else {
+                0.0
+            };
+            let busy_s = st.clipped_ns as f64 * 1e-9;
+            let p = est.value_w;
+            let total_j = (p + per_worker) * busy_s;
+            TypeReport {
+                key: key.clone(),
+                count: st.count,
+                in_window: st.in_window,
+                mean_duration_s: mean,
+                busy_s,
+                power: est.clone(),
+                dynamic_j_per_task: p * mean,
+                total_j_per_task: (p + per_worker) * mean,
+                total_j,
+                share_of_measured: share(total_j),
+            }
+        })
+        .collect();
+    let busy_s: f64 = types.iter().map(|t| t.busy_s).sum();
+    let idle_j = if workers > 0 {
+        p_base * (window_s - busy_s / workers as f64)
+    } else {
+        p_base * window_s
+    };
+    let truth = match (truth, systems) {
+        (Some(t), [one]) => Some(compare_truth(fit, one.info.id, t)),
+        _ => None,
+    };
+    DomainReport {
+        domain: first.domain(),
+        id: first.info.id,
+        name: first.info.name.clone(),
+        workers,
+        intervals,
+        window_s,
+        median_interval_s,
+        measured_j,
+        fitted_j,
+        base: fit.base.clone(),
+        base_energy_j: p_base * window_s,
+        idle_j,
+        idle_share: share(idle_j),
+        dynamic_j: types.iter().map(|t| t.power.value_w * t.busy_s).sum(),
+        types,
+        fit: fit.diagnostics.clone(),
+        truth,
+    }
+}
+
+fn compare_truth(fit: &DomainFit, id: DomainId, truth: &GroundTruth) -> TruthComparison {
+    let base_truth = truth.base_w.iter().find(|(d, _)| *d == id).map(|&(_, w)| w);
+    let mut rows = vec![truth_row("base".to_owned(), &fit.base, base_truth)];
+    for (key, est) in fit.keys.iter().zip(&fit.types) {
+        rows.push(truth_row(key.to_string(), est, type_truth(truth, id, key)));
+    }
+    TruthComparison {
+        noise_sigma_w: truth.noise_sigma_w,
+        rows,
+    }
+}
+
+/// The simulated meter's extra power for a type: its codelet's entry for the arch, else
+/// the default entry (codelet `*`), else 0 W, as the simulator itself resolves it. A key
+/// without arch takes the value only when every arch agrees.
+fn type_truth(truth: &GroundTruth, id: DomainId, key: &TypeKey) -> Option<f64> {
+    let entries = |name: &str| -> Vec<(Arch, f64)> {
+        truth
+            .task_w
+            .iter()
+            .filter(|t| t.domain == id && t.codelet == name)
+            .map(|t| (t.arch, t.extra_w))
+            .collect()
+    };
+    let (named, default) = (entries(&key.codelet), entries("*"));
+    // One value for an arch, or None if the entries disagree.
+    let agree = |v: &[(Arch, f64)], arch: Arch| -> Option<Option<f64>> {
+        let mut it = v.iter().filter(|(a, _)| *a == arch).map(|&(_, w)| w);
+        let first = it.next()?;
+        Some(
+            it.all(|w| (w - first).abs() <= 1e-12 * first.abs().max(1.0))
+                .then_some(first),
+        )
+    };
+    let resolve = |arch: Arch| {
+        agree(&named, arch)
+            .or_else(|| agree(&default, arch))
+            .unwrap_or(Some(0.0))
+    };
+    match key.arch {
+        Some(a) => resolve(a),
+        None => {
+            let mut archs: Vec<Arch> = named.iter().chain(&default).map(|&(a, _)| a).collect();
+            archs.dedup();
+            let values: Option<Vec<f64>> = archs.iter().map(|&a| resolve(a)).collect();
+            let values = values?;
+            let first = values.first().copied().unwrap_or(0.0);
+            values
+                .iter()
+                .all(|&w| (w - first).abs() <= 1e-12 * first.abs().max(1.0))
+                .then_some(first)
+        }
+    }
+}
+
+fn truth_row(name: String, est: &Estimate, truth_w: Option<f64>) -> TruthRow {
+    let error_w = truth_w.map(|t| est.value_w - t);
+    let z = match (error_w, est.se_w) {
+        (Some(e), Some(se)) if se > 0.0 => Some(e / se),
+        (Some(e), Some(_)) => Some(if e == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY * e.signum()
+        }),
+        _ => None,
+    };
+    TruthRow {
+        name,
+        estimate_w: est.value_w,
+        truth_w,
+        error_w,
+        error_pct: truth_w
+            .zip(error_w)
+            .and_then(|(t, e)| (t != 0.0).then(|| 100.0 * e / t)),
+        se_w: est.se_w,
+        z: z.filter(|z| z.is_finite()),
+        covered: z.map(|z| z.abs() <= 1.96),
+        reliable: est.reliable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use taskwatt_traces::TruthEntry;
+
+    #[test]
+    fn type_truth_falls_back_like_the_simulator() {
+        let e = |domain, codelet: &str, arch, extra_w| TruthEntry {
+            domain,
+            codelet: codelet.into(),
+            arch,
+            extra_w,
+        };
+        let truth = GroundTruth {
+            task_w: vec![
+                e(0, "*", Arch::Cpu, 2.0),
+                e(0, "*", Arch::Gpu, 10.0),
+                e(0, "gemm", Arch::Cpu, 5.0),
+                e(1, "gemm", Arch::Cpu, 7.0),
+            ],
+            ..GroundTruth::default()
+        };
+        let t = |key: TypeKey| type_truth(&truth, 0, &key);
+        assert_eq!(t(TypeKey::codelet_arch("gemm", Arch::Cpu)), Some(5.0));
+        assert_eq!(t(TypeKey::codelet_arch("gemm", Arch::Gpu)), Some(10.0));
+        assert_eq!(t(TypeKey::codelet_arch("potrf", Arch::Cpu)), Some(2.0));
+        // Without arch, potrf's CPU and GPU truths differ.
+        assert_eq!(t(TypeKey::codelet("potrf")), None);
+        assert_eq!(type_truth(&truth, 1, &TypeKey::codelet("gemm")), Some(7.0));
+        assert_eq!(type_truth(&truth, 2, &TypeKey::codelet("gemm")), Some(0.0));
+    }
+
+    #[test]
+    fn truth_rows_compute_errors_and_coverage() {
+        let est = Estimate {
+            value_w: 10.5,
+            se_w: Some(0.5),
+            at_bound: false,
+            reliable: true,
+            issues: vec![],
+        };
+        let r = truth_row("x".into(), &est, Some(10.0));
+        assert_eq!(r.error_w, Some(0.5));
+        assert_eq!(r.error_pct, Some(5.0));
+        assert_eq!(r.z, Some(1.0));
+        assert_eq!(r.covered, Some(true));
+        let r = truth_row("x".into(), &est, Some(11.5));
+        assert_eq!(r.covered, Some(false));
+        let r = truth_row("x".into(), &est, Some(0.0));
+        assert_eq!(r.error_pct, None);
+        let held = Estimate {
+            value_w: 0.0,
+            se_w: None,
+            at_bound: true,
+            ..est
+        };
+        let r = truth_row("x".into(), &held, Some(1.0));
+        assert_eq!((r.z, r.covered), (None, None));
+    }
+}

@@ -1,0 +1,466 @@
+//! Solving `E_i ≈ P_base·Δt_i + Σ_k p_k·T_ik` for one domain.
+//!
+//! The rows of one domain, possibly stacked from several traces (model fitting), are
+//! streamed once into a Givens triangle per cross-validation fold ([`TriAccumulator`]);
+//! the folds merge into the full factor. Every solve then works on a `(K+1)`-square
+//! problem, whatever the number of intervals. Columns are scaled to unit norm before
+//! solving so that the solvers' tolerances and the condition number do not depend on
+//! units or on how long a type ran.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+
+use nalgebra::{DMatrix, DVector};
+use serde::{Deserialize, Serialize};
+use taskwatt_traces::Domain;
+
+use super::diagnostics::{self, FitDiagnostics};
+use super::error::AttributionError;
+use super::key::{KeyKind, TypeKey};
+use super::nnls::{lstsq_min_norm, nnls};
+use super::qr::TriAccumulator;
+use super::system::{DomainSystem, TypeStats};
+
+/// Relative singular-value cut-off below which a direction counts as exactly collinear.
+pub(crate) const RANK_TOL: f64 = 1e-9;
+
+/// Which solver estimates the powers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Solver {
+    /// Non-negative least squares (Lawson-Hanson): every power ≥ 0. The default.
+    #[default]
+    Nnls,
+    /// Ordinary least squares: QR when the system has full rank, minimum-norm SVD
+    /// solution otherwise. Powers may come out negative.
+    Ols,
+}
+
+impl Solver {
+    /// `nnls` or `ols`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Solver::Nnls => "nnls",
+            Solver::Ols => "ols",
+        }
+    }
+}
+
+/// Weights of the rows (intervals) in the least-squares fit.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum RowWeights {
+    /// Every interval counts the same.
+    #[default]
+    Uniform,
+    /// Weight `mean Δt / Δt_i`: the right weight when the noise is white power noise, whose
+    /// energy variance grows with the interval length.
+    InverseDuration,
+    /// User-given weights per domain, one per interval (for a stacked fit: one per
+    /// interval of every trace, in the order the traces were given).
+    PerInterval(BTreeMap<Domain, Vec<f64>>),
+}
+
+impl RowWeights {
+    fn describe(&self) -> &'static str {
+        match self {
+            RowWeights::Uniform => "uniform",
+            RowWeights::InverseDuration => "1/dt",
+            RowWeights::PerInterval(_) => "user",
+        }
+    }
+}
+
+/// Options of the attribution, the model fit and the diagnostics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttributionOptions {
+    /// How tasks are grouped into types.
+    pub key: KeyKind,
+    /// Which solver.
+    pub solver: Solver,
+    /// Row weights.
+    pub weights: RowWeights,
+    /// Cross-validation folds (contiguous blocks of intervals); below 2 disables it.
+    pub cv_folds: usize,
+    /// Types with fewer tasks inside the sampled window are flagged unreliable.
+    pub min_tasks: u64,
+    /// Condition index (σ_max / σ_j, columns scaled to unit norm) above which the
+    /// columns of a dependency are declared inseparable and their values unreliable
+    /// (Belsley, Kuh & Welsch call 30 to 100 moderate to strong; we flag strong).
+    pub collinearity_index: f64,
+    /// Condition index above which a dependency is only warned about (its columns' SEs
+    /// are inflated but still honest).
+    pub collinearity_warn_index: f64,
+    /// Variance-decomposition proportion above which a column takes part in such a
+    /// dependency (Belsley, Kuh & Welsch use 0.5).
+    pub variance_proportion: f64,
+    /// Fewer intervals than this per unknown triggers a "sampling period too long" warning.
+    pub min_rows_per_unknown: f64,
+}
+
+impl Default for AttributionOptions {
+    fn default() -> Self {
+        AttributionOptions {
+            key: KeyKind::default(),
+            solver: Solver::default(),
+            weights: RowWeights::default(),
+            cv_folds: 5,
+            min_tasks: 20,
+            collinearity_index: 100.0,
+            collinearity_warn_index: 30.0,
+            variance_proportion: 0.5,
+            min_rows_per_unknown: 10.0,
+        }
+    }
+}
+
+/// One coefficient (base power or a type's power) with its uncertainty.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// The estimate, W. For an unreliable coefficient this is only the value the solver
+    /// happened to pick; do not quote it.
+    pub value_w: f64,
+    /// Standard error, W: `sqrt(σ̂² [(XᵀWX)⁻¹]_kk)` on the free set; `None` when the
+    /// coefficient is held at zero by NNLS or is not identifiable.
+    pub se_w: Option<f64>,
+    /// Held at zero by the non-negativity constraint.
+    pub at_bound: bool,
+    /// Whether the number can be trusted (see `issues` when not).
+    pub reliable: bool,
+    /// Why it is unreliable, in words.
+    pub issues: Vec<String>,
+}
+
+/// The fit of one domain.
+#[derive(Clone, Debug)]
+pub struct DomainFit {
+    /// The domain.
+    pub domain: Domain,
+    /// Its name (from the first trace).
+    pub name: String,
+    /// The task types, in column order.
+    pub keys: Vec<TypeKey>,
+    /// Base power `P_base`.
+    pub base: Estimate,
+    /// Power of each type, parallel to `keys`.
+    pub types: Vec<Estimate>,
+    /// Per-type counts summed over the stacked traces, parallel to `keys`.
+    pub stats: Vec<TypeStats>,
+    /// `E_i − Ê_i`, J, one per interval (stacked traces one after the other).
+    pub residuals_j: Vec<f64>,
+    /// Fit quality and warnings.
+    pub diagnostics: FitDiagnostics,
+}
+
+/// One domain's rows, stacked over one or more traces, with a shared column set.
+/// Column 0 is the base (Δt); column `1 + k` is type `keys[k]`.
+pub(crate) struct Stack<'a> {
+    pub(crate) systems: Vec<&'a DomainSystem>,
+    pub(crate) keys: Vec<TypeKey>,
+    pub(crate) stats: Vec<TypeStats>,
+    /// Per system: local column -> stacked column (≥ 1).
+    maps: Vec<Vec<usize>>,
+    /// Row offset of each system; last entry = total rows.
+    offsets: Vec<usize>,
+    /// Row weights, or `None` for uniform.
+    pub(crate) weights: Option<Vec<f64>>,
+}
+
+impl<'a> Stack<'a> {
+    pub(crate) fn new(
+        systems: Vec<&'a DomainSystem>,
+        weights: &RowWeights,
+    ) -> Result<Stack<'a>, AttributionError> {
+        let mut keys: Vec<TypeKey> = Vec::new();
+        let mut stats: Vec<TypeStats> = Vec::new();
+        let mut index: HashMap<TypeKey, usize> = HashMap::new();
+        let mut maps = Vec::with_capacity(systems.len());
+        let mut offsets = vec![0];
+        for s in &systems {
+            let mut map = Vec::with_capacity(s.columns.len());
+            for c in &s.columns {
+                let g = *index.entry(c.key.clone()).or_insert_with(|| {
+                    keys.push(c.key.clone());
+                    stats.push(TypeStats {
+                        min_ns: u64::MAX,
+                        ..TypeStats::default()
+                    });
+                    keys.len() - 1
+                });
+                merge_stats(&mut stats[g], &c.stats);
+                map.push(g + 1);
+            }
+            maps.push(map);
+            offsets.push(offsets.last().unwrap() + s.intervals());
+        }
+        let rows = *offsets.last().unwrap();
+        let domain = systems.first().map(|s| s.domain());
+        let w = match weights {
+            RowWeights::Uniform => None,
+            RowWeights::InverseDuration => {
+                let total: u64 = systems.iter().map(|s| total_span(s)).sum();
+                let mean = total as f64 / rows.max(1) as f64;
+                let mut w = Vec::with_capacity(rows);
+                for s in &systems {
+                    w.extend((0..s.intervals()).map(|i| mean / s.dt_ns(i) as f64));
+                }
+                Some(w)
+            }
+            RowWeights::PerInterval(map) => match domain.and_then(|d| map.get(&d)) {
+                None => None,
+                Some(v) => {
+                    let name = domain.map(|d| d.to_string()).unwrap_or_default();
+                    if v.len() != rows {
+                        return Err(AttributionError::WeightsLength {
+                            domain: name,
+                            expected: rows,
+                            found: v.len(),
+                        });
+                    }
+                    if let Some((index, &value)) = v
+                        .iter()
+                        .enumerate()
+                        .find(|(_, w)| !(w.is_finite() && **w >= 0.0))
+                    {
+                        return Err(AttributionError::InvalidWeight {
+                            domain: name,
+                            index,
+                            value,
+                        });
+                    }
+                    Some(v.clone())
+                }
+            },
+        };
+        Ok(Stack {
+            systems,
+            keys,
+            stats,
+            maps,
+            offsets,
+            weights: w,
+        })
+    }
+
+    /// Unknowns: base plus one per type.
+    pub(crate) fn unknowns(&self) -> usize {
+        self.keys.len() + 1
+    }
+
+    /// Total rows.
+    pub(crate) fn rows(&self) -> usize {
+        *self.offsets.last().unwrap()
+    }
+
+    /// Calls `f(row, x, y, w)` for each row in `range`, `x` in seconds, `y` in J.
+    pub(crate) fn visit(&self, range: Range<usize>, mut f: impl FnMut(usize, &[f64], f64, f64)) {
+        let mut x = vec![0.0; self.unknowns()];
+        for (si, s) in self.systems.iter().enumerate() {
+            let (lo, hi) = (self.offsets[si], self.offsets[si + 1]);
+            let (a, b) = (range.start.max(lo), range.end.min(hi));
+            let map = &self.maps[si];
+            for g in a..b {
+                let i = g - lo;
+                x.fill(0.0);
+                x[0] = s.dt_ns(i) as f64 * 1e-9;
+                for (c, col) in s.columns.iter().enumerate() {
+                    x[map[c]] = col.time_ns[i] as f64 * 1e-9;
+                }
+                let w = self.weights.as_ref().map_or(1.0, |w| w[g]);
+                f(g, &x, s.energy_j[i], w);
+            }
+        }
+    }
+
+    /// Interval lengths of every row, ns, in row order.
+    pub(crate) fn dt_ns(&self) -> impl Iterator<Item = u64> + '_ {
+        self.systems
+            .iter()
+            .flat_map(|s| (0..s.intervals()).map(move |i| s.dt_ns(i)))
+    }
+
+    /// Column labels: `base`, then the keys.
+    pub(crate) fn label(&self, j: usize) -> String {
+        if j == 0 {
+            "base".to_owned()
+        } else {
+            self.keys[j - 1].to_string()
+        }
+    }
+}
+
+fn total_span(s: &DomainSystem) -> u64 {
+    s.window_ns().map_or(0, |(a, b)| b - a)
+}
+
+pub(crate) fn merge_stats(into: &mut TypeStats, s: &TypeStats) {
+    into.count += s.count;
+    into.in_window += s.in_window;
+    into.total_ns += s.total_ns;
+    into.clipped_ns += s.clipped_ns;
+    into.min_ns = into.min_ns.min(s.min_ns);
+    into.max_ns = into.max_ns.max(s.max_ns);
+    into.contained += s.contained;
+}
+
+/// Contiguous block `f` of `k` over `n` rows.
+pub(crate) fn fold_range(n: usize, k: usize, f: usize) -> Range<usize> {
+    (f * n / k)..((f + 1) * n / k)
+}
+
+/// One triangle per fold (a single one when `folds < 2`), from one pass over the rows.
+pub(crate) fn accumulate(stack: &Stack<'_>, folds: usize) -> Vec<TriAccumulator> {
+    let p = stack.unknowns();
+    let n = stack.rows();
+    let k = folds.max(1);
+    let mut accs = vec![TriAccumulator::new(p); k];
+    let mut row = vec![0.0; p + 1];
+    for (f, acc) in accs.iter_mut().enumerate() {
+        stack.visit(fold_range(n, k, f), |_, x, y, w| {
+            if w <= 0.0 {
+                return;
+            }
+            let sw = w.sqrt();
+            for (r, v) in row.iter_mut().zip(x) {
+                *r = v * sw;
+            }
+            row[p] = y * sw;
+            acc.push(&row);
+        });
+        acc.flush();
+    }
+    accs
+}
+
+/// A solution of the accumulated problem.
+#[derive(Clone, Debug)]
+pub(crate) struct Solved {
+    /// Coefficients, W (0 for excluded columns).
+    pub(crate) coef: Vec<f64>,
+    /// Columns that entered the solve (nonzero norm).
+    pub(crate) included: Vec<usize>,
+    /// Their norms (the scaling applied).
+    pub(crate) norms: Vec<f64>,
+    /// Per included column: free (not held at zero by NNLS).
+    pub(crate) free: Vec<bool>,
+    /// `R[:, included] · diag(1/norms)`.
+    pub(crate) scaled: DMatrix<f64>,
+}
+
+/// Solves the accumulated least-squares problem with the chosen solver.
+pub(crate) fn solve(acc: &TriAccumulator, p: usize, solver: Solver) -> Solved {
+    let included: Vec<usize> = (0..p).filter(|&j| acc.column_norm(j) > 0.0).collect();
+    let norms: Vec<f64> = included.iter().map(|&j| acc.column_norm(j)).collect();
+    let mut a = acc.r_columns(&included);
+    for (k, d) in norms.iter().enumerate() {
+        a.column_mut(k).unscale_mut(*d);
+    }
+    let z = acc.z();
+    let (xs, free) = match solver {
+        Solver::Nnls => {
+            let s = nnls(&a, &z);
+            (s.x, s.passive)
+        }
+        Solver::Ols => (ols(&a, &z), vec![true; included.len()]),
+    };
+    let mut coef = vec![0.0; p];
+    for (k, &j) in included.iter().enumerate() {
+        coef[j] = xs[k] / norms[k];
+    }
+    Solved {
+        coef,
+        included,
+        norms,
+        free,
+        scaled: a,
+    }
+}
+
+/// QR when `a` has full column rank, minimum-norm SVD solution otherwise.
+fn ols(a: &DMatrix<f64>, z: &DVector<f64>) -> DVector<f64> {
+    if a.ncols() == 0 {
+        return DVector::zeros(0);
+    }
+    let sv = a.singular_values();
+    let (smax, smin) = (sv.max(), sv.min());
+    if smin > RANK_TOL * smax {
+        let qr = a.clone().qr();
+        let mut qtz = z.clone();
+        qr.q_tr_mul(&mut qtz);
+        let r = qr.r();
+        let n = a.ncols();
+        if let Some(x) = r
+            .view((0, 0), (n, n))
+            .solve_upper_triangular(&qtz.rows(0, n).into_owned())
+        {
+            return x;
+        }
+    }
+    lstsq_min_norm(a, z)
+}
+
+/// Fits one domain from its rows stacked over one or more traces.
+pub(crate) fn fit_stack(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainFit {
+    let p = stack.unknowns();
+    let n = stack.rows();
+    // Contiguous-block cross-validation needs at least two rows per fold to mean anything.
+    let folds = if opts.cv_folds >= 2 && n >= 2 * opts.cv_folds {
+        opts.cv_folds
+    } else {
+        1
+    };
+    let accs = accumulate(stack, folds);
+    let mut full = accs[0].clone();
+    for a in &accs[1..] {
+        full.merge(a);
+    }
+    let solved = solve(&full, p, opts.solver);
+    let first = stack.systems[0];
+    let mut out = diagnostics::analyse(stack, &solved, &accs, folds, opts);
+    out.diagnostics.weights = opts.weights.describe().to_owned();
+    DomainFit {
+        domain: first.domain(),
+        name: first.info.name.clone(),
+        keys: stack.keys.clone(),
+        base: out.estimates.remove(0),
+        types: out.estimates,
+        stats: stack.stats.clone(),
+        residuals_j: out.residuals_j,
+        diagnostics: out.diagnostics,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_are_contiguous_and_cover_every_row() {
+        let n = 17;
+        let mut next = 0;
+        for f in 0..5 {
+            let r = fold_range(n, 5, f);
+            assert_eq!(r.start, next);
+            assert!(r.len() >= 3);
+            next = r.end;
+        }
+        assert_eq!(next, n);
+    }
+
+    #[test]
+    fn ols_uses_qr_on_full_rank_and_svd_otherwise() {
+        let a = DMatrix::from_row_slice(3, 2, &[1.0, 0.0, 1.0, 1.0, 1.0, 2.0]);
+        let z = DVector::from_vec(vec![2.0, 1.0, 0.0]);
+        let x = ols(&a, &z);
+        assert!(
+            (x[0] - 2.0).abs() < 1e-12 && (x[1] + 1.0).abs() < 1e-12,
+            "{x}"
+        );
+        let a = DMatrix::from_row_slice(2, 2, &[1.0, 1.0, 2.0, 2.0]);
+        let z = DVector::from_vec(vec![2.0, 4.0]);
+        let x = ols(&a, &z);
+        assert!(
+            (x[0] - 1.0).abs() < 1e-12 && (x[1] - 1.0).abs() < 1e-12,
+            "{x}"
+        );
+    }
+}

@@ -1,0 +1,625 @@
+//! Building the linear system: one pass over the tasks, clipping each one to the meter
+//! intervals it overlaps.
+//!
+//! For a domain `d` with samples at `t_0 < t_1 < ... < t_n`, row `i` is the interval
+//! `[t_i, t_{i+1})` with measured energy `E_i = energy(t_{i+1}) - energy(t_i)`; column `k`
+//! holds `T_ik`, the time tasks of type `k` ran on the workers `d` covers during that
+//! interval, each task cut exactly at the interval boundaries. Times are kept as integer
+//! nanoseconds, so the assignment conserves task time exactly (the property test below).
+//!
+//! Cost: each task costs one guided binary search (a bucket table over the sample times
+//! narrows the search to a few intervals, so a search touches one or two cache lines
+//! instead of twenty) plus one add per interval it overlaps. Tasks may arrive in any
+//! order, nothing is sorted and nothing is allocated per task; a column (`n` words) is
+//! allocated the first time its type is seen.
+
+use std::borrow::Borrow;
+use std::collections::HashMap;
+
+use taskwatt_traces::{Domain, DomainInfo, TaskRecord};
+
+use super::input::{TraceParts, IDLE_CALIBRATION};
+use super::key::{names_by_id, KeyKind, TypeKey};
+
+/// Per-type counts, gathered in the build pass.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TypeStats {
+    /// Tasks of this type on the domain's workers (inside the sampled window or not).
+    pub count: u64,
+    /// Of those, tasks that overlap the sampled window.
+    pub in_window: u64,
+    /// Sum of the durations of all `count` tasks, ns.
+    pub total_ns: u64,
+    /// Sum of their durations clipped to the sampled window, ns (= the column's sum).
+    pub clipped_ns: u64,
+    /// Shortest duration, ns (`u64::MAX` if no task).
+    pub min_ns: u64,
+    /// Longest duration, ns.
+    pub max_ns: u64,
+    /// Tasks that lie entirely inside one interval.
+    pub contained: u64,
+}
+
+/// One task type's column.
+#[derive(Clone, Debug)]
+pub struct TypeColumn {
+    /// The type.
+    pub key: TypeKey,
+    /// Counts and durations.
+    pub stats: TypeStats,
+    /// Time the type ran in each interval, summed over the domain's workers, ns.
+    pub(crate) time_ns: Vec<u64>,
+}
+
+impl TypeColumn {
+    /// Time the type ran in each interval, ns (one entry per interval).
+    pub fn time_ns(&self) -> &[u64] {
+        &self.time_ns
+    }
+}
+
+/// One domain's system: intervals (rows) and task-type time (columns).
+#[derive(Clone, Debug)]
+pub struct DomainSystem {
+    pub(crate) info: DomainInfo,
+    /// Sample times, ns, strictly increasing; empty for a domain with fewer than 2 samples.
+    pub(crate) t_ns: Vec<u64>,
+    /// Energy of each interval, J (`t_ns.len() - 1` entries).
+    pub(crate) energy_j: Vec<f64>,
+    pub(crate) columns: Vec<TypeColumn>,
+    /// Rows lying entirely inside an idle-calibration marker.
+    pub(crate) idle_rows: usize,
+    /// Of those, rows in which some task ran nonetheless.
+    pub(crate) idle_rows_with_tasks: usize,
+    /// Samples dropped because they repeated the previous sample's time.
+    pub(crate) duplicate_samples: usize,
+    /// Samples dropped because their energy was not a finite number.
+    pub(crate) invalid_samples: usize,
+    /// First task start and last task end on the domain's workers, ns.
+    pub(crate) task_span: Option<(u64, u64)>,
+}
+
+impl DomainSystem {
+    /// The domain as the trace describes it.
+    pub fn info(&self) -> &DomainInfo {
+        &self.info
+    }
+
+    /// What the domain measures (the key that matches domains across traces).
+    pub fn domain(&self) -> Domain {
+        self.info.domain
+    }
+
+    /// Number of intervals (rows); 0 when the domain had fewer than two samples.
+    pub fn intervals(&self) -> usize {
+        self.energy_j.len()
+    }
+
+    /// Sample times, ns (`intervals() + 1` entries, or none).
+    pub fn sample_times_ns(&self) -> &[u64] {
+        &self.t_ns
+    }
+
+    /// Measured energy of each interval, J.
+    pub fn energy_j(&self) -> &[f64] {
+        &self.energy_j
+    }
+
+    /// Length of interval `i`, ns.
+    #[inline]
+    pub fn dt_ns(&self, i: usize) -> u64 {
+        self.t_ns[i + 1] - self.t_ns[i]
+    }
+
+    /// The sampled window `(first sample, last sample)`, ns.
+    pub fn window_ns(&self) -> Option<(u64, u64)> {
+        Some((*self.t_ns.first()?, *self.t_ns.last()?))
+    }
+
+    /// The task-type columns, in first-seen order.
+    pub fn columns(&self) -> &[TypeColumn] {
+        &self.columns
+    }
+
+    /// Rows entirely inside idle-calibration markers.
+    pub fn idle_calibration_rows(&self) -> usize {
+        self.idle_rows
+    }
+
+    /// First task start and last task end on this domain's workers, ns.
+    pub fn task_span_ns(&self) -> Option<(u64, u64)> {
+        self.task_span
+    }
+}
+
+/// The systems of every domain of one trace, built in one pass over its tasks.
+#[derive(Clone, Debug)]
+pub struct TraceSystems {
+    /// How tasks were grouped into types.
+    pub key: KeyKind,
+    /// One system per domain of the trace, in the trace's order (including domains with
+    /// too few samples, which have no rows).
+    pub domains: Vec<DomainSystem>,
+    /// Tasks read.
+    pub tasks: u64,
+    /// Tasks on workers that no domain covers.
+    pub unmetered_tasks: u64,
+    /// First task start and last task end over every task, ns.
+    pub span_ns: Option<(u64, u64)>,
+}
+
+/// Finds the interval holding a time: a bucket table over `[t_0, t_n)` gives a short
+/// range of candidate intervals, a binary search finishes.
+struct IntervalFinder {
+    t0: u64,
+    width: u64,
+    /// `guide[b]`: the interval holding `t0 + b * width`.
+    guide: Vec<u32>,
+}
+
+impl IntervalFinder {
+    fn new(t: &[u64]) -> IntervalFinder {
+        let n = t.len() - 1;
+        let span = t[n] - t[0];
+        let width = span.div_ceil(n as u64).max(1);
+        let buckets = (span / width) as usize + 1;
+        let mut guide = Vec::with_capacity(buckets + 1);
+        let mut i = 0usize;
+        for b in 0..=buckets {
+            let start = t[0].saturating_add(b as u64 * width);
+            while i + 1 < n && t[i + 1] <= start {
+                i += 1;
+            }
+            guide.push(i as u32);
+        }
+        IntervalFinder {
+            t0: t[0],
+            width,
+            guide,
+        }
+    }
+
+    /// The `i` with `t[i] <= s < t[i+1]`, for `t[0] <= s < t[n]`.
+    #[inline]
+    fn find(&self, t: &[u64], s: u64) -> usize {
+        let b = ((s - self.t0) / self.width) as usize;
+        let lo = self.guide[b] as usize;
+        let hi = self.guide[b + 1] as usize;
+        // Invariant: t[lo] <= s (bucket start >= t[lo]) and s < t[hi + 1].
+        lo + t[lo + 1..=hi].partition_point(|&x| x <= s)
+    }
+}
+
+/// Build-time state of one domain.
+struct Builder {
+    sys: DomainSystem,
+    finder: Option<IntervalFinder>,
+    /// Dense slot -> column, `u32::MAX` when not seen yet.
+    slots: Vec<u32>,
+    by_key: HashMap<TypeKey, u32>,
+}
+
+impl Builder {
+    fn new(info: &DomainInfo, mut samples: Vec<(u64, f64)>) -> Builder {
+        if !samples.is_sorted_by_key(|s| s.0) {
+            samples.sort_by_key(|s| s.0);
+        }
+        let before = samples.len();
+        samples.dedup_by_key(|s| s.0);
+        let duplicate_samples = before - samples.len();
+        let (t_ns, energy_j) = if samples.len() >= 2 {
+            let t: Vec<u64> = samples.iter().map(|s| s.0).collect();
+            let e = samples.windows(2).map(|w| w[1].1 - w[0].1).collect();
+            (t, e)
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let finder = (t_ns.len() >= 2).then(|| IntervalFinder::new(&t_ns));
+        Builder {
+            sys: DomainSystem {
+                info: info.clone(),
+                t_ns,
+                energy_j,
+                columns: Vec::new(),
+                idle_rows: 0,
+                idle_rows_with_tasks: 0,
+                duplicate_samples,
+                invalid_samples: 0,
+                task_span: None,
+            },
+            finder,
+            slots: Vec::new(),
+            by_key: HashMap::new(),
+        }
+    }
+
+    #[inline]
+    fn column(&mut self, kind: KeyKind, t: &TaskRecord, names: &[Option<&str>]) -> usize {
+        let slot = kind.slot(t);
+        if let Some(&c) = self.slots.get(slot) {
+            if c != u32::MAX {
+                return c as usize;
+            }
+        }
+        self.new_column(slot, kind, t, names)
+    }
+
+    #[cold]
+    fn new_column(
+        &mut self,
+        slot: usize,
+        kind: KeyKind,
+        t: &TaskRecord,
+        names: &[Option<&str>],
+    ) -> usize {
+        if slot >= self.slots.len() {
+            self.slots.resize(slot + 1, u32::MAX);
+        }
+        let key = kind.key_of(t, names);
+        // Two codelet ids with one name share a column: the key is what a model matches on.
+        let n = self.sys.energy_j.len();
+        let next = self.sys.columns.len() as u32;
+        let c = *self.by_key.entry(key.clone()).or_insert(next);
+        if c == next {
+            self.sys.columns.push(TypeColumn {
+                key,
+                stats: TypeStats {
+                    min_ns: u64::MAX,
+                    ..TypeStats::default()
+                },
+                time_ns: vec![0; n],
+            });
+        }
+        self.slots[slot] = c;
+        c as usize
+    }
+
+    #[inline]
+    fn add(&mut self, col: usize, start: u64, end: u64) {
+        let span = self.sys.task_span.get_or_insert((start, end));
+        span.0 = span.0.min(start);
+        span.1 = span.1.max(end);
+        let dur = end.saturating_sub(start);
+        let t = &self.sys.t_ns;
+        let column = &mut self.sys.columns[col];
+        let st = &mut column.stats;
+        st.count += 1;
+        st.total_ns += dur;
+        st.min_ns = st.min_ns.min(dur);
+        st.max_ns = st.max_ns.max(dur);
+        let Some(finder) = &self.finder else { return };
+        let (t0, tn) = (t[0], t[t.len() - 1]);
+        let (s, e) = (start.max(t0), end.min(tn));
+        if s >= e {
+            return;
+        }
+        st.in_window += 1;
+        st.clipped_ns += e - s;
+        let mut i = finder.find(t, s);
+        if e <= t[i + 1] {
+            column.time_ns[i] += e - s;
+            st.contained += u64::from(s == start && e == end);
+            return;
+        }
+        let mut from = s;
+        while from < e {
+            let to = e.min(t[i + 1]);
+            column.time_ns[i] += to - from;
+            from = to;
+            i += 1;
+        }
+    }
+
+    /// Counts the rows lying inside idle-calibration markers.
+    fn mark_idle(&mut self, markers: &[taskwatt_traces::Marker]) {
+        let t = &self.sys.t_ns;
+        if t.len() < 2 {
+            return;
+        }
+        let mut ranges: Vec<(usize, usize)> = markers
+            .iter()
+            .filter(|m| m.name == IDLE_CALIBRATION)
+            .filter_map(|m| {
+                // Rows i with m.start <= t[i] and t[i+1] <= m.end.
+                let first = t.partition_point(|&x| x < m.start.0);
+                let last_sample = t.partition_point(|&x| x <= m.end.0);
+                (last_sample > first + 1).then_some((first, last_sample - 1))
+            })
+            .collect();
+        ranges.sort_unstable();
+        let mut covered_to = 0usize;
+        for (a, b) in ranges {
+            for i in a.max(covered_to)..b {
+                self.sys.idle_rows += 1;
+                if self.sys.columns.iter().any(|c| c.time_ns[i] > 0) {
+                    self.sys.idle_rows_with_tasks += 1;
+                }
+            }
+            covered_to = covered_to.max(b);
+        }
+    }
+}
+
+impl TraceSystems {
+    /// Builds the systems of a whole in-memory trace.
+    pub fn from_trace(trace: &taskwatt_traces::Trace, key: KeyKind) -> TraceSystems {
+        TraceSystems::build(
+            &TraceParts::from_trace(trace),
+            super::input::trace_tasks(trace),
+            key,
+        )
+    }
+
+    /// Builds every domain's system from one pass over `tasks` (any order).
+    pub fn build<B: Borrow<TaskRecord>>(
+        parts: &TraceParts<'_>,
+        tasks: impl IntoIterator<Item = B>,
+        key: KeyKind,
+    ) -> TraceSystems {
+        let names = names_by_id(parts.codelets);
+        let mut per_domain: Vec<Vec<(u64, f64)>> = vec![Vec::new(); parts.domains.len()];
+        let mut invalid = vec![0usize; parts.domains.len()];
+        let index: HashMap<u16, usize> = parts
+            .domains
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.id, i))
+            .collect();
+        for s in parts.samples {
+            if let Some(&d) = index.get(&s.domain) {
+                // A reading that is not a number is no reading: dropping the sample merges
+                // its two intervals into one, which the model handles exactly.
+                if s.energy_j.is_finite() {
+                    per_domain[d].push((s.t.0, s.energy_j));
+                } else {
+                    invalid[d] += 1;
+                }
+            }
+        }
+        let mut builders: Vec<Builder> = parts
+            .domains
+            .iter()
+            .zip(per_domain)
+            .zip(invalid)
+            .map(|((info, samples), invalid)| {
+                let mut b = Builder::new(info, samples);
+                b.sys.invalid_samples = invalid;
+                b
+            })
+            .collect();
+
+        // worker -> domains covering it, flattened: a worker is usually in 1 to 3 domains.
+        let workers = parts
+            .domains
+            .iter()
+            .flat_map(|d| d.workers.iter().map(|&w| w as usize + 1))
+            .max()
+            .unwrap_or(0);
+        let mut cover: Vec<Vec<u16>> = vec![Vec::new(); workers];
+        for (di, d) in parts.domains.iter().enumerate() {
+            for &w in &d.workers {
+                if !cover[w as usize].contains(&(di as u16)) {
+                    cover[w as usize].push(di as u16);
+                }
+            }
+        }
+
+        let (mut count, mut unmetered) = (0u64, 0u64);
+        let mut span: Option<(u64, u64)> = None;
+        for task in tasks {
+            let t = task.borrow();
+            count += 1;
+            let sp = span.get_or_insert((t.start.0, t.end.0));
+            sp.0 = sp.0.min(t.start.0);
+            sp.1 = sp.1.max(t.end.0);
+            let doms = cover.get(t.worker as usize).map_or(&[][..], |v| &v[..]);
+            if doms.is_empty() {
+                unmetered += 1;
+            }
+            for &d in doms {
+                let b = &mut builders[d as usize];
+                let col = b.column(key, t, &names);
+                b.add(col, t.start.0, t.end.0);
+            }
+        }
+        for b in &mut builders {
+            b.mark_idle(parts.markers);
+        }
+        TraceSystems {
+            key,
+            domains: builders.into_iter().map(|b| b.sys).collect(),
+            tasks: count,
+            unmetered_tasks: unmetered,
+            span_ns: span,
+        }
+    }
+}
+
+/// Energy samples of one domain, for tests and fakes: cumulative readings at `times`.
+#[cfg(test)]
+pub(crate) fn samples_for(
+    domain: u16,
+    times: &[u64],
+    cumulative_j: &[f64],
+) -> Vec<taskwatt_traces::EnergySample> {
+    times
+        .iter()
+        .zip(cumulative_j)
+        .map(|(&t, &e)| taskwatt_traces::EnergySample {
+            domain,
+            t: taskwatt_traces::Timestamp(t),
+            wall_unix_ns: 0,
+            energy_j: e,
+            raw: e,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::{domain_info, task};
+    use super::*;
+    use proptest::prelude::*;
+    use taskwatt_traces::{Arch, CodeletInfo, Marker, Timestamp};
+
+    fn codelets() -> Vec<CodeletInfo> {
+        ["a", "b", "c"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| CodeletInfo {
+                id: i as u32,
+                name: n.to_string(),
+                archs: vec![Arch::Cpu],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_task_is_cut_at_interval_boundaries() {
+        let domains = [domain_info(0, Domain::CpuPackage { id: 0 }, &[0, 1])];
+        let samples = samples_for(0, &[100, 200, 300, 400], &[0.0, 1.0, 3.0, 6.0]);
+        let cl = codelets();
+        let parts = TraceParts::new(&domains, &samples, &cl);
+        // Starts before the window, ends in the third interval; one inside interval 1;
+        // one on an uncovered worker.
+        let tasks = [
+            task(0, 0, 50, 350),
+            task(1, 1, 210, 260),
+            task(0, 7, 100, 400),
+        ];
+        let s = TraceSystems::build(&parts, tasks.iter(), KeyKind::Codelet);
+        let d = &s.domains[0];
+        assert_eq!(d.energy_j(), &[1.0, 2.0, 3.0]);
+        assert_eq!(d.columns().len(), 2);
+        assert_eq!(d.columns()[0].key, TypeKey::codelet("a"));
+        assert_eq!(d.columns()[0].time_ns(), &[100, 100, 50]);
+        assert_eq!(d.columns()[1].time_ns(), &[0, 50, 0]);
+        assert_eq!(d.columns()[0].stats.clipped_ns, 250);
+        assert_eq!(d.columns()[0].stats.total_ns, 300);
+        assert_eq!(d.columns()[1].stats.contained, 1);
+        assert_eq!(s.unmetered_tasks, 1);
+        assert_eq!(s.span_ns, Some((50, 400)));
+    }
+
+    #[test]
+    fn unsorted_and_repeated_samples_are_tolerated() {
+        let domains = [domain_info(0, Domain::Psys, &[0])];
+        let mut samples = samples_for(0, &[300, 100, 200, 200], &[6.0, 0.0, 1.0, 1.0]);
+        samples.swap(0, 3);
+        samples.push(samples_for(0, &[250], &[f64::NAN])[0]);
+        let parts = TraceParts::new(&domains, &samples, &[]);
+        let s = TraceSystems::build(&parts, [task(0, 0, 150, 250)], KeyKind::Codelet);
+        let d = &s.domains[0];
+        assert_eq!(d.sample_times_ns(), &[100, 200, 300]);
+        assert_eq!(d.energy_j(), &[1.0, 5.0]);
+        assert_eq!(d.duplicate_samples, 1);
+        assert_eq!(d.invalid_samples, 1);
+        assert_eq!(d.columns()[0].key, TypeKey::codelet("codelet#0"));
+        assert_eq!(d.columns()[0].time_ns(), &[50, 50]);
+    }
+
+    #[test]
+    fn idle_calibration_rows_are_counted() {
+        let domains = [domain_info(0, Domain::Psys, &[0])];
+        let times: Vec<u64> = (0..=10).map(|i| i * 100).collect();
+        let e: Vec<f64> = (0..=10).map(f64::from).collect();
+        let samples = samples_for(0, &times, &e);
+        let markers = [
+            Marker {
+                name: IDLE_CALIBRATION.into(),
+                start: Timestamp(0),
+                end: Timestamp(350),
+            },
+            Marker {
+                name: IDLE_CALIBRATION.into(),
+                start: Timestamp(200),
+                end: Timestamp(400),
+            },
+            Marker {
+                name: "graph".into(),
+                start: Timestamp(0),
+                end: Timestamp(1000),
+            },
+        ];
+        let parts = TraceParts {
+            markers: &markers,
+            ..TraceParts::new(&domains, &samples, &[])
+        };
+        let s = TraceSystems::build(&parts, [task(0, 0, 250, 260)], KeyKind::Codelet);
+        // Rows 0, 1, 2 (first marker) and 2, 3 (second): four distinct rows, one busy.
+        assert_eq!(s.domains[0].idle_rows, 4);
+        assert_eq!(s.domains[0].idle_rows_with_tasks, 1);
+    }
+
+    #[test]
+    fn a_domain_without_samples_still_counts_tasks() {
+        let domains = [domain_info(0, Domain::Gpu { index: 0 }, &[0])];
+        let parts = TraceParts::new(&domains, &[], &[]);
+        let s = TraceSystems::build(&parts, [task(0, 0, 10, 30)], KeyKind::CodeletArch);
+        let d = &s.domains[0];
+        assert_eq!(d.intervals(), 0);
+        assert_eq!(d.columns()[0].stats.total_ns, 20);
+        assert_eq!(d.columns()[0].stats.in_window, 0);
+    }
+
+    #[test]
+    fn finder_agrees_with_plain_binary_search_on_irregular_times() {
+        let t = [5u64, 6, 7, 100, 101, 1000, 1001, 1002, 5000];
+        let f = IntervalFinder::new(&t);
+        for s in 5..5000 {
+            let want = t.partition_point(|&x| x <= s) - 1;
+            assert_eq!(f.find(&t, s), want, "s = {s}");
+        }
+    }
+
+    proptest! {
+        /// The assignment conserves task time: per type, the column sums equal the tasks'
+        /// durations clipped to [first sample, last sample].
+        #[test]
+        fn clipping_conserves_task_time(
+            gaps in prop::collection::vec(1u64..500, 1..40),
+            t0 in 0u64..1000,
+            tasks in prop::collection::vec((0u32..3, 0u32..3, 0u64..12_000, 0u64..3000), 0..200),
+            key in prop::sample::select(KeyKind::ALL.to_vec()),
+        ) {
+            let mut times = vec![t0];
+            for g in &gaps {
+                times.push(times.last().unwrap() + g);
+            }
+            let e: Vec<f64> = (0..times.len()).map(|i| i as f64).collect();
+            let samples = samples_for(0, &times, &e);
+            let domains = [domain_info(0, Domain::Psys, &[0, 1])];
+            let cl = codelets();
+            let parts = TraceParts::new(&domains, &samples, &cl);
+            let recs: Vec<TaskRecord> = tasks
+                .iter()
+                .map(|&(c, w, s, d)| {
+                    let mut r = task(c, w, s, s + d);
+                    r.footprint = u64::from(c) << (d % 7);
+                    r
+                })
+                .collect();
+            let sys = TraceSystems::build(&parts, recs.iter(), key);
+            let d = &sys.domains[0];
+            let (lo, hi) = (times[0], *times.last().unwrap());
+            let names = names_by_id(&cl);
+            let mut want: HashMap<TypeKey, u64> = HashMap::new();
+            for r in recs.iter().filter(|r| r.worker < 2) {
+                let clipped = r.end.0.min(hi).saturating_sub(r.start.0.max(lo));
+                *want.entry(key.key_of(r, &names)).or_default() += clipped;
+            }
+            for c in d.columns() {
+                let got: u64 = c.time_ns().iter().sum();
+                prop_assert_eq!(got, want.get(&c.key).copied().unwrap_or(0), "{}", c.key);
+                prop_assert_eq!(got, c.stats.clipped_ns);
+                // No interval holds more of a type than its workers could run.
+                for (i, &v) in c.time_ns().iter().enumerate() {
+                    prop_assert!(v <= 200 * (times[i + 1] - times[i]));
+                }
+            }
+            let seen: u64 = want.values().sum();
+            let total: u64 = d.columns().iter().flat_map(|c| c.time_ns()).sum();
+            prop_assert_eq!(total, seen);
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! Scenario tests of the attribution on synthetic traces with known powers.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use taskwatt_traces::{Arch, Domain, MeterInfo, TaskChunk, TaskRecord, Trace};
+
+use super::testkit::{task, Synth, SynthCodelet, SynthConfig};
+use super::*;
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a - b).abs() / b.abs().max(1e-9)
+}
+
+fn power<'a>(d: &'a DomainReport, name: &str) -> &'a TypeReport {
+    d.types
+        .iter()
+        .find(|t| t.key.to_string() == name)
+        .unwrap_or_else(|| panic!("no type {name} in {:?}", d.types))
+}
+
+fn assert_fits_80(text: &str) {
+    for l in text.lines() {
+        assert!(l.chars().count() <= 80, "line too long: {l:?}");
+    }
+}
+
+/// Adds a GPU implementation of gemm: same codelet name, another arch, another power.
+fn with_gpu_gemm(mut cfg: SynthConfig) -> SynthConfig {
+    cfg.codelets.push(SynthCodelet {
+        name: "gemm",
+        power_w: vec![30.0, 25.0],
+        dur_ns: (50_000, 150_000),
+        weight: 1.0,
+        arch: Arch::Gpu,
+    });
+    cfg
+}
+
+#[test]
+fn noiseless_systems_are_recovered_exactly_by_every_solver() {
+    let cfg = with_gpu_gemm(SynthConfig::two_packages(1));
+    let s = Synth::generate(&cfg);
+    for (solver, weights) in [
+        (Solver::Nnls, RowWeights::Uniform),
+        (Solver::Ols, RowWeights::Uniform),
+        (Solver::Nnls, RowWeights::InverseDuration),
+    ] {
+        let opts = AttributionOptions {
+            solver,
+            weights,
+            ..AttributionOptions::default()
+        };
+        let a = attribute(&s.parts(), &s.tasks, &opts).unwrap();
+        assert_eq!(a.report.domains.len(), 2);
+        for (di, d) in a.report.domains.iter().enumerate() {
+            assert!(
+                rel(d.base.value_w, cfg.base_w[di]) < 1e-6,
+                "{solver:?} base {d:?}"
+            );
+            assert!(d.base.reliable);
+            assert_eq!(d.types.len(), 5);
+            for c in &cfg.codelets {
+                let name = format!("{}@{}", c.name, c.arch);
+                let t = power(d, &name);
+                assert!(
+                    rel(t.power.value_w, c.power_w[di]) < 1e-6,
+                    "{solver:?} {name}: {} vs {}",
+                    t.power.value_w,
+                    c.power_w[di]
+                );
+                assert!(t.power.reliable, "{name}: {:?}", t.power.issues);
+            }
+            let f = &d.fit;
+            assert!(f.inseparable.is_empty(), "{:?}", f.inseparable);
+            assert_eq!(f.rank, 6);
+            assert!(f.r2.unwrap() > 1.0 - 1e-9);
+            assert!(f.mape_pct.unwrap() < 1e-6);
+            assert!(f.cv_mape_pct.unwrap() < 1e-6);
+            assert_eq!(f.cv_folds, 5);
+            assert!(!f.base_pinned_by_idle);
+            // Accounting: types' totals plus idle make up the fitted energy.
+            let sum: f64 = d.types.iter().map(|t| t.total_j).sum::<f64>() + d.idle_j;
+            assert!(rel(sum, d.fitted_j) < 1e-9, "{sum} vs {}", d.fitted_j);
+            assert!(rel(d.fitted_j, d.measured_j) < 1e-9);
+            let truth = d.truth.as_ref().expect("synthetic traces carry truth");
+            assert_eq!(truth.rows.len(), 6);
+            for r in &truth.rows {
+                assert!(r.error_pct.unwrap().abs() < 1e-4, "{r:?}");
+            }
+        }
+        assert_eq!(a.fits[0].residuals_j.len(), 600);
+    }
+}
+
+#[test]
+fn trace_and_parts_give_the_same_report() {
+    let s = Synth::generate(&SynthConfig::two_packages(2));
+    let mut chunk = TaskChunk::default();
+    for r in &s.tasks {
+        chunk.push(*r, &[]);
+    }
+    let trace = Trace {
+        codelets: s.codelets.clone(),
+        tasks: vec![chunk],
+        meters: vec![MeterInfo {
+            id: 0,
+            backend: "sim".into(),
+            simulated: true,
+            description: String::new(),
+        }],
+        domains: s.domains.clone(),
+        samples: s.samples.clone(),
+        truth: Some(s.truth.clone()),
+        markers: s.markers.clone(),
+        ..Trace::default()
+    };
+    let opts = AttributionOptions::default();
+    let a = attribute_trace(&trace, &opts).unwrap();
+    let b = attribute(&s.parts(), s.tasks.iter().copied(), &opts).unwrap();
+    assert_eq!(a.report, b.report);
+    let json = serde_json::to_string(&a.report).unwrap();
+    assert!(json.contains("\"domain\":{\"kind\":\"cpu_package\",\"id\":0}"));
+    let text = render_report(&a.report, &RenderOptions { simulated: true });
+    assert!(text.starts_with(&"#".repeat(80)));
+    assert!(text.contains("SIMULATED meter"));
+    assert_fits_80(&text);
+    let plain = render_report(&a.report, &RenderOptions::default());
+    assert!(!plain.contains("SIMULATED"));
+}
+
+/// Workers 0-3 run ordinary tasks; `x` on worker 4 always runs with `y` on workers 5
+/// and 6 over the same span (`T_y = 2 T_x` in every interval); `rare` runs 3 times.
+fn co_running(seed: u64, jitter: f64) -> (SynthConfig, Synth) {
+    let mut cfg = SynthConfig::two_packages(seed);
+    cfg.domains = vec![(Domain::CpuPackage { id: 0 }, (0..8).collect())];
+    cfg.base_w = vec![20.0];
+    for c in &mut cfg.codelets {
+        c.power_w.truncate(1);
+    }
+    let extra = |name, p| SynthCodelet {
+        name,
+        power_w: vec![p],
+        dur_ns: (0, 0),
+        weight: 0.0,
+        arch: Arch::Cpu,
+    };
+    cfg.codelets
+        .extend([extra("x", 4.0), extra("y", 2.0), extra("rare", 7.0)]);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut ordinary = cfg.clone();
+    ordinary.domains = vec![(Domain::CpuPackage { id: 0 }, vec![0, 1, 2, 3])];
+    let mut tasks = Synth::tasks(&ordinary, &mut rng);
+    let mut t = 0;
+    while t < cfg.run_ns - 1_000_000 {
+        let d = rng.random_range(100_000..500_000u64);
+        tasks.push(task(4, 4, t, t + d));
+        for w in [5, 6] {
+            let j = (d as f64 * jitter * (rng.random::<f64>() - 0.5)) as i64;
+            tasks.push(task(5, w, t, (t + d).saturating_add_signed(j)));
+        }
+        t += d + rng.random_range(50_000..400_000u64);
+    }
+    for k in 0..3u64 {
+        tasks.push(task(
+            6,
+            7,
+            100_000_000 * (k + 1),
+            100_000_000 * (k + 1) + 400_000,
+        ));
+    }
+    let s = Synth::with_tasks(&cfg, tasks, &mut rng);
+    (cfg, s)
+}
+
+#[test]
+fn co_running_types_and_rare_types_are_flagged_not_quoted() {
+    let (_, s) = co_running(3, 0.0);
+    let a = attribute(&s.parts(), &s.tasks, &AttributionOptions::default()).unwrap();
+    let d = &a.report.domains[0];
+    let f = &d.fit;
+    let exact: Vec<&InseparableGroup> = f
+        .inseparable
+        .iter()
+        .filter(|g| g.reason == InseparableReason::ExactlyCollinear)
+        .collect();
+    assert_eq!(exact.len(), 1, "{:?}", f.inseparable);
+    assert_eq!(exact[0].members, vec!["x@cpu", "y@cpu"]);
+    assert!(f.inseparable.iter().any(|g| g.members == ["rare@cpu"]
+        && g.reason
+            == InseparableReason::TooFewTasks {
+                count: 3,
+                minimum: 20
+            }));
+    assert_eq!(f.rank, f.unknowns - 1);
+    assert_eq!(f.condition_number, None);
+    for name in ["x@cpu", "y@cpu", "rare@cpu"] {
+        let t = power(d, name);
+        assert!(!t.power.reliable, "{name} must be unreliable");
+        assert!(!t.power.issues.is_empty());
+    }
+    // Only the combination is identified, and it is right: p_x + 2 p_y = 4 + 2·2.
+    let combo = power(d, "x@cpu").power.value_w + 2.0 * power(d, "y@cpu").power.value_w;
+    assert!(rel(combo, 8.0) < 1e-6, "{combo}");
+    // Separable types are untouched.
+    for (name, p) in [("gemm@cpu", 9.0), ("trsm@cpu", 6.0), ("copy@cpu", 1.5)] {
+        let t = power(d, name);
+        assert!(
+            t.power.reliable && rel(t.power.value_w, p) < 1e-6,
+            "{name} {t:?}"
+        );
+    }
+    let text = render_report(&a.report, &RenderOptions::default());
+    assert_fits_80(&text);
+    assert!(text.contains("exactly collinear"));
+    assert!(text.contains("(...) unreliable"));
+    let line = text.lines().find(|l| l.starts_with("x@cpu")).unwrap();
+    assert!(line.contains('(') && line.contains("collinear"), "{line}");
+}
+
+#[test]
+fn nearly_co_running_types_are_named_from_variance_proportions() {
+    let (_, s) = co_running(4, 0.01);
+    let a = attribute(&s.parts(), &s.tasks, &AttributionOptions::default()).unwrap();
+    let f = &a.report.domains[0].fit;
+    let g = f
+        .inseparable
+        .iter()
+        .find(|g| g.members.len() >= 2)
+        .unwrap_or_else(|| panic!("no group in {:?}", f.inseparable));
+    assert_eq!(g.members, vec!["x@cpu", "y@cpu"]);
+    assert!(
+        matches!(g.reason, InseparableReason::NearlyCollinear { condition_index } if condition_index > 30.0)
+    );
+    assert_eq!(f.rank, f.unknowns);
+    assert!(!power(&a.report.domains[0], "x@cpu").power.reliable);
+    // The ordinary types keep workers 0-3 busy most of the time, so their columns and the
+    // base form a moderate dependency: a warning, not a verdict.
+    assert!(power(&a.report.domains[0], "gemm@cpu").power.reliable);
+    assert!(
+        f.warnings.iter().any(|w| w.contains("moderate dependency")),
+        "{:?}",
+        f.warnings
+    );
+}
+
+#[test]
+fn nnls_holds_at_zero_what_ols_makes_negative() {
+    let mut cfg = SynthConfig::two_packages(5);
+    cfg.codelets[3].power_w = vec![-2.0, 1.0];
+    let s = Synth::generate(&cfg);
+    let ols = AttributionOptions {
+        solver: Solver::Ols,
+        ..AttributionOptions::default()
+    };
+    let a_ols = attribute(&s.parts(), &s.tasks, &ols).unwrap();
+    let a_nnls = attribute(&s.parts(), &s.tasks, &AttributionOptions::default()).unwrap();
+    let o = power(&a_ols.report.domains[0], "copy@cpu");
+    let n = power(&a_nnls.report.domains[0], "copy@cpu");
+    assert!(rel(o.power.value_w, -2.0) < 1e-6, "{o:?}");
+    assert_eq!(n.power.value_w, 0.0);
+    assert!(n.power.at_bound && n.power.se_w.is_none());
+    let d = &a_nnls.report.domains[0];
+    assert!(d.base.value_w >= 0.0 && d.types.iter().all(|t| t.power.value_w >= 0.0));
+    // NNLS pays for the constraint with a worse fit; OLS is exact.
+    assert!(a_ols.report.domains[0].fit.mape_pct.unwrap() < 1e-6);
+    assert!(d.fit.mape_pct.unwrap() > 1e-3);
+    // The other domain has no negative power: both solvers agree there.
+    let (o1, n1) = (&a_ols.report.domains[1], &a_nnls.report.domains[1]);
+    assert!(rel(o1.base.value_w, n1.base.value_w) < 1e-9);
+    let text = render_report(&a_nnls.report, &RenderOptions::default());
+    assert!(text.contains("held at 0"), "{text}");
+}
+
+#[test]
+fn noisy_standard_errors_cover_the_truth_in_most_seeds() {
+    let (mut covered, mut total) = (0, 0);
+    let mut z2 = Vec::new();
+    for seed in 0..20 {
+        let mut cfg = SynthConfig::two_packages(100 + seed);
+        cfg.noise_w = 1.0;
+        cfg.run_ns = 400_000_000;
+        let s = Synth::generate(&cfg);
+        let a = attribute(&s.parts(), &s.tasks, &AttributionOptions::default()).unwrap();
+        for d in &a.report.domains {
+            assert!(d.fit.cv_mape_pct.unwrap() >= d.fit.mape_pct.unwrap() * 0.8);
+            for r in &d.truth.as_ref().unwrap().rows {
+                total += 1;
+                covered += usize::from(r.covered == Some(true));
+                // No estimate is far outside its own error bar.
+                // No estimate is far outside its own error bar (none at all: held at 0).
+                assert!(r.z.is_none_or(|z| z.abs() < 4.5), "seed {seed}: {r:?}");
+                z2.extend(r.z.map(|z| z * z));
+            }
+        }
+    }
+    let rate = covered as f64 / total as f64;
+    eprintln!("95% interval coverage: {covered}/{total}");
+    // A 95% interval: expect about 0.95; 0.85 leaves room for 200 draws.
+    assert!(rate > 0.85, "coverage {rate} ({covered}/{total})");
+    // Calibrated, not merely wide: the squared z-scores average about 1.
+    let var = z2.iter().sum::<f64>() / z2.len() as f64;
+    assert!((0.6..1.6).contains(&var), "var(z) = {var}");
+}
+
+#[test]
+fn idle_calibration_pins_the_base() {
+    let mut cfg = SynthConfig::two_packages(6);
+    cfg.idle_ns = 50_000_000;
+    let s = Synth::generate(&cfg);
+    let a = attribute(&s.parts(), &s.tasks, &AttributionOptions::default()).unwrap();
+    let f = &a.report.domains[0].fit;
+    assert!(f.base_pinned_by_idle);
+    assert_eq!(f.idle_calibration_rows, 50);
+    assert!(
+        f.warnings.iter().all(|w| !w.contains("idle-calibration")),
+        "{:?}",
+        f.warnings
+    );
+    let text = render_report(&a.report, &RenderOptions::default());
+    assert!(text.contains("base pinned by 50 idle interval(s)"));
+}
+
+#[test]
+fn sampling_problems_are_warned_about() {
+    let mut cfg = SynthConfig::two_packages(7);
+    cfg.run_ns = 40_000_000;
+    let mut s = Synth::generate(&cfg);
+    s.domains[0].update_interval_ns = Some(2_000_000);
+    s.domains[1].resolution_j = 0.01;
+    let a = attribute(&s.parts(), &s.tasks, &AttributionOptions::default()).unwrap();
+    let w0 = &a.report.domains[0].fit.warnings;
+    assert!(
+        w0.iter().any(|w| w.contains("too long or run too short")),
+        "{w0:?}"
+    );
+    assert!(w0.iter().any(|w| w.contains("update interval")), "{w0:?}");
+    let w1 = &a.report.domains[1].fit.warnings;
+    assert!(w1.iter().any(|w| w.contains("resolution")), "{w1:?}");
+    // Tasks longer than the intervals.
+    let mut cfg = SynthConfig::two_packages(8);
+    cfg.codelets[2].dur_ns = (2_000_000, 3_000_000);
+    let s = Synth::generate(&cfg);
+    let a = attribute(&s.parts(), &s.tasks, &AttributionOptions::default()).unwrap();
+    let w = &a.report.domains[0].fit.warnings;
+    assert!(
+        w.iter()
+            .any(|w| w.contains("tasks of potrf@cpu are longer")),
+        "{w:?}"
+    );
+    assert!(
+        w.iter().all(|w| !w.contains("gemm@cpu are longer")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn footprint_classes_get_their_own_power() {
+    let mut cfg = SynthConfig::two_packages(9);
+    cfg.codelets[1].name = "gemm";
+    let mut rng = StdRng::seed_from_u64(9);
+    let mut tasks = Synth::tasks(&cfg, &mut rng);
+    for t in &mut tasks {
+        t.footprint = match t.codelet {
+            0 => 1 << 20,
+            1 => 3 << 21,
+            _ => 100,
+        };
+    }
+    let s = Synth::with_tasks(&cfg, tasks, &mut rng);
+    let opts = AttributionOptions {
+        key: KeyKind::CodeletFootprint,
+        ..AttributionOptions::default()
+    };
+    let a = attribute(&s.parts(), &s.tasks, &opts).unwrap();
+    let d = &a.report.domains[0];
+    assert!(rel(power(d, "gemm/fp<2MiB").power.value_w, 9.0) < 1e-6);
+    assert!(rel(power(d, "gemm/fp<8MiB").power.value_w, 6.0) < 1e-6);
+    // The truth has two powers for "gemm": no single truth for either class.
+    let rows = &d.truth.as_ref().unwrap().rows;
+    assert!(rows
+        .iter()
+        .filter(|r| r.name.starts_with("gemm"))
+        .all(|r| r.truth_w.is_none()));
+    // Keyed by codelet only, the two gemm variants blend into one type.
+    let opts = AttributionOptions {
+        key: KeyKind::Codelet,
+        ..AttributionOptions::default()
+    };
+    let a = attribute(&s.parts(), &s.tasks, &opts).unwrap();
+    assert_eq!(a.report.domains[0].types.len(), 3);
+}
+
+#[test]
+fn a_model_fitted_on_two_traces_predicts_a_third() {
+    let cfg = |seed| with_gpu_gemm(SynthConfig::two_packages(seed));
+    let traces: Vec<Synth> = [10, 11].map(|s| Synth::generate(&cfg(s))).into();
+    let key = KeyKind::CodeletArch;
+    let systems: Vec<TraceSystems> = traces
+        .iter()
+        .map(|s| TraceSystems::build(&s.parts(), &s.tasks, key))
+        .collect();
+    let fit = fit_model(&systems, None, &AttributionOptions::default()).unwrap();
+    let m = &fit.model;
+    assert_eq!(m.traces, 2);
+    assert_eq!(m.domains.len(), 2);
+    assert_eq!(fit.reports[0].intervals, 1200);
+    let p0 = m.domain(Domain::CpuPackage { id: 0 }).unwrap();
+    assert!(rel(p0.base.value_w, 20.0) < 1e-6);
+    let back = EnergyModel::from_json(&m.to_json(), std::path::Path::new("m.json")).unwrap();
+    assert_eq!(&back, m);
+
+    // A third run, with one codelet the model never saw.
+    let mut c3 = cfg(12);
+    c3.codelets.push(SynthCodelet {
+        name: "fft",
+        power_w: vec![5.0, 5.0],
+        dur_ns: (50_000, 100_000),
+        weight: 0.5,
+        arch: Arch::Cpu,
+    });
+    let third = Synth::generate(&cfg(12));
+    let p = predict(m, &third.parts(), &third.tasks).unwrap();
+    assert_eq!(p.domains.len(), 2);
+    for d in &p.domains {
+        assert!(d.sampled && d.error_pct.unwrap().abs() < 1e-6, "{d:?}");
+        assert!(d.interval_mape_pct.unwrap() < 1e-6);
+    }
+    assert!(p.total_error_pct.unwrap().abs() < 1e-6);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+
+    let with_fft = Synth::generate(&c3);
+    let p = predict(m, &with_fft.parts(), &with_fft.tasks).unwrap();
+    assert!(
+        p.warnings.iter().any(|w| w.contains("fft@cpu")),
+        "{:?}",
+        p.warnings
+    );
+    assert_eq!(p.domains[0].missing_types, vec!["fft@cpu"]);
+    assert!(
+        p.domains[0].error_pct.unwrap() < 0.0,
+        "fft energy is missing"
+    );
+    let text = render_prediction(&p, &RenderOptions { simulated: true });
+    assert_fits_80(&text);
+    assert!(text.contains("SIMULATED") && text.contains("fft@cpu"));
+
+    // Without samples the window is the run's task span and tasks are not clipped.
+    let mut unsampled = third.clone();
+    unsampled.samples.clear();
+    let p = predict(m, &unsampled.parts(), &unsampled.tasks).unwrap();
+    let span = (
+        unsampled.tasks.iter().map(|t| t.start.0).min().unwrap(),
+        unsampled.tasks.iter().map(|t| t.end.0).max().unwrap(),
+    );
+    let c = cfg(12);
+    let expect0 = 20.0 * (span.1 - span.0) as f64 * 1e-9
+        + unsampled
+            .tasks
+            .iter()
+            .filter(|t| t.worker < 4)
+            .map(|t: &TaskRecord| {
+                c.codelets[t.codelet as usize].power_w[0] * t.duration_ns() as f64 * 1e-9
+            })
+            .sum::<f64>();
+    assert!(!p.domains[0].sampled && p.domains[0].measured_j.is_none());
+    assert!(rel(p.domains[0].predicted_j, expect0) < 1e-6);
+    assert_eq!(p.total_measured_j, None);
+
+    // Mixed key kinds are refused.
+    let other = TraceSystems::build(&third.parts(), &third.tasks, KeyKind::Codelet);
+    assert!(matches!(
+        fit_model(
+            &[systems[0].clone(), other.clone()],
+            None,
+            &AttributionOptions::default()
+        ),
+        Err(AttributionError::KeyKindMismatch { .. })
+    ));
+    assert!(matches!(
+        predict_systems(m, &other),
+        Err(AttributionError::KeyKindMismatch { .. })
+    ));
+}
+
+#[test]
+fn bad_inputs_give_errors_that_say_what_to_do() {
+    let s = Synth::generate(&SynthConfig::two_packages(13));
+    let parts = TraceParts {
+        samples: &[],
+        ..s.parts()
+    };
+    let e = attribute(&parts, &s.tasks, &AttributionOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("meter enabled"), "{e}");
+    let mut weights = std::collections::BTreeMap::new();
+    weights.insert(Domain::CpuPackage { id: 0 }, vec![1.0; 3]);
+    let opts = AttributionOptions {
+        weights: RowWeights::PerInterval(weights),
+        ..AttributionOptions::default()
+    };
+    let e = attribute(&s.parts(), &s.tasks, &opts).unwrap_err();
+    assert!(e.to_string().contains("expected 600"), "{e}");
+    assert!(matches!(
+        fit_model(&[], None, &AttributionOptions::default()),
+        Err(AttributionError::NothingToFit)
+    ));
+}

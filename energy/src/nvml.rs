@@ -1,0 +1,543 @@
+//! NVIDIA GPUs through NVML (`nvml`).
+//!
+//! Two sensors, in order of preference:
+//! 1. `nvmlDeviceGetTotalEnergyConsumption` (Volta and later): a cumulative counter in mJ
+//!    since the driver loaded. The driver refreshes it every 20-100 ms depending on the board,
+//!    so consecutive reads closer than that see the same value; the domain records a 100 ms
+//!    update interval (the worst case) so that attribution intervals are chosen longer.
+//! 2. `nvmlDeviceGetPowerUsage` (mW), integrated by the sampler with the trapezoid rule
+//!    ([`crate::wrap::PowerIntegrator`]). On Ampere and later, except GA100 (A100, A30, A800),
+//!    the value is a 1 s running average, so the integrated energy lags the load by about
+//!    half a second; on older parts and GA100 it is a short-window ("instant") reading. The
+//!    window is recorded as `SensorKind::IntegratedPower { window_ns }`.
+//!
+//! The devices are behind the [`GpuDevice`] trait: [`NvmlMeter::open`] loads
+//! `libnvidia-ml.so.1` at run time (nvml-wrapper uses libloading, so the binary does not link
+//! against it), and tests script a device with [`ScriptedGpu`]. A missing library is
+//! *unavailability* ([`EnergyError::NoNvidiaDriver`]), not a failure: most machines have no
+//! NVIDIA GPU.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+use taskwatt_traces::{Domain, SensorKind};
+
+use crate::meter::{Coverage, DomainRead, DomainSpec, Meter, MeterDescription, RawReading};
+use crate::EnergyError;
+
+/// The energy counter's worst-case refresh interval (it refreshes every 20-100 ms).
+pub const NVML_ENERGY_UPDATE_NS: u64 = 100_000_000;
+/// The 1 s averaging window of `power_usage` on Ampere and later (except GA100).
+pub const NVML_AVERAGE_WINDOW_NS: u64 = 1_000_000_000;
+/// The short window of an "instant" `power_usage` reading (older parts and GA100), about
+/// 25 ms of every 100 ms according to measurements of A100/H100 boards.
+pub const NVML_INSTANT_WINDOW_NS: u64 = 25_000_000;
+
+/// A GPU architecture, as far as energy sensing cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuArchitecture {
+    /// Kepler (2012).
+    Kepler,
+    /// Maxwell.
+    Maxwell,
+    /// Pascal.
+    Pascal,
+    /// Volta: first with the total energy counter.
+    Volta,
+    /// Turing.
+    Turing,
+    /// Ampere: `power_usage` becomes a 1 s average (except GA100).
+    Ampere,
+    /// Ada Lovelace.
+    Ada,
+    /// Hopper.
+    Hopper,
+    /// Blackwell.
+    Blackwell,
+    /// Unknown, most likely newer: treated as newest.
+    Unknown,
+}
+
+impl GpuArchitecture {
+    /// Whether `power_usage` is a 1 s average on a device of this architecture named `name`.
+    pub fn power_is_one_second_average(self, name: &str) -> bool {
+        let ga100 = ["A100", "A30", "A800"].iter().any(|m| name.contains(m));
+        self >= GpuArchitecture::Ampere && !ga100
+    }
+}
+
+/// One GPU as the NVML meter needs it. The real implementation calls NVML; tests use
+/// [`ScriptedGpu`].
+pub trait GpuDevice: Send {
+    /// Its NVML index.
+    fn index(&self) -> u32;
+    /// Its product name, e.g. `NVIDIA H100 80GB HBM3`.
+    fn name(&self) -> Result<String, EnergyError>;
+    /// Its architecture.
+    fn architecture(&self) -> GpuArchitecture;
+    /// Total energy since the driver loaded, in mJ; `Ok(None)` when the device does not
+    /// support the counter (before Volta).
+    fn total_energy_consumption_mj(&mut self) -> Result<Option<u64>, EnergyError>;
+    /// Current power draw in mW (see the module docs for its averaging).
+    fn power_usage_mw(&mut self) -> Result<u32, EnergyError>;
+}
+
+/// How one GPU is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    EnergyCounter,
+    Power,
+}
+
+/// A meter over NVIDIA GPUs.
+pub struct NvmlMeter {
+    devices: Vec<(Box<dyn GpuDevice>, Source)>,
+    specs: Vec<DomainSpec>,
+}
+
+impl std::fmt::Debug for NvmlMeter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvmlMeter")
+            .field("specs", &self.specs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NvmlMeter {
+    /// Loads NVML from the system (`libnvidia-ml.so.1`) and opens every GPU.
+    pub fn open() -> Result<NvmlMeter, EnergyError> {
+        Self::open_with_library(None)
+    }
+
+    /// Loads NVML from `library` (or the system's `libnvidia-ml.so.1` when `None`) and opens
+    /// every GPU.
+    pub fn open_with_library(library: Option<&Path>) -> Result<NvmlMeter, EnergyError> {
+        let nvml = real::init(library)?;
+        let nvml = Arc::new(nvml);
+        let count = nvml
+            .device_count()
+            .map_err(|e| real::error("the driver", "nvmlDeviceGetCount", e))?;
+        if count == 0 {
+            return Err(EnergyError::NoGpu);
+        }
+        let mut devices: Vec<Box<dyn GpuDevice>> = Vec::new();
+        for index in 0..count {
+            devices.push(Box::new(real::NvmlGpu::new(nvml.clone(), index)?));
+        }
+        Self::from_devices(devices)
+    }
+
+    /// A meter over the given devices: each is probed once for the energy counter, and read
+    /// through its power instead when it has none.
+    pub fn from_devices(devices: Vec<Box<dyn GpuDevice>>) -> Result<NvmlMeter, EnergyError> {
+        if devices.is_empty() {
+            return Err(EnergyError::NoGpu);
+        }
+        let mut out = Vec::with_capacity(devices.len());
+        let mut specs = Vec::with_capacity(devices.len());
+        for mut dev in devices {
+            let index = dev.index();
+            let name = dev.name()?;
+            let arch = dev.architecture();
+            let (source, spec) = match dev.total_energy_consumption_mj()? {
+                Some(_) => (
+                    Source::EnergyCounter,
+                    DomainSpec {
+                        domain: Domain::Gpu { index },
+                        name: format!("{name} (GPU {index}, total energy counter)"),
+                        unit: "mJ".into(),
+                        joules_per_unit: 1e-3,
+                        resolution_j: 1e-3,
+                        wrap_range_raw: None,
+                        sensor: SensorKind::EnergyCounter,
+                        update_interval_ns: Some(NVML_ENERGY_UPDATE_NS),
+                        covers: Coverage::Gpu { index },
+                    },
+                ),
+                None => {
+                    let window_ns = if arch.power_is_one_second_average(&name) {
+                        NVML_AVERAGE_WINDOW_NS
+                    } else {
+                        NVML_INSTANT_WINDOW_NS
+                    };
+                    (
+                        Source::Power,
+                        DomainSpec {
+                            domain: Domain::Gpu { index },
+                            name: format!("{name} (GPU {index}, integrated power_usage)"),
+                            unit: "W".into(),
+                            joules_per_unit: 1.0,
+                            resolution_j: 1e-3,
+                            wrap_range_raw: None,
+                            sensor: SensorKind::IntegratedPower { window_ns },
+                            update_interval_ns: Some(NVML_ENERGY_UPDATE_NS),
+                            covers: Coverage::Gpu { index },
+                        },
+                    )
+                }
+            };
+            out.push((dev, source));
+            specs.push(spec);
+        }
+        Ok(NvmlMeter {
+            devices: out,
+            specs,
+        })
+    }
+}
+
+impl Meter for NvmlMeter {
+    fn describe(&self) -> MeterDescription {
+        let names: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
+        MeterDescription {
+            backend: "nvml".into(),
+            simulated: false,
+            description: format!(
+                "NVIDIA NVML: {} (energy counter refreshes every 20-100 ms; power_usage is a \
+                 1 s average on Ampere and later except GA100)",
+                names.join("; ")
+            ),
+        }
+    }
+
+    fn domains(&self) -> &[DomainSpec] {
+        &self.specs
+    }
+
+    fn read(&mut self, out: &mut [DomainRead]) {
+        for (slot, (dev, source)) in out.iter_mut().zip(self.devices.iter_mut()) {
+            *slot = match source {
+                Source::EnergyCounter => match dev.total_energy_consumption_mj() {
+                    Ok(Some(mj)) => Ok(RawReading::Counter(mj)),
+                    Ok(None) => Err(EnergyError::Nvml {
+                        device: format!("GPU {}", dev.index()),
+                        call: "nvmlDeviceGetTotalEnergyConsumption",
+                        message: "the energy counter stopped being supported mid-run".into(),
+                    }),
+                    Err(e) => Err(e),
+                },
+                Source::Power => dev
+                    .power_usage_mw()
+                    .map(|mw| RawReading::Power(f64::from(mw) * 1e-3)),
+            };
+        }
+    }
+}
+
+/// One scripted answer of a [`ScriptedGpu`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scripted<T> {
+    /// Answer this value.
+    Value(T),
+    /// Fail with this NVML message (e.g. `GPU is lost`).
+    Fail(String),
+}
+
+/// A scripted GPU for tests: answers its energy and power calls from queues, repeating the
+/// last answer when a queue runs dry. The meter's constructor consumes one energy answer to
+/// probe for the counter.
+#[derive(Clone, Debug)]
+pub struct ScriptedGpu {
+    index: u32,
+    name: String,
+    arch: GpuArchitecture,
+    energy: VecDeque<Scripted<Option<u64>>>,
+    power: VecDeque<Scripted<u32>>,
+}
+
+impl ScriptedGpu {
+    /// A Volta-or-later GPU whose energy counter reads `energies_mj` in turn.
+    pub fn with_energy(index: u32, name: &str, arch: GpuArchitecture, energies_mj: &[u64]) -> Self {
+        ScriptedGpu {
+            index,
+            name: name.into(),
+            arch,
+            energy: energies_mj
+                .iter()
+                .map(|&e| Scripted::Value(Some(e)))
+                .collect(),
+            power: VecDeque::from([Scripted::Value(0)]),
+        }
+    }
+
+    /// A GPU without the energy counter, whose power reads `powers_mw` in turn.
+    pub fn power_only(index: u32, name: &str, arch: GpuArchitecture, powers_mw: &[u32]) -> Self {
+        ScriptedGpu {
+            index,
+            name: name.into(),
+            arch,
+            energy: VecDeque::from([Scripted::Value(None)]),
+            power: powers_mw.iter().map(|&p| Scripted::Value(p)).collect(),
+        }
+    }
+
+    /// Appends an energy answer (a value or a failure).
+    pub fn then_energy(mut self, answer: Scripted<Option<u64>>) -> Self {
+        self.energy.push_back(answer);
+        self
+    }
+
+    /// Appends a power answer (a value or a failure).
+    pub fn then_power(mut self, answer: Scripted<u32>) -> Self {
+        self.power.push_back(answer);
+        self
+    }
+
+    fn next<T: Clone>(
+        queue: &mut VecDeque<Scripted<T>>,
+        index: u32,
+        call: &'static str,
+    ) -> Result<T, EnergyError> {
+        let answer = if queue.len() > 1 {
+            queue.pop_front()
+        } else {
+            queue.front().cloned()
+        };
+        match answer {
+            Some(Scripted::Value(v)) => Ok(v),
+            Some(Scripted::Fail(message)) => Err(EnergyError::Nvml {
+                device: format!("GPU {index}"),
+                call,
+                message,
+            }),
+            None => Err(EnergyError::Nvml {
+                device: format!("GPU {index}"),
+                call,
+                message: "the script is empty".into(),
+            }),
+        }
+    }
+}
+
+impl GpuDevice for ScriptedGpu {
+    fn index(&self) -> u32 {
+        self.index
+    }
+    fn name(&self) -> Result<String, EnergyError> {
+        Ok(self.name.clone())
+    }
+    fn architecture(&self) -> GpuArchitecture {
+        self.arch
+    }
+    fn total_energy_consumption_mj(&mut self) -> Result<Option<u64>, EnergyError> {
+        Self::next(
+            &mut self.energy,
+            self.index,
+            "nvmlDeviceGetTotalEnergyConsumption",
+        )
+    }
+    fn power_usage_mw(&mut self) -> Result<u32, EnergyError> {
+        Self::next(&mut self.power, self.index, "nvmlDeviceGetPowerUsage")
+    }
+}
+
+/// The real devices, over nvml-wrapper.
+mod real {
+    use super::*;
+    use nvml_wrapper::enums::device::DeviceArchitecture;
+    use nvml_wrapper::error::NvmlError;
+    use nvml_wrapper::Nvml;
+
+    pub(super) fn init(library: Option<&Path>) -> Result<Nvml, EnergyError> {
+        let result = match library {
+            Some(path) => Nvml::builder().lib_path(path.as_os_str()).init(),
+            None => Nvml::init(),
+        };
+        result.map_err(|e| match e {
+            NvmlError::LibloadingError(e) => EnergyError::NoNvidiaDriver {
+                detail: e.to_string(),
+            },
+            NvmlError::DriverNotLoaded => EnergyError::NoNvidiaDriver {
+                detail: "libnvidia-ml loaded but the NVIDIA kernel driver is not running".into(),
+            },
+            other => error("the driver", "nvmlInit_v2", other),
+        })
+    }
+
+    pub(super) fn error(device: &str, call: &'static str, e: NvmlError) -> EnergyError {
+        EnergyError::Nvml {
+            device: device.to_owned(),
+            call,
+            message: e.to_string(),
+        }
+    }
+
+    /// One GPU: NVML's device handles borrow the library, so the handle is looked up by index
+    /// at each call (a cheap table lookup in the driver).
+    pub(super) struct NvmlGpu {
+        nvml: Arc<Nvml>,
+        index: u32,
+        label: String,
+        arch: GpuArchitecture,
+    }
+
+    impl NvmlGpu {
+        pub(super) fn new(nvml: Arc<Nvml>, index: u32) -> Result<NvmlGpu, EnergyError> {
+            let label = format!("GPU {index}");
+            let arch = {
+                let dev = nvml
+                    .device_by_index(index)
+                    .map_err(|e| error(&label, "nvmlDeviceGetHandleByIndex", e))?;
+                match dev.architecture() {
+                    Ok(DeviceArchitecture::Kepler) => GpuArchitecture::Kepler,
+                    Ok(DeviceArchitecture::Maxwell) => GpuArchitecture::Maxwell,
+                    Ok(DeviceArchitecture::Pascal) => GpuArchitecture::Pascal,
+                    Ok(DeviceArchitecture::Volta) => GpuArchitecture::Volta,
+                    Ok(DeviceArchitecture::Turing) => GpuArchitecture::Turing,
+                    Ok(DeviceArchitecture::Ampere) => GpuArchitecture::Ampere,
+                    Ok(DeviceArchitecture::Ada) => GpuArchitecture::Ada,
+                    Ok(DeviceArchitecture::Hopper) => GpuArchitecture::Hopper,
+                    Ok(DeviceArchitecture::Blackwell) => GpuArchitecture::Blackwell,
+                    _ => GpuArchitecture::Unknown,
+                }
+            };
+            Ok(NvmlGpu {
+                nvml,
+                index,
+                label,
+                arch,
+            })
+        }
+
+        fn device(&self, call: &'static str) -> Result<nvml_wrapper::Device<'_>, EnergyError> {
+            self.nvml
+                .device_by_index(self.index)
+                .map_err(|e| error(&self.label, call, e))
+        }
+    }
+
+    impl GpuDevice for NvmlGpu {
+        fn index(&self) -> u32 {
+            self.index
+        }
+        fn name(&self) -> Result<String, EnergyError> {
+            self.device("nvmlDeviceGetName")?
+                .name()
+                .map_err(|e| error(&self.label, "nvmlDeviceGetName", e))
+        }
+        fn architecture(&self) -> GpuArchitecture {
+            self.arch
+        }
+        fn total_energy_consumption_mj(&mut self) -> Result<Option<u64>, EnergyError> {
+            const CALL: &str = "nvmlDeviceGetTotalEnergyConsumption";
+            match self.device(CALL)?.total_energy_consumption() {
+                Ok(mj) => Ok(Some(mj)),
+                Err(NvmlError::NotSupported) => Ok(None),
+                Err(e) => Err(error(&self.label, CALL, e)),
+            }
+        }
+        fn power_usage_mw(&mut self) -> Result<u32, EnergyError> {
+            const CALL: &str = "nvmlDeviceGetPowerUsage";
+            self.device(CALL)?
+                .power_usage()
+                .map_err(|e| error(&self.label, CALL, e))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(m: &mut NvmlMeter) -> Vec<DomainRead> {
+        let mut out: Vec<DomainRead> = (0..m.domains().len())
+            .map(|_| Ok(RawReading::Counter(0)))
+            .collect();
+        m.read(&mut out);
+        out
+    }
+
+    #[test]
+    fn prefers_the_energy_counter() {
+        let gpu =
+            ScriptedGpu::with_energy(0, "NVIDIA H100", GpuArchitecture::Hopper, &[10, 10, 250]);
+        let mut m = NvmlMeter::from_devices(vec![Box::new(gpu)]).unwrap();
+        let d = &m.domains()[0];
+        assert_eq!(d.domain, Domain::Gpu { index: 0 });
+        assert_eq!(d.sensor, SensorKind::EnergyCounter);
+        assert_eq!(d.unit, "mJ");
+        assert_eq!(d.update_interval_ns, Some(NVML_ENERGY_UPDATE_NS));
+        assert_eq!(d.covers, Coverage::Gpu { index: 0 });
+        assert_eq!(read(&mut m)[0].as_ref().unwrap(), &RawReading::Counter(10));
+        assert_eq!(read(&mut m)[0].as_ref().unwrap(), &RawReading::Counter(250));
+        assert_eq!(read(&mut m)[0].as_ref().unwrap(), &RawReading::Counter(250));
+        assert!(m.describe().description.contains("20-100 ms"));
+    }
+
+    #[test]
+    fn falls_back_to_power_with_the_right_window() {
+        let cases = [
+            (
+                GpuArchitecture::Pascal,
+                "Tesla P100",
+                NVML_INSTANT_WINDOW_NS,
+            ),
+            (
+                GpuArchitecture::Ampere,
+                "NVIDIA A100-SXM4-40GB",
+                NVML_INSTANT_WINDOW_NS,
+            ),
+            (
+                GpuArchitecture::Ampere,
+                "NVIDIA RTX A6000",
+                NVML_AVERAGE_WINDOW_NS,
+            ),
+            (
+                GpuArchitecture::Hopper,
+                "NVIDIA H100",
+                NVML_AVERAGE_WINDOW_NS,
+            ),
+        ];
+        for (arch, name, window_ns) in cases {
+            let gpu = ScriptedGpu::power_only(1, name, arch, &[150_000, 250_500]);
+            let mut m = NvmlMeter::from_devices(vec![Box::new(gpu)]).unwrap();
+            assert_eq!(
+                m.domains()[0].sensor,
+                SensorKind::IntegratedPower { window_ns },
+                "{name}"
+            );
+            assert_eq!(read(&mut m)[0].as_ref().unwrap(), &RawReading::Power(150.0));
+            assert_eq!(read(&mut m)[0].as_ref().unwrap(), &RawReading::Power(250.5));
+        }
+    }
+
+    #[test]
+    fn a_lost_gpu_fails_its_domain_only() {
+        let a = ScriptedGpu::with_energy(0, "A", GpuArchitecture::Volta, &[1, 2])
+            .then_energy(Scripted::Fail("GPU is lost".into()));
+        let b = ScriptedGpu::with_energy(1, "B", GpuArchitecture::Volta, &[5, 6]);
+        let mut m = NvmlMeter::from_devices(vec![Box::new(a), Box::new(b)]).unwrap();
+        let r = read(&mut m);
+        assert!(r[0].is_ok() && r[1].is_ok());
+        let r = read(&mut m);
+        let msg = r[0].as_ref().unwrap_err().to_string();
+        assert!(
+            msg.contains("GPU 0") && msg.contains("GPU is lost"),
+            "{msg}"
+        );
+        assert!(r[1].is_ok());
+    }
+
+    #[test]
+    fn no_devices_is_no_gpu() {
+        let e = NvmlMeter::from_devices(Vec::new()).unwrap_err();
+        assert!(e.is_unavailable());
+    }
+
+    /// The real loader runs: a library that is not there is "no NVIDIA driver",
+    /// reported as unavailability.
+    #[test]
+    fn missing_library_is_unavailability() {
+        let e = NvmlMeter::open_with_library(Some(Path::new("/nonexistent/libnvidia-ml.so.1")))
+            .unwrap_err();
+        assert!(e.is_unavailable(), "{e}");
+        let m = e.to_string();
+        assert!(
+            m.contains("no NVIDIA driver (libnvidia-ml.so.1 not found)"),
+            "{m}"
+        );
+    }
+}

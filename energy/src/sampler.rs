@@ -1,0 +1,479 @@
+//! The sampler: one thread that reads every meter periodically and streams the readings into
+//! the trace.
+//!
+//! # Protocol
+//! 1. [`Sampler::start`] numbers the meters and domains, computes which workers each domain
+//!    covers, and sends `Chunk::Meters`, then one `Chunk::Truth` per simulated meter.
+//! 2. It takes the first reading of every meter on the caller's thread, so that the baseline
+//!    exists before the caller starts any task, then starts the sampler thread.
+//! 3. The thread sleeps to absolute deadlines `start + k·period` (no drift), reads every meter
+//!    at each, stamps the readings with [`Clock::now`] and the wall clock right after the
+//!    meter's `read` returns, unwraps them through [`crate::wrap`], and sends `Chunk::Samples`
+//!    in batches (when a batch is full, and at least every second so that a crash loses
+//!    little). A deadline already past when the previous reading ends is skipped, not
+//!    caught up, and counted as an overrun: readings are never assumed periodic, each has
+//!    its own timestamp.
+//! 4. [`Sampler::stop`] wakes the thread at once; it takes a last reading, flushes, measures
+//!    its own CPU time and returns [`SamplerStats`].
+//!
+//! A domain whose read fails (a zone that vanished) gets no sample for that reading; the
+//! failure is counted per domain and reported in [`SamplerStats::failures`], and the other
+//! domains go on. Nothing is dropped silently.
+
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
+use serde::Serialize;
+use taskwatt_traces::{
+    Chunk, Clock, Domain, DomainId, DomainInfo, EnergySample, MeterId, MeterInfo, TraceSink,
+    WorkerInfo,
+};
+
+use crate::meter::{DomainRead, Meter, RawReading};
+use crate::wrap::Accumulator;
+use crate::EnergyError;
+
+/// The shortest sampling period: RAPL updates about every 1 ms.
+pub const MIN_PERIOD: Duration = Duration::from_millis(1);
+/// The longest sampling period: slower risks a RAPL wrap between reads on big parts.
+pub const MAX_PERIOD: Duration = Duration::from_secs(1);
+
+/// How the sampler runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SamplerConfig {
+    /// Time between readings, 1 ms ..= 1 s (default 10 ms).
+    pub period: Duration,
+    /// Samples per `Chunk::Samples` (default 1024); a partial batch is sent at least every
+    /// second.
+    pub batch: usize,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        SamplerConfig {
+            period: Duration::from_millis(10),
+            batch: 1024,
+        }
+    }
+}
+
+impl SamplerConfig {
+    /// The default configuration with another period (checked).
+    pub fn with_period(period: Duration) -> Result<SamplerConfig, EnergyError> {
+        let c = SamplerConfig {
+            period,
+            ..SamplerConfig::default()
+        };
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Checks the period is within [`MIN_PERIOD`] ..= [`MAX_PERIOD`].
+    pub fn validate(&self) -> Result<(), EnergyError> {
+        if (MIN_PERIOD..=MAX_PERIOD).contains(&self.period) {
+            Ok(())
+        } else {
+            Err(EnergyError::InvalidPeriod {
+                period_ns: self.period.as_nanos(),
+            })
+        }
+    }
+}
+
+/// Repeated read failures of one domain.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReadFailure {
+    /// Backend of its meter.
+    pub backend: String,
+    /// The domain.
+    pub domain: Domain,
+    /// The sensor's name.
+    pub sensor: String,
+    /// How many readings failed.
+    pub count: u64,
+    /// The first error's message.
+    pub first_error: String,
+}
+
+/// What the sampler did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SamplerStats {
+    /// Meter reads (one per meter per reading, first and last included).
+    pub reads: u64,
+    /// Samples written.
+    pub samples: u64,
+    /// Deadlines skipped because the previous reading ended after them.
+    pub overruns: u64,
+    /// Domain readings that failed.
+    pub read_errors: u64,
+    /// The failures, per domain.
+    pub failures: Vec<ReadFailure>,
+    /// Counter wraps undone.
+    pub wraps: u64,
+    /// Readings ignored as glitches (small backward steps, bad powers).
+    pub glitches: u64,
+    /// Wall time of the sampler thread, in ns.
+    pub wall_ns: u64,
+    /// CPU time the sampler thread used, in ns, where the OS tells (Linux).
+    pub thread_cpu_ns: Option<u64>,
+}
+
+impl SamplerStats {
+    /// The sampler thread's cost, in % of one core, where known.
+    pub fn cpu_percent_of_one_core(&self) -> Option<f64> {
+        let cpu = self.thread_cpu_ns?;
+        (self.wall_ns > 0).then(|| 100.0 * cpu as f64 / self.wall_ns as f64)
+    }
+}
+
+/// One meter with its reading state.
+struct MeterState {
+    meter: Box<dyn Meter>,
+    backend: String,
+    ids: Vec<DomainId>,
+    acc: Vec<Accumulator>,
+    out: Vec<DomainRead>,
+    fails: Vec<(u64, Option<String>)>,
+}
+
+/// Everything the sampler thread owns.
+struct Worker {
+    meters: Vec<MeterState>,
+    sink: TraceSink,
+    batch: Vec<EnergySample>,
+    batch_size: usize,
+    last_flush: Instant,
+    stats: SamplerStats,
+}
+
+impl Worker {
+    /// Reads every meter once.
+    fn read_all(&mut self) {
+        for m in &mut self.meters {
+            m.meter.read(&mut m.out);
+            let t = Clock::now();
+            let wall = Clock::unix_now_ns();
+            self.stats.reads += 1;
+            for (i, r) in m.out.iter_mut().enumerate() {
+                // Leave an error in place of a stale value if the meter forgets a slot.
+                let r = std::mem::replace(r, Ok(RawReading::Power(f64::NAN)));
+                match r {
+                    Ok(reading) => {
+                        let energy_j = m.acc[i].update(t, reading);
+                        self.batch.push(EnergySample {
+                            domain: m.ids[i],
+                            t,
+                            wall_unix_ns: wall,
+                            energy_j,
+                            raw: reading.raw_for_trace(),
+                        });
+                        self.stats.samples += 1;
+                    }
+                    Err(e) => {
+                        self.stats.read_errors += 1;
+                        let f = &mut m.fails[i];
+                        f.0 += 1;
+                        f.1.get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
+        }
+        if self.batch.len() >= self.batch_size
+            || self.last_flush.elapsed() >= Duration::from_secs(1)
+        {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.batch.is_empty() {
+            let full = std::mem::replace(&mut self.batch, Vec::with_capacity(self.batch_size));
+            self.sink.send(Chunk::Samples(full));
+        }
+        self.last_flush = Instant::now();
+    }
+
+    fn finish(mut self) -> SamplerStats {
+        self.flush();
+        for m in &self.meters {
+            for (i, acc) in m.acc.iter().enumerate() {
+                self.stats.wraps += acc.wraps();
+                self.stats.glitches += acc.glitches();
+                if let (count, Some(first)) = &m.fails[i] {
+                    let spec = &m.meter.domains()[i];
+                    self.stats.failures.push(ReadFailure {
+                        backend: m.backend.clone(),
+                        domain: spec.domain,
+                        sensor: spec.name.clone(),
+                        count: *count,
+                        first_error: first.clone(),
+                    });
+                }
+            }
+        }
+        self.stats
+    }
+}
+
+/// A running sampler; [`Sampler::stop`] it to get its statistics.
+pub struct Sampler {
+    stop_tx: Option<Sender<()>>,
+    handle: Option<JoinHandle<SamplerStats>>,
+    meters: Vec<MeterInfo>,
+    domains: Vec<DomainInfo>,
+}
+
+impl std::fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sampler")
+            .field("meters", &self.meters)
+            .field("domains", &self.domains.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sampler {
+    /// Starts sampling `meters` into `sink` (see the module docs for what is sent when).
+    /// `workers` gives each domain the workers it covers.
+    pub fn start(
+        meters: Vec<Box<dyn Meter>>,
+        workers: &[WorkerInfo],
+        sink: TraceSink,
+        config: SamplerConfig,
+    ) -> Result<Sampler, EnergyError> {
+        config.validate()?;
+        let mut infos = Vec::with_capacity(meters.len());
+        let mut domains = Vec::new();
+        let mut states = Vec::with_capacity(meters.len());
+        for (mi, meter) in meters.into_iter().enumerate() {
+            let desc = meter.describe();
+            let id = mi as MeterId;
+            infos.push(MeterInfo {
+                id,
+                backend: desc.backend.clone(),
+                simulated: desc.simulated,
+                description: desc.description,
+            });
+            let mut ids = Vec::new();
+            for spec in meter.domains() {
+                let did = domains.len() as DomainId;
+                ids.push(did);
+                domains.push(DomainInfo {
+                    id: did,
+                    meter: id,
+                    domain: spec.domain,
+                    name: spec.name.clone(),
+                    unit: spec.unit.clone(),
+                    resolution_j: spec.resolution_j,
+                    wrap_range_j: spec.wrap_range_j(),
+                    update_interval_ns: spec.update_interval_ns,
+                    sensor: spec.sensor,
+                    workers: spec.covers.workers(workers),
+                });
+            }
+            let n = ids.len();
+            states.push(MeterState {
+                acc: meter
+                    .domains()
+                    .iter()
+                    .map(Accumulator::for_domain)
+                    .collect(),
+                out: (0..n).map(|_| Ok(RawReading::Power(f64::NAN))).collect(),
+                fails: vec![(0, None); n],
+                backend: desc.backend,
+                ids,
+                meter,
+            });
+        }
+        sink.send(Chunk::Meters {
+            meters: infos.clone(),
+            domains: domains.clone(),
+        });
+        for (info, state) in infos.iter().zip(&states) {
+            if info.simulated {
+                if let Some(truth) = state.meter.ground_truth(&state.ids) {
+                    sink.send(Chunk::Truth(truth));
+                }
+            }
+        }
+
+        let mut worker = Worker {
+            meters: states,
+            sink,
+            batch: Vec::with_capacity(config.batch),
+            batch_size: config.batch.max(1),
+            last_flush: Instant::now(),
+            stats: SamplerStats::default(),
+        };
+        worker.read_all();
+
+        let (stop_tx, stop_rx) = bounded::<()>(1);
+        let period = config.period;
+        let handle = std::thread::Builder::new()
+            .name("taskwatt-energy".into())
+            .spawn(move || {
+                let cpu0 = thread_cpu_ns();
+                let start = Instant::now();
+                let mut next = start + period;
+                // Deadlines already past at `now`, from `next` on: skipped, counted.
+                let skip_missed = |next: &mut Instant, now: Instant, stats: &mut SamplerStats| {
+                    if now >= *next {
+                        let missed = ((now - *next).as_nanos() / period.as_nanos()) as u32 + 1;
+                        stats.overruns += u64::from(missed);
+                        *next += period * missed;
+                    }
+                };
+                loop {
+                    match stop_rx.recv_deadline(next) {
+                        Err(RecvTimeoutError::Timeout) => {}
+                        _ => {
+                            // Stop asked (or the Sampler dropped). Deadlines that passed while
+                            // this thread waited for a CPU were missed too.
+                            skip_missed(&mut next, Instant::now(), &mut worker.stats);
+                            break;
+                        }
+                    }
+                    worker.read_all();
+                    next += period;
+                    skip_missed(&mut next, Instant::now(), &mut worker.stats);
+                }
+                worker.read_all();
+                let mut stats = worker.finish();
+                stats.wall_ns = start.elapsed().as_nanos() as u64;
+                stats.thread_cpu_ns = match (cpu0, thread_cpu_ns()) {
+                    (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+                    _ => None,
+                };
+                stats
+            })
+            .map_err(|source| EnergyError::SamplerSpawn { source })?;
+        Ok(Sampler {
+            stop_tx: Some(stop_tx),
+            handle: Some(handle),
+            meters: infos,
+            domains,
+        })
+    }
+
+    /// The meters, as written to the trace.
+    pub fn meters(&self) -> &[MeterInfo] {
+        &self.meters
+    }
+
+    /// The domains, as written to the trace.
+    pub fn domains(&self) -> &[DomainInfo] {
+        &self.domains
+    }
+
+    /// Takes a last reading, flushes, stops the thread and returns what it did.
+    pub fn stop(mut self) -> Result<SamplerStats, EnergyError> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<SamplerStats, EnergyError> {
+        if let Some(tx) = self.stop_tx.take() {
+            let _ = tx.send(());
+        }
+        match self.handle.take() {
+            Some(h) => h.join().map_err(|p| EnergyError::SamplerPanicked {
+                message: p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into()),
+            }),
+            None => Ok(SamplerStats::default()),
+        }
+    }
+}
+
+impl Drop for Sampler {
+    /// A sampler dropped without `stop` still takes its last reading and flushes.
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+/// CPU time of the calling thread in ns, from `/proc/thread-self/schedstat` (ns precision)
+/// or else `/proc/thread-self/stat` (utime + stime, in USER_HZ = 100 ticks). `None` off Linux.
+pub(crate) fn thread_cpu_ns() -> Option<u64> {
+    if let Ok(s) = std::fs::read_to_string("/proc/thread-self/schedstat") {
+        if let Some(ns) = s.split_whitespace().next().and_then(|v| v.parse().ok()) {
+            return Some(ns);
+        }
+    }
+    let s = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    parse_stat_cpu_ns(&s)
+}
+
+/// utime + stime of a `/proc/.../stat` line, in ns. The command name (field 2) may hold
+/// spaces and parentheses, so fields are counted from the last `)`.
+fn parse_stat_cpu_ns(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state); utime is field 14, stime field 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) * 10_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn period_bounds() {
+        assert!(SamplerConfig::with_period(Duration::from_millis(1)).is_ok());
+        assert!(SamplerConfig::with_period(Duration::from_secs(1)).is_ok());
+        let e = SamplerConfig::with_period(Duration::from_micros(999)).unwrap_err();
+        assert!(e.to_string().contains("999000 ns"), "{e}");
+        assert!(SamplerConfig::with_period(Duration::from_millis(1001)).is_err());
+        assert_eq!(SamplerConfig::default().period, Duration::from_millis(10));
+    }
+
+    #[test]
+    fn a_dropped_sampler_still_takes_its_last_reading_and_flushes() {
+        use crate::{Meter, SimConfig, SimMeter};
+        let meter = SimMeter::new(SimConfig::default(), &[]).unwrap();
+        let (sink, trace) = TraceSink::memory();
+        let config = SamplerConfig {
+            period: Duration::from_secs(1),
+            batch: 1_000_000,
+        };
+        let sampler =
+            Sampler::start(vec![Box::new(meter) as Box<dyn Meter>], &[], sink, config).unwrap();
+        assert_eq!(sampler.domains().len(), 2);
+        drop(sampler);
+        let samples: usize = trace
+            .chunks()
+            .iter()
+            .map(|c| match c {
+                Chunk::Samples(s) => s.len(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(samples, 4, "first and last reading of 2 domains");
+    }
+
+    #[test]
+    fn stat_parsing_survives_odd_command_names() {
+        let line = "1234 (a (b) c) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0";
+        assert_eq!(parse_stat_cpu_ns(line), Some(300 * 10_000_000));
+        assert_eq!(parse_stat_cpu_ns("garbage"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn thread_cpu_time_grows_with_work() {
+        let a = thread_cpu_ns().expect("Linux has /proc/thread-self");
+        let mut x = 0u64;
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(30) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let b = thread_cpu_ns().unwrap();
+        assert!(b > a, "{a} {b}");
+    }
+}

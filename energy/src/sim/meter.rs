@@ -1,0 +1,695 @@
+//! The simulated meter: reads like a real sensor, computed live from the executions.
+//!
+//! At a read at time `t`, each domain shows its energy at its last update tick `B ≤ t`:
+//!
+//! ```text
+//! E_d(B) = base_w · (B - start)  +  Σ_{workers w covered by d} extra_w(B)  +  noise_d(B)
+//! ```
+//!
+//! where `extra_w(B)` is the exact integral of the worker's task extra powers up to `B`,
+//! running tasks included (from [`super::slots`]), and `noise_d` is white power noise
+//! ([`super::noise`]). Then, like the hardware:
+//! - RAPL-like package/DRAM domains quantise `E` to 2^-14 J units, add the start offset and
+//!   keep the low 32 bits: the raw counter changes only every 1 ms and wraps;
+//! - NVML-like GPU domains show `floor(E)` in mJ, refreshed every `update_interval_ms`, or,
+//!   as a power sensor, the average power over the last `power_window_ms` of refreshes.
+//!
+//! Time comes from a [`SimClock`]: the trace clock in a run, a [`ManualClock`] in tests.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use taskwatt_traces::{
+    Arch, Clock, Domain, DomainId, GroundTruth, SensorKind, Timestamp, TruthEntry, WorkerInfo,
+};
+
+use super::config::{GpuSensor, SimConfig, TaskPower};
+use super::noise::{domain_seed, NoiseWalk};
+use super::observer::SimObserver;
+use super::slots::{Snapshot, DRAM, GPU, GPU_STREAM, PKG, RAPL_STREAM};
+use crate::meter::{Coverage, DomainRead, DomainSpec, Meter, MeterDescription, RawReading};
+use crate::EnergyError;
+
+/// Where the simulated meter gets "now".
+pub trait SimClock: Send + Sync {
+    /// The current time on the trace clock.
+    fn now(&self) -> Timestamp;
+}
+
+/// The process's trace clock ([`Clock::now`]): what a run uses.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TraceClock;
+
+impl SimClock for TraceClock {
+    fn now(&self) -> Timestamp {
+        Clock::now()
+    }
+}
+
+/// A clock that only moves when told to: what tests use.
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    /// A clock showing `t`.
+    pub fn new(t: Timestamp) -> Self {
+        ManualClock(AtomicU64::new(t.as_ns()))
+    }
+
+    /// Sets the time.
+    pub fn set(&self, t: Timestamp) {
+        self.0.store(t.as_ns(), Ordering::Relaxed);
+    }
+
+    /// Moves the time forward by `ns`.
+    pub fn advance(&self, ns: u64) {
+        self.0.fetch_add(ns, Ordering::Relaxed);
+    }
+}
+
+impl SimClock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// How one simulated domain turns energy into a reading.
+#[derive(Clone, Debug)]
+enum Model {
+    Rapl {
+        unit_j: f64,
+        mask: u64,
+        offset: u64,
+    },
+    GpuEnergy,
+    GpuPower {
+        window_ns: u64,
+        history: VecDeque<(u64, f64)>,
+        last_w: f64,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct SimDomain {
+    channel: usize,
+    stream: usize,
+    tick_ns: u64,
+    workers: Vec<usize>,
+    base_w: f64,
+    noise: NoiseWalk,
+    model: Model,
+}
+
+/// A simulated energy meter (backend `sim`).
+pub struct SimMeter {
+    observer: Arc<SimObserver>,
+    clock: Arc<dyn SimClock>,
+    config: SimConfig,
+    t0: u64,
+    domains: Vec<SimDomain>,
+    specs: Vec<DomainSpec>,
+    snaps: Vec<Snapshot>,
+    stale: u64,
+}
+
+impl std::fmt::Debug for SimMeter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimMeter")
+            .field("start", &self.t0)
+            .field("specs", &self.specs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimMeter {
+    /// A simulated meter on the trace clock for these workers.
+    pub fn new(config: SimConfig, workers: &[WorkerInfo]) -> Result<SimMeter, EnergyError> {
+        Self::with_clock(config, workers, Arc::new(TraceClock))
+    }
+
+    /// A simulated meter reading time from `clock`. Domains: a package and a DRAM domain per
+    /// package that has workers (package 0 when there are no workers), and, when
+    /// `config.gpu.enabled`, a GPU domain per device driven by GPU workers. Energy counts from
+    /// `clock.now()` at this call.
+    pub fn with_clock(
+        config: SimConfig,
+        workers: &[WorkerInfo],
+        clock: Arc<dyn SimClock>,
+    ) -> Result<SimMeter, EnergyError> {
+        config.validate("in-memory config")?;
+        let t0 = clock.now().as_ns();
+        let rapl_tick = config.rapl.update_interval_us * 1_000;
+        let gpu_tick = config.gpu.update_interval_ms * 1_000_000;
+        let slots = workers.iter().map(|w| w.id as usize + 1).max().unwrap_or(0);
+        let observer = Arc::new(SimObserver::new(
+            config.clone(),
+            slots,
+            t0,
+            [rapl_tick, gpu_tick],
+        ));
+
+        let mut packages: Vec<u32> = workers.iter().map(|w| w.package).collect();
+        if packages.is_empty() {
+            packages.push(0);
+        }
+        packages.sort_unstable();
+        packages.dedup();
+        let mut gpus: Vec<u32> = workers
+            .iter()
+            .filter(|w| w.arch == Arch::Gpu)
+            .filter_map(|w| w.device)
+            .collect();
+        gpus.sort_unstable();
+        gpus.dedup();
+        if !config.gpu.enabled {
+            gpus.clear();
+        }
+
+        let unit_j = config.energy_unit_j();
+        let bits = config.rapl.counter_bits;
+        let mask = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        let rapl_model = Model::Rapl {
+            unit_j,
+            mask,
+            offset: config.rapl.start_offset,
+        };
+        let wrap = if bits == 64 { None } else { Some(1u64 << bits) };
+        let covered = |c: Coverage| -> Vec<usize> {
+            c.workers(workers)
+                .into_iter()
+                .map(|id| id as usize)
+                .collect()
+        };
+
+        let mut domains = Vec::new();
+        let mut specs = Vec::new();
+        for &id in &packages {
+            for (domain, channel, power, code) in [
+                (Domain::CpuPackage { id }, PKG, &config.package, 1u64),
+                (Domain::Dram { id }, DRAM, &config.dram, 2u64),
+            ] {
+                let covers = Coverage::Package { id };
+                domains.push(SimDomain {
+                    channel,
+                    stream: RAPL_STREAM,
+                    tick_ns: rapl_tick,
+                    workers: covered(covers),
+                    base_w: power.base_w,
+                    noise: NoiseWalk::new(
+                        domain_seed(config.seed, (code << 32) | u64::from(id)),
+                        power.noise_sigma_w,
+                        power.base_w,
+                        t0,
+                    ),
+                    model: rapl_model.clone(),
+                });
+                specs.push(DomainSpec {
+                    domain,
+                    name: format!("simulated {domain}"),
+                    unit: format!("2^-{} J", config.rapl.energy_unit_exp),
+                    joules_per_unit: unit_j,
+                    resolution_j: unit_j,
+                    wrap_range_raw: wrap,
+                    sensor: SensorKind::EnergyCounter,
+                    update_interval_ns: Some(rapl_tick),
+                    covers,
+                });
+            }
+        }
+        for &index in &gpus {
+            let g = &config.gpu;
+            let covers = Coverage::Gpu { index };
+            let (model, unit, jpu, sensor) = match g.sensor {
+                GpuSensor::Energy => (Model::GpuEnergy, "mJ", 1e-3, SensorKind::EnergyCounter),
+                GpuSensor::Power => (
+                    Model::GpuPower {
+                        window_ns: g.power_window_ms * 1_000_000,
+                        history: VecDeque::from([(t0, 0.0)]),
+                        last_w: g.base_w,
+                    },
+                    "W",
+                    1.0,
+                    SensorKind::IntegratedPower {
+                        window_ns: g.power_window_ms * 1_000_000,
+                    },
+                ),
+            };
+            domains.push(SimDomain {
+                channel: GPU,
+                stream: GPU_STREAM,
+                tick_ns: gpu_tick,
+                workers: covered(covers),
+                base_w: g.base_w,
+                noise: NoiseWalk::new(
+                    domain_seed(config.seed, (3u64 << 32) | u64::from(index)),
+                    g.noise_sigma_w,
+                    g.base_w,
+                    t0,
+                ),
+                model,
+            });
+            specs.push(DomainSpec {
+                domain: Domain::Gpu { index },
+                name: format!("simulated NVML GPU {index}"),
+                unit: unit.into(),
+                joules_per_unit: jpu,
+                resolution_j: 1e-3,
+                wrap_range_raw: None,
+                sensor,
+                update_interval_ns: Some(gpu_tick),
+                covers,
+            });
+        }
+        Ok(SimMeter {
+            snaps: vec![Snapshot::default(); observer.workers()],
+            observer,
+            clock,
+            config,
+            t0,
+            domains,
+            specs,
+            stale: 0,
+        })
+    }
+
+    /// The observer to hand to the runtime (`Arc<dyn ExecutionObserver>`).
+    pub fn observer(&self) -> Arc<SimObserver> {
+        self.observer.clone()
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    /// When it started counting, on the trace clock.
+    pub fn start(&self) -> Timestamp {
+        Timestamp(self.t0)
+    }
+
+    /// Reads whose tick lay so far behind a worker's events that its history was gone (the
+    /// value was then a slight over-estimate). Zero unless the sampler stalls for ticks.
+    pub fn stale_reads(&self) -> u64 {
+        self.stale
+    }
+
+    /// The energy of domain `i` at boundary `b`, before quantisation.
+    fn energy_at(&mut self, i: usize, b: u64) -> f64 {
+        if b <= self.t0 {
+            return 0.0;
+        }
+        let d = &mut self.domains[i];
+        let mut e = d.base_w * ((b - self.t0) as f64 * 1e-9);
+        for &w in &d.workers {
+            match self.snaps[w].energy_at(d.stream, d.channel, b) {
+                Ok(x) => e += x,
+                Err(x) => {
+                    e += x;
+                    self.stale += 1;
+                }
+            }
+        }
+        (e + d.noise.at(b)).max(0.0)
+    }
+}
+
+impl Meter for SimMeter {
+    fn describe(&self) -> MeterDescription {
+        let c = &self.config;
+        MeterDescription {
+            backend: "sim".into(),
+            simulated: true,
+            description: format!(
+                "simulated meter (not a measurement): RAPL-like package/DRAM counters \
+                 (2^-{} J, {} us ticks, {}-bit), NVML-like GPUs ({} ms, {}), white noise \
+                 sigma {} W per package at 1 ms, seed {}",
+                c.rapl.energy_unit_exp,
+                c.rapl.update_interval_us,
+                c.rapl.counter_bits,
+                c.gpu.update_interval_ms,
+                match c.gpu.sensor {
+                    GpuSensor::Energy => "mJ counter",
+                    GpuSensor::Power => "averaged power",
+                },
+                c.package.noise_sigma_w,
+                c.seed
+            ),
+        }
+    }
+
+    fn domains(&self) -> &[DomainSpec] {
+        &self.specs
+    }
+
+    fn read(&mut self, out: &mut [DomainRead]) {
+        let t = self.clock.now().as_ns();
+        self.observer.snapshot_into(&mut self.snaps);
+        for (i, slot) in out.iter_mut().enumerate().take(self.domains.len()) {
+            let tick = self.domains[i].tick_ns;
+            let b = t / tick * tick;
+            let e = self.energy_at(i, b);
+            let reading = match &mut self.domains[i].model {
+                Model::Rapl {
+                    unit_j,
+                    mask,
+                    offset,
+                } => RawReading::Counter(offset.wrapping_add((e / *unit_j) as u64) & *mask),
+                Model::GpuEnergy => RawReading::Counter((e * 1e3) as u64),
+                Model::GpuPower {
+                    window_ns,
+                    history,
+                    last_w,
+                } => {
+                    if history.back().is_none_or(|&(hb, _)| b > hb) {
+                        history.push_back((b, e));
+                    }
+                    // Keep the newest entry at or before the window's start, and what follows.
+                    let start = b.saturating_sub(*window_ns);
+                    while history.len() >= 2 && history[1].0 <= start {
+                        history.pop_front();
+                    }
+                    let (b0, e0) = history[0];
+                    if b > b0 {
+                        *last_w = (e - e0) / ((b - b0) as f64 * 1e-9);
+                    }
+                    RawReading::Power(*last_w)
+                }
+            };
+            *slot = Ok(reading);
+        }
+    }
+
+    fn ground_truth(&self, ids: &[DomainId]) -> Option<GroundTruth> {
+        let c = &self.config;
+        let mut truth = GroundTruth {
+            noise_sigma_w: c.package.noise_sigma_w,
+            config: serde_json::to_value(c).unwrap_or(serde_json::Value::Null),
+            ..GroundTruth::default()
+        };
+        let pick = |p: TaskPower, channel: usize| p.channels()[channel];
+        for (d, &id) in self.domains.iter().zip(ids) {
+            truth.base_w.push((id, d.base_w));
+            let archs: &[Arch] = if d.channel == GPU {
+                &[Arch::Gpu]
+            } else {
+                &Arch::ALL
+            };
+            let named = c.codelets.iter().map(|(n, p)| (n.as_str(), *p));
+            for (name, powers) in std::iter::once(("*", c.default_task)).chain(named) {
+                for &arch in archs {
+                    if let Some(p) = powers.get(arch) {
+                        truth.task_w.push(TruthEntry {
+                            domain: id,
+                            codelet: name.to_owned(),
+                            arch,
+                            extra_w: pick(p, d.channel),
+                        });
+                    }
+                }
+            }
+        }
+        Some(truth)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use taskwatt_traces::{CodeletInfo, ExecutionObserver};
+
+    const MS: u64 = 1_000_000;
+    const T0: u64 = 1_000 * MS;
+
+    fn cpu(id: u32, package: u32) -> WorkerInfo {
+        WorkerInfo {
+            id,
+            arch: Arch::Cpu,
+            cpu: Some(id),
+            core: Some(id),
+            package,
+            numa: Some(package),
+            device: None,
+        }
+    }
+
+    fn quiet() -> SimConfig {
+        let mut c = SimConfig::default();
+        c.package.noise_sigma_w = 0.0;
+        c.dram.noise_sigma_w = 0.0;
+        c.gpu.noise_sigma_w = 0.0;
+        c
+    }
+
+    fn read(m: &mut SimMeter) -> Vec<RawReading> {
+        let mut out: Vec<DomainRead> = (0..m.domains().len())
+            .map(|_| Ok(RawReading::Counter(0)))
+            .collect();
+        m.read(&mut out);
+        out.into_iter().map(|r| r.unwrap()).collect()
+    }
+
+    fn counter(r: RawReading) -> u64 {
+        match r {
+            RawReading::Counter(v) => v,
+            p => panic!("{p:?}"),
+        }
+    }
+
+    /// `raw` units of `unit` J are the quantisation of `e` J: `raw·unit ≤ e < (raw+1)·unit`
+    /// (with a 1e-12 J allowance for the order of floating-point additions).
+    fn assert_quantised(raw: u64, e: f64, unit: f64) {
+        let lo = raw as f64 * unit;
+        assert!(
+            lo <= e + 1e-12 && e < lo + unit + 1e-12,
+            "{raw} units of {unit} J vs {e} J"
+        );
+    }
+
+    fn register(obs: &SimObserver, id: u32, name: &str) {
+        obs.codelet_registered(&CodeletInfo {
+            id,
+            name: name.into(),
+            archs: vec![Arch::Cpu],
+        });
+    }
+
+    #[test]
+    fn domains_follow_the_workers_packages() {
+        let ws = [cpu(0, 0), cpu(1, 1), cpu(2, 1)];
+        let m =
+            SimMeter::with_clock(quiet(), &ws, Arc::new(ManualClock::new(Timestamp(T0)))).unwrap();
+        let d: Vec<Domain> = m.domains().iter().map(|d| d.domain).collect();
+        assert_eq!(
+            d,
+            vec![
+                Domain::CpuPackage { id: 0 },
+                Domain::Dram { id: 0 },
+                Domain::CpuPackage { id: 1 },
+                Domain::Dram { id: 1 },
+            ]
+        );
+        let s = &m.domains()[2];
+        assert_eq!(s.unit, "2^-14 J");
+        assert_eq!(s.wrap_range_raw, Some(1 << 32));
+        assert_eq!(s.update_interval_ns, Some(MS));
+        assert!(m.describe().simulated && m.describe().description.contains("simulated"));
+        // No workers: package 0 anyway.
+        let m = SimMeter::new(quiet(), &[]).unwrap();
+        assert_eq!(m.domains().len(), 2);
+    }
+
+    /// Scripted events on a controlled clock: the counter equals the integral to quantisation.
+    #[test]
+    fn energy_is_the_exact_integral_to_quantisation() {
+        let clock = Arc::new(ManualClock::new(Timestamp(T0)));
+        let ws = [cpu(0, 0), cpu(1, 0)];
+        let mut m = SimMeter::with_clock(quiet(), &ws, clock.clone()).unwrap();
+        let obs = m.observer();
+        register(&obs, 0, "gemm"); // 16 W package, 1.8 W dram
+        register(&obs, 1, "potrf"); // 7 W, 0.6 W
+        let first = read(&mut m);
+        assert_eq!(counter(first[0]), 0);
+
+        let at = |ms: f64| Timestamp(T0 + (ms * MS as f64) as u64);
+        obs.task_started(0, 0, Arch::Cpu, at(1.25));
+        obs.task_started(1, 1, Arch::Cpu, at(2.0));
+        obs.task_ended(0, 0, Arch::Cpu, at(5.5));
+        obs.task_ended(1, 1, Arch::Cpu, at(3.0));
+        obs.task_started(1, 0, Arch::Cpu, at(8.0)); // still running at the read
+        clock.set(at(10.4)); // last tick: 10 ms after start
+
+        let r = read(&mut m);
+        let unit = 2f64.powi(-14);
+        let pkg = 30.0 * 10e-3 + 16.0 * 4.25e-3 + 7.0 * 1e-3 + 16.0 * 2e-3;
+        let dram = 4.0 * 10e-3 + 1.8 * 4.25e-3 + 0.6 * 1e-3 + 1.8 * 2e-3;
+        assert_quantised(counter(r[0]), pkg, unit);
+        assert_quantised(counter(r[1]), dram, unit);
+    }
+
+    #[test]
+    fn counter_changes_only_at_update_ticks() {
+        let clock = Arc::new(ManualClock::new(Timestamp(T0)));
+        let mut m = SimMeter::with_clock(quiet(), &[cpu(0, 0)], clock.clone()).unwrap();
+        let obs = m.observer();
+        obs.task_started(0, 0, Arch::Cpu, Timestamp(T0 + 100_000));
+        clock.set(Timestamp(T0 + 3 * MS + 1));
+        let a = counter(read(&mut m)[0]);
+        // Within the same tick the value holds although a task runs.
+        clock.set(Timestamp(T0 + 3 * MS + 999_999));
+        assert_eq!(counter(read(&mut m)[0]), a);
+        // At the next tick it moves.
+        clock.set(Timestamp(T0 + 4 * MS));
+        assert!(counter(read(&mut m)[0]) > a);
+    }
+
+    #[test]
+    fn the_32_bit_counter_wraps_from_its_start_offset() {
+        let mut c = quiet();
+        c.rapl.start_offset = (1u64 << 32) - 1000;
+        let clock = Arc::new(ManualClock::new(Timestamp(T0)));
+        let mut m = SimMeter::with_clock(c, &[cpu(0, 0)], clock.clone()).unwrap();
+        assert_eq!(counter(read(&mut m)[0]), (1u64 << 32) - 1000);
+        // 30 W for 10 ms = 0.3 J = 4915.2 units: past the top.
+        clock.set(Timestamp(T0 + 10 * MS));
+        let raw = counter(read(&mut m)[0]);
+        assert_eq!(raw, 4915 - 1000);
+        let mut acc = crate::wrap::Accumulator::for_domain(&m.domains()[0]);
+        acc.update(Timestamp(0), RawReading::Counter((1u64 << 32) - 1000));
+        let j = acc.update(Timestamp(1), RawReading::Counter(raw));
+        assert!((j - 4915.0 * 2f64.powi(-14)).abs() < 1e-12);
+    }
+
+    /// With no tasks, the per-tick power minus the base has the configured σ, and a seed
+    /// reproduces it exactly.
+    #[test]
+    fn noise_has_the_configured_sigma_and_is_seeded() {
+        let run = |seed: u64| {
+            let c = SimConfig {
+                seed,
+                ..SimConfig::default()
+            };
+            let clock = Arc::new(ManualClock::new(Timestamp(T0)));
+            let mut m = SimMeter::with_clock(c, &[cpu(0, 0)], clock.clone()).unwrap();
+            let mut acc = crate::wrap::Accumulator::for_domain(&m.domains()[0]);
+            let mut acc_dram = crate::wrap::Accumulator::for_domain(&m.domains()[1]);
+            let (mut prev, mut prev_d) = (0.0, 0.0);
+            let (mut pw, mut pd) = (Vec::new(), Vec::new());
+            for k in 0..=20_000u64 {
+                clock.set(Timestamp(T0 + k * MS));
+                let r = read(&mut m);
+                let e = acc.update(Timestamp(k), r[0]);
+                let ed = acc_dram.update(Timestamp(k), r[1]);
+                if k > 0 {
+                    pw.push((e - prev) / 1e-3);
+                    pd.push((ed - prev_d) / 1e-3);
+                }
+                prev = e;
+                prev_d = ed;
+            }
+            (pw, pd)
+        };
+        let stats = |v: &[f64]| {
+            let n = v.len() as f64;
+            let mean = v.iter().sum::<f64>() / n;
+            let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+            (mean, sd)
+        };
+        let (pw, pd) = run(42);
+        let (mean, sd) = stats(&pw);
+        assert!((mean - 30.0).abs() < 0.15, "mean {mean}");
+        assert!((sd - 5.0).abs() < 0.15, "sd {sd}");
+        let (mean_d, sd_d) = stats(&pd);
+        assert!((mean_d - 4.0).abs() < 0.05, "dram mean {mean_d}");
+        assert!((sd_d - 1.0).abs() < 0.05, "dram sd {sd_d}");
+        assert_eq!(run(42).0, pw);
+        assert_ne!(run(43).0, pw);
+    }
+
+    #[test]
+    fn a_gpu_worker_gets_an_nvml_like_domain() {
+        let mut c = quiet();
+        c.gpu.update_interval_ms = 20;
+        let clock = Arc::new(ManualClock::new(Timestamp(T0)));
+        let gpu_worker = WorkerInfo {
+            arch: Arch::Gpu,
+            device: Some(0),
+            ..cpu(1, 0)
+        };
+        let mut m =
+            SimMeter::with_clock(c.clone(), &[cpu(0, 0), gpu_worker.clone()], clock.clone())
+                .unwrap();
+        let d = &m.domains()[2];
+        assert_eq!(d.domain, Domain::Gpu { index: 0 });
+        assert_eq!(d.unit, "mJ");
+        assert_eq!(d.covers, Coverage::Gpu { index: 0 });
+        assert_eq!(d.update_interval_ns, Some(20 * MS));
+        let obs = m.observer();
+        obs.codelet_registered(&CodeletInfo {
+            id: 0,
+            name: "gemm".into(),
+            archs: vec![Arch::Cpu, Arch::Gpu],
+        });
+        obs.task_started(1, 0, Arch::Gpu, Timestamp(T0 + 5 * MS));
+        obs.task_ended(1, 0, Arch::Gpu, Timestamp(T0 + 35 * MS));
+        clock.set(Timestamp(T0 + 39 * MS)); // the last 20 ms refresh was at T0 + 20 ms
+        let r = read(&mut m);
+        let want = 60.0 * 20e-3 + 180.0 * 15e-3;
+        assert_quantised(counter(r[2]), want, 1e-3);
+        // The GPU task also drew 2 W on the package, whose 1 ms ticks are up to date.
+        let pkg = 30.0 * 39e-3 + 2.0 * 30e-3;
+        assert_quantised(counter(r[0]), pkg, 2f64.powi(-14));
+
+        // As a power sensor: the average over the window of refreshes.
+        c.gpu.sensor = GpuSensor::Power;
+        c.gpu.power_window_ms = 40;
+        let clock = Arc::new(ManualClock::new(Timestamp(0)));
+        let mut m = SimMeter::with_clock(c, &[gpu_worker], clock.clone()).unwrap();
+        let obs = m.observer();
+        obs.task_started(1, 0, Arch::Gpu, Timestamp(40 * MS)); // unregistered: default 120 W
+                                                               // Refreshes at 0, 20, 40... ms; the task (120 W default) starts at 40 ms.
+        let expect = [60.0, 60.0, 60.0, 60.0, 60.0, 60.0, 120.0, 120.0, 180.0];
+        for (k, want) in expect.iter().enumerate() {
+            clock.set(Timestamp(k as u64 * 10 * MS));
+            let RawReading::Power(w) = read(&mut m)[2] else {
+                panic!("a power reading")
+            };
+            assert!((w - want).abs() < 1e-6, "k={k}: {w} vs {want}");
+        }
+        assert_eq!(obs.unregistered_codelet_events(), 1);
+    }
+
+    #[test]
+    fn ground_truth_matches_the_domains() {
+        let m = SimMeter::new(SimConfig::default(), &[cpu(0, 0)]).unwrap();
+        let t = m.ground_truth(&[7, 8]).unwrap();
+        assert_eq!(t.base_w, vec![(7, 30.0), (8, 4.0)]);
+        assert_eq!(t.noise_sigma_w, 5.0);
+        let gemm_pkg = t
+            .task_w
+            .iter()
+            .find(|e| e.domain == 7 && e.codelet == "gemm" && e.arch == Arch::Cpu)
+            .unwrap();
+        assert_eq!(gemm_pkg.extra_w, 16.0);
+        let gemm_dram = t
+            .task_w
+            .iter()
+            .find(|e| e.domain == 8 && e.codelet == "gemm" && e.arch == Arch::Cpu)
+            .unwrap();
+        assert_eq!(gemm_dram.extra_w, 1.8);
+        assert!(t.task_w.iter().any(|e| e.codelet == "*"));
+        assert_eq!(t.config["seed"], 42);
+    }
+
+    #[test]
+    fn unknown_workers_are_counted_not_crashed_on() {
+        let m = SimMeter::new(quiet(), &[cpu(0, 0)]).unwrap();
+        let obs = m.observer();
+        obs.task_started(9, 0, Arch::Cpu, Clock::now());
+        assert_eq!(obs.unknown_worker_events(), 1);
+    }
+}

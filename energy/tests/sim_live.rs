@@ -1,0 +1,245 @@
+//! Scenario: the simulated meter, sampled live while worker threads run tasks.
+//!
+//! Two worker threads run short busy tasks of three codelets and report them through the
+//! `SimObserver`, as the runtime would; the sampler reads at 1 kHz into a memory sink. The
+//! trace must then hold the meters, the truth (with matching domain ids) and samples whose
+//! energy is the integral of the configured powers over the executions that really
+//! happened, to the counter's quantisation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use taskwatt_energy::{Meter, Sampler, SamplerConfig, SimConfig, SimMeter};
+use taskwatt_traces::{
+    Arch, Chunk, Clock, CodeletInfo, Domain, EnergySample, ExecutionObserver, Timestamp, TraceSink,
+    WorkerInfo,
+};
+
+fn cpu(id: u32, package: u32) -> WorkerInfo {
+    WorkerInfo {
+        id,
+        arch: Arch::Cpu,
+        cpu: Some(id),
+        core: Some(id),
+        package,
+        numa: Some(package),
+        device: None,
+    }
+}
+
+fn spin_until(t: Timestamp) {
+    while Clock::now() < t {
+        std::hint::spin_loop();
+    }
+}
+
+/// (worker, codelet, start, end) of every task run.
+type Exec = (u32, usize, Timestamp, Timestamp);
+
+fn run_workers(
+    obs: Arc<taskwatt_energy::SimObserver>,
+    names: &[&str],
+    tasks_per_worker: usize,
+) -> Vec<Exec> {
+    for (id, name) in names.iter().enumerate() {
+        obs.codelet_registered(&CodeletInfo {
+            id: id as u32,
+            name: (*name).into(),
+            archs: vec![Arch::Cpu],
+        });
+    }
+    let handles: Vec<_> = (0..2u32)
+        .map(|w| {
+            let obs = obs.clone();
+            let n_codelets = names.len();
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                for k in 0..tasks_per_worker {
+                    let c = (k + w as usize) % n_codelets;
+                    let dur = 200_000 + ((k * 7919 + w as usize * 104_729) % 9) as u64 * 150_000;
+                    let s = Clock::now();
+                    obs.task_started(w, c as u32, Arch::Cpu, s);
+                    spin_until(Timestamp(s.as_ns() + dur));
+                    let e = Clock::now();
+                    obs.task_ended(w, c as u32, Arch::Cpu, e);
+                    out.push((w, c, s, e));
+                    // Some idle time between tasks.
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+                out
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect()
+}
+
+/// The configured energy of `domain` from `t0` to tick boundary `b`, in J.
+fn expected(
+    config: &SimConfig,
+    names: &[&str],
+    execs: &[Exec],
+    dram: bool,
+    t0: u64,
+    b: u64,
+) -> f64 {
+    if b <= t0 {
+        return 0.0;
+    }
+    let base = if dram {
+        config.dram.base_w
+    } else {
+        config.package.base_w
+    };
+    let mut e = base * (b - t0) as f64 * 1e-9;
+    for &(_, c, s, end) in execs {
+        let p = config.task_power(names[c], Arch::Cpu);
+        let w = if dram { p.dram_w } else { p.package_w };
+        let lo = s.as_ns().max(t0);
+        let hi = end.as_ns().min(b);
+        if hi > lo {
+            e += w * (hi - lo) as f64 * 1e-9;
+        }
+    }
+    e
+}
+
+#[test]
+fn live_sampling_matches_the_integral_of_the_truth() {
+    let mut config = SimConfig::default();
+    config.package.noise_sigma_w = 0.0;
+    config.dram.noise_sigma_w = 0.0;
+    let workers = [cpu(0, 0), cpu(1, 0)];
+    let meter = SimMeter::new(config.clone(), &workers).unwrap();
+    let t0 = meter.start().as_ns();
+    let obs = meter.observer();
+    let (sink, trace) = TraceSink::memory();
+    let sampler = Sampler::start(
+        vec![Box::new(meter) as Box<dyn Meter>],
+        &workers,
+        sink,
+        SamplerConfig::with_period(Duration::from_millis(1)).unwrap(),
+    )
+    .unwrap();
+    let names = ["gemm", "potrf", "heat_step"];
+    let execs = run_workers(obs.clone(), &names, 60);
+    let stats = sampler.stop().unwrap();
+    assert_eq!(stats.read_errors, 0);
+    assert_eq!(obs.unknown_worker_events(), 0);
+    assert_eq!(obs.unregistered_codelet_events(), 0);
+
+    let chunks = trace.chunks();
+    let Chunk::Meters { meters, domains } = &chunks[0] else {
+        panic!("first chunk is Meters: {:?}", chunks[0]);
+    };
+    assert_eq!(meters.len(), 1);
+    assert!(meters[0].simulated && meters[0].description.contains("simulated"));
+    assert_eq!(domains.len(), 2);
+    assert_eq!(domains[0].domain, Domain::CpuPackage { id: 0 });
+    assert_eq!(domains[0].workers, vec![0, 1]);
+    let Chunk::Truth(truth) = &chunks[1] else {
+        panic!("second chunk is Truth");
+    };
+    let ids: Vec<u16> = truth.base_w.iter().map(|(d, _)| *d).collect();
+    assert_eq!(ids, vec![domains[0].id, domains[1].id]);
+
+    let samples: Vec<EnergySample> = chunks
+        .iter()
+        .filter_map(|c| match c {
+            Chunk::Samples(s) => Some(s.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(samples.len() as u64, stats.samples);
+    let tick = 1_000_000;
+    let unit = 2f64.powi(-14);
+    let mut checked = 0;
+    let mut outliers = 0;
+    for (d, dram) in [(domains[0].id, false), (domains[1].id, true)] {
+        let s: Vec<&EnergySample> = samples.iter().filter(|s| s.domain == d).collect();
+        // First, last, and whatever a loaded machine allowed in between.
+        assert!(s.len() >= 3, "{} samples", s.len());
+        assert_eq!(s[0].energy_j, 0.0);
+        let first_b = s[0].t.as_ns() / tick * tick;
+        let e_first = [first_b, first_b.saturating_sub(tick)]
+            .map(|b| expected(&config, &names, &execs, dram, t0, b));
+        for w in s.windows(2) {
+            assert!(w[1].energy_j >= w[0].energy_j, "monotone");
+            assert!(w[1].t >= w[0].t);
+        }
+        for (i, x) in s.iter().enumerate() {
+            // The sample is stamped right after the meter's read, which looked at its clock
+            // a few us earlier: its tick is the stamp's or, rarely, the one before.
+            let b = x.t.as_ns() / tick * tick;
+            let ok = [b, b.saturating_sub(tick)].iter().any(|&b| {
+                e_first.iter().any(|ef| {
+                    let want = expected(&config, &names, &execs, dram, t0, b) - ef;
+                    // Two quantisation steps (first and this reading).
+                    (x.energy_j - want).abs() <= 2.0 * unit + 1e-9
+                })
+            });
+            let want = expected(&config, &names, &execs, dram, t0, b) - e_first[0];
+            if i == s.len() - 1 {
+                // The last reading is after every worker finished: always exact.
+                assert!(ok, "last sample: {} vs {want}", x.energy_j);
+            }
+            if !ok {
+                // A worker preempted between taking its timestamp and publishing it is seen
+                // one reading late; that must stay rare.
+                outliers += 1;
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        outliers * 100 <= checked,
+        "{outliers} of {checked} samples off"
+    );
+}
+
+#[test]
+fn timestamps_follow_reads_not_an_assumed_period() {
+    let workers = [cpu(0, 0)];
+    let meter = SimMeter::new(SimConfig::default(), &workers).unwrap();
+    let (sink, trace) = TraceSink::memory();
+    let sampler = Sampler::start(
+        vec![Box::new(meter) as Box<dyn Meter>],
+        &workers,
+        sink,
+        SamplerConfig::with_period(Duration::from_millis(5)).unwrap(),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let stats = sampler.stop().unwrap();
+    // Every deadline that passed was either read or counted as an overrun (the first and
+    // last readings are extra), however loaded the machine.
+    let deadlines = stats.wall_ns / 5_000_000;
+    let consumed = stats.reads - 2 + stats.overruns;
+    assert!(
+        consumed.abs_diff(deadlines) <= 2,
+        "{deadlines} deadlines, {stats:?}"
+    );
+    assert!(stats.reads >= 3, "{stats:?}");
+    let samples: Vec<EnergySample> = trace
+        .chunks()
+        .into_iter()
+        .filter_map(|c| match c {
+            Chunk::Samples(s) => Some(s),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let wall_origin = Clock::origin_unix_ns();
+    for s in &samples {
+        // Wall clock and trace clock agree to a few ms.
+        let from_trace = wall_origin + s.t.as_ns();
+        assert!(from_trace.abs_diff(s.wall_unix_ns) < 50_000_000);
+    }
+    let cpu = stats.cpu_percent_of_one_core();
+    if cfg!(target_os = "linux") {
+        assert!(cpu.is_some());
+    }
+}
