@@ -1,0 +1,71 @@
+//! Tile kernels for taskwatt's built-in apps: tiled Cholesky, tiled GEMM and a 2-D heat
+//! stencil.
+//!
+//! A runtime task runs one kernel on a few [`Tile`]s (square `nb x nb`, column-major) on the
+//! calling thread only: the runtime, not the kernel, provides the parallelism.
+//!
+//! # Backends
+//! - default, pure Rust: the `gemm` crate (single-threaded, AVX-512 or AVX2 micro-kernels
+//!   chosen at run time) does the bulk of the flops; potrf, trsm and syrk are recursive so
+//!   most of their flops are `gemm` calls too, and their small leaves are vectorised loops
+//!   compiled per instruction set (`pure.rs`, `simd.rs`);
+//! - feature `blas`: CBLAS (`cblas_dgemm`, `cblas_dsyrk`, `cblas_dtrsm`) and LAPACKE
+//!   (`LAPACKE_dpotrf_work`) from the system, linked as `-lopenblas -llapacke`
+//!   (Debian/Ubuntu: `apt install libopenblas-dev liblapacke-dev`). OpenBLAS must run one
+//!   thread per call: set `OPENBLAS_NUM_THREADS=1`, or let the crate do it, since every
+//!   kernel calls `openblas_set_num_threads(1)` once per process (see [`init`]). On CPUs
+//!   newer than OpenBLAS, set `OPENBLAS_CORETYPE` too (`blas.rs` explains).
+//!
+//! [`backend`] names the one compiled in; both pass the same tests. For single-core
+//! GFlop/s of every kernel, run `cargo run -p taskwatt-kernels --release --example
+//! kernel_gflops` (add `--features blas` for the other backend).
+//!
+//! # Contents
+//! - [`Tile`] (`tile.rs`) and [`TiledMatrix`] (`tiled.rs`): data, dense split/join, seeded
+//!   SPD and general generators that build any tile alone;
+//! - kernels (`dense.rs`): [`potrf`], [`trsm`], [`syrk`], [`gemm_nt`], [`gemm_nn`];
+//!   (`stencil.rs`): [`heat_step`] with [`Neighbours`];
+//! - [`flops`]: operation counts (LAWN 41 per kernel; `n^3/3` for Cholesky as StarPU);
+//! - checks (`check.rs`): [`cholesky_residual`], [`gemm_residual`], [`residual_tolerance`],
+//!   `O(n^2)` randomized estimates of the relative backward error;
+//! - [`sequential`]: the apps' task graphs run in order on one thread (baselines);
+//! - [`KernelError`] (`error.rs`).
+//!
+//! # Example
+//! Tiled Cholesky of a seeded SPD matrix, sequentially, then the residual check:
+//!
+//! ```
+//! use taskwatt_kernels::{cholesky_residual, residual_tolerance, sequential, TiledMatrix};
+//!
+//! let a = TiledMatrix::random_spd(256, 64, 42)?; // lower tiles of a 4 x 4 tile grid
+//! let mut l = a.clone();
+//! sequential::cholesky(&mut l)?; // potrf/trsm/syrk/gemm_nt on the tiles, in order
+//! let residual = cholesky_residual(&a, &l)?; // ~ ||A - L L^T||_F / ||A||_F
+//! assert!(residual < residual_tolerance(256), "residual {residual}");
+//! # Ok::<(), taskwatt_kernels::KernelError>(())
+//! ```
+
+mod check;
+mod dense;
+mod error;
+pub mod flops;
+mod pure;
+mod random;
+pub mod sequential;
+mod simd;
+mod stencil;
+mod tile;
+mod tiled;
+mod view;
+
+#[cfg(feature = "blas")]
+mod blas;
+#[cfg(test)]
+mod testutil;
+
+pub use check::{cholesky_residual, gemm_residual, residual_tolerance, PROBES};
+pub use dense::{backend, backend_threads, gemm_nn, gemm_nt, init, potrf, syrk, trsm};
+pub use error::KernelError;
+pub use stencil::{heat_step, Neighbours};
+pub use tile::Tile;
+pub use tiled::TiledMatrix;

@@ -1,0 +1,219 @@
+//! One explicit step of the 2-D heat equation on a tile: the 5-point Jacobi stencil.
+//!
+//! The global grid is an `n x n` [`TiledMatrix`](crate::TiledMatrix) of temperatures;
+//! tile `(i, j)` covers grid rows `i*nb..(i+1)*nb` and columns `j*nb..(j+1)*nb`. North is
+//! the tile above (`i - 1`), south below (`i + 1`), west to the left (`j - 1`), east to the
+//! right (`j + 1`).
+//!
+//! For every cell `u` not on the global boundary,
+//!
+//! ```text
+//! u' = (1 - 4 alpha) u + alpha (u_north + u_south + u_west + u_east)
+//! ```
+//!
+//! which is forward Euler on `du/dt = D laplacian(u)` with `alpha = D dt / h^2`; it is stable
+//! for `0 <= alpha <= 1/4`. Cells on the global boundary (first/last row/column of the whole
+//! grid) are Dirichlet cells: they keep their value, so the initial grid sets the boundary
+//! temperature.
+//!
+//! A task of a tiled stencil app reads its tile and (up to) four neighbour tiles of step
+//! `t` and writes its tile of step `t + 1` in a second grid: [`heat_step`] takes the
+//! neighbours as `&Tile` (read access in the task graph) and the output as `&mut Tile`
+//! (write access), so the source grid can be shared by all tasks of one step. Only one row
+//! or column of each neighbour is read.
+
+use crate::simd::{madd, multiversion};
+use crate::Tile;
+
+/// The tiles around the one being updated; `None` marks a side on the global boundary.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Neighbours<'a> {
+    /// Tile above (tile row `i - 1`); its last row is read.
+    pub north: Option<&'a Tile>,
+    /// Tile below (tile row `i + 1`); its first row is read.
+    pub south: Option<&'a Tile>,
+    /// Tile to the left (tile column `j - 1`); its last column is read.
+    pub west: Option<&'a Tile>,
+    /// Tile to the right (tile column `j + 1`); its first column is read.
+    pub east: Option<&'a Tile>,
+}
+
+impl Neighbours<'_> {
+    /// No neighbours: the tile is the whole grid, all four sides are boundary.
+    pub fn none() -> Self {
+        Self::default()
+    }
+}
+
+/// One Jacobi step: writes into `dst` the update of `src` (see the module docs for the
+/// formula and the boundary rule). `src` and `dst` must be distinct tiles (the borrow
+/// checker enforces it), as Jacobi reads only the old step.
+///
+/// # Panics
+/// If `dst` or a neighbour has a different order from `src`.
+pub fn heat_step(src: &Tile, halo: Neighbours<'_>, dst: &mut Tile, alpha: f64) {
+    let nb = src.nb();
+    assert_eq!(dst.nb(), nb, "heat_step: dst must have the order of src");
+    for t in [halo.north, halo.south, halo.west, halo.east]
+        .into_iter()
+        .flatten()
+    {
+        assert_eq!(
+            t.nb(),
+            nb,
+            "heat_step: neighbour tiles must have the order of src"
+        );
+    }
+    if nb > 0 {
+        heat_step_dispatch(src, halo, dst, alpha);
+    }
+}
+
+multiversion!(
+    /// [`heat_step`] after the shape checks, compiled per instruction set.
+    fn heat_step_dispatch(src: &Tile, halo: Neighbours<'_>, dst: &mut Tile, alpha: f64) => heat_step_body
+);
+
+#[inline(always)]
+fn heat_step_body<const FMA: bool>(src: &Tile, halo: Neighbours<'_>, dst: &mut Tile, alpha: f64) {
+    let nb = src.nb();
+    let c0 = 1.0 - 4.0 * alpha;
+    for (j, d) in dst.as_mut_slice().chunks_exact_mut(nb).enumerate() {
+        let c = src.col(j);
+        let west = if j > 0 {
+            Some(src.col(j - 1))
+        } else {
+            halo.west.map(|t| t.col(nb - 1))
+        };
+        let east = if j + 1 < nb {
+            Some(src.col(j + 1))
+        } else {
+            halo.east.map(|t| t.col(0))
+        };
+        let (Some(w), Some(e)) = (west, east) else {
+            // A column on the global west or east boundary: Dirichlet, keep it.
+            d.copy_from_slice(c);
+            continue;
+        };
+        // The first and last cells read the neighbour rows; when there is none they are on
+        // the global north/south boundary.
+        let north = halo.north.map(|t| t.get(nb - 1, j));
+        let south = halo.south.map(|t| t.get(0, j));
+        let cell = |i: usize, up: Option<f64>, down: Option<f64>| match (up, down) {
+            (Some(u), Some(dn)) => madd::<FMA>(c0, c[i], alpha * ((u + dn) + (w[i] + e[i]))),
+            _ => c[i],
+        };
+        if nb == 1 {
+            d[0] = cell(0, north, south);
+            continue;
+        }
+        d[0] = cell(0, north, Some(c[1]));
+        d[nb - 1] = cell(nb - 1, Some(c[nb - 2]), south);
+        interior::<FMA>(&mut d[1..nb - 1], c, w, e, c0, alpha);
+    }
+}
+
+/// Rows `1..nb-1` of one column: `d[k] = c0 c[k+1] + alpha ((c[k] + c[k+2]) + (w[k+1] +
+/// e[k+1]))`. Separate slices of equal length (and `d` a distinct `&mut`) let the compiler
+/// drop bounds checks and vectorise.
+#[inline(always)]
+fn interior<const FMA: bool>(d: &mut [f64], c: &[f64], w: &[f64], e: &[f64], c0: f64, alpha: f64) {
+    let m = d.len();
+    let (up, mid, down) = (&c[..m], &c[1..m + 1], &c[2..m + 2]);
+    let (w, e) = (&w[1..m + 1], &e[1..m + 1]);
+    for k in 0..m {
+        d[k] = madd::<FMA>(c0, mid[k], alpha * ((up[k] + down[k]) + (w[k] + e[k])));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{assert_close, naive, random_tile};
+
+    #[test]
+    fn single_tile_matches_dense_stencil() {
+        for nb in [1usize, 2, 3, 17, 64] {
+            let src = random_tile(nb, nb as u64);
+            let mut dst = Tile::zeros(nb);
+            heat_step(&src, Neighbours::none(), &mut dst, 0.2);
+            let want = naive::heat_step_dense(src.as_slice(), nb, 0.2);
+            assert_close(
+                &dst,
+                &Tile::from_col_major(nb, want).unwrap(),
+                1e-15,
+                &format!("nb={nb}"),
+            );
+        }
+    }
+
+    #[test]
+    fn baseline_version_matches_dispatched_version() {
+        let (src, n) = (random_tile(9, 1), random_tile(9, 2));
+        let halo = Neighbours {
+            north: Some(&n),
+            west: Some(&n),
+            ..Neighbours::none()
+        };
+        let (mut fast, mut plain) = (Tile::zeros(9), Tile::zeros(9));
+        heat_step(&src, halo, &mut fast, 0.2);
+        heat_step_body::<false>(&src, halo, &mut plain, 0.2);
+        assert_close(&plain, &fast, 1e-15, "heat_step");
+    }
+
+    #[test]
+    fn boundary_is_kept_and_constant_field_is_steady() {
+        let src = Tile::from_fn(6, |_, _| 3.0);
+        let mut dst = Tile::zeros(6);
+        let n = Tile::from_fn(6, |_, _| 3.0);
+        heat_step(
+            &src,
+            Neighbours {
+                north: Some(&n),
+                east: Some(&n),
+                ..Neighbours::none()
+            },
+            &mut dst,
+            0.25,
+        );
+        assert!(dst.as_slice().iter().all(|&x| (x - 3.0).abs() < 1e-15));
+    }
+
+    #[test]
+    fn neighbour_rows_feed_the_edges() {
+        // Zero tile, hot north neighbour: only row 0 (not its boundary corners) warms up.
+        let src = Tile::zeros(4);
+        let hot = Tile::from_fn(4, |_, _| 1.0);
+        let mut dst = Tile::zeros(4);
+        heat_step(
+            &src,
+            Neighbours {
+                north: Some(&hot),
+                ..Neighbours::none()
+            },
+            &mut dst,
+            0.25,
+        );
+        for j in 0..4 {
+            let want = if j == 0 || j == 3 { 0.0 } else { 0.25 };
+            assert_eq!(dst.get(0, j), want, "column {j}");
+            assert_eq!(dst.get(1, j), 0.0);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "neighbour tiles")]
+    fn mismatched_neighbour_panics() {
+        let t = Tile::zeros(3);
+        let other = Tile::zeros(4);
+        heat_step(
+            &t,
+            Neighbours {
+                west: Some(&other),
+                ..Neighbours::none()
+            },
+            &mut Tile::zeros(3),
+            0.1,
+        );
+    }
+}

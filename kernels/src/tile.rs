@@ -1,0 +1,175 @@
+//! [`Tile`]: the unit of data every kernel works on.
+//!
+//! A tile is a square `nb x nb` block of `f64` stored column-major in one contiguous
+//! `Vec<f64>`: element `(i, j)` (row `i`, column `j`) lives at `i + j * nb`. This is the
+//! layout BLAS and LAPACK expect with a leading dimension of `nb`, so the `blas` backend
+//! passes the buffer straight through. Moving a `Tile` moves three words; cloning copies
+//! the data.
+
+use std::fmt;
+
+use crate::KernelError;
+
+/// A square `nb x nb` matrix of `f64`, column-major, contiguous.
+///
+/// `Send + Sync` (it is a plain `Vec`), so a runtime can hand tiles to worker threads.
+#[derive(Clone, PartialEq)]
+pub struct Tile {
+    nb: usize,
+    data: Vec<f64>,
+}
+
+impl Tile {
+    /// An `nb x nb` tile of zeros.
+    pub fn zeros(nb: usize) -> Self {
+        Self {
+            nb,
+            data: vec![0.0; nb * nb],
+        }
+    }
+
+    /// An `nb x nb` tile whose element `(i, j)` is `f(i, j)`.
+    ///
+    /// `f` is called column by column (`j` outer, `i` inner), in memory order.
+    pub fn from_fn(nb: usize, mut f: impl FnMut(usize, usize) -> f64) -> Self {
+        let mut data = Vec::with_capacity(nb * nb);
+        for j in 0..nb {
+            for i in 0..nb {
+                data.push(f(i, j));
+            }
+        }
+        Self { nb, data }
+    }
+
+    /// Wraps a column-major buffer of length `nb * nb` without copying.
+    pub fn from_col_major(nb: usize, data: Vec<f64>) -> Result<Self, KernelError> {
+        if data.len() != nb * nb {
+            return Err(KernelError::WrongLength {
+                what: "tile data (nb * nb, column-major)",
+                expected: nb * nb,
+                got: data.len(),
+            });
+        }
+        Ok(Self { nb, data })
+    }
+
+    /// The order of the tile (it has `nb` rows and `nb` columns).
+    #[inline]
+    pub fn nb(&self) -> usize {
+        self.nb
+    }
+
+    /// The elements, column-major (`(i, j)` at `i + j * nb`).
+    #[inline]
+    pub fn as_slice(&self) -> &[f64] {
+        &self.data
+    }
+
+    /// The elements, column-major, writable.
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [f64] {
+        &mut self.data
+    }
+
+    /// Column `j` as a contiguous slice of `nb` elements.
+    ///
+    /// # Panics
+    /// If `j >= nb`.
+    #[inline]
+    pub fn col(&self, j: usize) -> &[f64] {
+        &self.data[j * self.nb..(j + 1) * self.nb]
+    }
+
+    /// Element `(i, j)`: row `i`, column `j`.
+    ///
+    /// # Panics
+    /// If `i >= nb` or `j >= nb`.
+    #[inline]
+    pub fn get(&self, i: usize, j: usize) -> f64 {
+        assert!(
+            i < self.nb && j < self.nb,
+            "Tile::get({i}, {j}) out of bounds for nb = {}",
+            self.nb
+        );
+        self.data[i + j * self.nb]
+    }
+
+    /// Sets element `(i, j)` to `value`.
+    ///
+    /// # Panics
+    /// If `i >= nb` or `j >= nb`.
+    #[inline]
+    pub fn set(&mut self, i: usize, j: usize, value: f64) {
+        assert!(
+            i < self.nb && j < self.nb,
+            "Tile::set({i}, {j}) out of bounds for nb = {}",
+            self.nb
+        );
+        self.data[i + j * self.nb] = value;
+    }
+
+    /// Gives the buffer back (column-major, length `nb * nb`).
+    pub fn into_vec(self) -> Vec<f64> {
+        self.data
+    }
+}
+
+/// Prints the size and, for tiles up to 8 x 8, the elements: a 256 x 256 tile would
+/// otherwise flood a test failure message.
+impl fmt::Debug for Tile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.nb > 8 {
+            return write!(f, "Tile {{ nb: {}, .. }}", self.nb);
+        }
+        let rows: Vec<Vec<f64>> = (0..self.nb)
+            .map(|i| (0..self.nb).map(|j| self.get(i, j)).collect())
+            .collect();
+        f.debug_struct("Tile")
+            .field("nb", &self.nb)
+            .field("rows", &rows)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_column_major() {
+        let t = Tile::from_fn(3, |i, j| (10 * i + j) as f64);
+        assert_eq!(
+            t.as_slice(),
+            &[0.0, 10.0, 20.0, 1.0, 11.0, 21.0, 2.0, 12.0, 22.0]
+        );
+        assert_eq!(t.get(2, 1), 21.0);
+        assert_eq!(t.col(1), &[1.0, 11.0, 21.0]);
+    }
+
+    #[test]
+    fn from_col_major_checks_length() {
+        assert!(Tile::from_col_major(2, vec![0.0; 4]).is_ok());
+        let err = Tile::from_col_major(2, vec![0.0; 3]).unwrap_err();
+        assert!(err.to_string().contains("expected 4"), "{err}");
+    }
+
+    #[test]
+    fn set_then_get() {
+        let mut t = Tile::zeros(4);
+        t.set(3, 0, 7.5);
+        assert_eq!(t.get(3, 0), 7.5);
+        assert_eq!(t.as_slice()[3], 7.5);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of bounds")]
+    fn get_out_of_bounds_panics() {
+        Tile::zeros(2).get(2, 0);
+    }
+
+    #[test]
+    fn is_send_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<Tile>();
+    }
+}

@@ -1,0 +1,345 @@
+//! [`TiledMatrix`]: an `n x n` matrix as a grid of `nt x nt` tiles of order `nb`
+//! (`n = nt * nb`), each tile optional.
+//!
+//! Tiles are stored in tile-column-major order (`(i, j)` at `i + j * nt`) as
+//! `Option<Tile>`: a symmetric matrix for Cholesky holds only its lower tiles (`i >= j`), and
+//! a runtime can [`take`](TiledMatrix::take) tiles out to give them to tasks and
+//! [`insert`](TiledMatrix::insert) them back.
+//!
+//! Generated matrices are counter-based: element `(r, c)` is a function of
+//! `(seed, r, c)` only, so [`TiledMatrix::spd_tile`] and [`TiledMatrix::random_tile`] build
+//! any single tile (inside a task, say) equal to the same tile of the whole matrix, and no
+//! buffer larger than one tile is ever formed.
+
+use crate::{random, KernelError, Tile};
+
+/// An `n x n` matrix split into `nb x nb` tiles; see the module docs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TiledMatrix {
+    n: usize,
+    nb: usize,
+    nt: usize,
+    tiles: Vec<Option<Tile>>,
+}
+
+impl TiledMatrix {
+    /// A matrix of order `n` in tiles of order `nb`, holding no tile yet.
+    ///
+    /// # Errors
+    /// [`KernelError::ZeroTileSize`] if `nb == 0`, [`KernelError::NotDivisible`] if `nb`
+    /// does not divide `n`.
+    pub fn empty(n: usize, nb: usize) -> Result<Self, KernelError> {
+        if nb == 0 {
+            return Err(KernelError::ZeroTileSize);
+        }
+        if !n.is_multiple_of(nb) {
+            return Err(KernelError::NotDivisible { n, nb });
+        }
+        let nt = n / nb;
+        Ok(Self {
+            n,
+            nb,
+            nt,
+            tiles: vec![None; nt * nt],
+        })
+    }
+
+    /// All `nt x nt` tiles, zero. Errors as [`TiledMatrix::empty`].
+    pub fn zeros(n: usize, nb: usize) -> Result<Self, KernelError> {
+        let mut m = Self::empty(n, nb)?;
+        m.tiles.iter_mut().for_each(|t| *t = Some(Tile::zeros(nb)));
+        Ok(m)
+    }
+
+    /// Splits a dense column-major `n x n` matrix (`(r, c)` at `r + c * n`) into tiles.
+    ///
+    /// # Errors
+    /// As [`TiledMatrix::empty`], and [`KernelError::WrongLength`] if
+    /// `dense.len() != n * n`.
+    pub fn from_dense(dense: &[f64], n: usize, nb: usize) -> Result<Self, KernelError> {
+        let mut m = Self::empty(n, nb)?;
+        if dense.len() != n * n {
+            return Err(KernelError::WrongLength {
+                what: "dense matrix (n * n, column-major)",
+                expected: n * n,
+                got: dense.len(),
+            });
+        }
+        let nt = m.nt;
+        for j in 0..nt {
+            for i in 0..nt {
+                let tile = Tile::from_fn(nb, |r, c| dense[(i * nb + r) + (j * nb + c) * n]);
+                m.tiles[i + j * nt] = Some(tile);
+            }
+        }
+        Ok(m)
+    }
+
+    /// Joins the tiles into a dense column-major `n x n` matrix; missing tiles read as 0.
+    pub fn to_dense(&self) -> Vec<f64> {
+        let (n, nb, nt) = (self.n, self.nb, self.nt);
+        let mut dense = vec![0.0; n * n];
+        for j in 0..nt {
+            for i in 0..nt {
+                let Some(tile) = self.tile(i, j) else {
+                    continue;
+                };
+                for c in 0..nb {
+                    let start = (i * nb) + (j * nb + c) * n;
+                    dense[start..start + nb].copy_from_slice(tile.col(c));
+                }
+            }
+        }
+        dense
+    }
+
+    /// A reproducible symmetric positive definite matrix, lower tiles only (`i >= j`; the
+    /// diagonal tiles are full and symmetric).
+    ///
+    /// Element `(r, c)` is uniform in `[0, 1)`, a function of `(seed, max(r, c), min(r, c))`,
+    /// plus `n` on the diagonal: every row's off-diagonal sum is below `n - 1`, so the
+    /// matrix is strictly diagonally dominant with a positive diagonal, hence SPD, with a
+    /// condition number below about 3. (StarPU's `cholesky_implicit` likewise adds `n` to
+    /// the diagonal of its generated matrix.)
+    ///
+    /// Errors as [`TiledMatrix::empty`].
+    pub fn random_spd(n: usize, nb: usize, seed: u64) -> Result<Self, KernelError> {
+        let mut m = Self::empty(n, nb)?;
+        for j in 0..m.nt {
+            for i in j..m.nt {
+                m.tiles[i + j * m.nt] = Some(Self::spd_tile(n, nb, seed, i, j));
+            }
+        }
+        Ok(m)
+    }
+
+    /// Tile `(i, j)` of [`TiledMatrix::random_spd`]`(n, nb, seed)`, built alone. Any `(i, j)`
+    /// works (an upper tile is the transpose of its mirror), so a task can generate its own
+    /// tile.
+    pub fn spd_tile(n: usize, nb: usize, seed: u64, i: usize, j: usize) -> Tile {
+        Tile::from_fn(nb, |r, c| {
+            let (gr, gc) = ((i * nb + r) as u64, (j * nb + c) as u64);
+            let v = random::unit(seed, gr.max(gc), gr.min(gc));
+            if gr == gc {
+                v + n as f64
+            } else {
+                v
+            }
+        })
+    }
+
+    /// A reproducible general matrix with elements uniform in `[-1, 1)`, all tiles (for
+    /// tiled GEMM). Errors as [`TiledMatrix::empty`].
+    pub fn random(n: usize, nb: usize, seed: u64) -> Result<Self, KernelError> {
+        let mut m = Self::empty(n, nb)?;
+        for j in 0..m.nt {
+            for i in 0..m.nt {
+                m.tiles[i + j * m.nt] = Some(Self::random_tile(nb, seed, i, j));
+            }
+        }
+        Ok(m)
+    }
+
+    /// Tile `(i, j)` of [`TiledMatrix::random`]`(_, nb, seed)`, built alone (it does not
+    /// depend on `n`).
+    pub fn random_tile(nb: usize, seed: u64, i: usize, j: usize) -> Tile {
+        Tile::from_fn(nb, |r, c| {
+            2.0 * random::unit(seed, (i * nb + r) as u64, (j * nb + c) as u64) - 1.0
+        })
+    }
+
+    /// Builds a matrix from tiles in tile-column-major order (`(i, j)` at `i + j * nt`),
+    /// e.g. the ones [`into_tiles`](TiledMatrix::into_tiles) gave out.
+    ///
+    /// # Errors
+    /// As [`TiledMatrix::empty`]; [`KernelError::WrongLength`] if there are not `nt * nt`
+    /// entries; [`KernelError::TileSize`] if a tile is not of order `nb`.
+    pub fn from_tiles(n: usize, nb: usize, tiles: Vec<Option<Tile>>) -> Result<Self, KernelError> {
+        let mut m = Self::empty(n, nb)?;
+        if tiles.len() != m.tiles.len() {
+            return Err(KernelError::WrongLength {
+                what: "tile list (nt * nt entries)",
+                expected: m.tiles.len(),
+                got: tiles.len(),
+            });
+        }
+        for (k, t) in tiles.iter().enumerate() {
+            if let Some(t) = t {
+                if t.nb() != nb {
+                    return Err(KernelError::TileSize {
+                        i: k % m.nt,
+                        j: k / m.nt,
+                        expected: nb,
+                        got: t.nb(),
+                    });
+                }
+            }
+        }
+        m.tiles = tiles;
+        Ok(m)
+    }
+
+    /// Gives the tiles out, tile-column-major (`(i, j)` at `i + j * nt`).
+    pub fn into_tiles(self) -> Vec<Option<Tile>> {
+        self.tiles
+    }
+
+    /// Matrix order `n`.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Tile order `nb`.
+    pub fn nb(&self) -> usize {
+        self.nb
+    }
+
+    /// Tiles per side, `nt = n / nb`.
+    pub fn nt(&self) -> usize {
+        self.nt
+    }
+
+    fn index(&self, i: usize, j: usize) -> usize {
+        assert!(
+            i < self.nt && j < self.nt,
+            "tile ({i}, {j}) out of range for nt = {}",
+            self.nt
+        );
+        i + j * self.nt
+    }
+
+    /// Tile `(i, j)` if present.
+    ///
+    /// # Panics
+    /// If `i >= nt` or `j >= nt` (as do the other tile accessors).
+    pub fn tile(&self, i: usize, j: usize) -> Option<&Tile> {
+        self.tiles[self.index(i, j)].as_ref()
+    }
+
+    /// Tile `(i, j)` if present, writable.
+    pub fn tile_mut(&mut self, i: usize, j: usize) -> Option<&mut Tile> {
+        let k = self.index(i, j);
+        self.tiles[k].as_mut()
+    }
+
+    /// Removes tile `(i, j)` and returns it (`None` if absent).
+    pub fn take(&mut self, i: usize, j: usize) -> Option<Tile> {
+        let k = self.index(i, j);
+        self.tiles[k].take()
+    }
+
+    /// Puts `tile` at `(i, j)`, returning the tile it replaces.
+    ///
+    /// # Errors
+    /// [`KernelError::TileSize`] if `tile` is not of order `nb` (then nothing changes).
+    pub fn insert(&mut self, i: usize, j: usize, tile: Tile) -> Result<Option<Tile>, KernelError> {
+        let k = self.index(i, j);
+        if tile.nb() != self.nb {
+            return Err(KernelError::TileSize {
+                i,
+                j,
+                expected: self.nb,
+                got: tile.nb(),
+            });
+        }
+        Ok(self.tiles[k].replace(tile))
+    }
+
+    /// Tile `(i, j)`, or [`KernelError::MissingTile`] naming `what` needed it.
+    pub(crate) fn need(
+        &self,
+        i: usize,
+        j: usize,
+        what: &'static str,
+        extra: &'static str,
+    ) -> Result<&Tile, KernelError> {
+        self.tile(i, j)
+            .ok_or(KernelError::MissingTile { what, i, j, extra })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dense_round_trip() {
+        let n = 6;
+        let dense: Vec<f64> = (0..n * n).map(|x| x as f64).collect();
+        let m = TiledMatrix::from_dense(&dense, n, 3).unwrap();
+        assert_eq!(m.nt(), 2);
+        // Tile (1, 0) holds rows 3..6 of columns 0..3.
+        assert_eq!(m.tile(1, 0).unwrap().get(0, 0), dense[3]);
+        assert_eq!(m.tile(0, 1).unwrap().get(2, 1), dense[2 + 4 * n]);
+        assert_eq!(m.to_dense(), dense);
+    }
+
+    #[test]
+    fn shape_errors() {
+        assert_eq!(TiledMatrix::empty(10, 0), Err(KernelError::ZeroTileSize));
+        assert_eq!(
+            TiledMatrix::empty(10, 4),
+            Err(KernelError::NotDivisible { n: 10, nb: 4 })
+        );
+        assert!(matches!(
+            TiledMatrix::from_dense(&[0.0; 5], 2, 1),
+            Err(KernelError::WrongLength {
+                expected: 4,
+                got: 5,
+                ..
+            })
+        ));
+        let mut m = TiledMatrix::zeros(4, 2).unwrap();
+        assert!(matches!(
+            m.insert(0, 0, Tile::zeros(3)),
+            Err(KernelError::TileSize { got: 3, .. })
+        ));
+        assert!(matches!(
+            TiledMatrix::from_tiles(4, 2, vec![None; 3]),
+            Err(KernelError::WrongLength { expected: 4, .. })
+        ));
+    }
+
+    #[test]
+    fn spd_is_symmetric_lower_only_and_tiles_match() {
+        let (n, nb) = (12, 4);
+        let m = TiledMatrix::random_spd(n, nb, 9).unwrap();
+        assert!(m.tile(0, 1).is_none() && m.tile(1, 0).is_some());
+        // Diagonal tiles are symmetric, with n added on the diagonal.
+        let d = m.tile(1, 1).unwrap();
+        for r in 0..nb {
+            assert!(d.get(r, r) >= n as f64 && d.get(r, r) < n as f64 + 1.0);
+            for c in 0..nb {
+                assert_eq!(d.get(r, c), d.get(c, r));
+            }
+        }
+        // An upper tile generated alone is the transpose of its lower mirror.
+        let up = TiledMatrix::spd_tile(n, nb, 9, 0, 2);
+        let low = m.tile(2, 0).unwrap();
+        for r in 0..nb {
+            for c in 0..nb {
+                assert_eq!(up.get(r, c), low.get(c, r));
+            }
+        }
+        // Same seed, same matrix; other seed, other matrix.
+        assert_eq!(m, TiledMatrix::random_spd(n, nb, 9).unwrap());
+        assert_ne!(m, TiledMatrix::random_spd(n, nb, 10).unwrap());
+    }
+
+    #[test]
+    fn random_is_in_range_and_tiles_match() {
+        let m = TiledMatrix::random(8, 4, 1).unwrap();
+        assert!(m.to_dense().iter().all(|x| (-1.0..1.0).contains(x)));
+        assert_eq!(m.tile(1, 0).unwrap(), &TiledMatrix::random_tile(4, 1, 1, 0));
+    }
+
+    #[test]
+    fn take_and_insert() {
+        let mut m = TiledMatrix::zeros(4, 2).unwrap();
+        let t = m.take(1, 1).unwrap();
+        assert!(m.tile(1, 1).is_none());
+        assert_eq!(m.insert(1, 1, t).unwrap(), None);
+        let tiles = m.clone().into_tiles();
+        assert_eq!(TiledMatrix::from_tiles(4, 2, tiles).unwrap(), m);
+    }
+}
