@@ -8,7 +8,9 @@
 //! keeps backends to "find the sensor, read the number" and makes the wrap logic testable once.
 
 use serde::Serialize;
-use taskwatt_traces::{Arch, Domain, DomainId, GroundTruth, SensorKind, WorkerId, WorkerInfo};
+use taskwatt_traces::{
+    Arch, Domain, DomainId, GroundTruth, SensorKind, Timestamp, WorkerId, WorkerInfo,
+};
 
 use crate::EnergyError;
 
@@ -126,6 +128,16 @@ pub trait Meter: Send {
     /// Reads every domain now. `out` has exactly `self.domains().len()` slots; slot `i` gets
     /// domain `i`'s reading or the error that prevented it.
     fn read(&mut self, out: &mut [DomainRead]);
+
+    /// When the value domain `i` gave at the last [`Meter::read`] was current, on the trace
+    /// clock, if the meter knows it exactly (a simulator knows its update ticks). `None`
+    /// (real sensors) makes the sampler estimate it: the middle of the read, less half the
+    /// domain's update interval (a counter read at `t` holds the value of its last update,
+    /// on average half an update earlier).
+    fn value_time(&self, i: usize) -> Option<Timestamp> {
+        let _ = i;
+        None
+    }
 
     /// For simulated meters, the powers they were configured with, using `ids[i]` as the trace
     /// id of domain `i`. Real meters have no truth and return `None`.

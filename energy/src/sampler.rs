@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
 use serde::Serialize;
 use taskwatt_traces::{
-    Chunk, Clock, Domain, DomainId, DomainInfo, EnergySample, MeterId, MeterInfo, TraceSink,
-    WorkerInfo,
+    Chunk, Clock, Domain, DomainId, DomainInfo, EnergySample, MeterId, MeterInfo, Timestamp,
+    TraceSink, WorkerInfo,
 };
 
 use crate::meter::{DomainRead, Meter, RawReading};
@@ -135,6 +135,8 @@ struct MeterState {
     acc: Vec<Accumulator>,
     out: Vec<DomainRead>,
     fails: Vec<(u64, Option<String>)>,
+    /// Per domain: the sensor's update interval, ns, if known.
+    update_ns: Vec<Option<u64>>,
 }
 
 /// Everything the sampler thread owns.
@@ -151,8 +153,10 @@ impl Worker {
     /// Reads every meter once.
     fn read_all(&mut self) {
         for m in &mut self.meters {
+            let before = Clock::now();
             m.meter.read(&mut m.out);
-            let t = Clock::now();
+            let after = Clock::now();
+            let mid = before.as_ns() + after.saturating_sub(before) / 2;
             let wall = Clock::unix_now_ns();
             self.stats.reads += 1;
             for (i, r) in m.out.iter_mut().enumerate() {
@@ -160,6 +164,14 @@ impl Worker {
                 let r = std::mem::replace(r, Ok(RawReading::Power(f64::NAN)));
                 match r {
                     Ok(reading) => {
+                        // When the value was current (see `Meter::value_time`).
+                        let t = m.meter.value_time(i).unwrap_or_else(|| {
+                            let lag = match (reading, m.update_ns[i]) {
+                                (RawReading::Counter(_), Some(u)) => u / 2,
+                                _ => 0,
+                            };
+                            Timestamp(mid.saturating_sub(lag))
+                        });
                         let energy_j = m.acc[i].update(t, reading);
                         self.batch.push(EnergySample {
                             domain: m.ids[i],
@@ -281,6 +293,11 @@ impl Sampler {
                     .collect(),
                 out: (0..n).map(|_| Ok(RawReading::Power(f64::NAN))).collect(),
                 fails: vec![(0, None); n],
+                update_ns: meter
+                    .domains()
+                    .iter()
+                    .map(|d| d.update_interval_ns)
+                    .collect(),
                 backend: desc.backend,
                 ids,
                 meter,

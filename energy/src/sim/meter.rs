@@ -111,6 +111,8 @@ pub struct SimMeter {
     specs: Vec<DomainSpec>,
     snaps: Vec<Snapshot>,
     stale: u64,
+    /// Per domain: the update tick the last read's value belongs to, ns.
+    as_of: Vec<u64>,
 }
 
 impl std::fmt::Debug for SimMeter {
@@ -274,6 +276,7 @@ impl SimMeter {
             domains,
             specs,
             stale: 0,
+            as_of: Vec::new(),
         })
     }
 
@@ -352,6 +355,10 @@ impl Meter for SimMeter {
         for (i, slot) in out.iter_mut().enumerate().take(self.domains.len()) {
             let tick = self.domains[i].tick_ns;
             let b = t / tick * tick;
+            if self.as_of.len() <= i {
+                self.as_of.resize(i + 1, 0);
+            }
+            self.as_of[i] = b;
             let e = self.energy_at(i, b);
             let reading = match &mut self.domains[i].model {
                 Model::Rapl {
@@ -382,6 +389,10 @@ impl Meter for SimMeter {
             };
             *slot = Ok(reading);
         }
+    }
+
+    fn value_time(&self, i: usize) -> Option<Timestamp> {
+        self.as_of.get(i).map(|&b| Timestamp(b))
     }
 
     fn ground_truth(&self, ids: &[DomainId]) -> Option<GroundTruth> {
