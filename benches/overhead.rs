@@ -24,7 +24,12 @@ use taskwatt::{Codelet, Runtime, Task};
 const N: usize = 20_000;
 
 fn runtime(policy: &str, sink: TraceSink) -> Runtime {
-    Runtime::builder().workers(2).policy(policy).trace(sink).build().unwrap()
+    Runtime::builder()
+        .workers(2)
+        .policy(policy)
+        .trace(sink)
+        .build()
+        .unwrap()
 }
 
 fn submit_graph(rt: &Runtime, cl: &Codelet, shape: &str) {
@@ -102,7 +107,10 @@ fn rayon_graph(pool: &rayon::ThreadPool, shape: &str) {
 
 fn overhead(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
     let empty = Codelet::new("empty").cpu(|_| {});
     for shape in ["independent", "chain", "fan"] {
         let mut g = c.benchmark_group(format!("overhead/{shape}"));
@@ -115,7 +123,8 @@ fn overhead(c: &mut Criterion) {
                 b.iter(|| submit_graph(&rt, &empty, shape))
             });
             drop(rt);
-            let writer = TraceWriter::create(dir.path().join(format!("{shape}-{policy}.twt"))).unwrap();
+            let writer =
+                TraceWriter::create(dir.path().join(format!("{shape}-{policy}.twt"))).unwrap();
             let rt = runtime(policy, writer.sink());
             g.bench_function(BenchmarkId::new("taskwatt-trace", policy), |b| {
                 b.iter(|| submit_graph(&rt, &empty, shape))

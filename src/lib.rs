@@ -20,6 +20,7 @@
 //! ```
 
 pub mod apps;
+pub mod plots;
 pub mod session;
 
 pub use taskwatt_energy as energy;

@@ -113,6 +113,7 @@ pub fn measured_run<P>(
         .param("n", opts.config.n)
         .param("tile", opts.config.tile)
         .param("seed", opts.config.seed)
+        .param("iterations", opts.config.iterations)
         .param("kernels", taskwatt_kernels::backend());
     if opts.app == App::Stencil {
         b = b.param("steps", opts.config.steps);

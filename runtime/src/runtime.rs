@@ -145,7 +145,11 @@ impl RuntimeBuilder {
             .map(|c| c.id as u32)
             .collect();
         let n = match self.workers {
-            Some(0) => return Err(RuntimeError::Workers("0 workers: ask for at least 1".into())),
+            Some(0) => {
+                return Err(RuntimeError::Workers(
+                    "0 workers: ask for at least 1".into(),
+                ))
+            }
             Some(n) => n,
             None => allowed.len().max(1),
         };
@@ -156,7 +160,11 @@ impl RuntimeBuilder {
                 WorkerInfo {
                     id: i as u32,
                     arch: Arch::Cpu,
-                    cpu: if self.pin { pu.map(|p| p.os_index) } else { None },
+                    cpu: if self.pin {
+                        pu.map(|p| p.os_index)
+                    } else {
+                        None
+                    },
                     core: pu.and_then(|p| p.core),
                     package: pu.map_or(0, |p| p.package),
                     numa: pu.and_then(|p| p.numa),

@@ -1,7 +1,11 @@
 //! Subcommands of the `taskwatt` CLI, one file each.
 
+mod compare;
 mod export;
+mod import;
 mod meters;
+mod model;
+mod report;
 mod run;
 
 use std::process::ExitCode;
@@ -24,6 +28,16 @@ enum Command {
     Export(export::ExportArgs),
     /// List the energy meters: what each found here, or why it is unavailable.
     Meters(meters::MetersArgs),
+    /// Attribute a trace's energy to its task types (tables, JSON, CSV, SVG).
+    Report(report::ReportArgs),
+    /// Fit one energy model on one or more traces.
+    Fit(model::FitArgs),
+    /// Predict the energy of traces with a fitted model.
+    Predict(model::PredictArgs),
+    /// Run an app under several policies, fit on one, predict the others.
+    Compare(compare::CompareArgs),
+    /// Import another runtime's trace (CSV, StarPU tasks.rec) as a taskwatt trace.
+    Import(import::ImportArgs),
 }
 
 /// Parses `10ms`, `1s`, `500us`, `2.5s` (a number and a unit: ns, us, ms, s).
@@ -59,6 +73,11 @@ pub(crate) fn main() -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Export(a) => export::export(a),
         Command::Meters(a) => meters::meters(a),
+        Command::Report(a) => report::report(a),
+        Command::Fit(a) => model::fit(a),
+        Command::Predict(a) => model::predict(a),
+        Command::Compare(a) => compare::compare(a),
+        Command::Import(a) => import::import(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

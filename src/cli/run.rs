@@ -11,62 +11,112 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use taskwatt::apps::{App, AppConfig, AppRun};
+use taskwatt::energy::attribution::attribute_trace;
 use taskwatt::energy::{DetectOptions, MeterChoice, SamplerStats};
 use taskwatt::runtime::Runtime;
 use taskwatt::session::{measured_run, MeasuredRun, MeasuredRunOptions};
-use taskwatt::traces::WorkerInfo;
+use taskwatt::traces::{read_trace, WorkerInfo};
 
+use super::report::{self, AttributionArgs};
 use super::{parse_duration, CliResult};
+
+/// The app and its problem (shared by `run` and `compare`).
+#[derive(Args, Debug, Clone)]
+pub(crate) struct AppArgs {
+    /// The app to run.
+    #[arg(value_enum)]
+    pub(crate) app: App,
+    /// Matrix or grid order.
+    #[arg(long, default_value_t = 4096)]
+    pub(crate) n: usize,
+    /// Tile order.
+    #[arg(long, default_value_t = 256)]
+    pub(crate) tile: usize,
+    /// Time steps (stencil).
+    #[arg(long, default_value_t = 20)]
+    pub(crate) steps: usize,
+    /// Seed of the generated input.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Skip the result check.
+    #[arg(long)]
+    pub(crate) no_check: bool,
+    /// Run the app this many times back to back (fresh input each time).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) iterations: usize,
+    /// Number of workers (default: one per usable core).
+    #[arg(long)]
+    pub(crate) workers: Option<usize>,
+}
+
+impl AppArgs {
+    pub(crate) fn config(&self) -> AppConfig {
+        AppConfig {
+            n: self.n,
+            tile: self.tile,
+            steps: self.steps,
+            seed: self.seed,
+            check: !self.no_check,
+            iterations: self.iterations,
+        }
+    }
+}
+
+/// How energy is measured (shared by `run` and `compare`).
+#[derive(Args, Debug, Clone)]
+pub(crate) struct EnergyArgs {
+    /// Energy meter: auto (RAPL perf_event, then RAPL powercap, then NVML for GPUs, then
+    /// the simulated meter), rapl-perf, rapl-powercap, nvml or sim.
+    #[arg(long, default_value = "auto")]
+    pub(crate) meter: MeterChoice,
+    /// Sampling period of the energy meters (1ms to 1s).
+    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    pub(crate) period: Duration,
+    /// Sample the meters with every worker parked for this long before and after the
+    /// graph, to pin the base power (e.g. 1s).
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) idle_calibration: Option<Duration>,
+    /// The simulated meter's configuration (TOML); default: the embedded one.
+    #[arg(long)]
+    pub(crate) sim_config: Option<PathBuf>,
+}
+
+impl EnergyArgs {
+    pub(crate) fn detect_options(&self) -> Result<DetectOptions, Box<dyn std::error::Error>> {
+        let mut detect = DetectOptions::default();
+        if let Some(p) = &self.sim_config {
+            detect.sim = taskwatt::energy::SimConfig::from_file(p)?;
+        }
+        Ok(detect)
+    }
+}
 
 #[derive(Args, Debug)]
 pub(crate) struct RunArgs {
-    /// The app to run.
-    #[arg(value_enum)]
-    app: App,
+    #[command(flatten)]
+    app: AppArgs,
     /// Scheduling policy: eager, ws, lws or prio.
     #[arg(long, env = "TASKWATT_SCHED")]
     sched: Option<String>,
-    /// Number of workers (default: one per usable core).
-    #[arg(long)]
-    workers: Option<usize>,
     /// Write the trace to this file (.twt); default: a temporary file, removed after.
     #[arg(long)]
     trace: Option<PathBuf>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Matrix or grid order.
-    #[arg(long, default_value_t = 4096)]
-    n: usize,
-    /// Tile order.
-    #[arg(long, default_value_t = 256)]
-    tile: usize,
-    /// Time steps (stencil).
-    #[arg(long, default_value_t = 20)]
-    steps: usize,
-    /// Seed of the generated input.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Skip the result check.
-    #[arg(long)]
-    no_check: bool,
-    /// Energy meter: auto (RAPL perf_event, then RAPL powercap, then NVML for GPUs, then
-    /// the simulated meter), rapl-perf, rapl-powercap, nvml or sim.
-    #[arg(long, default_value = "auto")]
-    meter: MeterChoice,
-    /// Sampling period of the energy meters (1ms to 1s).
-    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
-    period: Duration,
+    #[command(flatten)]
+    energy: EnergyArgs,
     /// Do not sample energy at all.
     #[arg(long)]
     no_energy: bool,
-    /// Sample the meters with every worker parked for this long before and after the graph,
-    /// to pin the base power (e.g. 1s).
-    #[arg(long, value_parser = parse_duration)]
-    idle_calibration: Option<Duration>,
-    /// The simulated meter's configuration (TOML); default: the embedded one.
+    /// Do not print the energy attribution report.
     #[arg(long)]
-    sim_config: Option<PathBuf>,
+    no_report: bool,
+    /// Write the report's SVG plots into this directory.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    #[command(flatten)]
+    attribution: AttributionArgs,
 }
 
 #[derive(Serialize)]
@@ -171,13 +221,6 @@ impl Drop for Progress {
 }
 
 pub(crate) fn run(a: RunArgs) -> CliResult {
-    let config = AppConfig {
-        n: a.n,
-        tile: a.tile,
-        steps: a.steps,
-        seed: a.seed,
-        check: !a.no_check,
-    };
     let tmp;
     let trace_path = match &a.trace {
         Some(p) => p.clone(),
@@ -186,28 +229,43 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
             tmp.path().to_path_buf()
         }
     };
-    let mut detect = DetectOptions::default();
-    if let Some(p) = &a.sim_config {
-        detect.sim = taskwatt::energy::SimConfig::from_file(p)?;
-    }
     let opts = MeasuredRunOptions {
-        app: a.app,
-        config,
+        app: a.app.app,
+        config: a.app.config(),
         policy: a.sched.clone(),
-        workers: a.workers,
+        workers: a.app.workers,
         trace: trace_path.clone(),
-        meter: a.meter,
-        detect,
-        period: (!a.no_energy).then_some(a.period),
-        idle_calibration: a.idle_calibration,
+        meter: a.energy.meter,
+        detect: a.energy.detect_options()?,
+        period: (!a.no_energy).then_some(a.energy.period),
+        idle_calibration: a.energy.idle_calibration,
     };
-    let label = format!("{}", a.app.name());
+    let label = a.app.app.name().to_string();
     let run = measured_run(&opts, |b| b, |rt| Progress::start(rt, label))?;
     let out = output(&a, &run);
+    let attribution = match (&out.energy, a.no_report) {
+        (Some(_), false) => {
+            let trace = read_trace(&trace_path)?;
+            let att = attribute_trace(&trace, &a.attribution.options())?;
+            Some((trace, att))
+        }
+        _ => None,
+    };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        let mut v = serde_json::to_value(&out)?;
+        if let Some((_, att)) = &attribution {
+            v["attribution"] = serde_json::to_value(&att.report)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print_table(&out);
+        if let Some((trace, att)) = &attribution {
+            println!();
+            report::emit(trace, att, false, None, None)?;
+        }
+    }
+    if let (Some(dir), Some((trace, att))) = (&a.svg, &attribution) {
+        report::emit_svg_only(trace, att, dir)?;
     }
     Ok(())
 }
@@ -241,7 +299,7 @@ fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
                 .collect::<Vec<_>>()
                 .join("+"),
             simulated: run.simulated,
-            period_ms: a.period.as_secs_f64() * 1e3,
+            period_ms: a.energy.period.as_secs_f64() * 1e3,
             sampler: s.into(),
             backends: &run.meters,
         }),

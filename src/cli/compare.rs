@@ -1,0 +1,248 @@
+//! `taskwatt compare <app> --policies eager,ws,lws,prio [--fit-on ws] [--repeat N]`:
+//! runs the app under each policy with the sampler on, fits a model on one policy's runs,
+//! predicts the energy of every run from its trace alone, and compares with what was
+//! measured.
+//!
+//! Runs are interleaved (repeat r runs the policies in an order rotated by r) so that a
+//! drift of the machine (temperature, other load) does not favour one policy.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use serde::Serialize;
+use taskwatt::energy::attribution::{fit_model, predict_trace, TraceSystems};
+use taskwatt::plots;
+use taskwatt::scheduler::check_policy_name;
+use taskwatt::session::{measured_run, MeasuredRunOptions};
+use taskwatt::traces::read_trace;
+
+use super::report::AttributionArgs;
+use super::run::{AppArgs, EnergyArgs, Progress};
+use super::CliResult;
+
+#[derive(Args, Debug)]
+pub(crate) struct CompareArgs {
+    #[command(flatten)]
+    app: AppArgs,
+    /// Policies to compare, comma-separated.
+    #[arg(long, default_value = "eager,ws,lws,prio", value_delimiter = ',')]
+    policies: Vec<String>,
+    /// The policy whose runs the model is fitted on (default: the first).
+    #[arg(long)]
+    fit_on: Option<String>,
+    /// Runs per policy.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Keep the traces in this directory (default: a temporary one).
+    #[arg(long)]
+    keep: Option<PathBuf>,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Write the comparison plot (compare.svg) into this directory.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    #[command(flatten)]
+    energy: EnergyArgs,
+    #[command(flatten)]
+    attribution: AttributionArgs,
+}
+
+#[derive(Serialize, Clone)]
+struct RunRow {
+    policy: String,
+    repeat: usize,
+    makespan_s: f64,
+    measured_j: f64,
+    predicted_j: f64,
+    error_pct: f64,
+    fitted_on: bool,
+    trace: PathBuf,
+}
+
+#[derive(Serialize)]
+struct PolicyRow {
+    policy: String,
+    runs: usize,
+    makespan_s: f64,
+    measured_j: f64,
+    predicted_j: f64,
+    error_pct: f64,
+    max_abs_error_pct: f64,
+    fitted_on: bool,
+}
+
+#[derive(Serialize)]
+struct CompareOut {
+    app: String,
+    simulated: bool,
+    fit_on: String,
+    runs: Vec<RunRow>,
+    policies: Vec<PolicyRow>,
+}
+
+pub(crate) fn compare(a: CompareArgs) -> CliResult {
+    let policies: Vec<String> = a
+        .policies
+        .iter()
+        .map(|p| check_policy_name(p).map(str::to_string))
+        .collect::<Result<_, _>>()?;
+    if policies.is_empty() {
+        return Err("--policies is empty: name at least one policy".into());
+    }
+    let fit_on = match &a.fit_on {
+        Some(p) => check_policy_name(p)?.to_string(),
+        None => policies[0].clone(),
+    };
+    if !policies.contains(&fit_on) {
+        return Err(format!(
+            "--fit-on {fit_on} is not among --policies {}",
+            policies.join(",")
+        )
+        .into());
+    }
+    let repeat = a.repeat.max(1);
+    let tmp = tempfile::tempdir()?;
+    let dir = a.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let detect = a.energy.detect_options()?;
+
+    // 1. Run every policy, interleaved.
+    let mut runs: Vec<(String, usize, f64, PathBuf)> = Vec::new();
+    for r in 0..repeat {
+        for k in 0..policies.len() {
+            let policy = &policies[(k + r) % policies.len()];
+            let trace = dir.join(format!("{}-{policy}-{r}.twt", a.app.app.name()));
+            let opts = MeasuredRunOptions {
+                app: a.app.app,
+                config: a.app.config(),
+                policy: Some(policy.clone()),
+                workers: a.app.workers,
+                trace: trace.clone(),
+                meter: a.energy.meter,
+                detect: detect.clone(),
+                period: Some(a.energy.period),
+                idle_calibration: a.energy.idle_calibration,
+            };
+            let label = format!("{} {policy} ({}/{})", a.app.app.name(), r + 1, repeat);
+            let run = measured_run(&opts, |b| b, |rt| Progress::start(rt, label))?;
+            runs.push((policy.clone(), r, run.app.makespan.as_secs_f64(), trace));
+        }
+    }
+
+    // 2. Fit on one policy's traces.
+    let opts = a.attribution.options();
+    let mut systems = Vec::new();
+    let mut simulated = false;
+    for (p, _, _, path) in &runs {
+        if *p == fit_on {
+            let t = read_trace(path)?;
+            simulated |= t.is_simulated();
+            systems.push(TraceSystems::from_trace(&t, opts.key));
+        }
+    }
+    let model = fit_model(&systems, None, &opts)?.model;
+
+    // 3. Predict every run from its trace.
+    let mut rows = Vec::new();
+    for (policy, r, makespan, path) in &runs {
+        let t = read_trace(path)?;
+        let pred = predict_trace(&model, &t)?;
+        let measured = pred
+            .total_measured_j
+            .ok_or_else(|| format!("{}: no energy samples to compare with", path.display()))?;
+        rows.push(RunRow {
+            policy: policy.clone(),
+            repeat: *r,
+            makespan_s: *makespan,
+            measured_j: measured,
+            predicted_j: pred.total_predicted_j,
+            error_pct: pred.total_error_pct.unwrap_or(f64::NAN),
+            fitted_on: *policy == fit_on,
+            trace: path.clone(),
+        });
+    }
+    let per_policy: Vec<PolicyRow> = policies
+        .iter()
+        .map(|p| {
+            let rs: Vec<&RunRow> = rows.iter().filter(|r| &r.policy == p).collect();
+            let n = rs.len() as f64;
+            let mean = |f: &dyn Fn(&RunRow) -> f64| rs.iter().map(|r| f(r)).sum::<f64>() / n;
+            PolicyRow {
+                policy: p.clone(),
+                runs: rs.len(),
+                makespan_s: mean(&|r| r.makespan_s),
+                measured_j: mean(&|r| r.measured_j),
+                predicted_j: mean(&|r| r.predicted_j),
+                error_pct: mean(&|r| r.error_pct),
+                max_abs_error_pct: rs.iter().map(|r| r.error_pct.abs()).fold(0.0, f64::max),
+                fitted_on: *p == fit_on,
+            }
+        })
+        .collect();
+    let out = CompareOut {
+        app: a.app.app.name().into(),
+        simulated,
+        fit_on: fit_on.clone(),
+        runs: rows,
+        policies: per_policy,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print_table(&out, repeat);
+    }
+    if let Some(d) = &a.svg {
+        std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        let p = d.join("compare.svg");
+        let bars: Vec<(String, f64, f64)> = out
+            .policies
+            .iter()
+            .map(|r| (r.policy.clone(), r.measured_j, r.predicted_j))
+            .collect();
+        let sim = if simulated { " (SIMULATED meter)" } else { "" };
+        plots::measured_vs_predicted(
+            &p,
+            &format!(
+                "{}: energy measured and predicted by a model fitted on {fit_on}{sim}",
+                out.app
+            ),
+            "energy (J)",
+            &bars,
+        )?;
+        eprintln!("wrote {}", p.display());
+    }
+    if a.keep.is_some() {
+        eprintln!("traces kept in {}", dir.display());
+    }
+    Ok(())
+}
+
+fn print_table(o: &CompareOut, repeat: usize) {
+    if o.simulated {
+        println!("*** SIMULATED meter: energies come from taskwatt's simulator, not a sensor ***");
+    }
+    println!(
+        "{}: model fitted on {} ({} run{} per policy); errors are (predicted - measured) / measured",
+        o.app,
+        o.fit_on,
+        repeat,
+        if repeat == 1 { "" } else { "s" }
+    );
+    println!(
+        "{:<8} {:>10} {:>12} {:>12} {:>9} {:>9}",
+        "policy", "makespan", "measured", "predicted", "error", "max|err|"
+    );
+    for r in &o.policies {
+        println!(
+            "{:<8} {:>8.3} s {:>10.2} J {:>10.2} J {:>8.2}% {:>8.2}%{}",
+            r.policy,
+            r.makespan_s,
+            r.measured_j,
+            r.predicted_j,
+            r.error_pct,
+            r.max_abs_error_pct,
+            if r.fitted_on { "  (fitted on)" } else { "" }
+        );
+    }
+}

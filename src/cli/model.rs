@@ -1,0 +1,97 @@
+//! `taskwatt fit TRACE... -o model.json` and `taskwatt predict model.json TRACE... [--json]`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use taskwatt::energy::attribution::{
+    fit_model, predict_trace, render_prediction, render_report, AttributionReport, EnergyModel,
+    RenderOptions, TraceSystems,
+};
+use taskwatt::traces::read_trace;
+
+use super::report::AttributionArgs;
+use super::CliResult;
+
+#[derive(Args, Debug)]
+pub(crate) struct FitArgs {
+    /// Traces to fit one model on (their intervals are stacked).
+    #[arg(required = true)]
+    traces: Vec<PathBuf>,
+    /// The model file to write (JSON).
+    #[arg(short, long)]
+    output: PathBuf,
+    #[command(flatten)]
+    attribution: AttributionArgs,
+}
+
+pub(crate) fn fit(a: FitArgs) -> CliResult {
+    let opts = a.attribution.options();
+    let mut systems = Vec::new();
+    let mut simulated = false;
+    for p in &a.traces {
+        let t = read_trace(p)?;
+        simulated |= t.is_simulated();
+        systems.push(TraceSystems::from_trace(&t, opts.key));
+    }
+    let fit = fit_model(&systems, None, &opts)?;
+    fit.model.save(&a.output)?;
+    let report = AttributionReport {
+        key: opts.key,
+        solver: opts.solver,
+        tasks: systems.iter().map(|s| s.tasks).sum(),
+        unmetered_tasks: systems.iter().map(|s| s.unmetered_tasks).sum(),
+        domains: fit.reports,
+        warnings: Vec::new(),
+    };
+    print!("{}", render_report(&report, &RenderOptions { simulated }));
+    eprintln!(
+        "wrote {} ({} traces, {} domains)",
+        a.output.display(),
+        a.traces.len(),
+        fit.model.domains.len()
+    );
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct PredictArgs {
+    /// The model (from `taskwatt fit`).
+    model: PathBuf,
+    /// Traces whose energy to predict.
+    #[arg(required = true)]
+    traces: Vec<PathBuf>,
+    /// Print JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn predict(a: PredictArgs) -> CliResult {
+    let model = EnergyModel::load(&a.model)?;
+    let mut out = Vec::new();
+    for p in &a.traces {
+        let t = read_trace(p)?;
+        let pred = predict_trace(&model, &t)?;
+        if a.json {
+            out.push(serde_json::json!({
+                "trace": p,
+                "simulated": t.is_simulated(),
+                "prediction": pred,
+            }));
+        } else {
+            println!("{}", p.display());
+            print!(
+                "{}",
+                render_prediction(
+                    &pred,
+                    &RenderOptions {
+                        simulated: t.is_simulated()
+                    }
+                )
+            );
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    Ok(())
+}

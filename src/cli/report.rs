@@ -1,0 +1,274 @@
+//! `taskwatt report TRACE [--json] [--csv DIR] [--svg DIR]`: the per-task-type energy
+//! attribution of one trace, as tables (80 columns), JSON, CSV files and SVG plots.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use taskwatt::energy::attribution::{
+    attribute_trace, render_report, Attribution, AttributionOptions, KeyKind, RenderOptions, Solver,
+};
+use taskwatt::plots;
+use taskwatt::traces::{read_trace, Trace};
+
+use super::CliResult;
+
+/// How to attribute (shared by `report`, `run`, `fit` and `compare`).
+#[derive(Args, Debug, Clone)]
+pub(crate) struct AttributionArgs {
+    /// What a task type is: codelet, codelet-arch or codelet-footprint.
+    #[arg(long, default_value = "codelet-arch", value_parser = parse_key)]
+    pub(crate) key: KeyKind,
+    /// Solver: nnls (powers >= 0) or ols.
+    #[arg(long, default_value = "nnls", value_parser = parse_solver)]
+    pub(crate) solver: Solver,
+    /// Weight rows by 1/interval length (intervals of uneven length).
+    #[arg(long)]
+    pub(crate) weight_by_duration: bool,
+}
+
+fn parse_key(s: &str) -> Result<KeyKind, String> {
+    KeyKind::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = KeyKind::ALL.iter().map(|k| k.name()).collect();
+        format!("unknown key `{s}`: use one of {}", names.join(", "))
+    })
+}
+
+fn parse_solver(s: &str) -> Result<Solver, String> {
+    match s {
+        "nnls" => Ok(Solver::Nnls),
+        "ols" => Ok(Solver::Ols),
+        _ => Err(format!("unknown solver `{s}`: use nnls or ols")),
+    }
+}
+
+impl AttributionArgs {
+    pub(crate) fn options(&self) -> AttributionOptions {
+        let mut o = AttributionOptions {
+            key: self.key,
+            solver: self.solver,
+            ..AttributionOptions::default()
+        };
+        if self.weight_by_duration {
+            o.weights = taskwatt::energy::attribution::RowWeights::InverseDuration;
+        }
+        o
+    }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ReportArgs {
+    /// The trace (.twt).
+    trace: PathBuf,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Also write types.csv and intervals.csv into this directory.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Also write SVG plots into this directory.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    #[command(flatten)]
+    attribution: AttributionArgs,
+}
+
+pub(crate) fn report(a: ReportArgs) -> CliResult {
+    let trace = read_trace(&a.trace)?;
+    let att = attribute_trace(&trace, &a.attribution.options())?;
+    emit(&trace, &att, a.json, a.csv.as_deref(), a.svg.as_deref())
+}
+
+/// Prints (or writes) an attribution in the forms asked for.
+pub(crate) fn emit(
+    trace: &Trace,
+    att: &Attribution,
+    json: bool,
+    csv: Option<&Path>,
+    svg: Option<&Path>,
+) -> CliResult {
+    if json {
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            simulated: bool,
+            report: &'a taskwatt::energy::attribution::AttributionReport,
+        }
+        let out = Out {
+            simulated: trace.is_simulated(),
+            report: &att.report,
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!(
+            "{}",
+            render_report(
+                &att.report,
+                &RenderOptions {
+                    simulated: trace.is_simulated()
+                }
+            )
+        );
+    }
+    if let Some(dir) = csv {
+        write_csv(dir, att)?;
+        eprintln!(
+            "wrote {}/types.csv and {}/intervals.csv",
+            dir.display(),
+            dir.display()
+        );
+    }
+    if let Some(dir) = svg {
+        emit_svg_only(trace, att, dir)?;
+    }
+    Ok(())
+}
+
+/// Writes only the SVG plots.
+pub(crate) fn emit_svg_only(trace: &Trace, att: &Attribution, dir: &Path) -> CliResult {
+    let files = write_svg(dir, trace, att)?;
+    eprintln!("wrote {}", files.join(", "));
+    Ok(())
+}
+
+fn write_csv(dir: &Path, att: &Attribution) -> CliResult {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut types = String::from(
+        "domain,type,count,mean_duration_s,power_w,power_se_w,reliable,dynamic_j_per_task,total_j_per_task,total_j,share_of_measured\n",
+    );
+    for d in &att.report.domains {
+        writeln!(
+            types,
+            "{},base,,,{},{},{},,,{},",
+            d.name,
+            d.base.value_w,
+            d.base.se_w.map_or(String::new(), |v| v.to_string()),
+            d.base.reliable,
+            d.base_energy_j
+        )?;
+        for t in &d.types {
+            writeln!(
+                types,
+                "{},{},{},{},{},{},{},{},{},{},{}",
+                d.name,
+                csv_field(&t.key.to_string()),
+                t.count,
+                t.mean_duration_s,
+                t.power.value_w,
+                t.power.se_w.map_or(String::new(), |v| v.to_string()),
+                t.power.reliable,
+                t.dynamic_j_per_task,
+                t.total_j_per_task,
+                t.total_j,
+                t.share_of_measured
+            )?;
+        }
+    }
+    let mut rows = String::from("domain,t_start_s,t_end_s,measured_j,model_j,residual_j\n");
+    for (fit, sys) in fits_with_systems(att) {
+        let t = sys.sample_times_ns();
+        for (i, (e, r)) in sys.energy_j().iter().zip(&fit.residuals_j).enumerate() {
+            writeln!(
+                rows,
+                "{},{},{},{},{},{}",
+                fit.name,
+                t[i] as f64 * 1e-9,
+                t[i + 1] as f64 * 1e-9,
+                e,
+                e - r,
+                r
+            )?;
+        }
+    }
+    let write = |name: &str, text: &str| {
+        std::fs::write(dir.join(name), text)
+            .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
+    };
+    write("types.csv", &types)?;
+    write("intervals.csv", &rows)?;
+    Ok(())
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn fits_with_systems(
+    att: &Attribution,
+) -> impl Iterator<
+    Item = (
+        &taskwatt::energy::attribution::DomainFit,
+        &taskwatt::energy::attribution::DomainSystem,
+    ),
+> {
+    att.fits.iter().filter_map(move |f| {
+        att.systems
+            .domains
+            .iter()
+            .find(|s| s.domain() == f.domain)
+            .map(|s| (f, s))
+    })
+}
+
+fn write_svg(
+    dir: &Path,
+    trace: &Trace,
+    att: &Attribution,
+) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let sim = if trace.is_simulated() {
+        " (SIMULATED meter)"
+    } else {
+        ""
+    };
+    let mut files = Vec::new();
+    for (fit, sys) in fits_with_systems(att) {
+        let t = sys.sample_times_ns();
+        let t0 = t.first().copied().unwrap_or(0);
+        let mut power = Vec::with_capacity(sys.intervals());
+        let mut resid = Vec::with_capacity(sys.intervals());
+        for (i, (e, r)) in sys.energy_j().iter().zip(&fit.residuals_j).enumerate() {
+            let dt = (t[i + 1] - t[i]) as f64 * 1e-9;
+            let mid = ((t[i] + t[i + 1]) / 2 - t0) as f64 * 1e-9;
+            power.push((mid, e / dt, (e - r) / dt));
+            resid.push((mid, r / dt));
+        }
+        let p = dir.join(format!("power-{}.svg", fit.name));
+        plots::power_over_time(
+            &p,
+            &format!("{}: measured and model power{sim}", fit.name),
+            &power,
+        )?;
+        files.push(p.display().to_string());
+        let r = dir.join(format!("residuals-{}.svg", fit.name));
+        plots::residuals(
+            &r,
+            &format!("{}: residuals per interval{sim}", fit.name),
+            &resid,
+        )?;
+        files.push(r.display().to_string());
+    }
+    for d in &att.report.domains {
+        let mut rows: Vec<(String, f64, f64)> = d
+            .types
+            .iter()
+            .map(|t| {
+                let se_j = t.power.se_w.unwrap_or(0.0) * t.busy_s;
+                (t.key.to_string(), t.total_j, se_j)
+            })
+            .collect();
+        rows.push(("idle".into(), d.idle_j, 0.0));
+        let b = dir.join(format!("energy-{}.svg", d.name));
+        plots::bars(
+            &b,
+            &format!("{}: energy per task type (incl. base share){sim}", d.name),
+            "energy (J)",
+            &rows,
+        )?;
+        files.push(b.display().to_string());
+    }
+    Ok(files)
+}

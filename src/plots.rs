@@ -1,0 +1,324 @@
+//! SVG plots of energy reports (plotters, SVG backend): power over time, energy per task
+//! type, residuals, and predicted against measured energy per policy.
+//!
+//! The functions take plain series so that they serve the report, `compare` and anyone
+//! else; each writes one self-contained SVG file.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+/// A plotting error (an I/O error writing the file, or a degenerate series).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot draw {path}: {message}")]
+pub struct PlotError {
+    /// The file being drawn.
+    pub path: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+fn err(path: &Path) -> impl Fn(String) -> PlotError + '_ {
+    move |message| PlotError {
+        path: path.display().to_string(),
+        message,
+    }
+}
+
+fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite()) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    if hi - lo < 1e-12 {
+        return (lo - 1.0, hi + 1.0);
+    }
+    let pad = (hi - lo) * 0.05;
+    (lo - pad, hi + pad)
+}
+
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+/// Measured and reconstructed power over time for one domain: `(t_s, measured_w,
+/// reconstructed_w)` per interval (midpoint time).
+pub fn power_over_time(
+    path: &Path,
+    title: &str,
+    points: &[(f64, f64, f64)],
+) -> Result<(), PlotError> {
+    let e = err(path);
+    let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
+    let (x0, x1) = range(points.iter().map(|p| p.0));
+    let (y0, y1) = range(points.iter().flat_map(|p| [p.1, p.2]));
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(x0..x1, y0.min(0.0)..y1)
+        .map_err(|x| e(x.to_string()))?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("power (W)")
+        .draw()
+        .map_err(|x| e(x.to_string()))?;
+    chart
+        .draw_series(LineSeries::new(
+            points.iter().map(|p| (p.0, p.1)),
+            COLORS[0].stroke_width(1),
+        ))
+        .map_err(|x| e(x.to_string()))?
+        .label("measured")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], COLORS[0]));
+    chart
+        .draw_series(LineSeries::new(
+            points.iter().map(|p| (p.0, p.2)),
+            COLORS[1].stroke_width(2),
+        ))
+        .map_err(|x| e(x.to_string()))?
+        .label("model")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], COLORS[1]));
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(x.to_string()))?;
+    root.present().map_err(|x| e(x.to_string()))
+}
+
+/// Horizontal bars: one `(label, value, error)` per row (error drawn as a whisker; 0 for
+/// none). `unit` labels the axis.
+pub fn bars(
+    path: &Path,
+    title: &str,
+    unit: &str,
+    rows: &[(String, f64, f64)],
+) -> Result<(), PlotError> {
+    let e = err(path);
+    let h = (90 + 34 * rows.len().max(1)) as u32;
+    let root = SVGBackend::new(path, (900, h)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
+    let max = rows
+        .iter()
+        .map(|r| r.1 + r.2.abs())
+        .fold(0.0f64, f64::max)
+        .max(1e-12)
+        * 1.1;
+    let n = rows.len().max(1);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(160)
+        .build_cartesian_2d(0.0..max, (0..n).into_segmented())
+        .map_err(|x| e(x.to_string()))?;
+    let labels: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .x_desc(unit)
+        .y_labels(n)
+        .y_label_formatter(&|v: &SegmentValue<usize>| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .draw()
+        .map_err(|x| e(x.to_string()))?;
+    chart
+        .draw_series(rows.iter().enumerate().map(|(i, r)| {
+            let c = COLORS[i % COLORS.len()];
+            Rectangle::new(
+                [
+                    (0.0, SegmentValue::Exact(i)),
+                    (r.1, SegmentValue::Exact(i + 1)),
+                ],
+                c.mix(0.8).filled(),
+            )
+        }))
+        .map_err(|x| e(x.to_string()))?;
+    chart
+        .draw_series(
+            rows.iter()
+                .enumerate()
+                .filter(|(_, r)| r.2 > 0.0)
+                .map(|(i, r)| {
+                    PathElement::new(
+                        vec![
+                            (r.1 - r.2, SegmentValue::CenterOf(i)),
+                            (r.1 + r.2, SegmentValue::CenterOf(i)),
+                        ],
+                        BLACK.stroke_width(2),
+                    )
+                }),
+        )
+        .map_err(|x| e(x.to_string()))?;
+    root.present().map_err(|x| e(x.to_string()))
+}
+
+/// Residuals over time: `(t_s, residual_w)` per interval.
+pub fn residuals(path: &Path, title: &str, points: &[(f64, f64)]) -> Result<(), PlotError> {
+    let e = err(path);
+    let root = SVGBackend::new(path, (900, 360)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
+    let (x0, x1) = range(points.iter().map(|p| p.0));
+    let m = points
+        .iter()
+        .map(|p| p.1.abs())
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d(x0..x1, -m..m)
+        .map_err(|x| e(x.to_string()))?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc("measured - model (W)")
+        .draw()
+        .map_err(|x| e(x.to_string()))?;
+    chart
+        .draw_series(LineSeries::new(
+            [(x0, 0.0), (x1, 0.0)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(|x| e(x.to_string()))?;
+    chart
+        .draw_series(
+            points
+                .iter()
+                .map(|p| Circle::new((p.0, p.1), 2, COLORS[3].filled())),
+        )
+        .map_err(|x| e(x.to_string()))?;
+    root.present().map_err(|x| e(x.to_string()))
+}
+
+/// Grouped bars: per label (a policy), measured and predicted values.
+pub fn measured_vs_predicted(
+    path: &Path,
+    title: &str,
+    unit: &str,
+    rows: &[(String, f64, f64)],
+) -> Result<(), PlotError> {
+    let e = err(path);
+    let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
+    let n = rows.len().max(1);
+    let max = rows
+        .iter()
+        .flat_map(|r| [r.1, r.2])
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, f64::max)
+        .max(1e-12)
+        * 1.15;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(60)
+        .build_cartesian_2d((0..n).into_segmented(), 0.0..max)
+        .map_err(|x| e(x.to_string()))?;
+    let labels: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc(unit)
+        .x_labels(n)
+        .x_label_formatter(&|v: &SegmentValue<usize>| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .draw()
+        .map_err(|x| e(x.to_string()))?;
+    // Two bars per segment: measured on the left half, predicted on the right.
+    for (k, (color, label)) in [(COLORS[0], "measured"), (COLORS[1], "predicted")]
+        .into_iter()
+        .enumerate()
+    {
+        chart
+            .draw_series(rows.iter().enumerate().map(move |(i, r)| {
+                let v = if k == 0 { r.1 } else { r.2 };
+                let mut bar = Rectangle::new(
+                    [
+                        (SegmentValue::Exact(i), 0.0),
+                        (SegmentValue::Exact(i + 1), v),
+                    ],
+                    color.mix(0.85).filled(),
+                );
+                bar.set_margin(
+                    0,
+                    0,
+                    if k == 0 { 6 } else { 45 },
+                    if k == 0 { 45 } else { 6 },
+                );
+                bar
+            }))
+            .map_err(|x| e(x.to_string()))?
+            .label(label)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(x.to_string()))?;
+    root.present().map_err(|x| e(x.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_plot_writes_an_svg() {
+        let d = tempfile::tempdir().unwrap();
+        let pts: Vec<(f64, f64, f64)> = (0..50)
+            .map(|i| (i as f64 * 0.01, 40.0 + (i % 7) as f64, 41.0))
+            .collect();
+        power_over_time(&d.path().join("p.svg"), "package-0", &pts).unwrap();
+        bars(
+            &d.path().join("b.svg"),
+            "energy per task type",
+            "J",
+            &[("gemm".into(), 12.0, 0.5), ("potrf".into(), 1.0, 0.0)],
+        )
+        .unwrap();
+        residuals(
+            &d.path().join("r.svg"),
+            "residuals",
+            &pts.iter().map(|p| (p.0, p.1 - p.2)).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        measured_vs_predicted(
+            &d.path().join("c.svg"),
+            "compare",
+            "J",
+            &[("ws".into(), 10.0, 10.1), ("lws".into(), 9.0, 8.9)],
+        )
+        .unwrap();
+        for f in ["p.svg", "b.svg", "r.svg", "c.svg"] {
+            let s = std::fs::read_to_string(d.path().join(f)).unwrap();
+            assert!(s.starts_with("<svg") && s.contains("</svg>"), "{f}");
+        }
+        let b = std::fs::read_to_string(d.path().join("b.svg")).unwrap();
+        assert!(b.contains("gemm") && b.contains("potrf"));
+    }
+}
