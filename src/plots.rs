@@ -41,6 +41,16 @@ fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
+/// The label of the row or column whose centre is at `v` (`i + 0.5`), else nothing.
+fn label_at(labels: &[String], v: f64) -> String {
+    let i = v.floor();
+    if i >= 0.0 && (v - i - 0.5).abs() < 1e-6 {
+        labels.get(i as usize).cloned().unwrap_or_default()
+    } else {
+        String::new()
+    }
+}
+
 const COLORS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
@@ -119,35 +129,28 @@ pub fn bars(
         .max(1e-12)
         * 1.1;
     let n = rows.len().max(1);
+    // Row i occupies [i, i+1) on the y axis; its bar is the middle 70 %.
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 18))
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(160)
-        .build_cartesian_2d(0.0..max, (0..n).into_segmented())
+        .build_cartesian_2d(0.0..max, 0.0..n as f64)
         .map_err(|x| e(x.to_string()))?;
     let labels: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
     chart
         .configure_mesh()
         .disable_y_mesh()
         .x_desc(unit)
-        .y_labels(n)
-        .y_label_formatter(&|v: &SegmentValue<usize>| match v {
-            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-            _ => String::new(),
-        })
+        .y_labels(2 * n + 1)
+        .y_label_formatter(&|v: &f64| label_at(&labels, *v))
         .draw()
         .map_err(|x| e(x.to_string()))?;
     chart
         .draw_series(rows.iter().enumerate().map(|(i, r)| {
             let c = COLORS[i % COLORS.len()];
-            Rectangle::new(
-                [
-                    (0.0, SegmentValue::Exact(i)),
-                    (r.1, SegmentValue::Exact(i + 1)),
-                ],
-                c.mix(0.8).filled(),
-            )
+            let y = i as f64;
+            Rectangle::new([(0.0, y + 0.15), (r.1, y + 0.85)], c.mix(0.8).filled())
         }))
         .map_err(|x| e(x.to_string()))?;
     chart
@@ -156,13 +159,8 @@ pub fn bars(
                 .enumerate()
                 .filter(|(_, r)| r.2 > 0.0)
                 .map(|(i, r)| {
-                    PathElement::new(
-                        vec![
-                            (r.1 - r.2, SegmentValue::CenterOf(i)),
-                            (r.1 + r.2, SegmentValue::CenterOf(i)),
-                        ],
-                        BLACK.stroke_width(2),
-                    )
+                    let y = i as f64 + 0.5;
+                    PathElement::new(vec![(r.1 - r.2, y), (r.1 + r.2, y)], BLACK.stroke_width(2))
                 }),
         )
         .map_err(|x| e(x.to_string()))?;
@@ -228,26 +226,23 @@ pub fn measured_vs_predicted(
         .fold(0.0f64, f64::max)
         .max(1e-12)
         * 1.15;
+    // Label i occupies [i, i+1) on the x axis: measured on its left, predicted on its right.
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 18))
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(60)
-        .build_cartesian_2d((0..n).into_segmented(), 0.0..max)
+        .build_cartesian_2d(0.0..n as f64, 0.0..max)
         .map_err(|x| e(x.to_string()))?;
     let labels: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
     chart
         .configure_mesh()
         .disable_x_mesh()
         .y_desc(unit)
-        .x_labels(n)
-        .x_label_formatter(&|v: &SegmentValue<usize>| match v {
-            SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
-            _ => String::new(),
-        })
+        .x_labels(2 * n + 1)
+        .x_label_formatter(&|v: &f64| label_at(&labels, *v))
         .draw()
         .map_err(|x| e(x.to_string()))?;
-    // Two bars per segment: measured on the left half, predicted on the right.
     for (k, (color, label)) in [(COLORS[0], "measured"), (COLORS[1], "predicted")]
         .into_iter()
         .enumerate()
@@ -255,20 +250,8 @@ pub fn measured_vs_predicted(
         chart
             .draw_series(rows.iter().enumerate().map(move |(i, r)| {
                 let v = if k == 0 { r.1 } else { r.2 };
-                let mut bar = Rectangle::new(
-                    [
-                        (SegmentValue::Exact(i), 0.0),
-                        (SegmentValue::Exact(i + 1), v),
-                    ],
-                    color.mix(0.85).filled(),
-                );
-                bar.set_margin(
-                    0,
-                    0,
-                    if k == 0 { 6 } else { 45 },
-                    if k == 0 { 45 } else { 6 },
-                );
-                bar
+                let x = i as f64 + 0.1 + 0.4 * k as f64;
+                Rectangle::new([(x, 0.0), (x + 0.38, v)], color.mix(0.85).filled())
             }))
             .map_err(|x| e(x.to_string()))?
             .label(label)

@@ -1,0 +1,208 @@
+//! The energy side of the `taskwatt` binary: meters, a measured run with its report, the
+//! report's CSV/SVG outputs, fit/predict, compare and import.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn taskwatt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_taskwatt"))
+        .args(args)
+        .env_remove("TASKWATT_SCHED")
+        .output()
+        .expect("the taskwatt binary runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = taskwatt(args);
+    assert!(
+        out.status.success(),
+        "taskwatt {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn meters_lists_every_backend_with_a_reason_when_unavailable() {
+    let v = json(&["meters", "--json"]);
+    let list = v.as_array().unwrap();
+    let names: Vec<&str> = list
+        .iter()
+        .map(|b| b["backend"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["rapl-perf", "rapl-powercap", "nvml", "sim"]);
+    for b in list {
+        if b["available"] == false {
+            assert!(b["reason"].as_str().is_some_and(|r| !r.is_empty()), "{b}");
+        }
+    }
+    assert_eq!(list[3]["available"], true);
+    assert_eq!(list[3]["simulated"], true);
+    assert!(list.iter().any(|b| b["used"] == true));
+    let text = ok(&["meters"]);
+    assert!(text.contains("sim"), "{text}");
+}
+
+#[test]
+fn measured_run_report_fit_and_predict() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.twt");
+    let v = json(&[
+        "run",
+        "cholesky",
+        "--n",
+        "1024",
+        "--tile",
+        "128",
+        "--meter",
+        "sim",
+        "--period",
+        "5ms",
+        "--idle-calibration",
+        "100ms",
+        "--trace",
+        s(&trace),
+        "--json",
+    ]);
+    assert_eq!(v["energy"]["simulated"], true);
+    assert_eq!(v["energy"]["meter"], "sim");
+    assert!(v["trace"]["samples"].as_u64().unwrap() > 20);
+    let domains = v["attribution"]["domains"].as_array().unwrap();
+    assert_eq!(domains.len(), 2, "package and DRAM");
+    let types: Vec<&str> = domains[0]["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["key"]["codelet"].as_str().unwrap())
+        .collect();
+    for c in ["potrf", "trsm", "syrk", "gemm"] {
+        assert!(types.contains(&c), "{types:?}");
+    }
+    // The base power is pinned by the idle calibration and close to the truth (30 W).
+    let base = domains[0]["base"]["value_w"].as_f64().unwrap();
+    assert!((base - 30.0).abs() < 1.5, "base {base}");
+    assert_eq!(domains[0]["fit"]["base_pinned_by_idle"], true);
+
+    // The table says SIMULATED and fits 80 columns.
+    let text = ok(&["report", s(&trace)]);
+    assert!(text.contains("SIMULATED"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+
+    let out = d.path().join("out");
+    ok(&["report", s(&trace), "--csv", s(&out), "--svg", s(&out)]);
+    let types_csv = std::fs::read_to_string(out.join("types.csv")).unwrap();
+    assert!(types_csv.starts_with("domain,type,count"));
+    assert!(types_csv.contains("gemm@cpu"), "{types_csv}");
+    let intervals = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
+    assert!(intervals.lines().count() > 20);
+    let svgs: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "svg"))
+        .collect();
+    assert_eq!(svgs.len(), 6, "power, residuals and energy per domain");
+
+    let model = d.path().join("m.json");
+    ok(&["fit", s(&trace), "-o", s(&model)]);
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&model).unwrap()).unwrap();
+    assert!(m["format_version"].as_u64().is_some());
+    let p = json(&["predict", s(&model), s(&trace), "--json"]);
+    let err = p[0]["prediction"]["total_error_pct"].as_f64().unwrap();
+    assert!(err.abs() < 2.0, "in-sample prediction error {err}%");
+}
+
+#[test]
+fn compare_fits_on_one_policy_and_predicts_the_others() {
+    let v = json(&[
+        "compare",
+        "stencil",
+        "--n",
+        "512",
+        "--tile",
+        "64",
+        "--steps",
+        "30",
+        "--policies",
+        "ws,eager",
+        "--fit-on",
+        "ws",
+        "--meter",
+        "sim",
+        "--period",
+        "5ms",
+        "--json",
+    ]);
+    assert_eq!(v["fit_on"], "ws");
+    assert_eq!(v["simulated"], true);
+    let p = v["policies"].as_array().unwrap();
+    assert_eq!(p.len(), 2);
+    for r in p {
+        assert!(r["measured_j"].as_f64().unwrap() > 0.0);
+        assert!(r["error_pct"].as_f64().unwrap().abs() < 5.0, "{r}");
+    }
+    let out = taskwatt(&["compare", "gemm", "--policies", "ws,fifo"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fifo"));
+}
+
+#[test]
+fn import_starpu_and_reject_malformed_csv_with_the_line() {
+    let d = tempfile::tempdir().unwrap();
+    let rec = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("traces/tests/data/starpu-1.4.12-cholesky-lws/tasks.rec");
+    let out = d.path().join("starpu.twt");
+    ok(&["import", "--starpu", s(&rec), "-o", s(&out)]);
+    let csv = d.path().join("tasks.csv");
+    ok(&["export", s(&out), "--format", "csv", "-o", s(&csv)]);
+    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 817);
+
+    let bad = d.path().join("bad.csv");
+    std::fs::write(
+        &bad,
+        "type,worker,start,end\ngemm,0,0.5,0.7\ngemm,zero,0.7,0.9\n",
+    )
+    .unwrap();
+    let r = taskwatt(&[
+        "import",
+        "--tasks",
+        s(&bad),
+        "-o",
+        s(&d.path().join("x.twt")),
+    ]);
+    assert!(!r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("bad.csv") && err.contains('3') && err.contains("worker"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_real_meter_is_a_clear_error() {
+    if Path::new("/sys/class/powercap").exists() {
+        eprintln!("skipped: this machine has /sys/class/powercap");
+        return;
+    }
+    let r = taskwatt(&[
+        "run",
+        "gemm",
+        "--n",
+        "128",
+        "--tile",
+        "64",
+        "--meter",
+        "rapl-powercap",
+    ]);
+    assert!(!r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("powercap"), "{err}");
+}
