@@ -1,31 +1,9 @@
 //! The `taskwatt` binary end to end: run an app with a trace, export it, and meet a
 //! truncated trace and an unknown policy.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn taskwatt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_taskwatt"))
-        .args(args)
-        .env_remove("TASKWATT_SCHED")
-        .output()
-        .expect("the taskwatt binary runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = taskwatt(args);
-    assert!(
-        out.status.success(),
-        "taskwatt {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{ok, s, taskwatt};
 
 #[test]
 fn run_cholesky_then_export_chrome_and_csv() {

@@ -1,35 +1,11 @@
 //! The energy side of the `taskwatt` binary: meters, a measured run with its report, the
 //! report's CSV/SVG outputs, fit/predict, compare and import.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
-fn taskwatt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_taskwatt"))
-        .args(args)
-        .env_remove("TASKWATT_SCHED")
-        .output()
-        .expect("the taskwatt binary runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = taskwatt(args);
-    assert!(
-        out.status.success(),
-        "taskwatt {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    serde_json::from_str(&ok(args)).unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{json, ok, s, taskwatt};
 
 #[test]
 fn meters_lists_every_backend_with_a_reason_when_unavailable() {

@@ -1,0 +1,37 @@
+//! Helpers shared by the CLI tests: run the `taskwatt` binary and check its exit.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs `taskwatt args` without `TASKWATT_SCHED` from the caller's environment.
+pub fn taskwatt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_taskwatt"))
+        .args(args)
+        .env_remove("TASKWATT_SCHED")
+        .output()
+        .expect("the taskwatt binary runs")
+}
+
+/// Runs `taskwatt args`, asserts success, returns stdout.
+pub fn ok(args: &[&str]) -> String {
+    let out = taskwatt(args);
+    assert!(
+        out.status.success(),
+        "taskwatt {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs `taskwatt args`, asserts success, parses stdout as JSON.
+pub fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).unwrap()
+}
+
+/// A path as `&str`.
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
