@@ -398,10 +398,7 @@ impl Shared {
             Kind::Codelet if node.cancelled.load(Ordering::Relaxed) => Readied::Cancelled(node),
             Kind::Codelet => {
                 let origin = match local {
-                    Some((id, l)) => Origin::Worker {
-                        id: *id,
-                        local: &mut **l,
-                    },
+                    Some((id, l)) => Origin::Worker { id: *id, local: l },
                     None => Origin::External,
                 };
                 self.policy.push(ReadyTask(node), origin);

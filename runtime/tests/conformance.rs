@@ -91,8 +91,8 @@ fn graphs() -> Vec<Graph> {
                 let mut next: Vec<_> = (0..width).map(|_| rt.register(0u8)).collect();
                 let mut v = Vec::new();
                 for _step in 0..30 {
-                    for x in 0..width {
-                        let mut t = Task::new(cl).w(&next[x]);
+                    for (x, out) in next.iter().enumerate() {
+                        let mut t = Task::new(cl).w(out);
                         for dx in [-1i64, 0, 1] {
                             let y = x as i64 + dx;
                             if (0..width as i64).contains(&y) {

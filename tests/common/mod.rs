@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 /// Runs `taskwatt args` without `TASKWATT_SCHED` from the caller's environment.
-pub fn taskwatt(args: &[&str]) -> Output {
+pub(crate) fn taskwatt(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_taskwatt"))
         .args(args)
         .env_remove("TASKWATT_SCHED")
@@ -15,7 +15,7 @@ pub fn taskwatt(args: &[&str]) -> Output {
 }
 
 /// Runs `taskwatt args`, asserts success, returns stdout.
-pub fn ok(args: &[&str]) -> String {
+pub(crate) fn ok(args: &[&str]) -> String {
     let out = taskwatt(args);
     assert!(
         out.status.success(),
@@ -27,11 +27,11 @@ pub fn ok(args: &[&str]) -> String {
 }
 
 /// Runs `taskwatt args`, asserts success, parses stdout as JSON.
-pub fn json(args: &[&str]) -> serde_json::Value {
+pub(crate) fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(args)).unwrap()
 }
 
 /// A path as `&str`.
-pub fn s(p: &Path) -> &str {
+pub(crate) fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }

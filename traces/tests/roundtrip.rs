@@ -17,7 +17,7 @@ fn record(worker: u32, seq: u64) -> TaskRecord {
         codelet: worker % 2,
         arch: Arch::Cpu,
         worker,
-        status: if seq % 97 == 0 {
+        status: if seq.is_multiple_of(97) {
             TaskStatus::Failed
         } else {
             TaskStatus::Ok
