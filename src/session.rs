@@ -8,7 +8,8 @@
 //!    meter's observer, if any, to the runtime; build the runtime (writes the run metadata).
 //! 3. Start the sampler (writes the meter metadata and, for the simulator, its truth).
 //! 4. Idle calibration, if asked: every worker parked for the given time, marked
-//!    `idle-calibration` in the trace.
+//!    `idle-calibration` in the trace; then type calibration, if asked: each codelet of the
+//!    app alone on every worker (see `apps/calibrate.rs`).
 //! 5. Run the app (marked `graph`).
 //! 6. Idle calibration again, after the graph.
 //! 7. Shut the runtime down (flushes the workers' trace buffers), stop the sampler (last
@@ -55,6 +56,8 @@ pub struct MeasuredRunOptions {
     pub period: Option<Duration>,
     /// Idle calibration before and after the graph.
     pub idle_calibration: Option<Duration>,
+    /// Type calibration before the graph: each codelet alone for this long.
+    pub type_calibration: Option<Duration>,
 }
 
 /// What a measured run produced.
@@ -130,6 +133,9 @@ pub fn measured_run<P>(
     if let Some(d) = opts.idle_calibration {
         b = b.param("idle_calibration_s", d.as_secs_f64());
     }
+    if let Some(d) = opts.type_calibration {
+        b = b.param("type_calibration_s", d.as_secs_f64());
+    }
     let workers = b.worker_plan()?;
     let (detected, sampler_meters) = match opts.period {
         Some(_) => {
@@ -168,6 +174,9 @@ pub fn measured_run<P>(
     };
     // 4.
     calibrate(&sink);
+    if let Some(each) = opts.type_calibration {
+        crate::apps::calibrate_types(opts.app, &rt, &opts.config, &sink, each)?;
+    }
     // 5.
     let graph_start = Clock::now();
     let result = {

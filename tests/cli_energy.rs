@@ -182,3 +182,43 @@ fn a_missing_real_meter_is_a_clear_error() {
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(err.contains("powercap"), "{err}");
 }
+
+#[test]
+fn type_calibration_runs_each_codelet_alone_and_marks_it() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.twt");
+    let v = json(&[
+        "run",
+        "cholesky",
+        "--n",
+        "512",
+        "--tile",
+        "128",
+        "--meter",
+        "sim",
+        "--period",
+        "5ms",
+        "--type-calibration",
+        "60ms",
+        "--trace",
+        s(&trace),
+        "--json",
+    ]);
+    // The graph's own counts are unchanged by the calibration tasks.
+    assert_eq!(v["app"]["tasks"], 20);
+    let chrome = d.path().join("t.json");
+    ok(&["export", s(&trace), "--format", "chrome", "-o", s(&chrome)]);
+    let text = std::fs::read_to_string(&chrome).unwrap();
+    for c in ["potrf", "trsm", "syrk", "gemm"] {
+        assert!(
+            text.contains(&format!("type-calibration:{c}")),
+            "no marker for {c}"
+        );
+    }
+    // Every type ran many times alone, so none is left at "too few tasks".
+    let types = v["attribution"]["domains"][0]["types"].as_array().unwrap();
+    assert_eq!(types.len(), 4);
+    for t in types {
+        assert!(t["count"].as_u64().unwrap() > 20, "{t}");
+    }
+}

@@ -75,6 +75,14 @@ impl<'a> TaskCtx<'a> {
         })
     }
 
+    /// The task's argument if it has one of type `A`.
+    pub fn try_arg<A: Any>(&self) -> Option<&A> {
+        self.body
+            .arg
+            .as_deref()
+            .and_then(|a| (a as &dyn Any).downcast_ref::<A>())
+    }
+
     /// Shared access to buffer `i`.
     ///
     /// # Panics

@@ -12,14 +12,101 @@
 //! Priorities follow the critical path: the panel of step k (potrf, trsm) before the
 //! trailing update, earlier steps before later ones.
 
-use std::time::Instant;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use taskwatt_kernels::{
     cholesky_residual, flops, gemm_nt, potrf, residual_tolerance, syrk, trsm, Tile, TiledMatrix,
 };
-use taskwatt_runtime::{Codelet, Handle, Runtime, Task};
+use taskwatt_runtime::{Codelet, Handle, Runtime, Task, TaskCtx};
+use taskwatt_traces::TraceSink;
 
+use super::calibrate::{phase, Calibration};
 use super::{kernel_err, tile_bytes, App, AppConfig, AppError, AppRun, Check};
+
+/// The app's codelets: one set per process, shared by the graph and the type calibration
+/// so that both are the same task types.
+struct Codelets {
+    potrf: Codelet,
+    trsm: Codelet,
+    syrk: Codelet,
+    gemm: Codelet,
+}
+
+/// In a calibration task, restores `dst` from the pristine copy in buffer `src` (kernels
+/// that work in place would otherwise drift: potrf fails on its own factor, trsm
+/// underflows to denormals).
+fn restore(ctx: &TaskCtx<'_>, dst: &mut Tile, src: usize) {
+    if ctx.try_arg::<Calibration>().is_some() {
+        dst.as_mut_slice()
+            .copy_from_slice(ctx.r::<Tile>(src).as_slice());
+    }
+}
+
+fn codelets() -> &'static Codelets {
+    static CL: OnceLock<Codelets> = OnceLock::new();
+    CL.get_or_init(|| Codelets {
+        potrf: Codelet::new("potrf").cpu(|ctx| {
+            let a = ctx.rw::<Tile>(0);
+            restore(ctx, a, 1);
+            if let Err(e) = potrf(a) {
+                panic!("potrf: {e}");
+            }
+        }),
+        trsm: Codelet::new("trsm").cpu(|ctx| {
+            let b = ctx.rw::<Tile>(1);
+            restore(ctx, b, 2);
+            trsm(ctx.r::<Tile>(0), b)
+        }),
+        syrk: Codelet::new("syrk").cpu(|ctx| syrk(ctx.r::<Tile>(0), ctx.rw::<Tile>(1))),
+        gemm: Codelet::new("gemm")
+            .cpu(|ctx| gemm_nt(ctx.r::<Tile>(0), ctx.r::<Tile>(1), ctx.rw::<Tile>(2))),
+    })
+}
+
+/// Runs each of the four codelets alone on every worker for `each` (see calibrate.rs).
+pub(super) fn calibrate(
+    rt: &Runtime,
+    cfg: &AppConfig,
+    sink: &TraceSink,
+    each: Duration,
+) -> Result<(), AppError> {
+    let err = kernel_err("cholesky");
+    let (n, nb) = (cfg.n, cfg.tile);
+    TiledMatrix::empty(n, nb).map_err(&err)?;
+    let cl = codelets();
+    let bytes = tile_bytes(nb);
+    let a0 = TiledMatrix::spd_tile(n, nb, cfg.seed, 0, 0);
+    let mut l = a0.clone();
+    potrf(&mut l).map_err(&err)?;
+    let b0 = TiledMatrix::spd_tile(n, nb, cfg.seed, 1, 0);
+    let slots = 2 * rt.workers().len();
+    let scratch: Vec<Handle<Tile>> = (0..slots)
+        .map(|_| rt.register_bytes(b0.clone(), bytes))
+        .collect();
+    let (a0, l, b0) = (
+        rt.register_bytes(a0, bytes),
+        rt.register_bytes(l, bytes),
+        rt.register_bytes(b0, bytes),
+    );
+    phase(rt, sink, "potrf", each, &|s| {
+        Task::new(&cl.potrf).rw(&scratch[s]).r(&a0).arg(Calibration)
+    })?;
+    phase(rt, sink, "trsm", each, &|s| {
+        Task::new(&cl.trsm)
+            .r(&l)
+            .rw(&scratch[s])
+            .r(&b0)
+            .arg(Calibration)
+    })?;
+    phase(rt, sink, "syrk", each, &|s| {
+        Task::new(&cl.syrk).r(&b0).rw(&scratch[s])
+    })?;
+    phase(rt, sink, "gemm", each, &|s| {
+        Task::new(&cl.gemm).r(&b0).r(&l).rw(&scratch[s])
+    })?;
+    Ok(())
+}
 
 pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let err = kernel_err("cholesky");
@@ -28,15 +115,12 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let nt = a.nt();
     let original = cfg.check.then(|| a.clone());
 
-    let potrf_cl = Codelet::new("potrf").cpu(|ctx| {
-        if let Err(e) = potrf(ctx.rw::<Tile>(0)) {
-            panic!("potrf: {e}");
-        }
-    });
-    let trsm_cl = Codelet::new("trsm").cpu(|ctx| trsm(ctx.r::<Tile>(0), ctx.rw::<Tile>(1)));
-    let syrk_cl = Codelet::new("syrk").cpu(|ctx| syrk(ctx.r::<Tile>(0), ctx.rw::<Tile>(1)));
-    let gemm_cl = Codelet::new("gemm")
-        .cpu(|ctx| gemm_nt(ctx.r::<Tile>(0), ctx.r::<Tile>(1), ctx.rw::<Tile>(2)));
+    let Codelets {
+        potrf: potrf_cl,
+        trsm: trsm_cl,
+        syrk: syrk_cl,
+        gemm: gemm_cl,
+    } = codelets();
 
     let mut tiles = a;
     let mut h: Vec<Option<Handle<Tile>>> = vec![None; nt * nt];

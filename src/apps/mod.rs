@@ -2,6 +2,7 @@
 //! 2-D heat stencil. Each builds its task graph on a [`Runtime`], times it from the first
 //! submission to the end of `wait_all`, and checks its result.
 
+mod calibrate;
 mod cholesky;
 mod gemm;
 mod stencil;
@@ -150,6 +151,25 @@ pub enum AppError {
         tolerance: f64,
     },
 }
+
+/// Type calibration (see `calibrate.rs`): runs each of the app's codelets alone on every
+/// worker for `each`, marking the phases in `sink`. Apps with a single codelet have
+/// nothing to separate and return at once.
+pub fn calibrate_types(
+    app: App,
+    rt: &Runtime,
+    config: &AppConfig,
+    sink: &taskwatt_traces::TraceSink,
+    each: std::time::Duration,
+) -> Result<(), AppError> {
+    taskwatt_kernels::init();
+    match app {
+        App::Cholesky => cholesky::calibrate(rt, config, sink, each),
+        App::Gemm | App::Stencil => Ok(()),
+    }
+}
+
+pub use calibrate::{Calibration, TYPE_CALIBRATION};
 
 /// Runs `app` on `rt`, `config.iterations` times back to back (each iteration with a
 /// fresh input: the seed plus the iteration number). The result sums tasks, flops and

@@ -123,6 +123,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 detect: detect.clone(),
                 period: Some(a.energy.period),
                 idle_calibration: a.energy.idle_calibration,
+                type_calibration: a.energy.type_calibration,
             };
             let label = format!("{} {policy} ({}/{})", a.app.app.name(), r + 1, repeat);
             let run = measured_run(&opts, |b| b, |rt| Progress::start(rt, label))?;

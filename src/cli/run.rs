@@ -76,6 +76,10 @@ pub(crate) struct EnergyArgs {
     /// graph, to pin the base power (e.g. 1s).
     #[arg(long, value_parser = parse_duration)]
     pub(crate) idle_calibration: Option<Duration>,
+    /// Before the graph, run each of the app's task types alone on every worker for this
+    /// long (e.g. 300ms), so that types that co-run in fixed proportion can be separated.
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) type_calibration: Option<Duration>,
     /// The simulated meter's configuration (TOML); default: the embedded one.
     #[arg(long)]
     pub(crate) sim_config: Option<PathBuf>,
@@ -239,6 +243,7 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         detect: a.energy.detect_options()?,
         period: (!a.no_energy).then_some(a.energy.period),
         idle_calibration: a.energy.idle_calibration,
+        type_calibration: a.energy.type_calibration,
     };
     let label = a.app.app.name().to_string();
     let run = measured_run(&opts, |b| b, |rt| Progress::start(rt, label))?;
