@@ -67,9 +67,15 @@ pub enum ReplicaState {
     Owner = 2,
 }
 
+/// Readers kept before the first pruning of finished ones.
+pub(crate) const READERS_PRUNE_MIN: usize = 64;
+
 pub(crate) struct HandleDeps {
     pub(crate) last_writer: Option<Arc<TaskNode>>,
     pub(crate) readers: Vec<Arc<TaskNode>>,
+    /// Length of `readers` at which finished readers are next pruned (doubles, so that
+    /// pruning stays amortised O(1) per read even when no reader has finished).
+    pub(crate) prune_at: usize,
 }
 
 pub(crate) struct HandleCore {
@@ -98,6 +104,7 @@ impl HandleCore {
             deps: Mutex::new(HandleDeps {
                 last_writer: None,
                 readers: Vec::new(),
+                prune_at: READERS_PRUNE_MIN,
             }),
             unregistered: AtomicBool::new(false),
             replicas: [

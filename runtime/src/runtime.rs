@@ -28,7 +28,7 @@ use taskwatt_traces::{
 use crate::codelet::CodeletInner;
 use crate::context::MAX_ACCESSES;
 use crate::error::{RuntimeError, TaskFailure};
-use crate::handle::{Access, Handle, HandleCore};
+use crate::handle::{Access, Handle, HandleCore, READERS_PRUNE_MIN};
 use crate::sync::{Sleep, Waiters};
 use crate::task::{
     Body, Kind, ReadyTask, Task, TaskHandle, TaskNode, DONE_CANCELLED, DONE_FAILED, DONE_OK,
@@ -742,6 +742,7 @@ pub(crate) fn link(core: &HandleCore, mode: Access, node: &Arc<TaskNode>) {
             for r in deps.readers.drain(..) {
                 r.add_successor(node);
             }
+            deps.prune_at = READERS_PRUNE_MIN;
         }
         deps.last_writer = Some(node.clone());
     } else {
@@ -752,11 +753,11 @@ pub(crate) fn link(core: &HandleCore, mode: Access, node: &Arc<TaskNode>) {
         }
         // Readers that already finished need no edge from a later writer: drop them
         // when the list grows, so that a handle only ever read does not grow forever.
-        if deps.readers.len() >= 64 {
+        // (A task lists a handle once, so `node` is not in the list yet.)
+        if deps.readers.len() >= deps.prune_at {
             deps.readers.retain(|r| !r.is_finished());
+            deps.prune_at = (2 * deps.readers.len()).max(READERS_PRUNE_MIN);
         }
-        if !deps.readers.iter().any(|r| Arc::ptr_eq(r, node)) {
-            deps.readers.push(node.clone());
-        }
+        deps.readers.push(node.clone());
     }
 }

@@ -61,3 +61,30 @@ fn dropping_with_pending_tasks_runs_them() {
     }
     assert_eq!(done.load(Ordering::SeqCst), 50);
 }
+
+#[test]
+fn a_writer_after_thousands_of_readers_waits_for_every_one() {
+    use std::sync::atomic::AtomicUsize;
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = done.clone();
+    let read = Codelet::new("read").cpu(move |ctx| {
+        let _ = ctx.r::<u64>(0);
+        d.fetch_add(1, Ordering::SeqCst);
+    });
+    let d = done.clone();
+    let write = Codelet::new("write").cpu(move |ctx| {
+        *ctx.w::<u64>(0) = d.load(Ordering::SeqCst) as u64;
+    });
+    let x = rt.register(0u64);
+    for _ in 0..5000 {
+        rt.submit(Task::new(&read).r(&x)).unwrap();
+    }
+    rt.submit(Task::new(&write).w(&x)).unwrap();
+    rt.wait_all().unwrap();
+    assert_eq!(
+        rt.unregister(x).unwrap(),
+        5000,
+        "the writer ran after all 5000 readers"
+    );
+}
