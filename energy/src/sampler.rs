@@ -7,8 +7,11 @@
 //! 2. It takes the first reading of every meter on the caller's thread, so that the baseline
 //!    exists before the caller starts any task, then starts the sampler thread.
 //! 3. The thread sleeps to absolute deadlines `start + k·period` (no drift), reads every meter
-//!    at each, stamps the readings with [`Clock::now`] and the wall clock right after the
-//!    meter's `read` returns, unwraps them through [`crate::wrap`], and sends `Chunk::Samples`
+//!    at each, stamps every reading with the time its value was current on the trace clock
+//!    ([`Meter::value_time`] when the meter knows it, as the simulator does; otherwise the
+//!    middle of the `read` call less half the domain's update interval, since a counter
+//!    holds the value of its last update) and with the wall clock, unwraps them through
+//!    [`crate::wrap`], and sends `Chunk::Samples`
 //!    in batches (when a batch is full, and at least every second so that a crash loses
 //!    little). A deadline already past when the previous reading ends is skipped, not
 //!    caught up, and counted as an overrun: readings are never assumed periodic, each has
