@@ -22,7 +22,8 @@ use taskwatt_scheduler::{
     create_policy, policy_from_env, Local, Origin, Policy, WorkerDesc, DEFAULT_POLICY,
 };
 use taskwatt_traces::{
-    Arch, Chunk, Clock, CodeletInfo, ExecutionObserver, RunMeta, TaskId, TraceSink, WorkerInfo,
+    Arch, Chunk, Clock, CodeletInfo, ExecutionObserver, RunMeta, TaskId, Timestamp, TraceSink,
+    WorkerInfo,
 };
 
 use crate::codelet::CodeletInner;
@@ -214,6 +215,7 @@ impl RuntimeBuilder {
         for w in &workers {
             archs[w.arch.index()] = true;
         }
+        let timing = self.sink.is_enabled() || self.observer.is_some();
         let shared = Arc::new(Shared {
             policy,
             sleep: Sleep::new(),
@@ -232,6 +234,7 @@ impl RuntimeBuilder {
             workers: workers.clone(),
             archs,
             policy_name,
+            timing,
         });
         let mut threads = Vec::with_capacity(workers.len());
         for w in &workers {
@@ -324,9 +327,22 @@ pub(crate) struct Shared {
     workers: Vec<WorkerInfo>,
     archs: [bool; Arch::COUNT],
     policy_name: String,
+    /// Whether anyone reads task timestamps (a trace or an observer): without, the hot
+    /// path reads no clock.
+    pub(crate) timing: bool,
 }
 
 impl Shared {
+    /// The trace clock, or zero when no one reads task timestamps.
+    #[inline]
+    pub(crate) fn now(&self) -> Timestamp {
+        if self.timing {
+            Clock::now()
+        } else {
+            Timestamp::ZERO
+        }
+    }
+
     fn stats(&self) -> RuntimeStats {
         RuntimeStats {
             submitted: self.submitted.load(Ordering::Relaxed),
@@ -386,7 +402,9 @@ impl Shared {
 
     /// `node` has no pending dependency left.
     fn ready(&self, node: Arc<TaskNode>, local: &mut Option<(usize, &mut Local)>) -> Readied {
-        node.ready.store(Clock::now().as_ns(), Ordering::Relaxed);
+        if self.timing {
+            node.ready.store(Clock::now().as_ns(), Ordering::Relaxed);
+        }
         match node.kind {
             Kind::Acquire => {
                 node.granted.store(true, Ordering::SeqCst);
@@ -568,7 +586,7 @@ impl Runtime {
             codelet_id,
             task.priority,
             footprint,
-            Clock::now(),
+            sh.now(),
             None,
         ));
         sh.in_flight.fetch_add(1, Ordering::SeqCst);
@@ -577,11 +595,11 @@ impl Runtime {
             link(core, *mode, &node);
         }
         // Published to the worker by the guard release below (AcqRel on `pending`).
-        node.set_body(Box::new(Body {
+        node.set_body(Body {
             codelet,
             accesses,
             arg: task.arg,
-        }));
+        });
         for pred in &task.after {
             pred.add_successor(&node);
         }

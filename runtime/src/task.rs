@@ -20,13 +20,19 @@ use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crossbeam_utils::atomic::AtomicCell;
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use taskwatt_scheduler::SchedTask;
 use taskwatt_traces::{TaskId, Timestamp};
 
 use crate::codelet::{Codelet, CodeletInner};
 use crate::handle::{Access, Handle, HandleCore};
+
+/// A task's data accesses, in declaration order: inline up to 4 (no allocation).
+pub(crate) type Accesses = SmallVec<[(Arc<HandleCore>, Access); 4]>;
+
+/// A task's predecessor ids: inline up to 4.
+pub(crate) type Preds = SmallVec<[TaskId; 4]>;
 
 /// A task to submit: a codelet, its data accesses in order, and options.
 ///
@@ -43,7 +49,7 @@ use crate::handle::{Access, Handle, HandleCore};
 /// ```
 pub struct Task {
     pub(crate) codelet: Codelet,
-    pub(crate) accesses: Vec<(Arc<HandleCore>, Access)>,
+    pub(crate) accesses: Accesses,
     pub(crate) after: Vec<Arc<TaskNode>>,
     pub(crate) arg: Option<Box<dyn Any + Send + Sync>>,
     pub(crate) priority: i32,
@@ -54,7 +60,7 @@ impl Task {
     pub fn new(codelet: &Codelet) -> Task {
         Task {
             codelet: codelet.clone(),
-            accesses: Vec::new(),
+            accesses: Accesses::new(),
             after: Vec::new(),
             arg: None,
             priority: 0,
@@ -106,7 +112,7 @@ impl Task {
 /// What a node carries until a worker runs it.
 pub(crate) struct Body {
     pub(crate) codelet: Arc<CodeletInner>,
-    pub(crate) accesses: Vec<(Arc<HandleCore>, Access)>,
+    pub(crate) accesses: Accesses,
     pub(crate) arg: Option<Box<dyn Any + Send + Sync>>,
 }
 
@@ -123,9 +129,12 @@ pub(crate) const DONE_OK: u8 = 1;
 pub(crate) const DONE_FAILED: u8 = 2;
 pub(crate) const DONE_CANCELLED: u8 = 3;
 
+/// Successors of a node: inline up to 4.
+pub(crate) type Successors = SmallVec<[Arc<TaskNode>; 4]>;
+
 struct Links {
     finished: bool,
-    successors: Vec<Arc<TaskNode>>,
+    successors: Successors,
 }
 
 pub(crate) struct TaskNode {
@@ -137,7 +146,7 @@ pub(crate) struct TaskNode {
     pub(crate) submit: Timestamp,
     pub(crate) ready: AtomicU64,
     /// Predecessor ids, for the trace (StarPU's DependsOn).
-    pub(crate) preds: Mutex<Vec<TaskId>>,
+    pub(crate) preds: Mutex<Preds>,
     pub(crate) pending: AtomicUsize,
     pub(crate) cancelled: AtomicBool,
     pub(crate) status: AtomicU8,
@@ -148,7 +157,9 @@ pub(crate) struct TaskNode {
     /// A failed or cancelled node whose failure `wait_all` has reported: it no longer
     /// cancels tasks submitted after that report.
     pub(crate) reported: AtomicBool,
-    body: AtomicCell<Option<Box<Body>>>,
+    /// Set once before the submission guard is released, taken once by the worker (the
+    /// lock is uncontended: it replaces a heap allocation per task).
+    body: Mutex<Option<Body>>,
     links: Mutex<Links>,
     pub(crate) codelet_name: Arc<CodeletInner>,
 }
@@ -163,7 +174,7 @@ impl TaskNode {
         priority: i32,
         footprint: u64,
         submit: Timestamp,
-        body: Option<Box<Body>>,
+        body: Option<Body>,
     ) -> TaskNode {
         TaskNode {
             id,
@@ -173,17 +184,17 @@ impl TaskNode {
             footprint,
             submit,
             ready: AtomicU64::new(0),
-            preds: Mutex::new(Vec::new()),
+            preds: Mutex::new(Preds::new()),
             pending: AtomicUsize::new(1),
             cancelled: AtomicBool::new(false),
             status: AtomicU8::new(PENDING),
             has_waiter: AtomicBool::new(false),
             granted: AtomicBool::new(false),
             reported: AtomicBool::new(false),
-            body: AtomicCell::new(body),
+            body: Mutex::new(body),
             links: Mutex::new(Links {
                 finished: false,
-                successors: Vec::new(),
+                successors: Successors::new(),
             }),
             codelet_name: codelet,
         }
@@ -223,18 +234,18 @@ impl TaskNode {
     }
 
     /// Gives the node its body, before its submission guard is released.
-    pub(crate) fn set_body(&self, body: Box<Body>) {
-        self.body.store(Some(body));
+    pub(crate) fn set_body(&self, body: Body) {
+        *self.body.lock() = Some(body);
     }
 
     /// Takes the body (once; later calls get `None`).
     #[inline]
-    pub(crate) fn take_body(&self) -> Option<Box<Body>> {
-        self.body.take()
+    pub(crate) fn take_body(&self) -> Option<Body> {
+        self.body.lock().take()
     }
 
     /// Marks the node finished with `status` and returns its successors.
-    pub(crate) fn finish(&self, status: u8) -> Vec<Arc<TaskNode>> {
+    pub(crate) fn finish(&self, status: u8) -> Successors {
         let mut links = self.links.lock();
         // Publish the status before `finished`: `add_successor` reads it after seeing
         // `finished` under the same lock.

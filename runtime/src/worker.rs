@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crossbeam_utils::Backoff;
 use taskwatt_scheduler::Local;
-use taskwatt_traces::{Arch, Clock, TaskChunk, TaskRecord, TaskStatus, Timestamp, WorkerId};
+use taskwatt_traces::{Arch, TaskChunk, TaskRecord, TaskStatus, Timestamp, WorkerId};
 
 use crate::context::TaskCtx;
 use crate::error::TaskFailure;
@@ -108,7 +108,7 @@ fn execute(ctx: &WorkerCtx, task: ReadyTask, local: &mut Local, buf: Option<&mut
         }
     }
     let cid = node.codelet_id;
-    let start = Clock::now();
+    let start = sh.now();
     if let Some(o) = &sh.observer {
         o.task_started(ctx.id, cid, ctx.arch, start);
     }
@@ -116,7 +116,7 @@ fn execute(ctx: &WorkerCtx, task: ReadyTask, local: &mut Local, buf: Option<&mut
         let tctx = TaskCtx::new(&body, node.id, ctx.id);
         catch_unwind(AssertUnwindSafe(|| imp(&tctx)))
     };
-    let end = Clock::now();
+    let end = sh.now();
     if let Some(o) = &sh.observer {
         o.task_ended(ctx.id, cid, ctx.arch, end);
     }
