@@ -18,10 +18,17 @@ pub struct PlotError {
     pub message: String,
 }
 
-fn err(path: &Path) -> impl Fn(String) -> PlotError + '_ {
-    move |message| PlotError {
-        path: path.display().to_string(),
-        message,
+/// Turns plotters' errors into a [`PlotError`] naming the file.
+trait OrPlot<T> {
+    fn or_plot(self, path: &Path) -> Result<T, PlotError>;
+}
+
+impl<T, E: std::fmt::Display> OrPlot<T> for Result<T, E> {
+    fn or_plot(self, path: &Path) -> Result<T, PlotError> {
+        self.map_err(|x| PlotError {
+            path: path.display().to_string(),
+            message: x.to_string(),
+        })
     }
 }
 
@@ -67,9 +74,8 @@ pub fn power_over_time(
     title: &str,
     points: &[(f64, f64, f64)],
 ) -> Result<(), PlotError> {
-    let e = err(path);
     let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
+    root.fill(&WHITE).or_plot(path)?;
     let (x0, x1) = range(points.iter().map(|p| p.0));
     let (y0, y1) = range(points.iter().flat_map(|p| [p.1, p.2]));
     let mut chart = ChartBuilder::on(&root)
@@ -78,19 +84,19 @@ pub fn power_over_time(
         .x_label_area_size(35)
         .y_label_area_size(55)
         .build_cartesian_2d(x0..x1, y0.min(0.0)..y1)
-        .map_err(|x| e(x.to_string()))?;
+        .or_plot(path)?;
     chart
         .configure_mesh()
         .x_desc("time (s)")
         .y_desc("power (W)")
         .draw()
-        .map_err(|x| e(x.to_string()))?;
+        .or_plot(path)?;
     chart
         .draw_series(LineSeries::new(
             points.iter().map(|p| (p.0, p.1)),
             COLORS[0].stroke_width(1),
         ))
-        .map_err(|x| e(x.to_string()))?
+        .or_plot(path)?
         .label("measured")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], COLORS[0]));
     chart
@@ -98,7 +104,7 @@ pub fn power_over_time(
             points.iter().map(|p| (p.0, p.2)),
             COLORS[1].stroke_width(2),
         ))
-        .map_err(|x| e(x.to_string()))?
+        .or_plot(path)?
         .label("model")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], COLORS[1]));
     chart
@@ -106,8 +112,8 @@ pub fn power_over_time(
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
-        .map_err(|x| e(x.to_string()))?;
-    root.present().map_err(|x| e(x.to_string()))
+        .or_plot(path)?;
+    root.present().or_plot(path)
 }
 
 /// Horizontal bars: one `(label, value, error)` per row (error drawn as a whisker; 0 for
@@ -118,10 +124,9 @@ pub fn bars(
     unit: &str,
     rows: &[(String, f64, f64)],
 ) -> Result<(), PlotError> {
-    let e = err(path);
     let h = (90 + 34 * rows.len().max(1)) as u32;
     let root = SVGBackend::new(path, (900, h)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
+    root.fill(&WHITE).or_plot(path)?;
     let max = rows
         .iter()
         .map(|r| r.1 + r.2.abs())
@@ -136,7 +141,7 @@ pub fn bars(
         .x_label_area_size(35)
         .y_label_area_size(160)
         .build_cartesian_2d(0.0..max, 0.0..n as f64)
-        .map_err(|x| e(x.to_string()))?;
+        .or_plot(path)?;
     let labels: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
     chart
         .configure_mesh()
@@ -145,14 +150,14 @@ pub fn bars(
         .y_labels(2 * n + 1)
         .y_label_formatter(&|v: &f64| label_at(&labels, *v))
         .draw()
-        .map_err(|x| e(x.to_string()))?;
+        .or_plot(path)?;
     chart
         .draw_series(rows.iter().enumerate().map(|(i, r)| {
             let c = COLORS[i % COLORS.len()];
             let y = i as f64;
             Rectangle::new([(0.0, y + 0.15), (r.1, y + 0.85)], c.mix(0.8).filled())
         }))
-        .map_err(|x| e(x.to_string()))?;
+        .or_plot(path)?;
     chart
         .draw_series(
             rows.iter()
@@ -163,15 +168,14 @@ pub fn bars(
                     PathElement::new(vec![(r.1 - r.2, y), (r.1 + r.2, y)], BLACK.stroke_width(2))
                 }),
         )
-        .map_err(|x| e(x.to_string()))?;
-    root.present().map_err(|x| e(x.to_string()))
+        .or_plot(path)?;
+    root.present().or_plot(path)
 }
 
 /// Residuals over time: `(t_s, residual_w)` per interval.
 pub fn residuals(path: &Path, title: &str, points: &[(f64, f64)]) -> Result<(), PlotError> {
-    let e = err(path);
     let root = SVGBackend::new(path, (900, 360)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
+    root.fill(&WHITE).or_plot(path)?;
     let (x0, x1) = range(points.iter().map(|p| p.0));
     let m = points
         .iter()
@@ -185,27 +189,27 @@ pub fn residuals(path: &Path, title: &str, points: &[(f64, f64)]) -> Result<(), 
         .x_label_area_size(35)
         .y_label_area_size(55)
         .build_cartesian_2d(x0..x1, -m..m)
-        .map_err(|x| e(x.to_string()))?;
+        .or_plot(path)?;
     chart
         .configure_mesh()
         .x_desc("time (s)")
         .y_desc("measured - model (W)")
         .draw()
-        .map_err(|x| e(x.to_string()))?;
+        .or_plot(path)?;
     chart
         .draw_series(LineSeries::new(
             [(x0, 0.0), (x1, 0.0)],
             BLACK.stroke_width(1),
         ))
-        .map_err(|x| e(x.to_string()))?;
+        .or_plot(path)?;
     chart
         .draw_series(
             points
                 .iter()
                 .map(|p| Circle::new((p.0, p.1), 2, COLORS[3].filled())),
         )
-        .map_err(|x| e(x.to_string()))?;
-    root.present().map_err(|x| e(x.to_string()))
+        .or_plot(path)?;
+    root.present().or_plot(path)
 }
 
 /// Grouped bars: per label (a policy), measured and predicted values.
@@ -215,9 +219,8 @@ pub fn measured_vs_predicted(
     unit: &str,
     rows: &[(String, f64, f64)],
 ) -> Result<(), PlotError> {
-    let e = err(path);
     let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(x.to_string()))?;
+    root.fill(&WHITE).or_plot(path)?;
     let n = rows.len().max(1);
     let max = rows
         .iter()
@@ -233,7 +236,7 @@ pub fn measured_vs_predicted(
         .x_label_area_size(35)
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..n as f64, 0.0..max)
-        .map_err(|x| e(x.to_string()))?;
+        .or_plot(path)?;
     let labels: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
     chart
         .configure_mesh()
@@ -242,7 +245,7 @@ pub fn measured_vs_predicted(
         .x_labels(2 * n + 1)
         .x_label_formatter(&|v: &f64| label_at(&labels, *v))
         .draw()
-        .map_err(|x| e(x.to_string()))?;
+        .or_plot(path)?;
     for (k, (color, label)) in [(COLORS[0], "measured"), (COLORS[1], "predicted")]
         .into_iter()
         .enumerate()
@@ -253,7 +256,7 @@ pub fn measured_vs_predicted(
                 let x = i as f64 + 0.1 + 0.4 * k as f64;
                 Rectangle::new([(x, 0.0), (x + 0.38, v)], color.mix(0.85).filled())
             }))
-            .map_err(|x| e(x.to_string()))?
+            .or_plot(path)?
             .label(label)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
     }
@@ -262,8 +265,8 @@ pub fn measured_vs_predicted(
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()
-        .map_err(|x| e(x.to_string()))?;
-    root.present().map_err(|x| e(x.to_string()))
+        .or_plot(path)?;
+    root.present().or_plot(path)
 }
 
 #[cfg(test)]
