@@ -221,7 +221,7 @@ impl TaskNode {
                 succ.cancelled.store(true, Ordering::Relaxed);
             }
             // Still a predecessor in the recorded graph: it ran before `succ`.
-            succ.preds.lock().push(self.id);
+            self.record_as_pred_of(succ);
             return false;
         }
         // Count the edge before publishing it: the release in `finish` decrements only
@@ -229,8 +229,16 @@ impl TaskNode {
         succ.pending.fetch_add(1, Ordering::Relaxed);
         links.successors.push(succ.clone());
         drop(links);
-        succ.preds.lock().push(self.id);
+        self.record_as_pred_of(succ);
         true
+    }
+
+    /// Records `self` among `succ`'s predecessors for the trace. Acquisitions are not tasks
+    /// and have no id in the trace: the edges through them are implied by the data.
+    fn record_as_pred_of(&self, succ: &TaskNode) {
+        if matches!(self.kind, Kind::Codelet) {
+            succ.preds.lock().push(self.id);
+        }
     }
 
     /// Gives the node its body, before its submission guard is released.

@@ -31,6 +31,26 @@ fn acquire_waits_for_writers_and_orders_later_tasks() {
 }
 
 #[test]
+fn acquisitions_are_not_recorded_as_predecessors() {
+    use taskwatt_traces::TraceSink;
+    let (sink, memory) = TraceSink::memory();
+    let rt = Runtime::builder().workers(1).trace(sink).build().unwrap();
+    let inc = Codelet::new("inc").cpu(|ctx| *ctx.rw::<u64>(0) += 1);
+    let x = rt.register(0u64);
+    let first = rt.submit(Task::new(&inc).rw(&x)).unwrap();
+    drop(rt.acquire_mut(&x).unwrap());
+    let after = rt.submit(Task::new(&inc).rw(&x)).unwrap();
+    rt.wait_all().unwrap();
+    drop(rt);
+    let trace = memory.into_trace().unwrap();
+    for (r, preds) in trace.tasks() {
+        if r.id == after.id() {
+            assert!(preds.iter().all(|p| *p == first.id()), "{preds:?}");
+        }
+    }
+}
+
+#[test]
 fn wait_on_one_task() {
     let rt = Runtime::builder().workers(2).build().unwrap();
     let sleepy = Codelet::new("sleepy").cpu(|ctx| {
