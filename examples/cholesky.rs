@@ -27,15 +27,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = args.next().transpose()?.unwrap_or(2048);
     let nb = args.next().transpose()?.unwrap_or(256);
 
-    let a = TiledMatrix::random_spd(n, nb, 7)?;
+    let a: TiledMatrix = TiledMatrix::random_spd(n, nb, 7)?; // f64 (TiledMatrix<f32>: single)
     let nt = a.nt();
     let rt = Runtime::builder().app("cholesky-example").build()?;
 
     let potrf = Codelet::new("potrf")
         .cpu(|ctx| kernels::potrf(ctx.rw::<Tile>(0)).expect("the matrix is positive definite"));
-    let trsm = Codelet::new("trsm").cpu(|ctx| kernels::trsm(ctx.r(0), ctx.rw(1)));
-    let syrk = Codelet::new("syrk").cpu(|ctx| kernels::syrk(ctx.r(0), ctx.rw(1)));
-    let gemm = Codelet::new("gemm").cpu(|ctx| kernels::gemm_nt(ctx.r(0), ctx.r(1), ctx.rw(2)));
+    let trsm = Codelet::new("trsm").cpu(|ctx| kernels::trsm(ctx.r::<Tile>(0), ctx.rw(1)));
+    let syrk = Codelet::new("syrk").cpu(|ctx| kernels::syrk(ctx.r::<Tile>(0), ctx.rw(1)));
+    let gemm =
+        Codelet::new("gemm").cpu(|ctx| kernels::gemm_nt(ctx.r::<Tile>(0), ctx.r(1), ctx.rw(2)));
 
     // One handle per lower tile.
     let mut work = a.clone();

@@ -117,6 +117,7 @@ pub fn measured_run<P>(
         .param("tile", opts.config.tile)
         .param("seed", opts.config.seed)
         .param("iterations", opts.config.iterations)
+        .param("precision", opts.config.precision)
         .param("kernels", taskwatt_kernels::backend());
     if opts.app == App::Stencil {
         b = b.param("steps", opts.config.steps);

@@ -1,8 +1,9 @@
-//! Single-core GFlop/s of every tile kernel, for the backend compiled in.
+//! Single-core GFlop/s of every tile kernel, for the backend compiled in, in f64 (default)
+//! or f32 (first argument `f32`; the stencil, f64 only, is then left out).
 //!
 //! ```text
 //! for nb in [128, 256, 512]:
-//!     for kernel in potrf, trsm, syrk, gemm_nt, gemm_nn, heat_step:
+//!     for kernel in potrf, trsm, syrk, gemm_nt, gemm_nn, heat_step (f64):
 //!         repeat kernel(tile inputs) on this thread, inputs restored between calls
 //!     sequential tiled Cholesky, n = 2048 in nb x nb tiles (the apps' per-core ceiling)
 //! ```
@@ -13,7 +14,7 @@
 //! thing a core can do here. Only the kernel call is timed (the input copy is not).
 //!
 //! ```text
-//! cargo run -p taskwatt-kernels --release --example kernel_gflops [-- NB...]
+//! cargo run -p taskwatt-kernels --release --example kernel_gflops [-- [f32|f64] NB...]
 //! cargo run -p taskwatt-kernels --release --features blas --example kernel_gflops
 //! ```
 
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use taskwatt_kernels::{
     backend, backend_threads, flops, gemm_nn, gemm_nt, heat_step, init, potrf, sequential, syrk,
-    trsm, Neighbours, Tile, TiledMatrix,
+    trsm, Neighbours, Scalar, Tile, TiledMatrix,
 };
 
 /// Time budget per (kernel, nb) measurement.
@@ -60,28 +61,41 @@ fn measure<S>(
     }
 }
 
-fn tile(nb: usize, seed: u64) -> Tile {
-    TiledMatrix::random_tile(nb, seed, 0, 0)
+fn tile<T: Scalar>(nb: usize, seed: u64) -> Tile<T> {
+    TiledMatrix::<T>::random_tile(nb, seed, 0, 0)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let sizes: Vec<usize> = {
-        let args: Vec<usize> = std::env::args()
-            .skip(1)
-            .map(|a| a.parse())
-            .collect::<Result<_, _>>()?;
-        if args.is_empty() {
-            vec![128, 256, 512]
-        } else {
-            args
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let precision = match args.first().map(String::as_str) {
+        Some(p @ ("f32" | "f64")) => {
+            let p = p.to_string();
+            args.remove(0);
+            p
         }
+        _ => "f64".to_string(),
+    };
+    let sizes: Vec<usize> = args.iter().map(|a| a.parse()).collect::<Result<_, _>>()?;
+    let sizes = if sizes.is_empty() {
+        vec![128, 256, 512]
+    } else {
+        sizes
     };
     init();
     println!(
-        "backend: {}, threads per call: {}",
+        "backend: {}, threads per call: {}, precision: {precision}",
         backend(),
         backend_threads()
     );
+    if precision == "f32" {
+        table::<f32>(&sizes)
+    } else {
+        table::<f64>(&sizes)
+    }
+}
+
+/// The table for element type `T` (see the module docs).
+fn table<T: Scalar>(sizes: &[usize]) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{:>5}  {:<22} {:>9} {:>9} {:>10} {:>6}",
         "nb", "kernel", "best", "median", "vs gemm_nt", "calls"
@@ -90,15 +104,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{:>5}  {:<22} {:>9} {:>9} {:>10} {:>6}",
         "", "", "GFlop/s", "GFlop/s", "", ""
     );
-    for &nb in &sizes {
-        let spd = TiledMatrix::spd_tile(nb, nb, 1, 0, 0);
+    for &nb in sizes {
+        let spd = TiledMatrix::<T>::spd_tile(nb, nb, 1, 0, 0);
         let mut l = spd.clone();
         potrf(&mut l)?;
-        let (a, b, c) = (tile(nb, 2), tile(nb, 3), tile(nb, 4));
+        let (a, b, c) = (tile::<T>(nb, 2), tile::<T>(nb, 3), tile::<T>(nb, 4));
         let mut w = Tile::zeros(nb);
         let mut rows: Vec<(&str, Rate)> = Vec::new();
 
-        let from_c = |w: &mut Tile| w.clone_from(&c);
+        let from_c = |w: &mut Tile<T>| w.clone_from(&c);
         rows.push((
             "gemm_nt",
             measure(flops::gemm(nb), &mut w, from_c, |w| gemm_nt(&a, &b, w)),
@@ -106,7 +120,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rows.push((
             "gemm_nn",
             measure(flops::gemm(nb), &mut w, from_c, |w| {
-                gemm_nn(1.0, &a, &b, 1.0, w)
+                gemm_nn(T::ONE, &a, &b, T::ONE, w)
             }),
         ));
         rows.push((
@@ -132,24 +146,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 |w| potrf(w).expect("SPD tile"),
             ),
         ));
-        let halo = Neighbours {
-            north: Some(&b),
-            south: Some(&b),
-            west: Some(&c),
-            east: Some(&c),
-        };
-        rows.push((
-            "heat_step",
-            measure(
-                flops::heat_step(nb),
-                &mut w,
-                |_| {},
-                |w| heat_step(&a, halo, w, 0.2),
-            ),
-        ));
+        if T::NAME == "f64" {
+            let (a, b, c) = (tile::<f64>(nb, 2), tile::<f64>(nb, 3), tile::<f64>(nb, 4));
+            let halo = Neighbours {
+                north: Some(&b),
+                south: Some(&b),
+                west: Some(&c),
+                east: Some(&c),
+            };
+            rows.push((
+                "heat_step",
+                measure(
+                    flops::heat_step(nb),
+                    &mut Tile::zeros(nb),
+                    |_| {},
+                    |w| heat_step(&a, halo, w, 0.2),
+                ),
+            ));
+        }
 
         let n = 2048usize.max(nb);
-        let whole = TiledMatrix::random_spd(n, nb, 5)?;
+        let whole = TiledMatrix::<T>::random_spd(n, nb, 5)?;
         let mut m = whole.clone();
         let chol = measure(
             flops::cholesky(n),

@@ -22,9 +22,17 @@
 //! `E x = 0` for every probe, which has probability at most `2^-PROBES` (1/256). The probes
 //! are fixed (seeded), so the check is reproducible.
 //!
+//! # Precision
+//! The checks take matrices of either [`Scalar`] type and always compute in f64: tiles are
+//! widened exactly, so for an f32 factorisation they measure the backward error of the f32
+//! factor with respect to the f32 input, not rounding in the check itself (an f32 check
+//! would add errors of the size it is trying to see).
+//!
 //! # Tolerance
-//! [`residual_tolerance`]`(n) = 30 n eps` with `eps = 2^-52`: the threshold LAPACK's own test
-//! suite applies to `||A - L L^T|| / (n eps ||A||)` (`THRESH = 30` in `dtest.in`).
+//! [`residual_tolerance_for`]`::<T>(n) = 30 n eps_T`, with `eps_T` the machine epsilon of
+//! the matrices' type (`2^-52` for f64, [`residual_tolerance`]; `2^-23` for f32): the
+//! threshold LAPACK's own test suite applies to `||A - L L^T|| / (n eps ||A||)` in both
+//! precisions (`THRESH = 30` in `dtest.in` and `stest.in`).
 //! Measured with [`TiledMatrix::random_spd`] and [`sequential::cholesky`](crate::sequential::cholesky):
 //! 4.8e-16 at `n = 512` (tolerance 3.4e-12) and 8.9e-16 at `n = 4096` (tolerance 2.7e-11),
 //! both backends; GEMM residuals are about 2e-17. One dropped trailing update (one
@@ -32,10 +40,21 @@
 //! repeated or misplaced task, not a tiny perturbation of one entry (a relative change of
 //! 1e-6 in one element of `L` at `n = 4096` moves the residual to about 3e-12, under the
 //! tolerance).
+//!
+//! In f32 the same rule gives 1.8e-3 at `n = 512` and 1.5e-2 at `n = 4096`, while the
+//! measured residuals are 0.8e-7 to 1.5e-7 (about one f32 epsilon, as f64's are a few
+//! f64 epsilons), both backends. The threshold is LAPACK's and generous by design, so in
+//! f32 it catches a dropped task only where the task is large against it: at `n = 256`
+//! (tiles of 64) one dropped update gives 1.1e-3 against a tolerance of 9.2e-4, at
+//! `n = 64` (tiles of 16) 3.1e-3 against 2.3e-4. An f32 run that must detect single
+//! dropped tasks at scale should compare the residual with its measured size instead.
+
+use std::any::Any;
+use std::borrow::Cow;
 
 use crate::pure::{gemm_view, Op};
 use crate::view::{MatMut, MatRef};
-use crate::{random, KernelError, Tile, TiledMatrix};
+use crate::{random, KernelError, Scalar, Tile, TiledMatrix};
 
 /// Number of random sign vectors the residual estimates average over.
 pub const PROBES: usize = 8;
@@ -43,10 +62,17 @@ pub const PROBES: usize = 8;
 /// Seed of the probe vectors: fixed so that a check gives the same number every run.
 const PROBE_SEED: u64 = 0x7a5c_0de5_5eed;
 
-/// The pass/fail threshold for [`cholesky_residual`] and [`gemm_residual`] on order `n`:
-/// `30 * n * f64::EPSILON` (see the module docs).
+/// The pass/fail threshold for [`cholesky_residual`] and [`gemm_residual`] on f64
+/// matrices of order `n`: `30 * n * f64::EPSILON` (see the module docs).
 pub fn residual_tolerance(n: usize) -> f64 {
-    30.0 * n as f64 * f64::EPSILON
+    residual_tolerance_for::<f64>(n)
+}
+
+/// The pass/fail threshold for [`cholesky_residual`] and [`gemm_residual`] on matrices of
+/// `T` of order `n`: `30 * n * eps_T` (see the module docs), e.g. 1.5e-2 for f32 and
+/// `n = 4096`.
+pub fn residual_tolerance_for<T: Scalar>(n: usize) -> f64 {
+    30.0 * n as f64 * T::EPSILON
 }
 
 /// Estimates `||A - L L^T||_F / ||A||_F` (see the module docs for the method and its
@@ -60,7 +86,10 @@ pub fn residual_tolerance(n: usize) -> f64 {
 /// # Errors
 /// [`KernelError::ShapeMismatch`] if `a` and `l` differ in `n` or `nb`;
 /// [`KernelError::MissingTile`] if a lower tile is absent.
-pub fn cholesky_residual(a: &TiledMatrix, l: &TiledMatrix) -> Result<f64, KernelError> {
+pub fn cholesky_residual<T: Scalar>(
+    a: &TiledMatrix<T>,
+    l: &TiledMatrix<T>,
+) -> Result<f64, KernelError> {
     same_shape("cholesky_residual", a, l)?;
     let (n, nb, nt) = (a.n(), a.nb(), a.nt());
     let x = probes(n);
@@ -79,10 +108,11 @@ pub fn cholesky_residual(a: &TiledMatrix, l: &TiledMatrix) -> Result<f64, Kernel
                 let t = lower_triangle(lij);
                 acc(&mut ltx, n, nb, j, &t, Op::T, &x, i);
             } else {
-                a_norm2 += 2.0 * sum_sq(aij);
-                acc(&mut ax, n, nb, i, aij, Op::N, &x, j);
-                acc(&mut ax, n, nb, j, aij, Op::T, &x, i);
-                acc(&mut ltx, n, nb, j, lij, Op::T, &x, i);
+                let (aij, lij) = (wide(aij), wide(lij));
+                a_norm2 += 2.0 * sum_sq(&aij);
+                acc(&mut ax, n, nb, i, &aij, Op::N, &x, j);
+                acc(&mut ax, n, nb, j, &aij, Op::T, &x, i);
+                acc(&mut ltx, n, nb, j, &lij, Op::T, &x, i);
             }
         }
     }
@@ -93,7 +123,7 @@ pub fn cholesky_residual(a: &TiledMatrix, l: &TiledMatrix) -> Result<f64, Kernel
             if i == j {
                 acc(&mut lltx, n, nb, i, &lower_triangle(lij), Op::N, &ltx, j);
             } else {
-                acc(&mut lltx, n, nb, i, lij, Op::N, &ltx, j);
+                acc(&mut lltx, n, nb, i, &wide(lij), Op::N, &ltx, j);
             }
         }
     }
@@ -107,14 +137,15 @@ pub fn cholesky_residual(a: &TiledMatrix, l: &TiledMatrix) -> Result<f64, Kernel
 /// # Errors
 /// [`KernelError::ShapeMismatch`] if the matrices differ in `n` or `nb`;
 /// [`KernelError::MissingTile`] if a tile is absent.
-pub fn gemm_residual(
-    alpha: f64,
-    a: &TiledMatrix,
-    b: &TiledMatrix,
-    beta: f64,
-    c0: &TiledMatrix,
-    c: &TiledMatrix,
+pub fn gemm_residual<T: Scalar>(
+    alpha: T,
+    a: &TiledMatrix<T>,
+    b: &TiledMatrix<T>,
+    beta: T,
+    c0: &TiledMatrix<T>,
+    c: &TiledMatrix<T>,
 ) -> Result<f64, KernelError> {
+    let (alpha, beta) = (alpha.to_f64(), beta.to_f64());
     for other in [b, c0, c] {
         same_shape("gemm_residual", a, other)?;
     }
@@ -134,26 +165,33 @@ pub fn gemm_residual(
 }
 
 /// `(M x, ||M||_F)` for a matrix with all tiles present; the norm is the second value.
-fn general_product(m: &TiledMatrix, x: &[f64]) -> Result<(Vec<f64>, f64), KernelError> {
+fn general_product<T: Scalar>(
+    m: &TiledMatrix<T>,
+    x: &[f64],
+) -> Result<(Vec<f64>, f64), KernelError> {
     let (n, nb, nt) = (m.n(), m.nb(), m.nt());
     let mut y = vec![0.0; n * PROBES];
     let mut norm2 = 0.0;
     for j in 0..nt {
         for i in 0..nt {
-            let t = m.need(
+            let t = wide(m.need(
                 i,
                 j,
                 "gemm_residual",
                 ", and every upper tile too (a general matrix)",
-            )?;
-            norm2 += sum_sq(t);
-            acc(&mut y, n, nb, i, t, Op::N, x, j);
+            )?);
+            norm2 += sum_sq(&t);
+            acc(&mut y, n, nb, i, &t, Op::N, x, j);
         }
     }
     Ok((y, norm2.sqrt()))
 }
 
-fn same_shape(what: &'static str, a: &TiledMatrix, b: &TiledMatrix) -> Result<(), KernelError> {
+fn same_shape<T: Scalar>(
+    what: &'static str,
+    a: &TiledMatrix<T>,
+    b: &TiledMatrix<T>,
+) -> Result<(), KernelError> {
     if a.n() != b.n() || a.nb() != b.nb() {
         return Err(KernelError::ShapeMismatch {
             what,
@@ -184,17 +222,34 @@ fn acc(y: &mut [f64], n: usize, nb: usize, i: usize, t: &Tile, op: Op, x: &[f64]
     gemm_view(1.0, tv, op, xv, Op::N, 1.0, yv);
 }
 
-/// The full symmetric tile whose lower triangle is `t`'s.
-fn symmetric_from_lower(t: &Tile) -> Tile {
-    Tile::from_fn(
-        t.nb(),
-        |r, c| if r >= c { t.get(r, c) } else { t.get(c, r) },
-    )
+/// `t` in f64: borrowed when it already is (no copy in the f64 checks), widened exactly
+/// otherwise.
+fn wide<T: Scalar>(t: &Tile<T>) -> Cow<'_, Tile> {
+    match (t as &dyn Any).downcast_ref::<Tile>() {
+        Some(t) => Cow::Borrowed(t),
+        None => Cow::Owned(Tile::from_fn(t.nb(), |r, c| t.get(r, c).to_f64())),
+    }
 }
 
-/// `t`'s lower triangle (diagonal included), zeros above.
-fn lower_triangle(t: &Tile) -> Tile {
-    Tile::from_fn(t.nb(), |r, c| if r >= c { t.get(r, c) } else { 0.0 })
+/// The full symmetric tile (in f64) whose lower triangle is `t`'s.
+fn symmetric_from_lower<T: Scalar>(t: &Tile<T>) -> Tile {
+    Tile::from_fn(t.nb(), |r, c| {
+        if r >= c { t.get(r, c) } else { t.get(c, r) }.to_f64()
+    })
+}
+
+/// `t`'s lower triangle (diagonal included) in f64, zeros above.
+fn lower_triangle<T: Scalar>(t: &Tile<T>) -> Tile {
+    Tile::from_fn(
+        t.nb(),
+        |r, c| {
+            if r >= c {
+                t.get(r, c).to_f64()
+            } else {
+                0.0
+            }
+        },
+    )
 }
 
 fn sum_sq(t: &Tile) -> f64 {
@@ -220,9 +275,15 @@ fn relative(err_norm2: f64, scale: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::testutil::naive;
+    // Constructors name no element type; these tests are about f64 matrices unless they
+    // say `super::TiledMatrix::<f32>`.
+    type TiledMatrix = super::TiledMatrix<f64>;
 
     /// Exact `||A - L L^T||_F / ||A||_F` by dense O(n^3) products, for small n.
-    fn exact_cholesky_residual(a: &TiledMatrix, l: &TiledMatrix) -> f64 {
+    fn exact_cholesky_residual<T: Scalar>(
+        a: &super::TiledMatrix<T>,
+        l: &super::TiledMatrix<T>,
+    ) -> f64 {
         let n = a.n();
         let (ad, ld) = (naive::symmetric_dense(a), naive::lower_dense(l));
         let mut num = 0.0;
@@ -315,5 +376,28 @@ mod tests {
         t.set(0, 0, t.get(0, 0) + 1e-4);
         let r = gemm_residual(0.5, &a, &b, -1.0, &c0, &bad).unwrap();
         assert!(r > 1e-7, "{r}");
+    }
+
+    /// The f32 path: an f32 factor (the f64 dense factor rounded) passes the f32 tolerance
+    /// and fails the f64 one (so the check really sees f32 rounding, widened exactly), and
+    /// the estimate tracks the exact residual computed in f64 from the f32 data.
+    #[test]
+    fn f32_factor_is_checked_in_f64() {
+        let a = super::TiledMatrix::<f32>::random_spd(48, 16, 4).unwrap();
+        let l64 = naive::dense_cholesky(&naive::symmetric_dense(&a), 48);
+        let l32: Vec<f32> = l64.iter().map(|&x| x as f32).collect();
+        let l = super::TiledMatrix::<f32>::from_dense(&l32, 48, 16).unwrap();
+        let est = cholesky_residual(&a, &l).unwrap();
+        let exact = exact_cholesky_residual(&a, &l);
+        assert!(est < residual_tolerance_for::<f32>(48), "{est}");
+        assert!(
+            est > residual_tolerance(48),
+            "{est}: f32 rounding must be visible"
+        );
+        assert!(est > exact / 3.0 && est < exact * 3.0, "{est} vs {exact}");
+        assert_eq!(
+            residual_tolerance_for::<f32>(4096),
+            30.0 * 4096.0 * 2f64.powi(-23)
+        );
     }
 }

@@ -19,6 +19,9 @@
 //!
 //! Every `gemm` call is single-threaded (`Parallelism::None`): the task runtime, not the
 //! kernel, decides which core runs what.
+//!
+//! Everything is generic over the [`Scalar`] type and monomorphised for f64 and f32; the
+//! `gemm` crate picks its f64 or f32 micro-kernels from the type.
 
 // With `blas`, only `gemm_view` (used by the residual checks) and the views it needs are
 // live in the library; the rest is still compiled and cross-checked against BLAS in tests.
@@ -28,6 +31,7 @@ use gemm::Parallelism;
 
 use crate::simd::{madd, multiversion};
 use crate::view::{MatMut, MatRef};
+use crate::Scalar;
 
 /// Width at and below which the recursion stops and a leaf loop takes over. Measured on
 /// an AVX-512 core (nb = 128 and 256): 16 beats 32 by 5-15% on trsm and potrf, 64 loses
@@ -45,14 +49,14 @@ pub(crate) enum Op {
 
 /// `dst = alpha * op(a) * op(b) + beta * dst`; `dst` is not read when `beta == 0` (BLAS
 /// semantics: NaN in `dst` does not leak through a zero `beta`).
-pub(crate) fn gemm_view(
-    alpha: f64,
-    a: MatRef<'_>,
+pub(crate) fn gemm_view<T: Scalar>(
+    alpha: T,
+    a: MatRef<'_, T>,
     ta: Op,
-    b: MatRef<'_>,
+    b: MatRef<'_, T>,
     tb: Op,
-    beta: f64,
-    mut dst: MatMut<'_>,
+    beta: T,
+    mut dst: MatMut<'_, T>,
 ) {
     let (m, k) = match ta {
         Op::N => (a.rows(), a.cols()),
@@ -75,13 +79,13 @@ pub(crate) fn gemm_view(
         // Nothing to multiply: dst = beta * dst, without reading dst when beta == 0.
         for j in 0..n {
             for x in dst.col_mut(j) {
-                *x = if beta == 0.0 { 0.0 } else { beta * *x };
+                *x = if beta == T::ZERO { T::ZERO } else { beta * *x };
             }
         }
         return;
     }
     // (column stride, row stride) of op(X): transposing swaps them.
-    let strides = |x: &MatRef<'_>, op: Op| match op {
+    let strides = |x: &MatRef<'_, T>, op: Op| match op {
         Op::N => (x.ld() as isize, 1isize),
         Op::T => (1isize, x.ld() as isize),
     };
@@ -101,7 +105,7 @@ pub(crate) fn gemm_view(
             dst.as_mut_ptr(),
             dst_ld,
             1,
-            beta != 0.0,
+            beta != T::ZERO,
             a.as_ptr(),
             a_cs,
             a_rs,
@@ -119,7 +123,8 @@ pub(crate) fn gemm_view(
 }
 
 /// Where to split a dimension of `n > BASE`: about half, rounded down to a multiple of 8
-/// (one AVX-512 vector of f64) so the `gemm` blocks stay aligned to the micro-kernel.
+/// (one AVX-512 vector of f64, half of one of f32) so the `gemm` blocks stay aligned to
+/// the micro-kernel.
 fn split_point(n: usize) -> usize {
     let half = n / 2;
     if half >= 16 {
@@ -131,7 +136,7 @@ fn split_point(n: usize) -> usize {
 
 /// In-place lower Cholesky of the `n x n` block `a`. On failure returns the 0-based column
 /// (counted from the block's first column plus `offset`) whose pivot was not positive.
-pub(crate) fn potrf(a: MatMut<'_>, offset: usize) -> Result<(), usize> {
+pub(crate) fn potrf<T: Scalar>(a: MatMut<'_, T>, offset: usize) -> Result<(), usize> {
     let n = a.rows();
     debug_assert_eq!(n, a.cols());
     if n <= BASE {
@@ -153,7 +158,7 @@ pub(crate) fn potrf(a: MatMut<'_>, offset: usize) -> Result<(), usize> {
 
 multiversion!(
     /// Unblocked Cholesky of a block of at most `BASE` columns (see the body's docs).
-    fn potrf_unblocked(a: MatMut<'_>, offset: usize, result: &mut Result<(), usize>) => potrf_unblocked_body
+    fn potrf_unblocked<T: Scalar>(a: MatMut<'_, T>, offset: usize, result: &mut Result<(), usize>) => potrf_unblocked_body
 );
 
 /// The leaf is left-looking (column `j` receives all updates from columns `k < j`, then
@@ -166,33 +171,33 @@ multiversion!(
 /// lower-triangle computation never reads and which is never copied back; rows `>= n` stay
 /// zero because every column they are updated with is zero there.
 #[inline(always)]
-fn potrf_unblocked_body<const FMA: bool>(
-    mut a: MatMut<'_>,
+fn potrf_unblocked_body<T: Scalar, const FMA: bool>(
+    mut a: MatMut<'_, T>,
     offset: usize,
     result: &mut Result<(), usize>,
 ) {
     let n = a.rows();
-    let mut w = [[0.0f64; BASE]; BASE]; // w[j] is column j
+    let mut w = [[T::ZERO; BASE]; BASE]; // w[j] is column j
     for j in 0..n {
         w[j][j..n].copy_from_slice(&a.col(j)[j..]);
     }
     *result = Ok(());
     for j in 0..n {
-        let mut y: [f64; BASE] = w[j];
+        let mut y: [T; BASE] = w[j];
         for x in &w[..j] {
             let f = -x[j];
             for i in 0..BASE {
-                y[i] = madd::<FMA>(f, x[i], y[i]);
+                y[i] = madd::<T, FMA>(f, x[i], y[i]);
             }
         }
         let d = y[j];
         // As LAPACK: `ajj <= 0 .or. disnan(ajj)`.
-        if d.is_nan() || d <= 0.0 {
+        if d.is_nan() || d <= T::ZERO {
             *result = Err(offset + j);
             break;
         }
         let ljj = d.sqrt();
-        let inv = 1.0 / ljj;
+        let inv = T::ONE / ljj;
         for x in &mut y[j + 1..n] {
             *x *= inv;
         }
@@ -208,7 +213,7 @@ fn potrf_unblocked_body<const FMA: bool>(
 
 /// `b = b * L^-T` with `L` the lower triangle of the `n x n` block `l` (non-unit diagonal)
 /// and `b` of size `m x n`.
-pub(crate) fn trsm(l: MatRef<'_>, b: MatMut<'_>) {
+pub(crate) fn trsm<T: Scalar>(l: MatRef<'_, T>, b: MatMut<'_, T>) {
     let n = l.rows();
     debug_assert_eq!(n, b.cols());
     if n <= BASE {
@@ -221,12 +226,12 @@ pub(crate) fn trsm(l: MatRef<'_>, b: MatMut<'_>) {
     let (mut b1, mut b2) = b.split_cols(n1);
     trsm(l.sub(0, 0, n1, n1), b1.rb_mut());
     gemm_view(
-        -1.0,
+        -T::ONE,
         b1.rb(),
         Op::N,
         l.sub(n1, 0, n2, n1),
         Op::T,
-        1.0,
+        T::ONE,
         b2.rb_mut(),
     );
     trsm(l.sub(n1, n1, n2, n2), b2);
@@ -235,10 +240,10 @@ pub(crate) fn trsm(l: MatRef<'_>, b: MatMut<'_>) {
 multiversion!(
     /// Column-by-column substitution for `n <= BASE`:
     /// `x_j = (b_j - sum_{k<j} x_k L[j,k]) / L[j,j]`.
-    fn trsm_unblocked(l: MatRef<'_>, b: MatMut<'_>) => trsm_unblocked_body
+    fn trsm_unblocked<T: Scalar>(l: MatRef<'_, T>, b: MatMut<'_, T>) => trsm_unblocked_body
 );
 
-/// Rows per strip in [`trsm_unblocked_body`]: a 32 x BASE strip is 4 KiB, so it stays in L1
+/// Rows per strip in [`trsm_unblocked_body`]: a 32 x BASE strip is 4 KiB (f64), so it stays in L1
 /// while each of its columns is solved.
 const TRSM_STRIP: usize = 32;
 
@@ -248,33 +253,33 @@ const TRSM_STRIP: usize = 32;
 /// place, it could not rule out aliasing between `x_j` and the `x_k` and emitted scalar
 /// code). A short last strip is zero-padded; its padding rows are computed and dropped.
 #[inline(always)]
-fn trsm_unblocked_body<const FMA: bool>(l: MatRef<'_>, mut b: MatMut<'_>) {
+fn trsm_unblocked_body<T: Scalar, const FMA: bool>(l: MatRef<'_, T>, mut b: MatMut<'_, T>) {
     let n = l.rows();
     let m = b.rows();
-    let mut lt = [[0.0f64; BASE]; BASE]; // lt[j][k] = L[j, k]: row j of L, contiguous
-    let mut inv_diag = [0.0f64; BASE];
+    let mut lt = [[T::ZERO; BASE]; BASE]; // lt[j][k] = L[j, k]: row j of L, contiguous
+    let mut inv_diag = [T::ZERO; BASE];
     for k in 0..n {
         let col = l.col(k);
         for j in k..n {
             lt[j][k] = col[j];
         }
-        inv_diag[k] = 1.0 / col[k];
+        inv_diag[k] = T::ONE / col[k];
     }
-    let mut strip = [[0.0f64; TRSM_STRIP]; BASE]; // strip[j] = rows r0.. of column j
+    let mut strip = [[T::ZERO; TRSM_STRIP]; BASE]; // strip[j] = rows r0.. of column j
     let mut r0 = 0;
     while r0 < m {
         let rows = TRSM_STRIP.min(m - r0);
         for (j, s) in strip.iter_mut().enumerate().take(n) {
             s[..rows].copy_from_slice(&b.col(j)[r0..r0 + rows]);
-            s[rows..].fill(0.0);
+            s[rows..].fill(T::ZERO);
         }
         for j in 0..n {
-            let mut y: [f64; TRSM_STRIP] = strip[j];
+            let mut y: [T; TRSM_STRIP] = strip[j];
             for k in 0..j {
                 let f = -lt[j][k];
                 let x = &strip[k];
                 for i in 0..TRSM_STRIP {
-                    y[i] = madd::<FMA>(f, x[i], y[i]);
+                    y[i] = madd::<T, FMA>(f, x[i], y[i]);
                 }
             }
             let inv = inv_diag[j];
@@ -291,7 +296,7 @@ fn trsm_unblocked_body<const FMA: bool>(l: MatRef<'_>, mut b: MatMut<'_>) {
 }
 
 /// Lower triangle of `c -= a a^T`, `a` of size `m x k`, `c` of size `m x m`.
-pub(crate) fn syrk(a: MatRef<'_>, c: MatMut<'_>) {
+pub(crate) fn syrk<T: Scalar>(a: MatRef<'_, T>, c: MatMut<'_, T>) {
     let m = c.rows();
     debug_assert_eq!(m, a.rows());
     if m <= BASE {
@@ -307,7 +312,7 @@ pub(crate) fn syrk(a: MatRef<'_>, c: MatMut<'_>) {
     let (c11, c21) = left.split_rows(m1);
     let (_c12, c22) = right.split_rows(m1);
     syrk(a1, c11);
-    gemm_view(-1.0, a2, Op::N, a1, Op::T, 1.0, c21);
+    gemm_view(-T::ONE, a2, Op::N, a1, Op::T, T::ONE, c21);
     syrk(a2, c22);
 }
 
@@ -315,14 +320,22 @@ pub(crate) fn syrk(a: MatRef<'_>, c: MatMut<'_>) {
 /// the needed flops on a block that is a `BASE / nb` share of the whole, still faster than
 /// a scalar loop), then only its lower triangle is subtracted from `c`, so `c`'s strictly
 /// upper triangle is never written.
-fn syrk_leaf(a: MatRef<'_>, mut c: MatMut<'_>) {
+fn syrk_leaf<T: Scalar>(a: MatRef<'_, T>, mut c: MatMut<'_, T>) {
     let m = c.rows();
-    let mut scratch = [0.0f64; BASE * BASE];
+    let mut scratch = [T::ZERO; BASE * BASE];
     let s = &mut scratch[..m * m];
-    gemm_view(1.0, a, Op::N, a, Op::T, 0.0, MatMut::from_slice(s, m, m, m));
+    gemm_view(
+        T::ONE,
+        a,
+        Op::N,
+        a,
+        Op::T,
+        T::ZERO,
+        MatMut::from_slice(s, m, m, m),
+    );
     for j in 0..m {
         let cj = c.col_mut(j);
-        for (y, x) in cj[j..].iter_mut().zip(&s[j * m + j..(j + 1) * m]) {
+        for (y, &x) in cj[j..].iter_mut().zip(&s[j * m + j..(j + 1) * m]) {
             *y -= x;
         }
     }
@@ -332,33 +345,38 @@ fn syrk_leaf(a: MatRef<'_>, mut c: MatMut<'_>) {
 mod tests {
     //! The kernels' results are checked against naive loops in `dense.rs`; here, that the
     //! leaves' baseline (no FMA) versions, which this machine's dispatch may never pick,
-    //! agree with the dispatched ones.
+    //! agree with the dispatched ones, in both precisions.
     use super::*;
     use crate::testutil::{assert_close, random_tile, spd_tile};
     use crate::Tile;
 
-    fn view_mut(t: &mut Tile) -> MatMut<'_> {
+    fn view_mut<T: Scalar>(t: &mut Tile<T>) -> MatMut<'_, T> {
         let nb = t.nb();
         MatMut::from_slice(t.as_mut_slice(), nb, nb, nb)
     }
 
-    #[test]
-    fn baseline_leaves_match_dispatched_leaves() {
+    fn leaves_agree<T: Scalar>(tol: f64) {
         for nb in [1usize, 5, BASE] {
-            let a = spd_tile(nb, 7);
+            let a = spd_tile::<T>(nb, 7);
             let (mut fast, mut plain) = (a.clone(), a.clone());
             let (mut r1, mut r2) = (Err(99), Err(99));
             potrf_unblocked(view_mut(&mut fast), 0, &mut r1);
-            potrf_unblocked_body::<false>(view_mut(&mut plain), 0, &mut r2);
+            potrf_unblocked_body::<T, false>(view_mut(&mut plain), 0, &mut r2);
             assert_eq!((r1, r2), (Ok(()), Ok(())));
-            assert_close(&plain, &fast, 1e-13, "potrf leaf");
+            assert_close(&plain, &fast, tol, "potrf leaf");
 
-            let b = random_tile(nb, 8);
+            let b = random_tile::<T>(nb, 8);
             let (mut x, mut y) = (b.clone(), b.clone());
             let l = MatRef::from_slice(fast.as_slice(), nb, nb, nb);
             trsm_unblocked(l, view_mut(&mut x));
-            trsm_unblocked_body::<false>(l, view_mut(&mut y));
-            assert_close(&y, &x, 1e-13, "trsm leaf");
+            trsm_unblocked_body::<T, false>(l, view_mut(&mut y));
+            assert_close(&y, &x, tol, "trsm leaf");
         }
+    }
+
+    #[test]
+    fn baseline_leaves_match_dispatched_leaves() {
+        leaves_agree::<f64>(1e-13);
+        leaves_agree::<f32>(1e-5);
     }
 }

@@ -16,7 +16,8 @@
 //! ```
 
 use crate::{
-    gemm_nn, gemm_nt, heat_step, potrf, syrk, trsm, KernelError, Neighbours, Tile, TiledMatrix,
+    gemm_nn, gemm_nt, heat_step, potrf, syrk, trsm, KernelError, Neighbours, Scalar, Tile,
+    TiledMatrix,
 };
 
 /// Factors `a` in place: its lower tiles become the tiles of `L` with `L L^T = A`.
@@ -27,7 +28,7 @@ use crate::{
 /// # Errors
 /// [`KernelError::CholeskyFailed`] if a diagonal tile is not positive definite (the matrix
 /// is then partly overwritten); [`KernelError::MissingTile`] if a lower tile is absent.
-pub fn cholesky(a: &mut TiledMatrix) -> Result<(), KernelError> {
+pub fn cholesky<T: Scalar>(a: &mut TiledMatrix<T>) -> Result<(), KernelError> {
     let (nb, nt) = (a.nb(), a.nt());
     const WHAT: &str = "sequential::cholesky";
     for j in 0..nt {
@@ -71,12 +72,12 @@ pub fn cholesky(a: &mut TiledMatrix) -> Result<(), KernelError> {
 /// # Errors
 /// [`KernelError::ShapeMismatch`] if the shapes differ; [`KernelError::MissingTile`] if a
 /// tile is absent.
-pub fn gemm(
-    alpha: f64,
-    a: &TiledMatrix,
-    b: &TiledMatrix,
-    beta: f64,
-    c: &mut TiledMatrix,
+pub fn gemm<T: Scalar>(
+    alpha: T,
+    a: &TiledMatrix<T>,
+    b: &TiledMatrix<T>,
+    beta: T,
+    c: &mut TiledMatrix<T>,
 ) -> Result<(), KernelError> {
     const WHAT: &str = "sequential::gemm";
     for m in [b, &*c] {
@@ -107,7 +108,7 @@ pub fn gemm(
                     a.tile(i, k).expect("checked"),
                     b.tile(k, j).expect("checked"),
                 );
-                gemm_nn(alpha, aik, bkj, if k == 0 { beta } else { 1.0 }, cij);
+                gemm_nn(alpha, aik, bkj, if k == 0 { beta } else { T::ONE }, cij);
             }
         }
     }
@@ -155,11 +156,11 @@ pub fn heat(grid: &mut TiledMatrix, steps: usize, alpha: f64) -> Result<(), Kern
     Ok(())
 }
 
-fn take(a: &mut TiledMatrix, i: usize, j: usize) -> Tile {
+fn take<T: Scalar>(a: &mut TiledMatrix<T>, i: usize, j: usize) -> Tile<T> {
     a.take(i, j).expect("tile presence checked on entry")
 }
 
-fn put(a: &mut TiledMatrix, i: usize, j: usize, t: Tile) {
+fn put<T: Scalar>(a: &mut TiledMatrix<T>, i: usize, j: usize, t: Tile<T>) {
     a.insert(i, j, t).expect("tile came from this matrix");
 }
 
@@ -167,7 +168,10 @@ fn put(a: &mut TiledMatrix, i: usize, j: usize, t: Tile) {
 mod tests {
     use super::*;
     use crate::testutil::naive;
-    use crate::{cholesky_residual, gemm_residual, residual_tolerance};
+    use crate::{cholesky_residual, gemm_residual, residual_tolerance, residual_tolerance_for};
+    // Constructors name no element type; these tests are about f64 matrices unless they
+    // say `crate::TiledMatrix::<f32>`.
+    type TiledMatrix = crate::TiledMatrix<f64>;
 
     #[test]
     fn cholesky_matches_dense_factor() {
@@ -228,5 +232,27 @@ mod tests {
         for (g, w) in grid.to_dense().iter().zip(&dense) {
             assert!((g - w).abs() < 1e-14, "{g} vs {w}");
         }
+    }
+
+    #[test]
+    fn f32_cholesky_and_gemm_pass_their_checks() {
+        let a = crate::TiledMatrix::<f32>::random_spd(51, 17, 5).unwrap();
+        let mut l = a.clone();
+        cholesky(&mut l).unwrap();
+        let want = naive::dense_cholesky(&naive::symmetric_dense(&a), 51);
+        for (g, w) in naive::lower_dense(&l).iter().zip(&want) {
+            assert!((g - w).abs() < 1e-5, "{g} vs {w}");
+        }
+        let r = cholesky_residual(&a, &l).unwrap();
+        assert!(r < residual_tolerance_for::<f32>(51), "{r}");
+
+        let (n, nb) = (27, 9);
+        let a = crate::TiledMatrix::<f32>::random(n, nb, 1).unwrap();
+        let b = crate::TiledMatrix::<f32>::random(n, nb, 2).unwrap();
+        let c0 = crate::TiledMatrix::<f32>::random(n, nb, 3).unwrap();
+        let mut c = c0.clone();
+        gemm(2.0, &a, &b, 0.5, &mut c).unwrap();
+        let r = gemm_residual(2.0, &a, &b, 0.5, &c0, &c).unwrap();
+        assert!(r < residual_tolerance_for::<f32>(n), "{r}");
     }
 }

@@ -7,14 +7,17 @@
 //! AVX2 + FMA, and for the baseline, and picks one per call from the CPU's features
 //! (`is_x86_feature_detected!` reads a cached bit set: one relaxed load).
 //!
-//! The body is an `#[inline(always)]` function generic over `const FMA: bool`; it should
-//! compute `a * b + c` through [`madd`], which becomes one fused instruction when FMA is
-//! available and stays a multiply and an add otherwise (`f64::mul_add` without hardware
-//! FMA is a slow library call).
+//! The body is an `#[inline(always)]` function generic over `const FMA: bool` (and, if it
+//! likes, over one type parameter such as `T: Scalar`: each version is then monomorphised
+//! per type); it should compute `a * b + c` through [`madd`], which becomes one fused
+//! instruction when FMA is available and stays a multiply and an add otherwise
+//! (`f64::mul_add` without hardware FMA is a slow library call).
+
+use crate::Scalar;
 
 /// `a * b + c`, fused when `FMA` (the caller was compiled with the `fma` feature).
 #[inline(always)]
-pub(crate) fn madd<const FMA: bool>(a: f64, b: f64, c: f64) -> f64 {
+pub(crate) fn madd<T: Scalar, const FMA: bool>(a: T, b: T, c: T) -> T {
     if FMA {
         a.mul_add(b, c)
     } else {
@@ -23,8 +26,34 @@ pub(crate) fn madd<const FMA: bool>(a: f64, b: f64, c: f64) -> f64 {
 }
 
 /// Defines `fn $name(args)` that runs `$body::<FMA>(args)` compiled for the best
-/// instruction set of the running CPU (see the module docs).
+/// instruction set of the running CPU (see the module docs). With a type parameter,
+/// `fn $name<T: Bound>(args)` runs `$body::<T, FMA>(args)`.
 macro_rules! multiversion {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident<$g:ident : $bound:path>($($arg:ident : $ty:ty),* $(,)?) => $body:ident) => {
+        $(#[$meta])*
+        $vis fn $name<$g: $bound>($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                fn v4<$g: $bound>($($arg: $ty),*) {
+                    $body::<$g, true>($($arg),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn v3<$g: $bound>($($arg: $ty),*) {
+                    $body::<$g, true>($($arg),*)
+                }
+                if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU supports every feature `v4` is compiled for.
+                    return unsafe { v4::<$g>($($arg),*) };
+                }
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU supports every feature `v3` is compiled for.
+                    return unsafe { v3::<$g>($($arg),*) };
+                }
+            }
+            $body::<$g, false>($($arg),*)
+        }
+    };
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) => $body:ident) => {
         $(#[$meta])*
         $vis fn $name($($arg: $ty),*) {
@@ -62,7 +91,7 @@ mod tests {
         *out = a
             .iter()
             .zip(b)
-            .fold(0.0, |s, (x, y)| madd::<FMA>(*x, *y, s));
+            .fold(0.0, |s, (x, y)| madd::<f64, FMA>(*x, *y, s));
     }
     multiversion!(fn dot(a: &[f64], b: &[f64], out: &mut f64) => dot_body);
 
@@ -74,6 +103,10 @@ mod tests {
         dot(&a, &b, &mut fast);
         dot_body::<false>(&a, &b, &mut plain);
         assert_eq!(fast, plain); // small integers and halves: exact either way
-        assert_eq!(madd::<true>(2.0, 3.0, 1.0), madd::<false>(2.0, 3.0, 1.0));
+        assert_eq!(
+            madd::<f64, true>(2.0, 3.0, 1.0),
+            madd::<f64, false>(2.0, 3.0, 1.0)
+        );
+        assert_eq!(madd::<f32, true>(2.0, 3.0, 1.0), 7.0);
     }
 }

@@ -100,7 +100,7 @@ fn heat_step_body<const FMA: bool>(src: &Tile, halo: Neighbours<'_>, dst: &mut T
         let north = halo.north.map(|t| t.get(nb - 1, j));
         let south = halo.south.map(|t| t.get(0, j));
         let cell = |i: usize, up: Option<f64>, down: Option<f64>| match (up, down) {
-            (Some(u), Some(dn)) => madd::<FMA>(c0, c[i], alpha * ((u + dn) + (w[i] + e[i]))),
+            (Some(u), Some(dn)) => madd::<f64, FMA>(c0, c[i], alpha * ((u + dn) + (w[i] + e[i]))),
             _ => c[i],
         };
         if nb == 1 {
@@ -122,7 +122,7 @@ fn interior<const FMA: bool>(d: &mut [f64], c: &[f64], w: &[f64], e: &[f64], c0:
     let (up, mid, down) = (&c[..m], &c[1..m + 1], &c[2..m + 2]);
     let (w, e) = (&w[1..m + 1], &e[1..m + 1]);
     for k in 0..m {
-        d[k] = madd::<FMA>(c0, mid[k], alpha * ((up[k] + down[k]) + (w[k] + e[k])));
+        d[k] = madd::<f64, FMA>(c0, mid[k], alpha * ((up[k] + down[k]) + (w[k] + e[k])));
     }
 }
 

@@ -1,32 +1,45 @@
 //! Test helpers: seeded tiles, tolerant comparisons, and naive reference implementations
 //! (textbook loops, no blocking) that the kernels are checked against.
 
-use crate::{random, Tile, TiledMatrix};
+use crate::{random, Scalar, Tile, TiledMatrix};
 
-/// Tile with entries uniform in [-1, 1), reproducible from `seed`.
-pub(crate) fn random_tile(nb: usize, seed: u64) -> Tile {
+/// Tile with entries uniform in [-1, 1) (rounded to `T`), reproducible from `seed`.
+pub(crate) fn random_tile<T: Scalar>(nb: usize, seed: u64) -> Tile<T> {
     Tile::from_fn(nb, |i, j| {
-        2.0 * random::unit(seed, i as u64, j as u64) - 1.0
+        T::from_f64(2.0 * random::unit(seed, i as u64, j as u64) - 1.0)
     })
 }
 
 /// Symmetric positive definite tile: random symmetric part plus `nb` on the diagonal.
-pub(crate) fn spd_tile(nb: usize, seed: u64) -> Tile {
-    TiledMatrix::spd_tile(nb, nb, seed, 0, 0)
+pub(crate) fn spd_tile<T: Scalar>(nb: usize, seed: u64) -> Tile<T> {
+    TiledMatrix::<T>::spd_tile(nb, nb, seed, 0, 0)
 }
 
-fn scale_of(t: &Tile) -> f64 {
-    t.as_slice().iter().fold(1.0f64, |m, x| m.max(x.abs()))
+/// `t` in f64 (exact), for the f64 naive references.
+pub(crate) fn widen<T: Scalar>(t: &Tile<T>) -> Tile {
+    Tile::from_fn(t.nb(), |i, j| t.get(i, j).to_f64())
 }
 
-/// All elements within `tol * max(1, max |want|)`.
-pub(crate) fn assert_close(got: &Tile, want: &Tile, tol: f64, ctx: &str) {
+fn scale_of<T: Scalar>(t: &Tile<T>) -> f64 {
+    t.as_slice()
+        .iter()
+        .fold(1.0f64, |m, x| m.max(x.to_f64().abs()))
+}
+
+/// All elements within `tol * max(1, max |want|)`; `got` and `want` may differ in type
+/// (compared in f64).
+pub(crate) fn assert_close<T: Scalar, U: Scalar>(
+    got: &Tile<T>,
+    want: &Tile<U>,
+    tol: f64,
+    ctx: &str,
+) {
     assert_eq!(got.nb(), want.nb(), "{ctx}: order");
     let bound = tol * scale_of(want);
     let nb = got.nb();
     for j in 0..nb {
         for i in 0..nb {
-            let (g, w) = (got.get(i, j), want.get(i, j));
+            let (g, w) = (got.get(i, j).to_f64(), want.get(i, j).to_f64());
             assert!(
                 (g - w).abs() <= bound,
                 "{ctx}: ({i}, {j}) got {g}, want {w}"
@@ -36,11 +49,11 @@ pub(crate) fn assert_close(got: &Tile, want: &Tile, tol: f64, ctx: &str) {
 }
 
 /// Lower triangles (diagonal included) within tolerance, as [`assert_close`].
-pub(crate) fn lower_eq(got: &Tile, want: &Tile, tol: f64, ctx: &str) {
+pub(crate) fn lower_eq<T: Scalar, U: Scalar>(got: &Tile<T>, want: &Tile<U>, tol: f64, ctx: &str) {
     let bound = tol * scale_of(want);
     for j in 0..got.nb() {
         for i in j..got.nb() {
-            let (g, w) = (got.get(i, j), want.get(i, j));
+            let (g, w) = (got.get(i, j).to_f64(), want.get(i, j).to_f64());
             assert!(
                 (g - w).abs() <= bound,
                 "{ctx}: ({i}, {j}) got {g}, want {w}"
@@ -50,12 +63,13 @@ pub(crate) fn lower_eq(got: &Tile, want: &Tile, tol: f64, ctx: &str) {
 }
 
 /// Strictly upper triangles bit-for-bit equal (the kernels must not touch them).
-pub(crate) fn upper_eq(got: &Tile, orig: &Tile, ctx: &str) {
+pub(crate) fn upper_eq<T: Scalar>(got: &Tile<T>, orig: &Tile<T>, ctx: &str) {
     for j in 0..got.nb() {
         for i in 0..j {
+            // Widening is exact and injective on non-NaN values.
             assert_eq!(
-                got.get(i, j).to_bits(),
-                orig.get(i, j).to_bits(),
+                got.get(i, j).to_f64().to_bits(),
+                orig.get(i, j).to_f64().to_bits(),
                 "{ctx}: ({i}, {j}) changed"
             );
         }
@@ -63,7 +77,8 @@ pub(crate) fn upper_eq(got: &Tile, orig: &Tile, ctx: &str) {
 }
 
 pub(crate) mod naive {
-    use crate::{Tile, TiledMatrix};
+    //! In f64 only: inputs of another type are widened first (`super::widen`).
+    use crate::{Scalar, Tile, TiledMatrix};
 
     /// Cholesky-Crout on the lower triangle; the strict upper triangle is copied from `a`.
     pub(crate) fn potrf(a: &Tile) -> Tile {
@@ -127,8 +142,9 @@ pub(crate) mod naive {
         out
     }
 
-    /// Dense symmetric matrix from the lower tiles (and lower triangles of diagonal tiles).
-    pub(crate) fn symmetric_dense(a: &TiledMatrix) -> Vec<f64> {
+    /// Dense symmetric matrix from the lower tiles (and lower triangles of diagonal tiles),
+    /// in f64.
+    pub(crate) fn symmetric_dense<T: Scalar>(a: &TiledMatrix<T>) -> Vec<f64> {
         let n = a.n();
         let mut d = lower_dense(a);
         for c in 0..n {
@@ -139,8 +155,9 @@ pub(crate) mod naive {
         d
     }
 
-    /// Dense lower-triangular matrix from the lower tiles; zeros above the diagonal.
-    pub(crate) fn lower_dense(a: &TiledMatrix) -> Vec<f64> {
+    /// Dense lower-triangular matrix from the lower tiles, in f64; zeros above the
+    /// diagonal.
+    pub(crate) fn lower_dense<T: Scalar>(a: &TiledMatrix<T>) -> Vec<f64> {
         let (n, nb) = (a.n(), a.nb());
         let mut d = vec![0.0; n * n];
         for c in 0..n {
@@ -148,7 +165,8 @@ pub(crate) mod naive {
                 d[r + c * n] = a
                     .tile(r / nb, c / nb)
                     .expect("lower tile")
-                    .get(r % nb, c % nb);
+                    .get(r % nb, c % nb)
+                    .to_f64();
             }
         }
         d

@@ -1,37 +1,37 @@
 //! [`Tile`]: the unit of data every kernel works on.
 //!
-//! A tile is a square `nb x nb` block of `f64` stored column-major in one contiguous
-//! `Vec<f64>`: element `(i, j)` (row `i`, column `j`) lives at `i + j * nb`. This is the
+//! A tile is a square `nb x nb` block of a [`Scalar`] (`f64` unless said otherwise, `f32`
+//! for single precision) stored column-major in one contiguous `Vec`: element `(i, j)` (row `i`, column `j`) lives at `i + j * nb`. This is the
 //! layout BLAS and LAPACK expect with a leading dimension of `nb`, so the `blas` backend
 //! passes the buffer straight through. Moving a `Tile` moves three words; cloning copies
 //! the data.
 
 use std::fmt;
 
-use crate::KernelError;
+use crate::{KernelError, Scalar};
 
-/// A square `nb x nb` matrix of `f64`, column-major, contiguous.
+/// A square `nb x nb` matrix of `T` (`f64` by default), column-major, contiguous.
 ///
 /// `Send + Sync` (it is a plain `Vec`), so a runtime can hand tiles to worker threads.
 #[derive(Clone, PartialEq)]
-pub struct Tile {
+pub struct Tile<T: Scalar = f64> {
     nb: usize,
-    data: Vec<f64>,
+    data: Vec<T>,
 }
 
-impl Tile {
+impl<T: Scalar> Tile<T> {
     /// An `nb x nb` tile of zeros.
     pub fn zeros(nb: usize) -> Self {
         Self {
             nb,
-            data: vec![0.0; nb * nb],
+            data: vec![T::ZERO; nb * nb],
         }
     }
 
     /// An `nb x nb` tile whose element `(i, j)` is `f(i, j)`.
     ///
     /// `f` is called column by column (`j` outer, `i` inner), in memory order.
-    pub fn from_fn(nb: usize, mut f: impl FnMut(usize, usize) -> f64) -> Self {
+    pub fn from_fn(nb: usize, mut f: impl FnMut(usize, usize) -> T) -> Self {
         let mut data = Vec::with_capacity(nb * nb);
         for j in 0..nb {
             for i in 0..nb {
@@ -42,7 +42,7 @@ impl Tile {
     }
 
     /// Wraps a column-major buffer of length `nb * nb` without copying.
-    pub fn from_col_major(nb: usize, data: Vec<f64>) -> Result<Self, KernelError> {
+    pub fn from_col_major(nb: usize, data: Vec<T>) -> Result<Self, KernelError> {
         if data.len() != nb * nb {
             return Err(KernelError::WrongLength {
                 what: "tile data (nb * nb, column-major)",
@@ -61,13 +61,13 @@ impl Tile {
 
     /// The elements, column-major (`(i, j)` at `i + j * nb`).
     #[inline]
-    pub fn as_slice(&self) -> &[f64] {
+    pub fn as_slice(&self) -> &[T] {
         &self.data
     }
 
     /// The elements, column-major, writable.
     #[inline]
-    pub fn as_mut_slice(&mut self) -> &mut [f64] {
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
         &mut self.data
     }
 
@@ -76,7 +76,7 @@ impl Tile {
     /// # Panics
     /// If `j >= nb`.
     #[inline]
-    pub fn col(&self, j: usize) -> &[f64] {
+    pub fn col(&self, j: usize) -> &[T] {
         &self.data[j * self.nb..(j + 1) * self.nb]
     }
 
@@ -85,7 +85,7 @@ impl Tile {
     /// # Panics
     /// If `i >= nb` or `j >= nb`.
     #[inline]
-    pub fn get(&self, i: usize, j: usize) -> f64 {
+    pub fn get(&self, i: usize, j: usize) -> T {
         assert!(
             i < self.nb && j < self.nb,
             "Tile::get({i}, {j}) out of bounds for nb = {}",
@@ -99,7 +99,7 @@ impl Tile {
     /// # Panics
     /// If `i >= nb` or `j >= nb`.
     #[inline]
-    pub fn set(&mut self, i: usize, j: usize, value: f64) {
+    pub fn set(&mut self, i: usize, j: usize, value: T) {
         assert!(
             i < self.nb && j < self.nb,
             "Tile::set({i}, {j}) out of bounds for nb = {}",
@@ -109,19 +109,19 @@ impl Tile {
     }
 
     /// Gives the buffer back (column-major, length `nb * nb`).
-    pub fn into_vec(self) -> Vec<f64> {
+    pub fn into_vec(self) -> Vec<T> {
         self.data
     }
 }
 
 /// Prints the size and, for tiles up to 8 x 8, the elements: a 256 x 256 tile would
 /// otherwise flood a test failure message.
-impl fmt::Debug for Tile {
+impl<T: Scalar> fmt::Debug for Tile<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.nb > 8 {
             return write!(f, "Tile {{ nb: {}, .. }}", self.nb);
         }
-        let rows: Vec<Vec<f64>> = (0..self.nb)
+        let rows: Vec<Vec<T>> = (0..self.nb)
             .map(|i| (0..self.nb).map(|j| self.get(i, j)).collect())
             .collect();
         f.debug_struct("Tile")
@@ -164,12 +164,13 @@ mod tests {
     #[test]
     #[should_panic(expected = "out of bounds")]
     fn get_out_of_bounds_panics() {
-        Tile::zeros(2).get(2, 0);
+        Tile::<f64>::zeros(2).get(2, 0);
     }
 
     #[test]
     fn is_send_sync() {
         fn check<T: Send + Sync>() {}
         check::<Tile>();
+        check::<Tile<f32>>();
     }
 }

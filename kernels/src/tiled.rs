@@ -1,5 +1,6 @@
 //! [`TiledMatrix`]: an `n x n` matrix as a grid of `nt x nt` tiles of order `nb`
-//! (`n = nt * nb`), each tile optional.
+//! (`n = nt * nb`), each tile optional, of f64 by default (`TiledMatrix<f32>` for single
+//! precision).
 //!
 //! Tiles are stored in tile-column-major order (`(i, j)` at `i + j * nt`) as
 //! `Option<Tile>`: a symmetric matrix for Cholesky holds only its lower tiles (`i >= j`), and
@@ -9,20 +10,23 @@
 //! Generated matrices are counter-based: element `(r, c)` is a function of
 //! `(seed, r, c)` only, so [`TiledMatrix::spd_tile`] and [`TiledMatrix::random_tile`] build
 //! any single tile (inside a task, say) equal to the same tile of the whole matrix, and no
-//! buffer larger than one tile is ever formed.
+//! buffer larger than one tile is ever formed. Elements are generated in f64 and rounded
+//! once to the element type, so `TiledMatrix::<f32>::random_spd(n, nb, seed)` is
+//! `random_spd(n, nb, seed)` rounded to f32 element by element.
 
-use crate::{random, KernelError, Tile};
+use crate::{random, KernelError, Scalar, Tile};
 
-/// An `n x n` matrix split into `nb x nb` tiles; see the module docs.
+/// An `n x n` matrix of `T` (`f64` by default) split into `nb x nb` tiles; see the module
+/// docs.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TiledMatrix {
+pub struct TiledMatrix<T: Scalar = f64> {
     n: usize,
     nb: usize,
     nt: usize,
-    tiles: Vec<Option<Tile>>,
+    tiles: Vec<Option<Tile<T>>>,
 }
 
-impl TiledMatrix {
+impl<T: Scalar> TiledMatrix<T> {
     /// A matrix of order `n` in tiles of order `nb`, holding no tile yet.
     ///
     /// # Errors
@@ -56,7 +60,7 @@ impl TiledMatrix {
     /// # Errors
     /// As [`TiledMatrix::empty`], and [`KernelError::WrongLength`] if
     /// `dense.len() != n * n`.
-    pub fn from_dense(dense: &[f64], n: usize, nb: usize) -> Result<Self, KernelError> {
+    pub fn from_dense(dense: &[T], n: usize, nb: usize) -> Result<Self, KernelError> {
         let mut m = Self::empty(n, nb)?;
         if dense.len() != n * n {
             return Err(KernelError::WrongLength {
@@ -76,9 +80,9 @@ impl TiledMatrix {
     }
 
     /// Joins the tiles into a dense column-major `n x n` matrix; missing tiles read as 0.
-    pub fn to_dense(&self) -> Vec<f64> {
+    pub fn to_dense(&self) -> Vec<T> {
         let (n, nb, nt) = (self.n, self.nb, self.nt);
-        let mut dense = vec![0.0; n * n];
+        let mut dense = vec![T::ZERO; n * n];
         for j in 0..nt {
             for i in 0..nt {
                 let Some(tile) = self.tile(i, j) else {
@@ -100,7 +104,8 @@ impl TiledMatrix {
     /// plus `n` on the diagonal: every row's off-diagonal sum is below `n - 1`, so the
     /// matrix is strictly diagonally dominant with a positive diagonal, hence SPD, with a
     /// condition number below about 3. (StarPU's `cholesky_implicit` likewise adds `n` to
-    /// the diagonal of its generated matrix.)
+    /// the diagonal of its generated matrix.) Rounding to f32 keeps it SPD: each element
+    /// moves by at most `2^-24` relative, far less than the diagonal's margin of 1.
     ///
     /// Errors as [`TiledMatrix::empty`].
     pub fn random_spd(n: usize, nb: usize, seed: u64) -> Result<Self, KernelError> {
@@ -116,15 +121,11 @@ impl TiledMatrix {
     /// Tile `(i, j)` of [`TiledMatrix::random_spd`]`(n, nb, seed)`, built alone. Any `(i, j)`
     /// works (an upper tile is the transpose of its mirror), so a task can generate its own
     /// tile.
-    pub fn spd_tile(n: usize, nb: usize, seed: u64, i: usize, j: usize) -> Tile {
+    pub fn spd_tile(n: usize, nb: usize, seed: u64, i: usize, j: usize) -> Tile<T> {
         Tile::from_fn(nb, |r, c| {
             let (gr, gc) = ((i * nb + r) as u64, (j * nb + c) as u64);
             let v = random::unit(seed, gr.max(gc), gr.min(gc));
-            if gr == gc {
-                v + n as f64
-            } else {
-                v
-            }
+            T::from_f64(if gr == gc { v + n as f64 } else { v })
         })
     }
 
@@ -142,9 +143,9 @@ impl TiledMatrix {
 
     /// Tile `(i, j)` of [`TiledMatrix::random`]`(_, nb, seed)`, built alone (it does not
     /// depend on `n`).
-    pub fn random_tile(nb: usize, seed: u64, i: usize, j: usize) -> Tile {
+    pub fn random_tile(nb: usize, seed: u64, i: usize, j: usize) -> Tile<T> {
         Tile::from_fn(nb, |r, c| {
-            2.0 * random::unit(seed, (i * nb + r) as u64, (j * nb + c) as u64) - 1.0
+            T::from_f64(2.0 * random::unit(seed, (i * nb + r) as u64, (j * nb + c) as u64) - 1.0)
         })
     }
 
@@ -154,7 +155,11 @@ impl TiledMatrix {
     /// # Errors
     /// As [`TiledMatrix::empty`]; [`KernelError::WrongLength`] if there are not `nt * nt`
     /// entries; [`KernelError::TileSize`] if a tile is not of order `nb`.
-    pub fn from_tiles(n: usize, nb: usize, tiles: Vec<Option<Tile>>) -> Result<Self, KernelError> {
+    pub fn from_tiles(
+        n: usize,
+        nb: usize,
+        tiles: Vec<Option<Tile<T>>>,
+    ) -> Result<Self, KernelError> {
         let mut m = Self::empty(n, nb)?;
         if tiles.len() != m.tiles.len() {
             return Err(KernelError::WrongLength {
@@ -180,7 +185,7 @@ impl TiledMatrix {
     }
 
     /// Gives the tiles out, tile-column-major (`(i, j)` at `i + j * nt`).
-    pub fn into_tiles(self) -> Vec<Option<Tile>> {
+    pub fn into_tiles(self) -> Vec<Option<Tile<T>>> {
         self.tiles
     }
 
@@ -212,18 +217,18 @@ impl TiledMatrix {
     ///
     /// # Panics
     /// If `i >= nt` or `j >= nt` (as do the other tile accessors).
-    pub fn tile(&self, i: usize, j: usize) -> Option<&Tile> {
+    pub fn tile(&self, i: usize, j: usize) -> Option<&Tile<T>> {
         self.tiles[self.index(i, j)].as_ref()
     }
 
     /// Tile `(i, j)` if present, writable.
-    pub fn tile_mut(&mut self, i: usize, j: usize) -> Option<&mut Tile> {
+    pub fn tile_mut(&mut self, i: usize, j: usize) -> Option<&mut Tile<T>> {
         let k = self.index(i, j);
         self.tiles[k].as_mut()
     }
 
     /// Removes tile `(i, j)` and returns it (`None` if absent).
-    pub fn take(&mut self, i: usize, j: usize) -> Option<Tile> {
+    pub fn take(&mut self, i: usize, j: usize) -> Option<Tile<T>> {
         let k = self.index(i, j);
         self.tiles[k].take()
     }
@@ -232,7 +237,12 @@ impl TiledMatrix {
     ///
     /// # Errors
     /// [`KernelError::TileSize`] if `tile` is not of order `nb` (then nothing changes).
-    pub fn insert(&mut self, i: usize, j: usize, tile: Tile) -> Result<Option<Tile>, KernelError> {
+    pub fn insert(
+        &mut self,
+        i: usize,
+        j: usize,
+        tile: Tile<T>,
+    ) -> Result<Option<Tile<T>>, KernelError> {
         let k = self.index(i, j);
         if tile.nb() != self.nb {
             return Err(KernelError::TileSize {
@@ -252,7 +262,7 @@ impl TiledMatrix {
         j: usize,
         what: &'static str,
         extra: &'static str,
-    ) -> Result<&Tile, KernelError> {
+    ) -> Result<&Tile<T>, KernelError> {
         self.tile(i, j)
             .ok_or(KernelError::MissingTile { what, i, j, extra })
     }
@@ -261,6 +271,8 @@ impl TiledMatrix {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // Constructors name no element type; the tests below are about f64 matrices.
+    type TiledMatrix = super::TiledMatrix<f64>;
 
     #[test]
     fn dense_round_trip() {
@@ -341,5 +353,27 @@ mod tests {
         assert_eq!(m.insert(1, 1, t).unwrap(), None);
         let tiles = m.clone().into_tiles();
         assert_eq!(TiledMatrix::from_tiles(4, 2, tiles).unwrap(), m);
+    }
+
+    #[test]
+    fn f32_generation_rounds_the_f64_matrix() {
+        let (n, nb) = (12, 4);
+        let wide = TiledMatrix::random_spd(n, nb, 9).unwrap();
+        let narrow = super::TiledMatrix::<f32>::random_spd(n, nb, 9).unwrap();
+        for j in 0..3 {
+            for i in j..3 {
+                let (w, s) = (wide.tile(i, j).unwrap(), narrow.tile(i, j).unwrap());
+                for c in 0..nb {
+                    for r in 0..nb {
+                        assert_eq!(s.get(r, c), w.get(r, c) as f32);
+                    }
+                }
+            }
+        }
+        let g = super::TiledMatrix::<f32>::random_tile(4, 1, 1, 0);
+        assert_eq!(
+            g.get(2, 3),
+            TiledMatrix::random_tile(4, 1, 1, 0).get(2, 3) as f32
+        );
     }
 }

@@ -17,23 +17,25 @@
 
 use std::marker::PhantomData;
 
+use crate::Scalar;
+
 /// Read-only view of a `rows x cols` column-major block with leading dimension `ld`.
 #[derive(Clone, Copy)]
-pub(crate) struct MatRef<'a> {
-    ptr: *const f64,
+pub(crate) struct MatRef<'a, T: Scalar = f64> {
+    ptr: *const T,
     rows: usize,
     cols: usize,
     ld: usize,
-    _life: PhantomData<&'a f64>,
+    _life: PhantomData<&'a T>,
 }
 
 /// Exclusive view of a `rows x cols` column-major block with leading dimension `ld`.
-pub(crate) struct MatMut<'a> {
-    ptr: *mut f64,
+pub(crate) struct MatMut<'a, T: Scalar = f64> {
+    ptr: *mut T,
     rows: usize,
     cols: usize,
     ld: usize,
-    _life: PhantomData<&'a mut f64>,
+    _life: PhantomData<&'a mut T>,
 }
 
 fn check_fits(len: usize, rows: usize, cols: usize, ld: usize) {
@@ -47,9 +49,9 @@ fn check_fits(len: usize, rows: usize, cols: usize, ld: usize) {
     }
 }
 
-impl<'a> MatRef<'a> {
+impl<'a, T: Scalar> MatRef<'a, T> {
     /// Views `s` as `rows x cols` with leading dimension `ld`.
-    pub(crate) fn from_slice(s: &'a [f64], rows: usize, cols: usize, ld: usize) -> Self {
+    pub(crate) fn from_slice(s: &'a [T], rows: usize, cols: usize, ld: usize) -> Self {
         check_fits(s.len(), rows, cols, ld);
         Self {
             ptr: s.as_ptr(),
@@ -69,12 +71,12 @@ impl<'a> MatRef<'a> {
     pub(crate) fn ld(&self) -> usize {
         self.ld
     }
-    pub(crate) fn as_ptr(&self) -> *const f64 {
+    pub(crate) fn as_ptr(&self) -> *const T {
         self.ptr
     }
 
     /// The `rows x cols` block starting at `(r0, c0)`.
-    pub(crate) fn sub(self, r0: usize, c0: usize, rows: usize, cols: usize) -> MatRef<'a> {
+    pub(crate) fn sub(self, r0: usize, c0: usize, rows: usize, cols: usize) -> MatRef<'a, T> {
         assert!(
             r0 + rows <= self.rows && c0 + cols <= self.cols,
             "MatRef::sub out of bounds"
@@ -97,7 +99,7 @@ impl<'a> MatRef<'a> {
 
     /// Column `j` as a slice of `rows` elements.
     #[inline]
-    pub(crate) fn col(self, j: usize) -> &'a [f64] {
+    pub(crate) fn col(self, j: usize) -> &'a [T] {
         assert!(j < self.cols, "MatRef::col out of bounds");
         // SAFETY: a column is `rows` contiguous elements inside the view (invariant 1);
         // the view is shared for 'a, so no `&mut` to them exists.
@@ -105,9 +107,9 @@ impl<'a> MatRef<'a> {
     }
 }
 
-impl<'a> MatMut<'a> {
+impl<'a, T: Scalar> MatMut<'a, T> {
     /// Views `s` as `rows x cols` with leading dimension `ld`.
-    pub(crate) fn from_slice(s: &'a mut [f64], rows: usize, cols: usize, ld: usize) -> Self {
+    pub(crate) fn from_slice(s: &'a mut [T], rows: usize, cols: usize, ld: usize) -> Self {
         check_fits(s.len(), rows, cols, ld);
         Self {
             ptr: s.as_mut_ptr(),
@@ -127,12 +129,12 @@ impl<'a> MatMut<'a> {
     pub(crate) fn ld(&self) -> usize {
         self.ld
     }
-    pub(crate) fn as_mut_ptr(&mut self) -> *mut f64 {
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut T {
         self.ptr
     }
 
     /// A shared view of the same block, for as long as `self` is borrowed.
-    pub(crate) fn rb(&self) -> MatRef<'_> {
+    pub(crate) fn rb(&self) -> MatRef<'_, T> {
         MatRef {
             ptr: self.ptr,
             rows: self.rows,
@@ -143,7 +145,7 @@ impl<'a> MatMut<'a> {
     }
 
     /// An exclusive view of the same block, for as long as `self` is borrowed.
-    pub(crate) fn rb_mut(&mut self) -> MatMut<'_> {
+    pub(crate) fn rb_mut(&mut self) -> MatMut<'_, T> {
         MatMut {
             ptr: self.ptr,
             rows: self.rows,
@@ -154,7 +156,7 @@ impl<'a> MatMut<'a> {
     }
 
     /// Splits into rows `0..r` and rows `r..rows` (disjoint, both exclusive).
-    pub(crate) fn split_rows(self, r: usize) -> (MatMut<'a>, MatMut<'a>) {
+    pub(crate) fn split_rows(self, r: usize) -> (MatMut<'a, T>, MatMut<'a, T>) {
         assert!(r <= self.rows, "MatMut::split_rows out of bounds");
         let top = MatMut { rows: r, ..self };
         let bottom = MatMut {
@@ -173,7 +175,7 @@ impl<'a> MatMut<'a> {
     }
 
     /// Splits into columns `0..c` and columns `c..cols` (disjoint, both exclusive).
-    pub(crate) fn split_cols(self, c: usize) -> (MatMut<'a>, MatMut<'a>) {
+    pub(crate) fn split_cols(self, c: usize) -> (MatMut<'a, T>, MatMut<'a, T>) {
         assert!(c <= self.cols, "MatMut::split_cols out of bounds");
         let left = MatMut { cols: c, ..self };
         let right = MatMut {
@@ -193,13 +195,13 @@ impl<'a> MatMut<'a> {
 
     /// Column `j`, read-only.
     #[inline]
-    pub(crate) fn col(&self, j: usize) -> &[f64] {
+    pub(crate) fn col(&self, j: usize) -> &[T] {
         self.rb().col(j)
     }
 
     /// Column `j`, writable.
     #[inline]
-    pub(crate) fn col_mut(&mut self, j: usize) -> &mut [f64] {
+    pub(crate) fn col_mut(&mut self, j: usize) -> &mut [T] {
         assert!(j < self.cols, "MatMut::col_mut out of bounds");
         // SAFETY: a column is `rows` contiguous elements inside the view (invariant 1) and
         // the view is exclusive (invariant 2); `&mut self` keeps it borrowed meanwhile.
@@ -207,11 +209,11 @@ impl<'a> MatMut<'a> {
     }
 }
 
-// SAFETY: the views are a (pointer, shape) over f64 with the aliasing rules of & and
-// &mut; sending them across threads is as safe as sending those references.
-unsafe impl Send for MatRef<'_> {}
-unsafe impl Sync for MatRef<'_> {}
-unsafe impl Send for MatMut<'_> {}
+// SAFETY: the views are a (pointer, shape) over `T: Send + Sync` with the aliasing rules
+// of & and &mut; sending them across threads is as safe as sending those references.
+unsafe impl<T: Scalar> Send for MatRef<'_, T> {}
+unsafe impl<T: Scalar> Sync for MatRef<'_, T> {}
+unsafe impl<T: Scalar> Send for MatMut<'_, T> {}
 
 #[cfg(test)]
 mod tests {
@@ -247,7 +249,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "does not fit")]
     fn view_larger_than_slice_panics() {
-        let data = vec![0.0; 5];
+        let data = vec![0.0f64; 5];
         let _ = MatRef::from_slice(&data, 3, 2, 3);
     }
 }

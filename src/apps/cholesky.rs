@@ -11,12 +11,17 @@
 //!
 //! Priorities follow the critical path: the panel of step k (potrf, trsm) before the
 //! trailing update, earlier steps before later ones.
+//!
+//! The app is generic over the element type (`f64` or `f32`, from
+//! [`AppConfig::precision`](super::AppConfig)); the task graph, the codelet names and the
+//! flop count (`n^3 / 3`) are the same in both.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use taskwatt_kernels::{
-    cholesky_residual, flops, gemm_nt, potrf, residual_tolerance, syrk, trsm, Tile, TiledMatrix,
+    cholesky_residual, flops, gemm_nt, potrf, residual_tolerance_for, syrk, trsm, Scalar, Tile,
+    TiledMatrix,
 };
 use taskwatt_runtime::{Codelet, Handle, Runtime, Task, TaskCtx};
 use taskwatt_traces::TraceSink;
@@ -24,9 +29,9 @@ use taskwatt_traces::TraceSink;
 use super::calibrate::{phase, Calibration};
 use super::{kernel_err, tile_bytes, App, AppConfig, AppError, AppRun, Check};
 
-/// The app's codelets: one set per process, shared by the graph and the type calibration
-/// so that both are the same task types.
-struct Codelets {
+/// The app's codelets: one set per process and precision, shared by the graph and the
+/// type calibration so that both are the same task types.
+pub(super) struct Codelets {
     potrf: Codelet,
     trsm: Codelet,
     syrk: Codelet,
@@ -36,36 +41,61 @@ struct Codelets {
 /// In a calibration task, restores `dst` from the pristine copy in buffer `src` (kernels
 /// that work in place would otherwise drift: potrf fails on its own factor, trsm
 /// underflows to denormals).
-fn restore(ctx: &TaskCtx<'_>, dst: &mut Tile, src: usize) {
+fn restore<T: Scalar>(ctx: &TaskCtx<'_>, dst: &mut Tile<T>, src: usize) {
     if ctx.try_arg::<Calibration>().is_some() {
         dst.as_mut_slice()
-            .copy_from_slice(ctx.r::<Tile>(src).as_slice());
+            .copy_from_slice(ctx.r::<Tile<T>>(src).as_slice());
     }
 }
 
-fn codelets() -> &'static Codelets {
-    static CL: OnceLock<Codelets> = OnceLock::new();
-    CL.get_or_init(|| Codelets {
+/// An element type the app runs in, with its own set of codelets (a `static` inside a
+/// generic function would be one for all types).
+pub(super) trait AppScalar: Scalar {
+    /// This type's codelets.
+    fn codelets() -> &'static Codelets;
+}
+
+impl AppScalar for f64 {
+    fn codelets() -> &'static Codelets {
+        static CL: OnceLock<Codelets> = OnceLock::new();
+        CL.get_or_init(make_codelets::<f64>)
+    }
+}
+
+impl AppScalar for f32 {
+    fn codelets() -> &'static Codelets {
+        static CL: OnceLock<Codelets> = OnceLock::new();
+        CL.get_or_init(make_codelets::<f32>)
+    }
+}
+
+fn make_codelets<T: Scalar>() -> Codelets {
+    Codelets {
         potrf: Codelet::new("potrf").cpu(|ctx| {
-            let a = ctx.rw::<Tile>(0);
+            let a = ctx.rw::<Tile<T>>(0);
             restore(ctx, a, 1);
             if let Err(e) = potrf(a) {
                 panic!("potrf: {e}");
             }
         }),
         trsm: Codelet::new("trsm").cpu(|ctx| {
-            let b = ctx.rw::<Tile>(1);
+            let b = ctx.rw::<Tile<T>>(1);
             restore(ctx, b, 2);
-            trsm(ctx.r::<Tile>(0), b)
+            trsm(ctx.r::<Tile<T>>(0), b)
         }),
-        syrk: Codelet::new("syrk").cpu(|ctx| syrk(ctx.r::<Tile>(0), ctx.rw::<Tile>(1))),
-        gemm: Codelet::new("gemm")
-            .cpu(|ctx| gemm_nt(ctx.r::<Tile>(0), ctx.r::<Tile>(1), ctx.rw::<Tile>(2))),
-    })
+        syrk: Codelet::new("syrk").cpu(|ctx| syrk(ctx.r::<Tile<T>>(0), ctx.rw::<Tile<T>>(1))),
+        gemm: Codelet::new("gemm").cpu(|ctx| {
+            gemm_nt(
+                ctx.r::<Tile<T>>(0),
+                ctx.r::<Tile<T>>(1),
+                ctx.rw::<Tile<T>>(2),
+            )
+        }),
+    }
 }
 
 /// Runs each of the four codelets alone on every worker for `each` (see calibrate.rs).
-pub(super) fn calibrate(
+pub(super) fn calibrate<T: AppScalar>(
     rt: &Runtime,
     cfg: &AppConfig,
     sink: &TraceSink,
@@ -73,15 +103,15 @@ pub(super) fn calibrate(
 ) -> Result<(), AppError> {
     let err = kernel_err("cholesky");
     let (n, nb) = (cfg.n, cfg.tile);
-    TiledMatrix::empty(n, nb).map_err(&err)?;
-    let cl = codelets();
-    let bytes = tile_bytes(nb);
-    let a0 = TiledMatrix::spd_tile(n, nb, cfg.seed, 0, 0);
+    TiledMatrix::<T>::empty(n, nb).map_err(&err)?;
+    let cl = T::codelets();
+    let bytes = tile_bytes::<T>(nb);
+    let a0 = TiledMatrix::<T>::spd_tile(n, nb, cfg.seed, 0, 0);
     let mut l = a0.clone();
     potrf(&mut l).map_err(&err)?;
-    let b0 = TiledMatrix::spd_tile(n, nb, cfg.seed, 1, 0);
+    let b0 = TiledMatrix::<T>::spd_tile(n, nb, cfg.seed, 1, 0);
     let slots = 2 * rt.workers().len();
-    let scratch: Vec<Handle<Tile>> = (0..slots)
+    let scratch: Vec<Handle<Tile<T>>> = (0..slots)
         .map(|_| rt.register_bytes(b0.clone(), bytes))
         .collect();
     let (a0, l, b0) = (
@@ -108,10 +138,10 @@ pub(super) fn calibrate(
     Ok(())
 }
 
-pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
+pub(super) fn run<T: AppScalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let err = kernel_err("cholesky");
     let (n, nb) = (cfg.n, cfg.tile);
-    let a = TiledMatrix::random_spd(n, nb, cfg.seed).map_err(&err)?;
+    let a = TiledMatrix::<T>::random_spd(n, nb, cfg.seed).map_err(&err)?;
     let nt = a.nt();
     let original = cfg.check.then(|| a.clone());
 
@@ -120,14 +150,14 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
         trsm: trsm_cl,
         syrk: syrk_cl,
         gemm: gemm_cl,
-    } = codelets();
+    } = T::codelets();
 
     let mut tiles = a;
-    let mut h: Vec<Option<Handle<Tile>>> = vec![None; nt * nt];
+    let mut h: Vec<Option<Handle<Tile<T>>>> = vec![None; nt * nt];
     for j in 0..nt {
         for i in j..nt {
             let t = tiles.take(i, j).expect("random_spd fills the lower tiles");
-            h[i + j * nt] = Some(rt.register_bytes(t, tile_bytes(nb)));
+            h[i + j * nt] = Some(rt.register_bytes(t, tile_bytes::<T>(nb)));
         }
     }
     let at = |i: usize, j: usize| h[i + j * nt].as_ref().expect("lower tile");
@@ -136,20 +166,20 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let mut tasks = 0u64;
     for k in 0..nt {
         let base = 3 * (nt - k) as i32;
-        rt.submit(Task::new(&potrf_cl).rw(at(k, k)).priority(base + 2))?;
+        rt.submit(Task::new(potrf_cl).rw(at(k, k)).priority(base + 2))?;
         for i in k + 1..nt {
             rt.submit(
-                Task::new(&trsm_cl)
+                Task::new(trsm_cl)
                     .r(at(k, k))
                     .rw(at(i, k))
                     .priority(base + 1),
             )?;
         }
         for i in k + 1..nt {
-            rt.submit(Task::new(&syrk_cl).r(at(i, k)).rw(at(i, i)).priority(base))?;
+            rt.submit(Task::new(syrk_cl).r(at(i, k)).rw(at(i, i)).priority(base))?;
             for j in k + 1..i {
                 rt.submit(
-                    Task::new(&gemm_cl)
+                    Task::new(gemm_cl)
                         .r(at(i, k))
                         .r(at(j, k))
                         .rw(at(i, j))
@@ -172,7 +202,7 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let check = match original {
         Some(orig) => {
             let value = cholesky_residual(&orig, &tiles).map_err(&err)?;
-            let tolerance = residual_tolerance(n);
+            let tolerance = residual_tolerance_for::<T>(n);
             Some(Check {
                 what: "||A - L L^T||_F / ||A||_F (randomized)",
                 value,

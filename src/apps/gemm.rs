@@ -4,37 +4,41 @@
 //! for i, j in 0..nt:            (nt^2 independent chains)
 //!     for l in 0..nt: gemm_nn(R A[i][l], R B[l][j], RW C[i][j])
 //! ```
+//!
+//! Generic over the element type (f64 or f32); the check computes in f64 either way.
 
 use std::time::Instant;
 
-use taskwatt_kernels::{flops, gemm_nn, gemm_residual, residual_tolerance, Tile, TiledMatrix};
+use taskwatt_kernels::{
+    flops, gemm_nn, gemm_residual, residual_tolerance_for, Scalar, Tile, TiledMatrix,
+};
 use taskwatt_runtime::{Codelet, Handle, Runtime, Task};
 
 use super::{kernel_err, tile_bytes, App, AppConfig, AppError, AppRun, Check};
 
-pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
+pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let err = kernel_err("gemm");
     let (n, nb) = (cfg.n, cfg.tile);
-    let a = TiledMatrix::random(n, nb, cfg.seed).map_err(&err)?;
+    let a = TiledMatrix::<T>::random(n, nb, cfg.seed).map_err(&err)?;
     let b = TiledMatrix::random(n, nb, cfg.seed.wrapping_add(1)).map_err(&err)?;
     let nt = a.nt();
     let inputs = cfg.check.then(|| (a.clone(), b.clone()));
 
     let cl = Codelet::new("gemm_nn").cpu(|ctx| {
         gemm_nn(
-            1.0,
-            ctx.r::<Tile>(0),
-            ctx.r::<Tile>(1),
-            1.0,
-            ctx.rw::<Tile>(2),
+            T::ONE,
+            ctx.r::<Tile<T>>(0),
+            ctx.r::<Tile<T>>(1),
+            T::ONE,
+            ctx.rw::<Tile<T>>(2),
         )
     });
-    let register = |mut m: TiledMatrix| -> Vec<Handle<Tile>> {
+    let register = |mut m: TiledMatrix<T>| -> Vec<Handle<Tile<T>>> {
         let mut v = Vec::with_capacity(nt * nt);
         for j in 0..nt {
             for i in 0..nt {
                 let t = m.take(i, j).unwrap_or_else(|| Tile::zeros(nb));
-                v.push(rt.register_bytes(t, tile_bytes(nb)));
+                v.push(rt.register_bytes(t, tile_bytes::<T>(nb)));
             }
         }
         v
@@ -66,8 +70,8 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let check = match inputs {
         Some((a, b)) => {
             let c0 = TiledMatrix::zeros(n, nb).map_err(&err)?;
-            let value = gemm_residual(1.0, &a, &b, 0.0, &c0, &c).map_err(&err)?;
-            let tolerance = residual_tolerance(n);
+            let value = gemm_residual(T::ONE, &a, &b, T::ZERO, &c0, &c).map_err(&err)?;
+            let tolerance = residual_tolerance_for::<T>(n);
             Some(Check {
                 what: "||C - A B||_F / (||A||_F ||B||_F) (randomized)",
                 value,

@@ -1,6 +1,9 @@
 //! The built-in applications that `taskwatt run` runs: tiled Cholesky, tiled GEMM and a
 //! 2-D heat stencil. Each builds its task graph on a [`Runtime`], times it from the first
 //! submission to the end of `wait_all`, and checks its result.
+//!
+//! Cholesky and GEMM run in f64 (default) or f32 ([`Precision`]); the stencil is f64 only
+//! and refuses f32 with [`AppError::Unsupported`].
 
 mod calibrate;
 mod cholesky;
@@ -10,7 +13,7 @@ mod stencil;
 use std::time::Duration;
 
 use serde::Serialize;
-use taskwatt_kernels::KernelError;
+use taskwatt_kernels::{KernelError, Scalar};
 use taskwatt_runtime::{Runtime, RuntimeError};
 
 /// A built-in application.
@@ -46,6 +49,34 @@ impl App {
     }
 }
 
+/// The element type an app computes in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Double precision (`f64`), the default.
+    #[default]
+    F64,
+    /// Single precision (`f32`): Cholesky and GEMM only. The flop counts are the same, and
+    /// a core does about twice as many f32 flops per second.
+    F32,
+}
+
+impl Precision {
+    /// `"f64"` or `"f32"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F64 => "f64",
+            Precision::F32 => "f32",
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Problem parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct AppConfig {
@@ -62,6 +93,8 @@ pub struct AppConfig {
     /// How many times to run the app back to back (fresh input each time), e.g. to give
     /// the energy attribution more intervals.
     pub iterations: usize,
+    /// The element type of the matrices (Cholesky and GEMM; the stencil is f64 only).
+    pub precision: Precision,
 }
 
 impl Default for AppConfig {
@@ -73,6 +106,7 @@ impl Default for AppConfig {
             seed: 1,
             check: true,
             iterations: 1,
+            precision: Precision::F64,
         }
     }
 }
@@ -138,6 +172,14 @@ pub enum AppError {
         /// What the kernels said.
         source: KernelError,
     },
+    /// The app has no implementation in the asked precision.
+    #[error("{app} has no {precision} version; run it with --precision f64")]
+    Unsupported {
+        /// The app.
+        app: &'static str,
+        /// The precision asked for.
+        precision: Precision,
+    },
     /// The result is wrong.
     #[error("{app}: result check failed: {what} = {value:e} exceeds the tolerance {tolerance:e}")]
     CheckFailed {
@@ -163,9 +205,10 @@ pub fn calibrate_types(
     each: std::time::Duration,
 ) -> Result<(), AppError> {
     taskwatt_kernels::init();
-    match app {
-        App::Cholesky => cholesky::calibrate(rt, config, sink, each),
-        App::Gemm | App::Stencil => Ok(()),
+    match (app, config.precision) {
+        (App::Cholesky, Precision::F64) => cholesky::calibrate::<f64>(rt, config, sink, each),
+        (App::Cholesky, Precision::F32) => cholesky::calibrate::<f32>(rt, config, sink, each),
+        (App::Gemm | App::Stencil, _) => Ok(()),
     }
 }
 
@@ -174,7 +217,17 @@ pub use calibrate::{Calibration, TYPE_CALIBRATION};
 /// Runs `app` on `rt`, `config.iterations` times back to back (each iteration with a
 /// fresh input: the seed plus the iteration number). The result sums tasks, flops and
 /// makespans, and keeps the worst check.
+///
+/// # Errors
+/// [`AppError::Unsupported`] for the stencil in f32 (before anything runs); else as the
+/// app's run and check.
 pub fn run_app(app: App, rt: &Runtime, config: &AppConfig) -> Result<AppRun, AppError> {
+    if app == App::Stencil && config.precision != Precision::F64 {
+        return Err(AppError::Unsupported {
+            app: app.name(),
+            precision: config.precision,
+        });
+    }
     taskwatt_kernels::init();
     let mut total: Option<AppRun> = None;
     for i in 0..config.iterations.max(1) {
@@ -182,10 +235,12 @@ pub fn run_app(app: App, rt: &Runtime, config: &AppConfig) -> Result<AppRun, App
             seed: config.seed.wrapping_add(i as u64),
             ..*config
         };
-        let run = match app {
-            App::Cholesky => cholesky::run(rt, &cfg),
-            App::Gemm => gemm::run(rt, &cfg),
-            App::Stencil => stencil::run(rt, &cfg),
+        let run = match (app, cfg.precision) {
+            (App::Cholesky, Precision::F64) => cholesky::run::<f64>(rt, &cfg),
+            (App::Cholesky, Precision::F32) => cholesky::run::<f32>(rt, &cfg),
+            (App::Gemm, Precision::F64) => gemm::run::<f64>(rt, &cfg),
+            (App::Gemm, Precision::F32) => gemm::run::<f32>(rt, &cfg),
+            (App::Stencil, _) => stencil::run(rt, &cfg),
         }?;
         if let Some(c) = &run.check {
             if !c.passed {
@@ -221,7 +276,73 @@ fn kernel_err(app: &'static str) -> impl Fn(KernelError) -> AppError {
     move |source| AppError::Kernel { app, source }
 }
 
-/// Bytes of one `nb x nb` f64 tile.
-fn tile_bytes(nb: usize) -> u64 {
-    (nb * nb * std::mem::size_of::<f64>()) as u64
+/// Bytes of one `nb x nb` tile of `T`.
+fn tile_bytes<T: Scalar>(nb: usize) -> u64 {
+    (nb * nb * std::mem::size_of::<T>()) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each app in each precision on a small problem: the run's own check must pass, and
+    //! the f32 residual must be that of f32 (far above f64's tolerance), so the precision
+    //! really reached the kernels.
+    use super::*;
+
+    fn config(precision: Precision) -> AppConfig {
+        AppConfig {
+            n: 256,
+            tile: 64,
+            steps: 3,
+            precision,
+            ..AppConfig::default()
+        }
+    }
+
+    fn runtime() -> Runtime {
+        Runtime::builder().workers(2).build().expect("runtime")
+    }
+
+    #[test]
+    fn cholesky_and_gemm_run_in_both_precisions() {
+        let rt = runtime();
+        for app in [App::Cholesky, App::Gemm] {
+            let f64_run = run_app(app, &rt, &config(Precision::F64)).unwrap();
+            let f32_run = run_app(app, &rt, &config(Precision::F32)).unwrap();
+            let (c64, c32) = (f64_run.check.unwrap(), f32_run.check.unwrap());
+            assert!(c64.passed && c32.passed, "{app:?}: {c64:?} {c32:?}");
+            assert!(
+                c32.value > c64.tolerance,
+                "{app:?}: f32 residual {} looks like f64",
+                c32.value
+            );
+            assert_eq!(f32_run.config.precision, Precision::F32);
+            assert_eq!(
+                (f32_run.tasks, f32_run.flops),
+                (f64_run.tasks, f64_run.flops)
+            );
+        }
+    }
+
+    #[test]
+    fn cholesky_type_calibration_runs_in_f32() {
+        let rt = runtime();
+        let sink = taskwatt_traces::TraceSink::null();
+        calibrate_types(
+            App::Cholesky,
+            &rt,
+            &config(Precision::F32),
+            &sink,
+            Duration::from_millis(5),
+        )
+        .unwrap();
+        assert_eq!(rt.stats().failed, 0);
+    }
+
+    #[test]
+    fn stencil_refuses_f32_with_a_clear_error() {
+        let err = run_app(App::Stencil, &runtime(), &config(Precision::F32)).unwrap_err();
+        assert!(matches!(err, AppError::Unsupported { .. }), "{err}");
+        assert!(err.to_string().contains("--precision f64"), "{err}");
+        assert_eq!(Precision::F32.to_string(), "f32");
+    }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use taskwatt::apps::{App, AppConfig, AppRun};
+use taskwatt::apps::{App, AppConfig, AppRun, Precision};
 use taskwatt::energy::attribution::attribute_trace;
 use taskwatt::energy::{DetectOptions, MeterChoice, SamplerStats};
 use taskwatt::runtime::Runtime;
@@ -47,6 +47,9 @@ pub(crate) struct AppArgs {
     /// Number of workers (default: one per usable core).
     #[arg(long)]
     pub(crate) workers: Option<usize>,
+    /// Element type of the matrices: f64 or f32 (cholesky and gemm; stencil is f64 only).
+    #[arg(long, value_enum, default_value_t = Precision::F64)]
+    pub(crate) precision: Precision,
 }
 
 impl AppArgs {
@@ -58,6 +61,7 @@ impl AppArgs {
             seed: self.seed,
             check: !self.no_check,
             iterations: self.iterations,
+            precision: self.precision,
         }
     }
 }
@@ -349,6 +353,12 @@ fn print_table(o: &RunOutput<'_>) {
             e.sampler.overruns,
             e.sampler.read_errors
         );
+        if e.simulated && e.backends.iter().any(|b| b.backend != "sim" && !b.used) {
+            println!(
+                "  {:<10} no real energy sensor was used: `taskwatt meters` says why",
+                ""
+            );
+        }
     } else {
         println!("  {:<10} not sampled", "energy");
     }
