@@ -22,6 +22,7 @@
 pub mod apps;
 pub mod plots;
 pub mod session;
+pub mod taskbench;
 
 pub use taskwatt_energy as energy;
 pub use taskwatt_kernels as kernels;

@@ -1,5 +1,6 @@
 //! Subcommands of the `taskwatt` CLI, one file each.
 
+mod bench;
 mod compare;
 mod export;
 mod import;
@@ -38,6 +39,8 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Import another runtime's trace (CSV, StarPU tasks.rec) as a taskwatt trace.
     Import(import::ImportArgs),
+    /// Benchmarks: Task Bench graphs and METG sweeps against rayon and sequential baselines.
+    Bench(bench::BenchArgs),
 }
 
 /// Parses `10ms`, `1s`, `500us`, `2.5s` (a number and a unit: ns, us, ms, s).
@@ -78,6 +81,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Predict(a) => model::predict(a),
         Command::Compare(a) => compare::compare(a),
         Command::Import(a) => import::import(a),
+        Command::Bench(a) => bench::bench(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

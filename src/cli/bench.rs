@@ -1,0 +1,254 @@
+//! `taskwatt bench taskbench <Task Bench flags>`: one Task Bench run, printing Task
+//! Bench's own configuration and summary lines; `taskwatt bench metg`: a METG(50 %) sweep
+//! of taskwatt under several policies beside rayon and sequential baselines.
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use taskwatt::taskbench::{
+    help, measure_peak, summarise, sweep, wants_help, App, Dependence, KernelType, MetgConfig,
+    Peak, Sample, System, SystemMetg,
+};
+
+use super::CliResult;
+
+#[derive(Args, Debug)]
+pub(crate) struct BenchArgs {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// Run Task Bench graphs (single-dash Task Bench flags; `-h` lists them).
+    Taskbench(TaskbenchArgs),
+    /// Sweep task granularity and report METG(50 %) per system.
+    Metg(MetgArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(disable_help_flag = true)]
+struct TaskbenchArgs {
+    /// Task Bench's flags, e.g. `-steps 1000 -width 2 -type stencil_1d -kernel
+    /// compute_bound -iter 4096 -worker 2 --sched lws`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    flags: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct MetgArgs {
+    /// Dependence pattern (Task Bench's -type).
+    #[arg(long, default_value = "stencil_1d", value_parser = parse_pattern)]
+    pattern: Dependence,
+    /// Points per timestep.
+    #[arg(long, default_value_t = 2)]
+    width: i64,
+    /// Timesteps.
+    #[arg(long, default_value_t = 1000)]
+    steps: i64,
+    /// Kernel (Task Bench's -kernel).
+    #[arg(long, default_value = "compute_bound", value_parser = parse_kernel)]
+    kernel: KernelType,
+    /// Repetitions of every point.
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// taskwatt policies to measure.
+    #[arg(long, value_delimiter = ',', default_value = "eager,ws,lws,prio")]
+    policies: Vec<String>,
+    /// Baselines to measure beside taskwatt (`rayon`, `sequential`; `none` for none).
+    #[arg(long, value_delimiter = ',', default_value = "rayon,sequential")]
+    baselines: Vec<String>,
+    /// Workers of the parallel systems (default: all cores).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Largest iteration count, as a power of two.
+    #[arg(long, default_value_t = 20)]
+    max_log2: u32,
+    /// Smallest iteration count, as a power of two.
+    #[arg(long, default_value_t = 4)]
+    min_log2: u32,
+    /// Print every sample and the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_pattern(s: &str) -> Result<Dependence, String> {
+    Dependence::from_name(s).map_err(|e| e.to_string())
+}
+
+fn parse_kernel(s: &str) -> Result<KernelType, String> {
+    KernelType::from_name(s).map_err(|e| e.to_string())
+}
+
+pub(crate) fn bench(a: BenchArgs) -> CliResult {
+    match a.command {
+        BenchCommand::Taskbench(t) => taskbench(t),
+        BenchCommand::Metg(m) => metg(m),
+    }
+}
+
+fn taskbench(a: TaskbenchArgs) -> CliResult {
+    if wants_help(&a.flags) {
+        print!("{}", help());
+        return Ok(());
+    }
+    let app = App::parse(&a.flags)?;
+    print!("{}", app.display());
+    let run = app.run()?;
+    print!("{}", app.report_timing(run.elapsed.as_secs_f64()));
+    // taskwatt's own lines, after Task Bench's: its scripts match only their own.
+    println!(
+        "System {} ({} workers)",
+        app.system.label(),
+        app.system.cores(app.workers)
+    );
+    println!("Tasks Executed {}", run.tasks_executed);
+    println!("Checksum {:016x}", run.checksum);
+    Ok(())
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unavailable".into())
+}
+
+#[derive(Serialize)]
+struct MetgReport<'a> {
+    config: &'a MetgConfig,
+    peak: Peak,
+    load_average_before: String,
+    load_average_after: String,
+    summary: Vec<SystemMetg>,
+    samples: Vec<Sample>,
+}
+
+fn metg(a: MetgArgs) -> CliResult {
+    let workers = a
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if a.repeat == 0 || a.min_log2 > a.max_log2 || a.max_log2 > 30 {
+        return Err("--repeat must be >= 1 and --min-log2 <= --max-log2 <= 30".into());
+    }
+    let mut systems: Vec<System> = a
+        .policies
+        .iter()
+        .map(|p| System::Taskwatt { policy: p.clone() })
+        .collect();
+    for b in a.baselines.iter().filter(|b| b.as_str() != "none") {
+        match b.as_str() {
+            "rayon" => systems.push(System::Rayon),
+            "sequential" => systems.push(System::Sequential),
+            other => {
+                return Err(format!(
+                    "unknown baseline `{other}` (--baselines): use rayon, sequential or none"
+                )
+                .into())
+            }
+        }
+    }
+    let cfg = MetgConfig {
+        pattern: a.pattern,
+        width: a.width,
+        steps: a.steps,
+        kernel: a.kernel,
+        repeat: a.repeat,
+        workers,
+        systems,
+        max_log2: a.max_log2,
+        min_log2: a.min_log2,
+        threshold: 0.5,
+    };
+    cfg.graph(1 << cfg.min_log2)?; // reject a bad graph before measuring anything
+
+    let load_before = load_average();
+    let peak = measure_peak(10);
+    if !a.json {
+        println!(
+            "peak: {:.3e} FLOP/s per core ({}, 2^20 iterations in {:.3} ms) x {workers} workers \
+             = {:.3e} FLOP/s",
+            peak.flops_per_core,
+            peak.implementation,
+            peak.best_seconds * 1e3,
+            peak.flops_per_core * workers as f64
+        );
+        println!("load average before: {load_before}");
+    }
+
+    let bar = ProgressBar::new(cfg.runs() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed_precise} < {eta}]")
+            .expect("a valid progress template"),
+    );
+    let samples = sweep(&cfg, &peak, &mut |s: &Sample| {
+        bar.set_message(format!("{} 2^{}", s.system, s.iterations.trailing_zeros()));
+        bar.inc(1);
+    })?;
+    bar.finish_and_clear();
+    let load_after = load_average();
+    let summary = summarise(&samples, &cfg.systems, cfg.threshold, peak.flops_per_core);
+
+    if a.json {
+        let report = MetgReport {
+            config: &cfg,
+            peak,
+            load_average_before: load_before,
+            load_average_after: load_after,
+            summary,
+            samples,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("load average after: {load_after}");
+    println!();
+    print_efficiency_table(&cfg, &samples);
+    println!();
+    println!(
+        "METG(50%) in µs, {} width {} steps {}, {} reps ({} workers; sequential on 1 core):",
+        cfg.pattern, cfg.width, cfg.steps, cfg.repeat, workers
+    );
+    println!(
+        "{:<18} {:>10} {:>12} {:>16}",
+        "system", "min", "median", "Task Bench mean"
+    );
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+    for s in &summary {
+        println!(
+            "{:<18} {:>10} {:>12} {:>16}",
+            s.system,
+            opt(s.min_us),
+            opt(s.median_us),
+            s.taskbench.display()
+        );
+    }
+    Ok(())
+}
+
+/// Median efficiency per iteration count and system.
+fn print_efficiency_table(cfg: &MetgConfig, samples: &[Sample]) {
+    let labels: Vec<String> = cfg.systems.iter().map(System::label).collect();
+    print!("median efficiency\n{:>8}", "iter");
+    for l in &labels {
+        print!(" {l:>15}");
+    }
+    println!();
+    for it in cfg.iterations() {
+        print!("{:>8}", format!("2^{}", it.trailing_zeros()));
+        for l in &labels {
+            let mut e: Vec<f64> = samples
+                .iter()
+                .filter(|s| &s.system == l && s.iterations == it)
+                .map(|s| s.efficiency)
+                .collect();
+            e.sort_by(f64::total_cmp);
+            let med = if e.is_empty() {
+                f64::NAN
+            } else {
+                e[e.len() / 2]
+            };
+            print!(" {:>15}", format!("{:.1}%", med * 100.0));
+        }
+        println!();
+    }
+}

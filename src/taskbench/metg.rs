@@ -1,0 +1,401 @@
+//! Minimum effective task granularity, METG(50 %) (Slaughter et al., SC 2020): the
+//! smallest task duration at which a system still reaches 50 % of the machine's peak.
+//!
+//! The sweep runs one graph at iterations 2^20, 2^19, ..., 2^4 of compute_bound. Each
+//! point gives
+//! - efficiency = (FLOPs / elapsed) / peak, where peak = the compute kernel alone on one
+//!   core, times the cores the system uses (sequential: one);
+//! - granularity = elapsed x cores / tasks (µs): the time one task occupies one core.
+//!
+//! METG is computed from those points exactly as Task Bench's scripts/chart_metg.py does:
+//! of the points with efficiency >= 50 %, take the one with the smallest granularity; if
+//! the next point (fewer iterations) has a smaller granularity, interpolate linearly, in
+//! (efficiency, granularity), the granularity at exactly 50 %. Task Bench averages the
+//! repetitions' elapsed times first; on a shared machine we also compute one METG per
+//! repetition and report their minimum and median.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::error::TaskBenchError;
+use super::graph::{Dependence, TaskGraph};
+use super::kernel::{compute_bound, compute_bound_impl, Kernel, KernelType};
+use super::system::System;
+
+/// What to sweep.
+#[derive(Clone, Debug, Serialize)]
+pub struct MetgConfig {
+    /// The dependence pattern.
+    pub pattern: Dependence,
+    /// Points per timestep.
+    pub width: i64,
+    /// Timesteps.
+    pub steps: i64,
+    /// The kernel (compute_bound for Task Bench's METG).
+    pub kernel: KernelType,
+    /// Repetitions of every point (Task Bench uses 5).
+    pub repeat: usize,
+    /// Workers of the parallel systems.
+    pub workers: usize,
+    /// The systems, in the order of the first repetition.
+    pub systems: Vec<System>,
+    /// Largest iteration count, as a power of two (20).
+    pub max_log2: u32,
+    /// Smallest iteration count, as a power of two (4).
+    pub min_log2: u32,
+    /// The efficiency threshold (0.5).
+    pub threshold: f64,
+}
+
+impl MetgConfig {
+    /// Iteration counts of the sweep, largest first.
+    pub fn iterations(&self) -> Vec<i64> {
+        (self.min_log2..=self.max_log2)
+            .rev()
+            .map(|l| 1i64 << l)
+            .collect()
+    }
+
+    /// The graph at `iterations`.
+    pub fn graph(&self, iterations: i64) -> Result<TaskGraph, TaskBenchError> {
+        let mut g = TaskGraph::new(0);
+        g.dependence = self.pattern;
+        g.max_width = self.width;
+        g.timesteps = self.steps;
+        g.kernel = Kernel {
+            kind: self.kernel,
+            iterations,
+            ..Kernel::default()
+        };
+        g.finish()
+    }
+
+    /// Number of runs the sweep makes.
+    pub fn runs(&self) -> usize {
+        self.iterations().len() * self.repeat * self.systems.len()
+    }
+}
+
+/// The peak of one core: the compute kernel alone, best of `tries` runs of 2^20
+/// iterations.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Peak {
+    /// FLOP/s of one core.
+    pub flops_per_core: f64,
+    /// Seconds of the best run of 2^20 iterations.
+    pub best_seconds: f64,
+    /// `avx2+fma` or `portable`.
+    pub implementation: &'static str,
+}
+
+/// Measures [`Peak`] on the calling thread.
+pub fn measure_peak(tries: usize) -> Peak {
+    let iterations = 1i64 << 20;
+    compute_bound(1 << 12); // warm up the clock and the code
+    let best = (0..tries.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(compute_bound(iterations));
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min);
+    Peak {
+        flops_per_core: (2 * 64 * iterations + 64) as f64 / best,
+        best_seconds: best,
+        implementation: compute_bound_impl(),
+    }
+}
+
+/// One timed run of the sweep.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sample {
+    /// The system's label.
+    pub system: String,
+    /// Repetition index.
+    pub rep: usize,
+    /// Kernel iterations per task.
+    pub iterations: i64,
+    /// Cores the system used.
+    pub cores: usize,
+    /// Tasks run.
+    pub tasks: i64,
+    /// FLOPs of the whole graph.
+    pub flops: i64,
+    /// Seconds, as Task Bench times them.
+    pub elapsed_s: f64,
+    /// elapsed x cores / tasks, in µs.
+    pub granularity_us: f64,
+    /// (flops / elapsed) / (peak per core x cores).
+    pub efficiency: f64,
+}
+
+/// A METG estimate.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", content = "us", rename_all = "snake_case")]
+pub enum Metg {
+    /// Interpolated at the threshold, or the smallest efficient point when the next one
+    /// is not finer (as Task Bench).
+    Value(f64),
+    /// Even the finest point measured was efficient: METG is at most this.
+    AtMost(f64),
+    /// No point reached the threshold.
+    NotReached,
+}
+
+impl Metg {
+    /// The number, if any (an upper bound for `AtMost`).
+    pub fn us(self) -> Option<f64> {
+        match self {
+            Metg::Value(v) | Metg::AtMost(v) => Some(v),
+            Metg::NotReached => None,
+        }
+    }
+
+    /// `12.3`, `<= 0.4`, or `-`.
+    pub fn display(self) -> String {
+        match self {
+            Metg::Value(v) => format!("{v:.3}"),
+            Metg::AtMost(v) => format!("<= {v:.3}"),
+            Metg::NotReached => "-".into(),
+        }
+    }
+}
+
+/// Task Bench's METG from `(granularity, efficiency)` points ordered by iterations,
+/// largest first.
+pub fn metg(points: &[(f64, f64)], threshold: f64) -> Metg {
+    let Some((min_i, &(min_time, min_eff))) = points
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.1 >= threshold)
+        .min_by(|a, b| a.1 .0.total_cmp(&b.1 .0))
+    else {
+        return Metg::NotReached;
+    };
+    match points.get(min_i + 1) {
+        None => Metg::AtMost(min_time),
+        Some(&(next_time, next_eff)) if next_time < min_time => {
+            // numpy.interp(threshold, [next_eff, min_eff], [next_time, min_time]);
+            // next_eff < threshold <= min_eff here, since min_i is the finest efficient
+            // point.
+            let f = (threshold - next_eff) / (min_eff - next_eff);
+            Metg::Value(next_time + f * (min_time - next_time))
+        }
+        Some(_) => Metg::Value(min_time),
+    }
+}
+
+/// The sweep's METGs for one system.
+#[derive(Clone, Debug, Serialize)]
+pub struct SystemMetg {
+    /// The system's label.
+    pub system: String,
+    /// Cores it used.
+    pub cores: usize,
+    /// One METG per repetition.
+    pub per_rep: Vec<Metg>,
+    /// Minimum over repetitions (of the numeric ones).
+    pub min_us: Option<f64>,
+    /// Median over repetitions (of the numeric ones).
+    pub median_us: Option<f64>,
+    /// Task Bench's: from the mean elapsed time of each point.
+    pub taskbench: Metg,
+}
+
+/// Summarises `samples` per system.
+pub fn summarise(
+    samples: &[Sample],
+    systems: &[System],
+    threshold: f64,
+    peak_per_core: f64,
+) -> Vec<SystemMetg> {
+    let mut out = Vec::new();
+    for sys in systems {
+        let label = sys.label();
+        let mine: Vec<&Sample> = samples.iter().filter(|s| s.system == label).collect();
+        let mut iters: Vec<i64> = mine.iter().map(|s| s.iterations).collect();
+        iters.sort_unstable_by(|a, b| b.cmp(a));
+        iters.dedup();
+        let reps = mine.iter().map(|s| s.rep + 1).max().unwrap_or(0);
+        let curve = |pick: &dyn Fn(i64) -> Option<(f64, f64)>| -> Vec<(f64, f64)> {
+            iters.iter().filter_map(|&i| pick(i)).collect()
+        };
+        let per_rep: Vec<Metg> = (0..reps)
+            .map(|r| {
+                let pts = curve(&|i| {
+                    mine.iter()
+                        .find(|s| s.rep == r && s.iterations == i)
+                        .map(|s| (s.granularity_us, s.efficiency))
+                });
+                metg(&pts, threshold)
+            })
+            .collect();
+        // Task Bench: mean elapsed per point, then granularity and efficiency.
+        let mean_pts = curve(&|i| {
+            let at: Vec<&&Sample> = mine.iter().filter(|s| s.iterations == i).collect();
+            let first = at.first()?;
+            let mean = at.iter().map(|s| s.elapsed_s).sum::<f64>() / at.len() as f64;
+            let cores = first.cores as f64;
+            Some((
+                mean * cores / first.tasks as f64 * 1e6,
+                first.flops as f64 / mean / (peak_per_core * cores),
+            ))
+        });
+        let mut values: Vec<f64> = per_rep.iter().filter_map(|m| m.us()).collect();
+        values.sort_by(f64::total_cmp);
+        out.push(SystemMetg {
+            system: label,
+            cores: mine.first().map_or(sys.cores(1), |s| s.cores),
+            min_us: values.first().copied(),
+            median_us: median(&values),
+            per_rep,
+            taskbench: metg(&mean_pts, threshold),
+        });
+    }
+    out
+}
+
+fn median(sorted: &[f64]) -> Option<f64> {
+    match sorted.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(sorted[n / 2]),
+        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
+
+/// Runs the sweep: for every iteration count, largest first, `repeat` rounds of every
+/// system, the order rotating each round so that no system always runs first (or right
+/// after the same neighbour). `progress` sees every sample as it is taken.
+pub fn sweep(
+    cfg: &MetgConfig,
+    peak: &Peak,
+    progress: &mut dyn FnMut(&Sample),
+) -> Result<Vec<Sample>, TaskBenchError> {
+    let mut samples = Vec::with_capacity(cfg.runs());
+    let n = cfg.systems.len();
+    // One untimed run each: first-touch page faults and thread start-up stay out.
+    let warm = cfg.graph(1 << cfg.min_log2)?;
+    for sys in &cfg.systems {
+        sys.run(std::slice::from_ref(&warm), cfg.workers)?;
+    }
+    for (pi, iterations) in cfg.iterations().into_iter().enumerate() {
+        let g = cfg.graph(iterations)?;
+        let graphs = std::slice::from_ref(&g);
+        let tasks = g.timesteps * g.max_width;
+        let flops: i64 = (0..g.timesteps)
+            .map(|t| g.kernel.flops_per_task(0, t, 0) * g.width_at_timestep(t))
+            .sum();
+        for rep in 0..cfg.repeat {
+            for k in 0..n {
+                let sys = &cfg.systems[(k + rep + pi) % n];
+                let out = sys.run(graphs, cfg.workers)?;
+                let cores = sys.cores(cfg.workers);
+                let elapsed_s = out.elapsed.as_secs_f64();
+                let s = Sample {
+                    system: sys.label(),
+                    rep,
+                    iterations,
+                    cores,
+                    tasks,
+                    flops,
+                    elapsed_s,
+                    granularity_us: elapsed_s * cores as f64 / tasks as f64 * 1e6,
+                    efficiency: flops as f64 / elapsed_s / (peak.flops_per_core * cores as f64),
+                };
+                progress(&s);
+                samples.push(s);
+            }
+        }
+    }
+    Ok(samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metg_interpolates_between_the_last_efficient_point_and_the_next() {
+        // Granularities halve; efficiency 0.9, 0.8, 0.6, 0.4: crossing between 0.6 and 0.4,
+        // at 25 µs and 12.5 µs: 12.5 + (0.5 - 0.4) / (0.6 - 0.4) x 12.5 = 18.75.
+        let pts = [
+            (100.0, 0.9),
+            (50.0, 0.8),
+            (25.0, 0.6),
+            (12.5, 0.4),
+            (6.0, 0.1),
+        ];
+        assert_eq!(metg(&pts, 0.5), Metg::Value(18.75));
+    }
+
+    #[test]
+    fn metg_edge_cases() {
+        assert_eq!(metg(&[(10.0, 0.4), (5.0, 0.1)], 0.5), Metg::NotReached);
+        assert_eq!(metg(&[(10.0, 0.9), (5.0, 0.7)], 0.5), Metg::AtMost(5.0));
+        // Next point is not finer (noise): no interpolation, as Task Bench.
+        assert_eq!(metg(&[(10.0, 0.9), (12.0, 0.3)], 0.5), Metg::Value(10.0));
+        // A noisy efficient point below a dip still counts (smallest efficient wins).
+        assert_eq!(
+            metg(&[(10.0, 0.9), (5.0, 0.45), (2.5, 0.55), (1.2, 0.2)], 0.5),
+            Metg::Value(1.2 + (0.5 - 0.2) / (0.55 - 0.2) * (2.5 - 1.2))
+        );
+    }
+
+    #[test]
+    fn summarise_takes_min_median_and_mean_elapsed_metg() {
+        let sys = System::Sequential;
+        let mk = |rep, iterations: i64, eff: f64| Sample {
+            system: sys.label(),
+            rep,
+            iterations,
+            cores: 1,
+            tasks: 10,
+            flops: 10 * (128 * iterations + 64),
+            elapsed_s: 10.0 * (128 * iterations + 64) as f64 / (eff * 1e9),
+            granularity_us: (128 * iterations + 64) as f64 / (eff * 1e9) * 1e6,
+            efficiency: eff,
+        };
+        let samples = vec![
+            mk(0, 1024, 0.9),
+            mk(0, 512, 0.3),
+            mk(1, 1024, 0.9),
+            mk(1, 512, 0.6),
+            mk(2, 1024, 0.9),
+            mk(2, 512, 0.7),
+        ];
+        let s = &summarise(&samples, &[sys], 0.5, 1e9)[0];
+        assert_eq!(s.per_rep.len(), 3);
+        assert!(matches!(s.per_rep[0], Metg::Value(_)));
+        assert!(matches!(s.per_rep[1], Metg::AtMost(_)));
+        assert!(s.min_us.unwrap() <= s.median_us.unwrap());
+        assert!(s.taskbench.us().is_some());
+    }
+
+    #[test]
+    fn sweep_orders_and_counts_runs() {
+        let cfg = MetgConfig {
+            pattern: Dependence::Stencil1d,
+            width: 2,
+            steps: 4,
+            kernel: KernelType::ComputeBound,
+            repeat: 2,
+            workers: 2,
+            systems: vec![System::Sequential, System::Rayon],
+            max_log2: 6,
+            min_log2: 4,
+            threshold: 0.5,
+        };
+        assert_eq!(cfg.iterations(), [64, 32, 16]);
+        let peak = Peak {
+            flops_per_core: 1e9,
+            best_seconds: 1.0,
+            implementation: "test",
+        };
+        let mut seen = Vec::new();
+        let samples = sweep(&cfg, &peak, &mut |s| seen.push(s.system.clone())).unwrap();
+        assert_eq!(samples.len(), cfg.runs());
+        assert_eq!(seen[..4], ["sequential", "rayon", "rayon", "sequential"]);
+        assert!(samples.iter().all(|s| s.tasks == 8 && s.efficiency > 0.0));
+    }
+}

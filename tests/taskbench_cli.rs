@@ -1,0 +1,252 @@
+//! `taskwatt bench taskbench` end to end: every dependence pattern on taskwatt, rayon and
+//! sequential gives the same task count, dependency count and checksum (each task's
+//! output is a hash of its inputs', so the checksum changes if any edge is missed or
+//! data flows from the wrong version); graphs joined with `-and`; Task Bench's summary
+//! lines; and clear errors for unknown patterns and flags.
+
+mod common;
+
+use common::{ok, taskwatt};
+
+/// The numbers a run reports.
+#[derive(Debug, PartialEq, Eq)]
+struct Report {
+    tasks: u64,
+    dependencies: u64,
+    executed: u64,
+    checksum: String,
+}
+
+fn field<'a>(out: &'a str, prefix: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` line in:\n{out}"))
+        .trim()
+}
+
+fn run(flags: &str, system: &[&str]) -> Report {
+    let mut args = vec!["bench", "taskbench"];
+    args.extend(flags.split_whitespace());
+    args.extend(system);
+    let out = ok(&args);
+    Report {
+        tasks: field(&out, "Total Tasks ").parse().unwrap(),
+        dependencies: field(&out, "Total Dependencies ").parse().unwrap(),
+        executed: field(&out, "Tasks Executed ").parse().unwrap(),
+        checksum: field(&out, "Checksum ").to_string(),
+    }
+}
+
+/// Runs `flags` on every system (taskwatt under `policy`), asserts they agree, and
+/// returns the report.
+fn agree(flags: &str, policy: &str) -> Report {
+    let tw = run(
+        flags,
+        &["-worker", "2", "--system", "taskwatt", "--sched", policy],
+    );
+    let ry = run(flags, &["-worker", "2", "--system", "rayon"]);
+    let sq = run(flags, &["--system", "sequential"]);
+    assert_eq!(tw, ry, "taskwatt/{policy} vs rayon on `{flags}`");
+    assert_eq!(tw, sq, "taskwatt/{policy} vs sequential on `{flags}`");
+    assert_eq!(tw.executed, tw.tasks, "every task ran once on `{flags}`");
+    tw
+}
+
+#[test]
+fn every_pattern_agrees_across_systems() {
+    let policies = ["eager", "ws", "lws", "prio"];
+    let patterns = [
+        ("trivial", "", Some(0)),
+        ("no_comm", "", Some(9 * 4)),
+        ("stencil_1d", "", Some(9 * (2 + 3 + 3 + 2))),
+        ("stencil_1d_periodic", "", Some(9 * 12)),
+        ("dom", "", None),
+        ("tree", "", None),
+        ("fft", "", None),
+        ("all_to_all", "", Some(9 * 16)),
+        ("nearest", "-radix 2", Some(9 * (1 + 2 + 2 + 2))),
+        ("spread", "-radix 2 -period 2", Some(9 * 8)),
+        ("random_nearest", "-radix 3 -fraction 0.5", None),
+    ];
+    for (i, (pattern, extra, deps)) in patterns.into_iter().enumerate() {
+        let flags =
+            format!("-steps 10 -width 4 -type {pattern} {extra} -kernel compute_bound -iter 32");
+        let r = agree(&flags, policies[i % policies.len()]);
+        if let Some(d) = deps {
+            assert_eq!(r.dependencies, d, "dependencies of {pattern}");
+        }
+        if !matches!(pattern, "dom" | "tree") {
+            assert_eq!(r.tasks, 40, "tasks of {pattern}");
+        }
+    }
+}
+
+#[test]
+fn checksum_depends_on_the_graph() {
+    let a = run(
+        "-steps 10 -width 4 -type stencil_1d",
+        &["--system", "sequential"],
+    );
+    let b = run(
+        "-steps 10 -width 4 -type no_comm",
+        &["--system", "sequential"],
+    );
+    assert_eq!(a.tasks, b.tasks);
+    assert_ne!(a.checksum, b.checksum);
+}
+
+#[test]
+fn two_graphs_joined_with_and_run_together() {
+    let flags = "-steps 10 -width 4 -type stencil_1d -kernel compute_bound -iter 64 \
+                 -and -steps 6 -width 3 -type nearest -radix 3 -kernel busy_wait -iter 100";
+    let r = agree(flags, "lws");
+    assert_eq!(r.tasks, 40 + 18);
+    let out = ok(&["bench", "taskbench", "-steps", "3", "-and", "-steps", "5"]);
+    assert!(
+        out.contains("    Task Graph 2:\n      Time Steps: 5\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn memory_kernel_and_reused_fields_agree() {
+    let r = agree(
+        "-steps 10 -width 4 -type stencil_1d -kernel memory_bound -scratch 4096 -iter 20",
+        "ws",
+    );
+    // Task Bench: scratch x iterations / samples bytes per task.
+    let out = ok(&[
+        "bench",
+        "taskbench",
+        "-steps",
+        "10",
+        "-width",
+        "4",
+        "-kernel",
+        "memory_bound",
+        "-scratch",
+        "4096",
+        "-iter",
+        "20",
+        "--system",
+        "sequential",
+    ]);
+    assert_eq!(
+        field(&out, "Total Bytes "),
+        (40 * 4096 * 20 / 16).to_string()
+    );
+    // Two fields per point: writers must wait for the readers of the older version.
+    let two = run(
+        "-steps 10 -width 4 -type stencil_1d -kernel memory_bound -scratch 4096 -iter 20 \
+         -field 2",
+        &["-worker", "2", "--system", "taskwatt", "--sched", "eager"],
+    );
+    assert_eq!(two, r);
+}
+
+#[test]
+fn prints_task_benchs_summary_lines() {
+    let out = ok(&[
+        "bench",
+        "taskbench",
+        "-steps",
+        "4",
+        "-width",
+        "2",
+        "-type",
+        "stencil_1d",
+        "-kernel",
+        "compute_bound",
+        "-iter",
+        "16",
+        "-worker",
+        "1",
+    ]);
+    for line in [
+        "Running Task Benchmark",
+        "      Dependence Type: stencil_1d",
+        "        Type: compute_bound",
+        "Total Tasks 8",
+        "Total Dependencies 12",
+        "  Unable to estimate local/nonlocal dependencies",
+        &format!("Total FLOPs {}", 8 * (128 * 16 + 64)),
+        "Total Bytes 0",
+        "Transfer (estimated):",
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "missing `{line}` in:\n{out}"
+        );
+    }
+    let elapsed = field(&out, "Elapsed Time ");
+    assert!(
+        elapsed.ends_with(" seconds") && elapsed.contains("e-0"),
+        "{elapsed}"
+    );
+    let help = ok(&["bench", "taskbench", "-h"]);
+    assert!(
+        help.contains("-steps") && help.contains("random_nearest"),
+        "{help}"
+    );
+}
+
+#[test]
+fn unknown_pattern_flag_and_policy_are_clear_errors() {
+    let out = taskwatt(&["bench", "taskbench", "-type", "stencil_3d"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("stencil_3d") && err.contains("valid patterns are"),
+        "{err}"
+    );
+    assert!(err.contains("stencil_1d_periodic"), "{err}");
+
+    let out = taskwatt(&["bench", "taskbench", "-stepz", "3"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("-stepz") && err.contains("-steps"), "{err}");
+
+    let out = taskwatt(&["bench", "taskbench", "--sched", "fifo"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fifo"));
+
+    // all_to_all of width 64 would declare 65 accesses: refused with the way out.
+    let out = taskwatt(&["bench", "taskbench", "-type", "all_to_all", "-width", "64"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("64 accesses") && err.contains("--system rayon"),
+        "{err}"
+    );
+}
+
+#[test]
+fn metg_sweep_json_is_complete() {
+    let v = common::json(&[
+        "bench",
+        "metg",
+        "--steps",
+        "20",
+        "--repeat",
+        "2",
+        "--max-log2",
+        "8",
+        "--min-log2",
+        "6",
+        "--policies",
+        "lws",
+        "--workers",
+        "2",
+        "--json",
+    ]);
+    // 3 iteration counts x 2 repetitions x (lws, rayon, sequential).
+    assert_eq!(v["samples"].as_array().unwrap().len(), 18);
+    let systems: Vec<&str> = v["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(systems, ["taskwatt/lws", "rayon", "sequential"]);
+    assert!(v["peak"]["flops_per_core"].as_f64().unwrap() > 1e8);
+}
