@@ -115,6 +115,34 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// A task of `codelet` that ran on `worker` from `start` to `end` and returned:
+    /// priority 0, no footprint, submitted and ready at `start` (what an importer knows of
+    /// another runtime's task). Its predecessors are set by [`TaskChunk::push`].
+    pub fn executed(
+        id: TaskId,
+        codelet: CodeletId,
+        arch: Arch,
+        worker: WorkerId,
+        start: Timestamp,
+        end: Timestamp,
+    ) -> TaskRecord {
+        TaskRecord {
+            id,
+            codelet,
+            arch,
+            worker,
+            status: TaskStatus::Ok,
+            priority: 0,
+            footprint: 0,
+            submit: start,
+            ready: start,
+            start,
+            end,
+            preds_start: 0,
+            preds_len: 0,
+        }
+    }
+
     /// Execution time in ns.
     #[inline]
     pub fn duration_ns(&self) -> u64 {

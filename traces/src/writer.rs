@@ -494,21 +494,7 @@ mod tests {
     use std::io;
 
     pub(crate) fn rec(id: u64, worker: u32, start: u64, end: u64) -> TaskRecord {
-        TaskRecord {
-            id,
-            codelet: 0,
-            arch: Arch::Cpu,
-            worker,
-            status: TaskStatus::Ok,
-            priority: 0,
-            footprint: 0,
-            submit: Timestamp(start),
-            ready: Timestamp(start),
-            start: Timestamp(start),
-            end: Timestamp(end),
-            preds_start: 0,
-            preds_len: 0,
-        }
+        TaskRecord::executed(id, 0, Arch::Cpu, worker, Timestamp(start), Timestamp(end))
     }
 
     /// A byte sink that fails once `limit` bytes have been written.

@@ -9,28 +9,21 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use taskwatt_traces::{
     Arch, CodeletInfo, Domain, DomainInfo, EnergySample, GroundTruth, Marker, SensorKind,
-    TaskRecord, TaskStatus, Timestamp, TruthEntry,
+    TaskRecord, Timestamp, TruthEntry,
 };
 
 use super::input::{TraceParts, IDLE_CALIBRATION};
 
 /// A task record with the fields the attribution reads.
 pub(crate) fn task(codelet: u32, worker: u32, start: u64, end: u64) -> TaskRecord {
-    TaskRecord {
-        id: 0,
+    TaskRecord::executed(
+        0,
         codelet,
-        arch: Arch::Cpu,
+        Arch::Cpu,
         worker,
-        status: TaskStatus::Ok,
-        priority: 0,
-        footprint: 0,
-        submit: Timestamp(start),
-        ready: Timestamp(start),
-        start: Timestamp(start),
-        end: Timestamp(end),
-        preds_start: 0,
-        preds_len: 0,
-    }
+        Timestamp(start),
+        Timestamp(end),
+    )
 }
 
 /// A domain of a 1 µJ-resolution energy counter covering `workers`.

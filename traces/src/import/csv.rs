@@ -12,7 +12,7 @@ use std::path::Path;
 use super::energy::read_energy;
 use super::table::Table;
 use super::{ImportOptions, TraceBuilder};
-use crate::{Arch, TaskRecord, TaskStatus, Timestamp, Trace, TraceError, WorkerId};
+use crate::{Arch, TaskRecord, Timestamp, Trace, TraceError, WorkerId};
 
 /// Builds a trace from a `tasks.csv` and the optional `samples.csv` and `workers.csv` of
 /// `opts`. Malformed rows are refused with an error naming the file, the line, the column
@@ -90,21 +90,7 @@ pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace
         };
         let codelet = b.codelet(name, arch);
         b.push(
-            TaskRecord {
-                id,
-                codelet,
-                arch,
-                worker,
-                status: TaskStatus::Ok,
-                priority: 0,
-                footprint: 0,
-                submit: Timestamp(start),
-                ready: Timestamp(start),
-                start: Timestamp(start),
-                end: Timestamp(end),
-                preds_start: 0,
-                preds_len: 0,
-            },
+            TaskRecord::executed(id, codelet, arch, worker, Timestamp(start), Timestamp(end)),
             Vec::new(),
         );
         rank += 1;
