@@ -20,7 +20,7 @@ use crate::codelet::{Codelet, CodeletInner};
 use crate::error::RuntimeError;
 use crate::handle::{Access, Handle, HandleCore};
 use crate::runtime::{link, Runtime};
-use crate::task::{Kind, TaskNode, DONE_OK};
+use crate::task::{Kind, Preds, TaskNode, DONE_OK};
 
 fn acquire_codelet() -> Arc<CodeletInner> {
     static CL: OnceLock<Codelet> = OnceLock::new();
@@ -65,7 +65,8 @@ impl Runtime {
             Clock::now(),
             None,
         ));
-        link(core, mode, &node);
+        // An acquisition has no trace record: its predecessor ids are not kept.
+        link(core, mode, &node, &mut Preds::new());
         node.has_waiter.store(true, Ordering::SeqCst);
         self.release_guard(node.clone());
         self.shared

@@ -20,6 +20,7 @@ pub const MAX_ACCESSES: usize = 64;
 /// would alias a `&mut`.
 pub struct TaskCtx<'a> {
     pub(crate) body: &'a Body,
+    codelet: &'a str,
     pub(crate) task: TaskId,
     pub(crate) worker: WorkerId,
     /// Bit i: buffer i was borrowed mutably.
@@ -29,9 +30,15 @@ pub struct TaskCtx<'a> {
 }
 
 impl<'a> TaskCtx<'a> {
-    pub(crate) fn new(body: &'a Body, task: TaskId, worker: WorkerId) -> TaskCtx<'a> {
+    pub(crate) fn new(
+        body: &'a Body,
+        codelet: &'a str,
+        task: TaskId,
+        worker: WorkerId,
+    ) -> TaskCtx<'a> {
         TaskCtx {
             body,
+            codelet,
             task,
             worker,
             mut_borrowed: Cell::new(0),
@@ -62,14 +69,14 @@ impl<'a> TaskCtx<'a> {
         let arg = self.body.arg.as_deref().unwrap_or_else(|| {
             panic!(
                 "codelet `{}` asked for an argument of type {} but the task has none",
-                self.body.codelet.name,
+                self.codelet,
                 std::any::type_name::<A>()
             )
         });
         (arg as &dyn Any).downcast_ref::<A>().unwrap_or_else(|| {
             panic!(
                 "codelet `{}` asked for an argument of type {}, which is not the type given to Task::arg",
-                self.body.codelet.name,
+                self.codelet,
                 std::any::type_name::<A>()
             )
         })
@@ -146,7 +153,7 @@ impl<'a> TaskCtx<'a> {
             Some((core, mode)) => (core, *mode),
             None => panic!(
                 "codelet `{}` asked for buffer {i} but the task declared {} access(es)",
-                self.body.codelet.name,
+                self.codelet,
                 self.body.accesses.len()
             ),
         }
@@ -156,13 +163,13 @@ impl<'a> TaskCtx<'a> {
         let (core, _) = self.slot(i);
         panic!(
             "codelet `{}`: buffer {i} holds a {}, not a {}",
-            self.body.codelet.name,
+            self.codelet,
             core.type_name,
             std::any::type_name::<T>()
         )
     }
 
     fn fail(&self, i: usize, why: &str) -> ! {
-        panic!("codelet `{}`: buffer {i} {why}", self.body.codelet.name)
+        panic!("codelet `{}`: buffer {i} {why}", self.codelet)
     }
 }

@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 use crate::task::TaskNode;
 
@@ -72,7 +73,9 @@ pub(crate) const READERS_PRUNE_MIN: usize = 64;
 
 pub(crate) struct HandleDeps {
     pub(crate) last_writer: Option<Arc<TaskNode>>,
-    pub(crate) readers: Vec<Arc<TaskNode>>,
+    /// Inline up to 4: most versions have few readers, and a first read then costs no
+    /// allocation.
+    pub(crate) readers: SmallVec<[Arc<TaskNode>; 4]>,
     /// Length of `readers` at which finished readers are next pruned (doubles, so that
     /// pruning stays amortised O(1) per read even when no reader has finished).
     pub(crate) prune_at: usize,
@@ -103,7 +106,7 @@ impl HandleCore {
             type_name: std::any::type_name::<T>(),
             deps: Mutex::new(HandleDeps {
                 last_writer: None,
-                readers: Vec::new(),
+                readers: SmallVec::new(),
                 prune_at: READERS_PRUNE_MIN,
             }),
             unregistered: AtomicBool::new(false),

@@ -32,7 +32,7 @@ use crate::error::{RuntimeError, TaskFailure};
 use crate::handle::{Access, Handle, HandleCore, READERS_PRUNE_MIN};
 use crate::sync::{Sleep, Waiters};
 use crate::task::{
-    Body, Kind, ReadyTask, Task, TaskHandle, TaskNode, DONE_CANCELLED, DONE_FAILED, DONE_OK,
+    Body, Kind, Preds, ReadyTask, Task, TaskHandle, TaskNode, DONE_CANCELLED, DONE_FAILED, DONE_OK,
 };
 use crate::topology::Topology;
 use crate::worker::{self, WorkerCtx};
@@ -222,7 +222,6 @@ impl RuntimeBuilder {
             waiters: Waiters::new(),
             in_flight: AtomicUsize::new(0),
             next_id: AtomicU64::new(0),
-            submitted: AtomicU64::new(0),
             executed: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
@@ -315,7 +314,6 @@ pub(crate) struct Shared {
     /// Submitted codelet tasks that have not finished.
     in_flight: AtomicUsize,
     next_id: AtomicU64,
-    submitted: AtomicU64,
     pub(crate) executed: AtomicU64,
     pub(crate) failed: AtomicU64,
     cancelled: AtomicU64,
@@ -345,7 +343,8 @@ impl Shared {
 
     fn stats(&self) -> RuntimeStats {
         RuntimeStats {
-            submitted: self.submitted.load(Ordering::Relaxed),
+            // Ids are taken only by submitted tasks (acquisitions have none).
+            submitted: self.next_id.load(Ordering::Relaxed),
             executed: self.executed.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
             cancelled: self.cancelled.load(Ordering::Relaxed),
@@ -582,7 +581,7 @@ impl Runtime {
         let node = Arc::new(TaskNode::new(
             id,
             Kind::Codelet,
-            codelet.clone(),
+            codelet,
             codelet_id,
             task.priority,
             footprint,
@@ -590,19 +589,19 @@ impl Runtime {
             None,
         ));
         sh.in_flight.fetch_add(1, Ordering::SeqCst);
-        sh.submitted.fetch_add(1, Ordering::Relaxed);
+        let mut preds = Preds::new();
         for (core, mode) in &accesses {
-            link(core, *mode, &node);
+            link(core, *mode, &node, &mut preds);
+        }
+        for pred in &task.after {
+            pred.add_successor(&node, &mut preds);
         }
         // Published to the worker by the guard release below (AcqRel on `pending`).
         node.set_body(Body {
-            codelet,
             accesses,
+            preds,
             arg: task.arg,
         });
-        for pred in &task.after {
-            pred.add_successor(&node);
-        }
         self.release_guard(node.clone());
         Ok(TaskHandle { node })
     }
@@ -748,17 +747,18 @@ fn check_distinct(
     Ok(())
 }
 
-/// Implicit dependencies of `node` on `core` (see handle.rs).
-pub(crate) fn link(core: &HandleCore, mode: Access, node: &Arc<TaskNode>) {
+/// Implicit dependencies of `node` on `core` (see handle.rs); the ids of the codelet tasks
+/// `node` now waits for are added to `preds`.
+pub(crate) fn link(core: &HandleCore, mode: Access, node: &Arc<TaskNode>, preds: &mut Preds) {
     let mut deps = core.deps.lock();
     if mode.writes() {
         if deps.readers.is_empty() {
             if let Some(w) = &deps.last_writer {
-                w.add_successor(node);
+                w.add_successor(node, preds);
             }
         } else {
             for r in deps.readers.drain(..) {
-                r.add_successor(node);
+                r.add_successor(node, preds);
             }
             deps.prune_at = READERS_PRUNE_MIN;
         }
@@ -766,7 +766,7 @@ pub(crate) fn link(core: &HandleCore, mode: Access, node: &Arc<TaskNode>) {
     } else {
         if let Some(w) = &deps.last_writer {
             if !Arc::ptr_eq(w, node) {
-                w.add_successor(node);
+                w.add_successor(node, preds);
             }
         }
         // Readers that already finished need no edge from a later writer: drop them

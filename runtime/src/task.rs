@@ -57,6 +57,7 @@ pub struct Task {
 
 impl Task {
     /// A task of `codelet`.
+    #[inline]
     pub fn new(codelet: &Codelet) -> Task {
         Task {
             codelet: codelet.clone(),
@@ -69,27 +70,32 @@ impl Task {
 
     /// Adds an access to `handle`. Its buffer index in [`TaskCtx`](crate::TaskCtx) is the
     /// number of accesses added before it.
+    #[inline]
     pub fn access<T>(mut self, handle: &Handle<T>, mode: Access) -> Task {
         self.accesses.push((handle.core.clone(), mode));
         self
     }
 
     /// Adds a read access.
+    #[inline]
     pub fn r<T>(self, handle: &Handle<T>) -> Task {
         self.access(handle, Access::R)
     }
 
     /// Adds a write access (the old value is not read).
+    #[inline]
     pub fn w<T>(self, handle: &Handle<T>) -> Task {
         self.access(handle, Access::W)
     }
 
     /// Adds a read-write access.
+    #[inline]
     pub fn rw<T>(self, handle: &Handle<T>) -> Task {
         self.access(handle, Access::RW)
     }
 
     /// Runs only after `pred` finished: an explicit dependency, for graphs without data.
+    #[inline]
     pub fn after(mut self, pred: &TaskHandle) -> Task {
         self.after.push(pred.node.clone());
         self
@@ -97,12 +103,14 @@ impl Task {
 
     /// A value the implementation reads with [`TaskCtx::arg`](crate::TaskCtx::arg)
     /// (StarPU's `cl_arg`).
+    #[inline]
     pub fn arg<A: Any + Send + Sync>(mut self, arg: A) -> Task {
         self.arg = Some(Box::new(arg));
         self
     }
 
     /// Scheduling priority: higher runs first under `prio` (default 0).
+    #[inline]
     pub fn priority(mut self, priority: i32) -> Task {
         self.priority = priority;
         self
@@ -111,8 +119,10 @@ impl Task {
 
 /// What a node carries until a worker runs it.
 pub(crate) struct Body {
-    pub(crate) codelet: Arc<CodeletInner>,
     pub(crate) accesses: Accesses,
+    /// Predecessor ids, for the trace (StarPU's DependsOn). Built by the submitter without
+    /// a lock and published with the body.
+    pub(crate) preds: Preds,
     pub(crate) arg: Option<Box<dyn Any + Send + Sync>>,
 }
 
@@ -145,8 +155,6 @@ pub(crate) struct TaskNode {
     pub(crate) footprint: u64,
     pub(crate) submit: Timestamp,
     pub(crate) ready: AtomicU64,
-    /// Predecessor ids, for the trace (StarPU's DependsOn).
-    pub(crate) preds: Mutex<Preds>,
     pub(crate) pending: AtomicUsize,
     pub(crate) cancelled: AtomicBool,
     pub(crate) status: AtomicU8,
@@ -161,7 +169,10 @@ pub(crate) struct TaskNode {
     /// lock is uncontended: it replaces a heap allocation per task).
     body: Mutex<Option<Body>>,
     links: Mutex<Links>,
-    pub(crate) codelet_name: Arc<CodeletInner>,
+    /// The codelet: its name and implementations. The node holds the only reference a
+    /// task takes (one count increment at submission), so that workers do not bounce the
+    /// codelet's reference count between cores.
+    pub(crate) codelet: Arc<CodeletInner>,
 }
 
 impl TaskNode {
@@ -184,7 +195,6 @@ impl TaskNode {
             footprint,
             submit,
             ready: AtomicU64::new(0),
-            preds: Mutex::new(Preds::new()),
             pending: AtomicUsize::new(1),
             cancelled: AtomicBool::new(false),
             status: AtomicU8::new(PENDING),
@@ -196,19 +206,20 @@ impl TaskNode {
                 finished: false,
                 successors: Successors::new(),
             }),
-            codelet_name: codelet,
+            codelet,
         }
     }
 
     /// The codelet's name.
     pub(crate) fn codelet_name(&self) -> &str {
-        &self.codelet_name.name
+        &self.codelet.name
     }
 
-    /// Makes `succ` wait for `self`. Returns whether an edge was added (false when `self`
-    /// already finished; then a failed or cancelled `self` whose failure was not reported
-    /// yet cancels `succ` right away).
-    pub(crate) fn add_successor(self: &Arc<Self>, succ: &Arc<TaskNode>) -> bool {
+    /// Makes `succ` wait for `self`, and records `self` in `preds`, the predecessor ids of
+    /// `succ` being built by its submitter. Returns whether an edge was added (false when
+    /// `self` already finished; then a failed or cancelled `self` whose failure was not
+    /// reported yet cancels `succ` right away).
+    pub(crate) fn add_successor(self: &Arc<Self>, succ: &Arc<TaskNode>, preds: &mut Preds) -> bool {
         if Arc::ptr_eq(self, succ) {
             return false;
         }
@@ -221,7 +232,7 @@ impl TaskNode {
                 succ.cancelled.store(true, Ordering::Relaxed);
             }
             // Still a predecessor in the recorded graph: it ran before `succ`.
-            self.record_as_pred_of(succ);
+            self.record_as_pred(preds);
             return false;
         }
         // Count the edge before publishing it: the release in `finish` decrements only
@@ -229,15 +240,15 @@ impl TaskNode {
         succ.pending.fetch_add(1, Ordering::Relaxed);
         links.successors.push(succ.clone());
         drop(links);
-        self.record_as_pred_of(succ);
+        self.record_as_pred(preds);
         true
     }
 
-    /// Records `self` among `succ`'s predecessors for the trace. Acquisitions are not tasks
-    /// and have no id in the trace: the edges through them are implied by the data.
-    fn record_as_pred_of(&self, succ: &TaskNode) {
+    /// Records `self` among a successor's predecessors for the trace. Acquisitions are not
+    /// tasks and have no id in the trace: the edges through them are implied by the data.
+    fn record_as_pred(&self, preds: &mut Preds) {
         if matches!(self.kind, Kind::Codelet) {
-            succ.preds.lock().push(self.id);
+            preds.push(self.id);
         }
     }
 

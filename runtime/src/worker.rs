@@ -95,7 +95,7 @@ fn execute(ctx: &WorkerCtx, task: ReadyTask, local: &mut Local, buf: Option<&mut
         // body is a runtime bug, not a user error.
         unreachable!("task {} was scheduled twice", node.id);
     };
-    let Some(imp) = body.codelet.impls[ctx.arch.index()].clone() else {
+    let Some(imp) = node.codelet.impls[ctx.arch.index()].as_deref() else {
         unreachable!(
             "policy gave task {} to a worker that cannot run it",
             node.id
@@ -113,7 +113,7 @@ fn execute(ctx: &WorkerCtx, task: ReadyTask, local: &mut Local, buf: Option<&mut
         o.task_started(ctx.id, cid, ctx.arch, start);
     }
     let outcome = {
-        let tctx = TaskCtx::new(&body, node.id, ctx.id);
+        let tctx = TaskCtx::new(&body, node.codelet_name(), node.id, ctx.id);
         catch_unwind(AssertUnwindSafe(|| imp(&tctx)))
     };
     let end = sh.now();
@@ -139,7 +139,6 @@ fn execute(ctx: &WorkerCtx, task: ReadyTask, local: &mut Local, buf: Option<&mut
         }
     };
     if let Some(buf) = buf {
-        let preds = node.preds.lock();
         buf.push(
             TaskRecord {
                 id: node.id,
@@ -160,9 +159,8 @@ fn execute(ctx: &WorkerCtx, task: ReadyTask, local: &mut Local, buf: Option<&mut
                 preds_start: 0,
                 preds_len: 0,
             },
-            &preds,
+            &body.preds,
         );
-        drop(preds);
         if buf.len() >= buf.records.capacity() {
             flush(sh, buf);
         }
