@@ -250,3 +250,103 @@ fn metg_sweep_json_is_complete() {
     assert_eq!(systems, ["taskwatt/lws", "rayon", "sequential"]);
     assert!(v["peak"]["flops_per_core"].as_f64().unwrap() > 1e8);
 }
+
+#[test]
+fn metg_measures_tracing_both_ways_and_checks_external_programs() {
+    let v = common::json(&[
+        "bench",
+        "metg",
+        "--steps",
+        "10",
+        "--repeat",
+        "1",
+        "--max-log2",
+        "6",
+        "--min-log2",
+        "6",
+        "--policies",
+        "ws",
+        "--tracing",
+        "both",
+        "--baselines",
+        "none",
+        "--workers",
+        "2",
+        "--json",
+    ]);
+    let systems: Vec<&str> = v["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(systems, ["taskwatt/ws", "taskwatt/ws-untraced"]);
+
+    // An external program that cannot be run: the error names it and how to build one.
+    let out = taskwatt(&[
+        "bench",
+        "metg",
+        "--steps",
+        "4",
+        "--repeat",
+        "1",
+        "--max-log2",
+        "4",
+        "--min-log2",
+        "4",
+        "--baselines",
+        "none",
+        "--policies",
+        "lws",
+        "--external",
+        "starpu=/nonexistent/taskbench-starpu",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/nonexistent/taskbench-starpu") && err.contains("benches/starpu/build.sh"),
+        "{err}"
+    );
+    let out = taskwatt(&["bench", "metg", "--external", "starpu"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NAME=PATH"));
+}
+
+#[test]
+fn taskbench_trace_records_every_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("tb.twt");
+    let trace = trace.to_str().unwrap();
+    let out = ok(&[
+        "bench",
+        "taskbench",
+        "-steps",
+        "10",
+        "-width",
+        "3",
+        "-type",
+        "stencil_1d",
+        "-worker",
+        "2",
+        "--trace",
+        trace,
+    ]);
+    assert!(out.contains("Tasks Executed 30"), "{out}");
+    // The trace is complete and readable: 30 tasks of one type.
+    let csv_path = dir.path().join("tb.csv");
+    ok(&[
+        "export",
+        "--format",
+        "csv",
+        "-o",
+        csv_path.to_str().unwrap(),
+        trace,
+    ]);
+    let csv = std::fs::read_to_string(&csv_path).unwrap();
+    let rows = csv.lines().filter(|l| l.contains("empty")).count();
+    assert_eq!(rows, 30, "{csv}");
+
+    let out = taskwatt(&["bench", "taskbench", "--system", "rayon", "--trace", trace]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only taskwatt records a trace"));
+}

@@ -1,13 +1,14 @@
 //! `taskwatt bench taskbench <Task Bench flags>`: one Task Bench run, printing Task
 //! Bench's own configuration and summary lines; `taskwatt bench metg`: a METG(50 %) sweep
-//! of taskwatt under several policies beside rayon and sequential baselines.
+//! of taskwatt under several policies (traced by default) beside rayon and sequential
+//! baselines and external Task Bench programs (StarPU).
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use taskwatt::taskbench::{
     help, measure_peak, summarise, sweep, wants_help, App, Dependence, KernelType, MetgConfig,
-    Peak, Sample, System, SystemMetg,
+    Peak, Sample, System, SystemMetg, Tracing,
 };
 
 use super::CliResult;
@@ -58,6 +59,14 @@ struct MetgArgs {
     /// Baselines to measure beside taskwatt (`rayon`, `sequential`; `none` for none).
     #[arg(long, value_delimiter = ',', default_value = "rayon,sequential")]
     baselines: Vec<String>,
+    /// Whether taskwatt runs record their trace (to a temporary .twt file): `on`, `off`,
+    /// or `both` (each policy twice, to measure what tracing costs).
+    #[arg(long, default_value = "on", value_parser = ["on", "off", "both"])]
+    tracing: String,
+    /// Another Task Bench program to measure, as NAME=PATH (repeatable), e.g.
+    /// `starpu=target/starpu/taskbench-starpu` (built by benches/starpu/build.sh).
+    #[arg(long, value_name = "NAME=PATH")]
+    external: Vec<String>,
     /// Workers of the parallel systems (default: all cores).
     #[arg(long)]
     workers: Option<usize>,
@@ -103,7 +112,9 @@ fn taskbench(a: TaskbenchArgs) -> CliResult {
         app.system.cores(app.workers)
     );
     println!("Tasks Executed {}", run.tasks_executed);
-    println!("Checksum {:016x}", run.checksum);
+    if let Some(sum) = run.checksum {
+        println!("Checksum {sum:016x}");
+    }
     Ok(())
 }
 
@@ -130,11 +141,35 @@ fn metg(a: MetgArgs) -> CliResult {
     if a.repeat == 0 || a.min_log2 > a.max_log2 || a.max_log2 > 30 {
         return Err("--repeat must be >= 1 and --min-log2 <= --max-log2 <= 30".into());
     }
-    let mut systems: Vec<System> = a
-        .policies
-        .iter()
-        .map(|p| System::Taskwatt { policy: p.clone() })
-        .collect();
+    let tracings: &[Tracing] = match a.tracing.as_str() {
+        "off" => &[Tracing::Off],
+        "both" => &[Tracing::Temp, Tracing::Off],
+        _ => &[Tracing::Temp],
+    };
+    let mut systems: Vec<System> = Vec::new();
+    for p in &a.policies {
+        for t in tracings {
+            systems.push(System::Taskwatt {
+                policy: p.clone(),
+                tracing: t.clone(),
+            });
+        }
+    }
+    for e in &a.external {
+        let Some((name, path)) = e
+            .split_once('=')
+            .filter(|(n, p)| !n.is_empty() && !p.is_empty())
+        else {
+            return Err(format!(
+                "--external {e}: expected NAME=PATH, e.g. starpu=target/starpu/taskbench-starpu"
+            )
+            .into());
+        };
+        systems.push(System::External {
+            name: name.to_string(),
+            program: path.into(),
+        });
+    }
     for b in a.baselines.iter().filter(|b| b.as_str() != "none") {
         match b.as_str() {
             "rayon" => systems.push(System::Rayon),
@@ -204,18 +239,28 @@ fn metg(a: MetgArgs) -> CliResult {
     println!();
     print_efficiency_table(&cfg, &samples);
     println!();
+    if a.tracing == "both" {
+        print_tracing_cost(&cfg, &samples);
+        println!();
+    }
     println!(
         "METG(50%) in µs, {} width {} steps {}, {} reps ({} workers; sequential on 1 core):",
         cfg.pattern, cfg.width, cfg.steps, cfg.repeat, workers
     );
+    let w = summary
+        .iter()
+        .map(|s| s.system.len())
+        .max()
+        .unwrap_or(0)
+        .max(18);
     println!(
-        "{:<18} {:>10} {:>12} {:>16}",
+        "{:<w$} {:>10} {:>12} {:>16}",
         "system", "min", "median", "Task Bench mean"
     );
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
     for s in &summary {
         println!(
-            "{:<18} {:>10} {:>12} {:>16}",
+            "{:<w$} {:>10} {:>12} {:>16}",
             s.system,
             opt(s.min_us),
             opt(s.median_us),
@@ -225,29 +270,84 @@ fn metg(a: MetgArgs) -> CliResult {
     Ok(())
 }
 
+/// The median of `v` (NaN when empty).
+fn median_of(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 /// Median efficiency per iteration count and system.
 fn print_efficiency_table(cfg: &MetgConfig, samples: &[Sample]) {
     let labels: Vec<String> = cfg.systems.iter().map(System::label).collect();
+    let w = labels.iter().map(String::len).max().unwrap_or(0).max(8);
     print!("median efficiency\n{:>8}", "iter");
     for l in &labels {
-        print!(" {l:>15}");
+        print!(" {l:>w$}");
     }
     println!();
     for it in cfg.iterations() {
         print!("{:>8}", format!("2^{}", it.trailing_zeros()));
         for l in &labels {
-            let mut e: Vec<f64> = samples
+            let e = median_of(
+                samples
+                    .iter()
+                    .filter(|s| &s.system == l && s.iterations == it)
+                    .map(|s| s.efficiency)
+                    .collect(),
+            );
+            print!(" {:>w$}", format!("{:.1}%", e * 100.0));
+        }
+        println!();
+    }
+}
+
+/// With `--tracing both`: per policy and iteration count, the median elapsed time traced
+/// over untraced, minus one, beside the task duration (granularity) of the untraced run.
+fn print_tracing_cost(cfg: &MetgConfig, samples: &[Sample]) {
+    let pairs: Vec<(String, String)> = cfg
+        .systems
+        .iter()
+        .filter_map(|s| match s {
+            System::Taskwatt { policy, tracing } if tracing.is_on() => Some((
+                s.label(),
+                System::Taskwatt {
+                    policy: policy.clone(),
+                    tracing: Tracing::Off,
+                }
+                .label(),
+            )),
+            _ => None,
+        })
+        .filter(|(_, off)| cfg.systems.iter().any(|s| &s.label() == off))
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    let med = |label: &str, it: i64, f: &dyn Fn(&Sample) -> f64| {
+        median_of(
+            samples
                 .iter()
-                .filter(|s| &s.system == l && s.iterations == it)
-                .map(|s| s.efficiency)
-                .collect();
-            e.sort_by(f64::total_cmp);
-            let med = if e.is_empty() {
-                f64::NAN
-            } else {
-                e[e.len() / 2]
-            };
-            print!(" {:>15}", format!("{:.1}%", med * 100.0));
+                .filter(|s| s.system == label && s.iterations == it)
+                .map(f)
+                .collect(),
+        )
+    };
+    println!("tracing cost: median elapsed traced / untraced - 1 (untraced task granularity)");
+    print!("{:>8}", "iter");
+    for (on, _) in &pairs {
+        print!(" {on:>24}");
+    }
+    println!();
+    for it in cfg.iterations() {
+        print!("{:>8}", format!("2^{}", it.trailing_zeros()));
+        for (on, off) in &pairs {
+            let cost = med(on, it, &|s| s.elapsed_s) / med(off, it, &|s| s.elapsed_s) - 1.0;
+            let gran = med(off, it, &|s| s.granularity_us);
+            print!(" {:>24}", format!("{:+.1}% ({gran:.1} µs)", cost * 100.0));
         }
         println!();
     }

@@ -11,10 +11,10 @@ use super::error::TaskBenchError;
 use super::graph::{clamp, Dependence, TaskGraph};
 use super::kernel::KernelType;
 use super::point::DepTable;
-use super::system::{RunOutcome, System};
+use super::system::{RunOutcome, System, Tracing};
 
 /// The flags, with what each takes, as listed in errors and `-h`.
-const FLAGS: [(&str, &str, &str); 24] = [
+const FLAGS: [(&str, &str, &str); 25] = [
     ("-h", "", "show this help message and exit"),
     (
         "-nodes",
@@ -93,6 +93,11 @@ const FLAGS: [(&str, &str, &str); 24] = [
         "--system",
         "[SYS]",
         "taskwatt: taskwatt, rayon or sequential (default taskwatt)",
+    ),
+    (
+        "--trace",
+        "[FILE]",
+        "taskwatt: record the run's trace into FILE (.twt; default: no trace)",
     ),
     ("--help", "", "same as -h"),
 ];
@@ -209,6 +214,7 @@ impl App {
         let mut workers = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut system = "taskwatt".to_string();
         let mut sched: Option<String> = None;
+        let mut trace: Option<std::path::PathBuf> = None;
         let mut a = Args { args, i: 0 };
         while a.i < args.len() {
             let flag = args[a.i].as_str();
@@ -241,6 +247,7 @@ impl App {
                 "-worker" | "-core" => workers = a.number(flag, |v: usize| v > 0, "> 0")?,
                 "--sched" => sched = Some(a.value(flag)?.to_string()),
                 "--system" => system = a.value(flag)?.to_string(),
+                "--trace" => trace = Some(a.value(flag)?.into()),
                 "-and" => {
                     let next = TaskGraph::new(graphs.len() as i64 + 1);
                     graphs.push(std::mem::replace(&mut g, next).finish()?);
@@ -255,7 +262,23 @@ impl App {
             a.i += 1;
         }
         graphs.push(g.finish()?);
-        let system = System::from_name(&system, sched.as_deref())?;
+        let mut system = System::from_name(&system, sched.as_deref())?;
+        if let Some(path) = trace {
+            match &mut system {
+                System::Taskwatt { tracing, .. } => *tracing = Tracing::File(path),
+                other => {
+                    return Err(TaskBenchError::InvalidValue {
+                        flag: "--trace".into(),
+                        value: path.display().to_string(),
+                        reason: format!(
+                            "only taskwatt records a trace, not {} (drop --trace or use \
+                             --system taskwatt)",
+                            other.label()
+                        ),
+                    })
+                }
+            }
+        }
         Ok(App {
             graphs,
             nodes,

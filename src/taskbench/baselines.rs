@@ -125,7 +125,7 @@ pub(crate) fn run_rayon(
     let (checksum, tasks_executed) = combine(states.iter().map(|s| s.sums.finish()));
     Ok(RunOutcome {
         elapsed,
-        checksum,
+        checksum: Some(checksum),
         tasks_executed,
     })
 }
@@ -186,7 +186,7 @@ pub(crate) fn run_sequential(graphs: &[TaskGraph]) -> Result<RunOutcome, TaskBen
     let (checksum, tasks_executed) = combine(states.iter().map(|s| s.sums.finish()));
     Ok(RunOutcome {
         elapsed,
-        checksum,
+        checksum: Some(checksum),
         tasks_executed,
     })
 }

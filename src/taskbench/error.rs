@@ -1,6 +1,9 @@
 //! Errors of the Task Bench driver: each names the flag or graph at fault and the fix.
 
+use std::path::PathBuf;
+
 use taskwatt_runtime::RuntimeError;
+use taskwatt_traces::TraceError;
 
 /// What can go wrong parsing Task Bench flags or running a graph.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +55,42 @@ pub enum TaskBenchError {
     /// `--system` names no system.
     #[error("unknown system `{0}` (--system): valid systems are taskwatt, rayon, sequential")]
     UnknownSystem(String),
+    /// The trace of a taskwatt run could not be written.
+    #[error("trace {}: {source}", path.display())]
+    Trace {
+        /// The trace file.
+        path: PathBuf,
+        /// What went wrong.
+        source: TraceError,
+    },
+    /// An external Task Bench program could not be run, failed, or printed no timing.
+    #[error("external system `{name}` ({}): {reason}", program.display())]
+    External {
+        /// Its label.
+        name: String,
+        /// The program.
+        program: PathBuf,
+        /// What went wrong and how to fix it.
+        reason: String,
+    },
+    /// Two systems computed different checksums for the same graph: one of them ran a
+    /// different graph or lost a dependency.
+    #[error(
+        "checksum mismatch at {iterations} iterations: {first} gave {first_sum:016x}, \
+         {other} gave {other_sum:016x} (the systems did not run the same graph)"
+    )]
+    ChecksumMismatch {
+        /// Kernel iterations of the point.
+        iterations: i64,
+        /// The first system's label.
+        first: String,
+        /// Its checksum.
+        first_sum: u64,
+        /// The disagreeing system.
+        other: String,
+        /// Its checksum.
+        other_sum: u64,
+    },
     /// A graph whose parameters Task Bench would reject.
     #[error("task graph {graph}: {reason}")]
     InvalidGraph {

@@ -91,6 +91,14 @@ impl Dependence {
     pub fn needs_period(self) -> bool {
         matches!(self, Dependence::Spread | Dependence::RandomNearest)
     }
+
+    /// Whether the pattern reads `-radix`.
+    pub fn needs_radix(self) -> bool {
+        matches!(
+            self,
+            Dependence::Nearest | Dependence::Spread | Dependence::RandomNearest
+        )
+    }
 }
 
 impl std::fmt::Display for Dependence {

@@ -286,10 +286,27 @@ pub fn sweep(
         let flops: i64 = (0..g.timesteps)
             .map(|t| g.kernel.flops_per_task(0, t, 0) * g.width_at_timestep(t))
             .sum();
+        // The first checksum seen at this point: every system must agree with it.
+        let mut reference: Option<(String, u64)> = None;
         for rep in 0..cfg.repeat {
             for k in 0..n {
                 let sys = &cfg.systems[(k + rep + pi) % n];
                 let out = sys.run(graphs, cfg.workers)?;
+                if let Some(sum) = out.checksum {
+                    match &reference {
+                        None => reference = Some((sys.label(), sum)),
+                        Some((first, first_sum)) if *first_sum != sum => {
+                            return Err(TaskBenchError::ChecksumMismatch {
+                                iterations,
+                                first: first.clone(),
+                                first_sum: *first_sum,
+                                other: sys.label(),
+                                other_sum: sum,
+                            })
+                        }
+                        Some(_) => {}
+                    }
+                }
                 let cores = sys.cores(cfg.workers);
                 let elapsed_s = out.elapsed.as_secs_f64();
                 let s = Sample {
@@ -397,5 +414,48 @@ mod tests {
         assert_eq!(samples.len(), cfg.runs());
         assert_eq!(seen[..4], ["sequential", "rayon", "rayon", "sequential"]);
         assert!(samples.iter().all(|s| s.tasks == 8 && s.efficiency > 0.0));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn sweep_rejects_a_system_that_ran_another_graph() {
+        use std::os::unix::fs::PermissionsExt;
+        // A Task Bench program that reports a plausible time but a wrong checksum.
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("fake-taskbench");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho 'Elapsed Time 1.000000e-03 seconds'\necho 'Checksum 0000000000000001'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cfg = MetgConfig {
+            pattern: Dependence::Stencil1d,
+            width: 2,
+            steps: 4,
+            kernel: KernelType::ComputeBound,
+            repeat: 1,
+            workers: 1,
+            systems: vec![
+                System::Sequential,
+                System::External {
+                    name: "fake".into(),
+                    program: fake,
+                },
+            ],
+            max_log2: 4,
+            min_log2: 4,
+            threshold: 0.5,
+        };
+        let peak = Peak {
+            flops_per_core: 1e9,
+            best_seconds: 1.0,
+            implementation: "test",
+        };
+        let e = sweep(&cfg, &peak, &mut |_| {}).unwrap_err();
+        assert!(
+            matches!(&e, TaskBenchError::ChecksumMismatch { other, .. } if other == "fake"),
+            "{e}"
+        );
     }
 }

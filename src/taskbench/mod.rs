@@ -7,8 +7,9 @@
 //! - [`Kernel`]: empty, busy_wait, compute_bound (AVX2/FMA), compute_bound2,
 //!   load_imbalance and memory_bound, with Task Bench's FLOP and byte counts.
 //! - [`App`]: Task Bench's flags, configuration display and summary lines.
-//! - [`System`]: taskwatt (data handles per point, as StarPU's Task Bench), and rayon and
-//!   sequential baselines running the same task body.
+//! - [`System`]: taskwatt (data handles per point, as StarPU's Task Bench, traced or
+//!   not), rayon and sequential baselines running the same task body, and external Task
+//!   Bench programs (StarPU's, built from benches/starpu/).
 //! - [`metg`](fn@metg) and [`sweep`]: METG(50 %) as Task Bench's scripts compute it.
 //!
 //! ```
@@ -25,6 +26,7 @@
 mod app;
 mod baselines;
 mod error;
+mod external;
 mod graph;
 mod kernel;
 mod metg;
@@ -39,4 +41,4 @@ pub use graph::{Dependence, TaskGraph};
 pub use kernel::{busy_wait, compute_bound, compute_bound_impl, Kernel, KernelType};
 pub use metg::{measure_peak, metg, summarise, sweep, Metg, MetgConfig, Peak, Sample, SystemMetg};
 pub use point::{execute_point, PointOutput};
-pub use system::{RunOutcome, System};
+pub use system::{RunOutcome, System, Tracing};

@@ -11,11 +11,12 @@
 //! runtime, so they run concurrently. As in Task Bench, the timer covers submission and
 //! execution (`wait_all`), not runtime start-up or data registration.
 
-use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use taskwatt_runtime::{Codelet, Handle, Runtime, Task, MAX_ACCESSES};
+use taskwatt_traces::{TraceSink, TraceWriter};
 
 use super::error::TaskBenchError;
 use super::graph::TaskGraph;
@@ -30,19 +31,21 @@ struct GraphState {
     sums: Checksums,
 }
 
-/// The task's `cl_arg`: which point it is.
+/// The task's `cl_arg`: which point of which graph it is. The graphs themselves are held
+/// by the codelet's closure, so that submitting a task touches no shared reference count.
 struct PointArg {
-    state: Arc<GraphState>,
+    graph: usize,
     t: i64,
     x: i64,
 }
 
-/// The codelet of a kernel: buffer 0 is the output (W), buffers 1.. the inputs (R) in
+/// The codelet of a kernel, for every graph of `states` that uses it (one task type per
+/// kernel in the trace): buffer 0 is the output (W), buffers 1.. the inputs (R) in
 /// dependency order.
-fn point_codelet(kind: KernelType) -> Codelet {
-    Codelet::new(kind.codelet_name()).cpu(|ctx| {
+fn point_codelet(kind: KernelType, states: Arc<[GraphState]>) -> Codelet {
+    Codelet::new(kind.codelet_name()).cpu(move |ctx| {
         let a = ctx.arg::<PointArg>();
-        let st = &*a.state;
+        let st = &states[a.graph];
         let out = ctx.w::<PointOutput>(0);
         let inputs = st
             .deps
@@ -75,26 +78,36 @@ pub(crate) fn check_accesses(graphs: &[TaskGraph]) -> Result<(), TaskBenchError>
     Ok(())
 }
 
-/// Runs `graphs` on a fresh taskwatt runtime of `workers` workers under `policy`.
+/// Runs `graphs` on a fresh taskwatt runtime of `workers` workers under `policy`,
+/// recording its trace into `trace` if given. The trace is complete (the runtime stopped
+/// and the writer finished) when this returns; only submission and execution are timed.
 pub(crate) fn run(
     graphs: &[TaskGraph],
     workers: usize,
     policy: &str,
+    trace: Option<&Path>,
 ) -> Result<RunOutcome, TaskBenchError> {
     check_accesses(graphs)?;
+    let writer = trace
+        .map(|p| {
+            TraceWriter::create(p).map_err(|source| TaskBenchError::Trace {
+                path: p.to_path_buf(),
+                source,
+            })
+        })
+        .transpose()?;
+    let sink = writer
+        .as_ref()
+        .map_or_else(TraceSink::null, TraceWriter::sink);
     let rt = Runtime::builder()
         .workers(workers)
         .policy(policy)
         .app("taskbench")
+        .trace(sink)
         .build()?;
 
-    let mut codelets: HashMap<KernelType, Codelet> = HashMap::new();
-    let mut states = Vec::new();
     let mut handles: Vec<Vec<Handle<PointOutput>>> = Vec::new();
     for g in graphs {
-        codelets
-            .entry(g.kernel.kind)
-            .or_insert_with(|| point_codelet(g.kernel.kind));
         let n = (g.nb_fields * g.max_width) as usize;
         let bytes = g.output_bytes_per_task;
         handles.push(
@@ -102,22 +115,37 @@ pub(crate) fn run(
                 .map(|_| rt.register_bytes(PointOutput::new(bytes), bytes as u64))
                 .collect(),
         );
-        states.push(Arc::new(GraphState {
+    }
+    let states: Arc<[GraphState]> = graphs
+        .iter()
+        .map(|g| GraphState {
             graph: g.clone(),
             deps: DepTable::new(g),
             sums: Checksums::new(g),
-        }));
-    }
+        })
+        .collect();
+    let mut by_kind: Vec<(KernelType, Codelet)> = Vec::new();
+    let codelets: Vec<Codelet> = graphs
+        .iter()
+        .map(|g| {
+            let kind = g.kernel.kind;
+            if let Some((_, cl)) = by_kind.iter().find(|(k, _)| *k == kind) {
+                return cl.clone();
+            }
+            let cl = point_codelet(kind, states.clone());
+            by_kind.push((kind, cl.clone()));
+            cl
+        })
+        .collect();
 
     let start = Instant::now();
     let max_steps = graphs.iter().map(|g| g.timesteps).max().unwrap_or(0);
     for t in 0..max_steps {
-        for (st, hs) in states.iter().zip(&handles) {
+        for (gi, ((st, hs), cl)) in states.iter().zip(&handles).zip(&codelets).enumerate() {
             let g = &st.graph;
             if t >= g.timesteps {
                 continue;
             }
-            let cl = &codelets[&g.kernel.kind];
             let w = g.max_width;
             let field = |t: i64| (t % g.nb_fields) * w;
             let offset = g.offset_at_timestep(t);
@@ -126,11 +154,7 @@ pub(crate) fn run(
                 for d in st.deps.inputs(g, t, x) {
                     task = task.r(&hs[(field(t - 1) + d) as usize]);
                 }
-                rt.submit(task.arg(PointArg {
-                    state: st.clone(),
-                    t,
-                    x,
-                }))?;
+                rt.submit(task.arg(PointArg { graph: gi, t, x }))?;
             }
         }
     }
@@ -138,10 +162,16 @@ pub(crate) fn run(
     let elapsed = start.elapsed();
 
     let (checksum, tasks_executed) = combine(states.iter().map(|s| s.sums.finish()));
-    drop(rt);
+    rt.shutdown()?;
+    if let (Some(w), Some(p)) = (writer, trace) {
+        w.finish().map_err(|source| TaskBenchError::Trace {
+            path: p.to_path_buf(),
+            source,
+        })?;
+    }
     Ok(RunOutcome {
         elapsed,
-        checksum,
+        checksum: Some(checksum),
         tasks_executed,
     })
 }
