@@ -61,7 +61,7 @@ pub enum TaskBenchError {
         /// The trace file.
         path: PathBuf,
         /// What went wrong.
-        source: TraceError,
+        source: Box<TraceError>,
     },
     /// An external Task Bench program could not be run, failed, or printed no timing.
     #[error("external system `{name}` ({}): {reason}", program.display())]

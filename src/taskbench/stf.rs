@@ -92,7 +92,7 @@ pub(crate) fn run(
         .map(|p| {
             TraceWriter::create(p).map_err(|source| TaskBenchError::Trace {
                 path: p.to_path_buf(),
-                source,
+                source: Box::new(source),
             })
         })
         .transpose()?;
@@ -166,7 +166,7 @@ pub(crate) fn run(
     if let (Some(w), Some(p)) = (writer, trace) {
         w.finish().map_err(|source| TaskBenchError::Trace {
             path: p.to_path_buf(),
-            source,
+            source: Box::new(source),
         })?;
     }
     Ok(RunOutcome {
