@@ -38,6 +38,7 @@ mod codelet;
 mod context;
 mod error;
 mod handle;
+mod loom_shim;
 mod runtime;
 mod sync;
 mod task;

@@ -20,14 +20,20 @@
 //! # Waiting threads (`Waiters`)
 //!
 //! `wait_all`, `TaskHandle` waits and data acquisition park on one condition variable. A
-//! waiter increments `waiting` (SeqCst) and checks its condition under the lock; a completer
-//! changes the state (SeqCst) and then notifies only if `waiting > 0`. The same Dekker
-//! argument as above shows no wake-up is lost.
+//! waiter increments `waiting` (SeqCst), issues a SeqCst fence and checks its condition
+//! under the lock; a completer changes the state (SeqCst), issues a SeqCst fence and then
+//! notifies only if `waiting > 0`. The same Dekker argument as above shows no wake-up is
+//! lost.
+//!
+//! # Checking
+//!
+//! Both protocols are model-checked with loom on this very code: see `loom_shim.rs` and
+//! the models in `loom_shim/models.rs`.
 
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use crossbeam_utils::Backoff;
-use parking_lot::{Condvar, Mutex};
+// loom's primitives under `--cfg loom` (see loom_shim.rs and its models).
+use crate::loom_shim::{fence, spin_until, AtomicBool, AtomicUsize, Condvar, Mutex};
 
 pub(crate) struct Sleep {
     sleepers: AtomicUsize,
@@ -124,14 +130,15 @@ impl Waiters {
     /// Blocks until `done()` holds. `done` must read state that the completer changes with
     /// SeqCst (or stronger-than-relaxed, followed by [`Waiters::notify_all`]).
     pub(crate) fn wait_until(&self, done: impl Fn() -> bool) {
-        let backoff = Backoff::new();
-        while !backoff.is_completed() {
-            if done() {
-                return;
-            }
-            backoff.snooze();
+        if spin_until(&done) {
+            return;
         }
         self.waiting.fetch_add(1, Ordering::SeqCst);
+        // Pairs with the fence in `notify_all`, as in `Sleep::prepare`. After a SeqCst
+        // read-modify-write it adds nothing in the C++ model, but loom checks the Dekker
+        // pattern only through fences (it treats SeqCst accesses as AcqRel), and this is
+        // the slow path: the thread is about to park.
+        fence(Ordering::SeqCst);
         let mut g = self.lock.lock();
         while !done() {
             self.cv.wait(&mut g);

@@ -17,16 +17,17 @@
 //! A failed or cancelled node passes the cancellation on to the successors it releases.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use smallvec::SmallVec;
 use taskwatt_scheduler::SchedTask;
 use taskwatt_traces::{TaskId, Timestamp};
 
 use crate::codelet::{Codelet, CodeletInner};
 use crate::handle::{Access, Handle, HandleCore};
+// loom's primitives under `--cfg loom` (see loom_shim.rs and its models).
+use crate::loom_shim::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex};
 
 /// A task's data accesses, in declaration order: inline up to 4 (no allocation).
 pub(crate) type Accesses = SmallVec<[(Arc<HandleCore>, Access); 4]>;

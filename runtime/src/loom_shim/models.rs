@@ -1,0 +1,413 @@
+//! loom models of the lock-free protocols, driving the real `Sleep`, `Waiters` and
+//! `TaskNode` (compiled against loom's primitives) through every interleaving loom reaches.
+//!
+//! A lost wake-up shows as a loom deadlock (a thread parked on a condition variable that
+//! nobody will notify); a data race on a task's data as a loom causality violation. The
+//! runtime's glue around the nodes (`Shared::release`, `Runtime::release_guard` in
+//! runtime.rs) needs a whole `Shared` (policy, trace sink, codelet registry), which only
+//! `RuntimeBuilder::build` makes, and it spawns OS threads: its few lines on `pending` are
+//! copied below ([`release`], [`release_guard`]) and must be kept in step with runtime.rs.
+//! The dependency inference itself (`runtime::link`) is the real one.
+//!
+//! Run with:
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p taskwatt-runtime --release --lib loom`
+
+use std::sync::atomic::AtomicUsize as Count;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use std::sync::Arc;
+
+use loom::cell::UnsafeCell;
+use loom::thread;
+use taskwatt_traces::Timestamp;
+
+use super::{AtomicBool, AtomicUsize};
+use crate::codelet::Codelet;
+use crate::handle::{Access, HandleCore};
+use crate::runtime::link;
+use crate::sync::{Sleep, Waiters};
+use crate::task::{Accesses, Body, Kind, Preds, TaskNode, DONE_FAILED, DONE_OK};
+
+/// Runs `f` under loom with at most `preemptions` preemptions per execution (`None`:
+/// unbounded, every interleaving). Fails if loom explored a single execution: the model would then check nothing.
+fn check(preemptions: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    if preemptions.is_some() {
+        b.preemption_bound = preemptions;
+    }
+    let executions = Arc::new(Count::new(0));
+    let counted = executions.clone();
+    b.check(move || {
+        counted.fetch_add(1, Relaxed);
+        f();
+    });
+    let n = executions.load(Relaxed);
+    eprintln!("loom explored {n} executions");
+    assert!(n > 1, "the model has no interleaving to explore");
+}
+
+// ---------------------------------------------------------------------------------------
+// Sleep: idle workers park without missing a push (sync.rs, "Idle workers").
+
+/// A scheduling policy reduced to a count of ready tasks: Release on push and Acquire on
+/// pop, the weakest orderings a policy's queue gives.
+fn pop(queue: &AtomicUsize) -> bool {
+    queue
+        .fetch_update(Acquire, Acquire, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+fn push(queue: &AtomicUsize, sleep: &Sleep) {
+    queue.fetch_add(1, Release);
+    sleep.notify(1);
+}
+
+/// worker.rs `run`, from an empty `find_task` to parking, until it got one task or the
+/// runtime shuts down. Returns whether it got a task.
+fn worker_until_one_task(sleep: &Sleep, queue: &AtomicUsize) -> bool {
+    loop {
+        if pop(queue) {
+            return true;
+        }
+        let epoch = sleep.prepare();
+        if pop(queue) {
+            sleep.cancel();
+            return true;
+        }
+        if sleep.is_shutdown() {
+            sleep.cancel();
+            return false;
+        }
+        sleep.sleep(epoch);
+    }
+}
+
+#[test]
+fn loom_sleep_push_wakes_the_parking_worker() {
+    check(None, || {
+        let sleep = Arc::new(Sleep::new());
+        let queue = Arc::new(AtomicUsize::new(0));
+        let (s, q) = (sleep.clone(), queue.clone());
+        let worker = thread::spawn(move || worker_until_one_task(&s, &q));
+        push(&queue, &sleep);
+        assert!(worker.join().unwrap(), "the worker must get the task");
+    });
+}
+
+#[test]
+fn loom_sleep_two_pushes_wake_two_workers() {
+    // notify(1) with two sleepers takes the notify_one path. Three threads around a
+    // mutex and a condition variable: unbounded, loom runs for more than 10 minutes; with
+    // 3 preemptions it explores ~17,000 executions in about a second.
+    check(Some(3), || {
+        let sleep = Arc::new(Sleep::new());
+        let queue = Arc::new(AtomicUsize::new(0));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (s, q) = (sleep.clone(), queue.clone());
+                thread::spawn(move || worker_until_one_task(&s, &q))
+            })
+            .collect();
+        push(&queue, &sleep);
+        push(&queue, &sleep);
+        for w in workers {
+            assert!(w.join().unwrap(), "each worker must get one task");
+        }
+    });
+}
+
+#[test]
+fn loom_sleep_shutdown_wakes_the_parking_worker() {
+    check(None, || {
+        let sleep = Arc::new(Sleep::new());
+        let queue = Arc::new(AtomicUsize::new(0));
+        let (s, q) = (sleep.clone(), queue.clone());
+        let worker = thread::spawn(move || worker_until_one_task(&s, &q));
+        sleep.shutdown();
+        assert!(!worker.join().unwrap(), "no task was pushed");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Waiters: a waiting thread sees the completion (sync.rs, "Waiting threads").
+
+#[test]
+fn loom_waiters_completion_wakes_the_waiter() {
+    check(None, || {
+        let waiters = Arc::new(Waiters::new());
+        // Stands for `in_flight` (wait_all) or a node's `status` (wait), both SeqCst.
+        let done = Arc::new(AtomicBool::new(false));
+        let (w, d) = (waiters.clone(), done.clone());
+        let waiter = thread::spawn(move || w.wait_until(|| d.load(SeqCst)));
+        done.store(true, SeqCst);
+        waiters.notify_all();
+        waiter.join().unwrap();
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// TaskNode: successor lists and dependency counters (task.rs, "A node's life").
+
+fn node(id: u64) -> Arc<TaskNode> {
+    Arc::new(TaskNode::new(
+        id,
+        Kind::Codelet,
+        Codelet::new("model").inner,
+        0,
+        0,
+        0,
+        Timestamp::ZERO,
+        None,
+    ))
+}
+
+/// runtime.rs `Shared::release`: finishes `node` and returns the successors it made ready.
+fn release(node: &TaskNode, status: u8) -> Vec<Arc<TaskNode>> {
+    let mut ready = Vec::new();
+    for s in node.finish(status) {
+        if status != DONE_OK {
+            s.cancelled.store(true, Relaxed);
+        }
+        if s.pending.fetch_sub(1, AcqRel) == 1 {
+            ready.push(s);
+        }
+    }
+    ready
+}
+
+/// runtime.rs `Runtime::release_guard`: whether dropping the guard made `node` ready.
+fn release_guard(node: &TaskNode) -> bool {
+    node.pending.fetch_sub(1, AcqRel) == 1
+}
+
+/// Stands for `HandleCore`'s data (a task's output): an `UnsafeCell` that the dependency
+/// protocol makes safe to share, here loom's, which reports any access not ordered by it.
+struct Data(UnsafeCell<u64>);
+
+// SAFETY: as for `HandleCore`: the tasks of a model access the cell only when the
+// dependencies allow it, which is what loom checks.
+unsafe impl Sync for Data {}
+
+impl Data {
+    fn new() -> Data {
+        Data(UnsafeCell::new(0))
+    }
+}
+
+impl std::ops::Deref for Data {
+    type Target = UnsafeCell<u64>;
+    fn deref(&self) -> &UnsafeCell<u64> {
+        &self.0
+    }
+}
+
+/// What a successor may rely on when it becomes ready, checked by whoever readied it.
+struct Readied {
+    times: Count,
+}
+
+impl Readied {
+    fn new() -> Arc<Readied> {
+        Arc::new(Readied {
+            times: Count::new(0),
+        })
+    }
+
+    fn run(&self, succ: &TaskNode, preds: &[&TaskNode], out: &[&Data]) {
+        assert_eq!(
+            self.times.fetch_add(1, Relaxed),
+            0,
+            "successor made ready twice"
+        );
+        for p in preds {
+            assert!(
+                p.is_finished(),
+                "successor ready before its predecessor finished"
+            );
+        }
+        let body = succ
+            .take_body()
+            .expect("body published before the guard release");
+        assert_eq!(body.preds.len(), preds.len(), "every predecessor recorded");
+        for cell in out {
+            // SAFETY (model): loom checks this read; a causality violation means the
+            // predecessor's write is not ordered before it.
+            assert_eq!(cell.with(|p| unsafe { *p }), 42);
+        }
+    }
+}
+
+/// A predecessor's body: writes its output, then finishes.
+fn run_pred(pred: &TaskNode, out: &Data, status: u8) -> Vec<Arc<TaskNode>> {
+    // SAFETY (model): only this thread writes `out`, before `finish`.
+    out.with_mut(|p| unsafe { *p = 42 });
+    release(pred, status)
+}
+
+/// Submits `succ` after `preds`, as `Runtime::submit` does for explicit dependencies.
+fn submit_after(succ: &Arc<TaskNode>, preds: &[&Arc<TaskNode>]) -> bool {
+    let mut ids = Preds::new();
+    for p in preds {
+        p.add_successor(succ, &mut ids);
+    }
+    succ.set_body(Body {
+        accesses: Accesses::new(),
+        preds: ids,
+        arg: None,
+    });
+    release_guard(succ)
+}
+
+#[test]
+fn loom_task_successor_added_while_predecessor_finishes() {
+    check(None, || {
+        let (pred, succ) = (node(0), node(1));
+        let out = Arc::new(Data::new());
+        let readied = Readied::new();
+        let worker = {
+            let (pred, out, readied) = (pred.clone(), out.clone(), readied.clone());
+            thread::spawn(move || {
+                for s in run_pred(&pred, &out, DONE_OK) {
+                    readied.run(&s, &[&pred], &[&out]);
+                }
+            })
+        };
+        if submit_after(&succ, &[&pred]) {
+            readied.run(&succ, &[&pred], &[&out]);
+        }
+        worker.join().unwrap();
+        assert_eq!(readied.times.load(Relaxed), 1, "ready exactly once");
+        assert!(
+            !succ.cancelled.load(Relaxed),
+            "a successful predecessor cancels nothing"
+        );
+    });
+}
+
+#[test]
+fn loom_task_two_predecessors_finish_while_successor_is_submitted() {
+    check(None, || {
+        let (p0, p1, succ) = (node(0), node(1), node(2));
+        let out: [Arc<Data>; 2] = [Arc::new(Data::new()), Arc::new(Data::new())];
+        let readied = Readied::new();
+        let workers: Vec<_> = [&p0, &p1]
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let (p, p0, p1, out, readied) = (
+                    p.clone(),
+                    p0.clone(),
+                    p1.clone(),
+                    out.clone(),
+                    readied.clone(),
+                );
+                thread::spawn(move || {
+                    for s in run_pred(&p, &out[i], DONE_OK) {
+                        readied.run(&s, &[&p0, &p1], &[&out[0], &out[1]]);
+                    }
+                })
+            })
+            .collect();
+        if submit_after(&succ, &[&p0, &p1]) {
+            readied.run(&succ, &[&p0, &p1], &[&out[0], &out[1]]);
+        }
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(readied.times.load(Relaxed), 1, "ready exactly once");
+    });
+}
+
+#[test]
+fn loom_task_failed_predecessor_cancels_its_successor() {
+    check(None, || {
+        let (pred, succ) = (node(0), node(1));
+        let out = Arc::new(Data::new());
+        let readied = Readied::new();
+        let worker = {
+            let (pred, out, readied) = (pred.clone(), out.clone(), readied.clone());
+            thread::spawn(move || {
+                for s in run_pred(&pred, &out, DONE_FAILED) {
+                    readied.run(&s, &[&pred], &[&out]);
+                }
+            })
+        };
+        if submit_after(&succ, &[&pred]) {
+            readied.run(&succ, &[&pred], &[&out]);
+        }
+        worker.join().unwrap();
+        assert_eq!(readied.times.load(Relaxed), 1, "ready exactly once");
+        assert!(
+            succ.cancelled.load(Relaxed),
+            "cancelled whichever way it was released"
+        );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Handle data: tasks ordered by `runtime::link` never access a handle's data concurrently.
+
+/// A task of the model: its node, its access to the handle, and the tasks it readies run
+/// on the same thread (as with a worker-local push popped by the same worker).
+fn run_task(node: &Arc<TaskNode>, tasks: &[(Arc<TaskNode>, Access)], data: &Data, ran: &Count) {
+    let body = node
+        .take_body()
+        .expect("body published before the guard release");
+    let (_, mode) = tasks.iter().find(|(n, _)| Arc::ptr_eq(n, node)).unwrap();
+    // loom checks these accesses: a write concurrent with any other access, or one not
+    // ordered before a later read, is reported.
+    // SAFETY (model): these accesses are what loom checks.
+    if mode.writes() {
+        data.with_mut(|p| unsafe { *p += 1 });
+    } else {
+        data.with(|p| unsafe { *p });
+    }
+    drop(body);
+    ran.fetch_add(1, Relaxed);
+    for s in release(node, DONE_OK) {
+        run_task(&s, tasks, data, ran);
+    }
+}
+
+#[test]
+fn loom_handle_writer_readers_writer_never_overlap() {
+    // W0 is submitted first and runs on a worker while R1, R2 and W3 are submitted on the
+    // same handle: R1 and R2 depend on W0, W3 on both readers.
+    check(None, || {
+        let core = HandleCore::new(0u64, 8);
+        let data = Arc::new(Data::new());
+        let ran = Arc::new(Count::new(0));
+        let modes = [Access::W, Access::R, Access::R, Access::RW];
+        let tasks: Arc<Vec<(Arc<TaskNode>, Access)>> = Arc::new(
+            modes
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (node(i as u64), *m))
+                .collect(),
+        );
+        let submit = |i: usize| {
+            let (n, mode) = &tasks[i];
+            let mut preds = Preds::new();
+            link(&core, *mode, n, &mut preds);
+            n.set_body(Body {
+                accesses: Accesses::new(),
+                preds,
+                arg: None,
+            });
+            release_guard(n)
+        };
+        assert!(submit(0), "W0 has no predecessor");
+        let worker = {
+            let (tasks, data, ran) = (tasks.clone(), data.clone(), ran.clone());
+            thread::spawn(move || run_task(&tasks[0].0, &tasks, &data, &ran))
+        };
+        for i in 1..4 {
+            if submit(i) {
+                run_task(&tasks[i].0, &tasks, &data, &ran);
+            }
+        }
+        worker.join().unwrap();
+        assert_eq!(ran.load(Relaxed), 4, "every task ran once");
+        // SAFETY (model): every task has finished.
+        assert_eq!(data.with(|p| unsafe { *p }), 2, "both writers ran");
+    });
+}
