@@ -236,8 +236,10 @@ impl RuntimeBuilder {
             timing,
         });
         let mut threads = Vec::with_capacity(workers.len());
+        let started = Arc::new(StartLatch::default());
         for w in &workers {
             let ctx = WorkerCtx {
+                started: started.clone(),
                 shared: shared.clone(),
                 id: w.id,
                 arch: w.arch,
@@ -263,7 +265,33 @@ impl RuntimeBuilder {
                 }
             }
         }
+        // Return only once every worker runs on its own core, ready to pop: a new thread
+        // starts on its parent's CPU and, behind a busy submitting thread, may wait there
+        // for a whole scheduler slice (milliseconds) before it even pins itself.
+        started.wait_for(threads.len());
         Ok(Runtime { shared, threads })
+    }
+}
+
+/// Counts workers that have started (pinned, policy state made).
+#[derive(Default)]
+pub(crate) struct StartLatch {
+    count: std::sync::Mutex<usize>,
+    cv: std::sync::Condvar,
+}
+
+impl StartLatch {
+    /// One more worker started.
+    pub(crate) fn arrive(&self) {
+        *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.cv.notify_all();
+    }
+
+    fn wait_for(&self, n: usize) {
+        let mut c = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        while *c < n {
+            c = self.cv.wait(c).unwrap_or_else(|p| p.into_inner());
+        }
     }
 }
 
@@ -294,7 +322,9 @@ pub(crate) struct Report {
     pub(crate) nodes: Vec<Arc<TaskNode>>,
 }
 
-/// Counters of a runtime since it started.
+/// Counters of a runtime since it started. Exact once `wait_all` returned; while tasks
+/// run, workers report `executed` in batches, so it may lag by a few dozen tasks per
+/// worker.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RuntimeStats {
     /// Tasks submitted.
@@ -426,7 +456,14 @@ impl Shared {
 
     /// One codelet task is done for good (ran, failed or was cancelled).
     pub(crate) fn task_finished(&self) {
-        if self.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+        self.tasks_finished(1);
+    }
+
+    /// `n` codelet tasks are done for good. Workers count their own tasks and report them
+    /// in batches (see worker.rs), so that the shared counter is not written by every core
+    /// for every task.
+    pub(crate) fn tasks_finished(&self, n: usize) {
+        if n > 0 && self.in_flight.fetch_sub(n, Ordering::SeqCst) == n {
             self.waiters.notify_all();
         }
     }

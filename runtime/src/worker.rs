@@ -15,11 +15,13 @@ use taskwatt_traces::{Arch, TaskChunk, TaskRecord, TaskStatus, Timestamp, Worker
 
 use crate::context::TaskCtx;
 use crate::error::TaskFailure;
-use crate::runtime::Shared;
+use crate::runtime::{Shared, StartLatch};
 use crate::task::{ReadyTask, DONE_FAILED, DONE_OK};
 
 pub(crate) struct WorkerCtx {
     pub(crate) shared: Arc<Shared>,
+    /// Told once the worker is pinned and ready, before its first pop.
+    pub(crate) started: Arc<StartLatch>,
     pub(crate) id: WorkerId,
     pub(crate) arch: Arch,
     pub(crate) cpu: Option<u32>,
@@ -42,16 +44,34 @@ pub(crate) fn run(ctx: WorkerCtx) {
     } else {
         TaskChunk::default()
     };
+    ctx.started.arrive();
+    let mut done = Done::default();
     loop {
-        if let Some(task) = find_task(sh, me, &mut local) {
-            execute(&ctx, task, &mut local, tracing.then_some(&mut buf));
+        if let Some(task) = find_task(sh, me, &mut local, &mut done) {
+            execute(
+                &ctx,
+                task,
+                &mut local,
+                tracing.then_some(&mut buf),
+                &mut done,
+            );
+            if done.finished >= Done::BATCH {
+                done.flush(sh);
+            }
             continue;
         }
         // Park (see sync.rs for why this cannot miss a push).
         let epoch = sh.sleep.prepare();
         if let Some(task) = sh.policy.pop(me, &mut local) {
             sh.sleep.cancel();
-            execute(&ctx, task, &mut local, tracing.then_some(&mut buf));
+            execute(
+                &ctx,
+                task,
+                &mut local,
+                tracing.then_some(&mut buf),
+                &mut done,
+            );
+            done.flush(sh);
             continue;
         }
         if !buf.is_empty() {
@@ -63,18 +83,49 @@ pub(crate) fn run(ctx: WorkerCtx) {
         }
         sh.sleep.sleep(epoch);
     }
+    done.flush(sh);
     if !buf.is_empty() {
         flush(sh, &mut buf);
     }
 }
 
-/// Pops, retrying with exponential backoff for a few µs before giving up.
+/// Tasks this worker finished and has not reported to the shared counters yet.
+///
+/// `wait_all` waits for the shared in-flight count to reach zero, and every worker writing
+/// it (and the executed count) for every task makes those lines bounce between cores. A
+/// worker therefore reports in batches: every [`Done::BATCH`] tasks, and whenever it runs
+/// out of work, before spinning or parking. The last task of a graph is thus reported as
+/// soon as its worker finds nothing more to do, so `wait_all` returns no later than it did.
+#[derive(Default)]
+struct Done {
+    finished: usize,
+    executed: u64,
+}
+
+impl Done {
+    const BATCH: usize = 32;
+
+    fn flush(&mut self, sh: &Shared) {
+        if self.executed > 0 {
+            sh.executed.fetch_add(self.executed, Ordering::Relaxed);
+            self.executed = 0;
+        }
+        // After `executed`: a `wait_all` that sees zero in flight sees every count.
+        sh.tasks_finished(std::mem::take(&mut self.finished));
+    }
+}
+
+/// Pops, retrying with exponential backoff for a few µs before giving up. The first miss
+/// reports the finished tasks (see [`Done`]).
 #[inline]
-fn find_task(sh: &Shared, me: usize, local: &mut Local) -> Option<ReadyTask> {
+fn find_task(sh: &Shared, me: usize, local: &mut Local, done: &mut Done) -> Option<ReadyTask> {
     let backoff = Backoff::new();
     loop {
         if let Some(t) = sh.policy.pop(me, local) {
             return Some(t);
+        }
+        if done.finished > 0 {
+            done.flush(sh);
         }
         if backoff.is_completed() || sh.sleep.is_shutdown() {
             return None;
@@ -87,7 +138,13 @@ fn flush(sh: &Shared, buf: &mut TaskChunk) {
     sh.sink.swap_tasks(buf);
 }
 
-fn execute(ctx: &WorkerCtx, task: ReadyTask, local: &mut Local, buf: Option<&mut TaskChunk>) {
+fn execute(
+    ctx: &WorkerCtx,
+    task: ReadyTask,
+    local: &mut Local,
+    buf: Option<&mut TaskChunk>,
+    done: &mut Done,
+) {
     let sh = &*ctx.shared;
     let node = task.0;
     let Some(body) = node.take_body() else {
@@ -122,7 +179,7 @@ fn execute(ctx: &WorkerCtx, task: ReadyTask, local: &mut Local, buf: Option<&mut
     }
     let status = match outcome {
         Ok(()) => {
-            sh.executed.fetch_add(1, Ordering::Relaxed);
+            done.executed += 1;
             DONE_OK
         }
         Err(payload) => {
@@ -168,7 +225,7 @@ fn execute(ctx: &WorkerCtx, task: ReadyTask, local: &mut Local, buf: Option<&mut
     // Drop the data references before successors run (they may unregister the data).
     drop(body);
     let pushed = sh.complete(&node, status, Some((ctx.id as usize, local)));
-    sh.task_finished();
+    done.finished += 1;
     sh.policy.done(ctx.id as usize, local);
     // This worker takes one of the released tasks itself; wake others for the rest.
     sh.sleep.notify(pushed.saturating_sub(1));
