@@ -127,7 +127,7 @@ impl Runtime {
     }
 
     fn finish_acquire(&self, node: &TaskNode) {
-        let pushed = self.shared.complete(node, DONE_OK, None);
+        let pushed = self.shared.complete(node, DONE_OK, None, self.shared.now());
         self.shared.sleep.notify(pushed);
     }
 }

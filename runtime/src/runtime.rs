@@ -381,21 +381,31 @@ impl Shared {
         }
     }
 
-    /// Marks `node` finished with `status` and releases its successors. Ready codelet
-    /// tasks go to the policy with `origin`; the return value is how many, so that the
-    /// caller can wake workers. Cancelled successors are finished here too, iteratively.
+    /// Marks `node` finished with `status` at `now` and releases its successors (their
+    /// ready time is `now`: a worker passes the end time it just recorded, so that
+    /// releasing costs no clock read). Ready codelet tasks go to the policy with `origin`;
+    /// the return value is how many, so that the caller can wake workers. Cancelled
+    /// successors are finished here too, iteratively.
     pub(crate) fn complete(
         &self,
         node: &TaskNode,
         status: u8,
         mut local: Option<(usize, &mut Local)>,
+        now: Timestamp,
     ) -> usize {
         let mut pushed = 0;
         let mut cancelled: Vec<Arc<TaskNode>> = Vec::new();
-        self.release(node, status, &mut local, &mut pushed, &mut cancelled);
+        self.release(node, status, &mut local, &mut pushed, &mut cancelled, now);
         while let Some(c) = cancelled.pop() {
             self.note_cancelled(&c);
-            self.release(&c, DONE_CANCELLED, &mut local, &mut pushed, &mut cancelled);
+            self.release(
+                &c,
+                DONE_CANCELLED,
+                &mut local,
+                &mut pushed,
+                &mut cancelled,
+                now,
+            );
             self.task_finished();
         }
         pushed
@@ -408,6 +418,7 @@ impl Shared {
         local: &mut Option<(usize, &mut Local)>,
         pushed: &mut usize,
         cancelled: &mut Vec<Arc<TaskNode>>,
+        now: Timestamp,
     ) {
         let successors = node.finish(status);
         if node.has_waiter.load(Ordering::SeqCst) {
@@ -420,7 +431,7 @@ impl Shared {
             // AcqRel: the last decrement must see every predecessor's writes (Acquire)
             // and publish this one's (Release) to whoever runs the successor.
             if s.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-                match self.ready(s, local) {
+                match self.ready(s, local, now) {
                     Readied::Pushed => *pushed += 1,
                     Readied::Cancelled(c) => cancelled.push(c),
                     Readied::Granted => {}
@@ -429,10 +440,18 @@ impl Shared {
         }
     }
 
-    /// `node` has no pending dependency left.
-    fn ready(&self, node: Arc<TaskNode>, local: &mut Option<(usize, &mut Local)>) -> Readied {
+    /// `node` has no pending dependency left since `now`.
+    fn ready(
+        &self,
+        node: Arc<TaskNode>,
+        local: &mut Option<(usize, &mut Local)>,
+        now: Timestamp,
+    ) -> Readied {
         if self.timing {
-            node.ready.store(Clock::now().as_ns(), Ordering::Relaxed);
+            // A predecessor may have ended (and stamped `now`) while this node was being
+            // submitted: it was ready no earlier than its submission.
+            node.ready
+                .store(now.max(node.submit).as_ns(), Ordering::Relaxed);
         }
         match node.kind {
             Kind::Acquire => {
@@ -648,13 +667,15 @@ impl Runtime {
         let sh = &*self.shared;
         if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
             let mut none = None;
-            match sh.ready(node, &mut none) {
+            // Ready as soon as submitted: its predecessors had all finished by then.
+            let submitted = node.submit;
+            match sh.ready(node, &mut none, submitted) {
                 Readied::Pushed => sh.sleep.notify(1),
                 Readied::Granted => {}
                 Readied::Cancelled(c) => {
                     // A predecessor failed before this task was even submitted.
                     sh.note_cancelled(&c);
-                    let pushed = sh.complete(&c, DONE_CANCELLED, None);
+                    let pushed = sh.complete(&c, DONE_CANCELLED, None, sh.now());
                     sh.task_finished();
                     sh.sleep.notify(pushed);
                 }

@@ -2,8 +2,10 @@
 //!
 //! Each worker owns its trace buffer (a [`TaskChunk`] with preallocated room): recording a
 //! task is a push into it, with no atomic shared with other cores. A full buffer is swapped
-//! for an empty recycled one through the trace sink. A worker about to park flushes a
-//! partial buffer, so that a trace on disk is never more than one idle period behind.
+//! for an empty recycled one through the trace sink. A worker that stays parked for
+//! [`FLUSH_WHEN_IDLE`] with a partial buffer sends it, so that a trace on disk is never more
+//! than a full buffer or 50 ms of idleness behind, and a worker that idles for microseconds
+//! between tasks does not wake the trace writer each time.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -17,6 +19,11 @@ use crate::context::TaskCtx;
 use crate::error::TaskFailure;
 use crate::runtime::{Shared, StartLatch};
 use crate::task::{ReadyTask, DONE_FAILED, DONE_OK};
+
+/// How long a parked worker keeps a partial trace buffer before sending it. Sending on
+/// every park instead costs a writer wake-up per idle gap: in a fine-grained graph whose
+/// workers idle for microseconds between tasks, that was most of what tracing cost.
+const FLUSH_WHEN_IDLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 pub(crate) struct WorkerCtx {
     pub(crate) shared: Arc<Shared>,
@@ -74,14 +81,16 @@ pub(crate) fn run(ctx: WorkerCtx) {
             done.flush(sh);
             continue;
         }
-        if !buf.is_empty() {
-            flush(sh, &mut buf);
-        }
         if sh.sleep.is_shutdown() {
             sh.sleep.cancel();
             break;
         }
-        sh.sleep.sleep(epoch);
+        if buf.is_empty() {
+            sh.sleep.sleep(epoch);
+        } else if !sh.sleep.sleep_for(epoch, FLUSH_WHEN_IDLE) {
+            // Idle for a while with records in hand: send them, then sleep for good.
+            flush(sh, &mut buf);
+        }
     }
     done.flush(sh);
     if !buf.is_empty() {
@@ -224,7 +233,7 @@ fn execute(
     }
     // Drop the data references before successors run (they may unregister the data).
     drop(body);
-    let pushed = sh.complete(&node, status, Some((ctx.id as usize, local)));
+    let pushed = sh.complete(&node, status, Some((ctx.id as usize, local)), end);
     done.finished += 1;
     sh.policy.done(ctx.id as usize, local);
     // This worker takes one of the released tasks itself; wake others for the rest.

@@ -33,3 +33,34 @@ fn process_cpu_ns() -> u64 {
     let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
     ticks * 10_000_000 // USER_HZ = 100 on Linux
 }
+
+/// A parked worker keeps its partial trace buffer for a while (no trace-writer wake-up per
+/// idle gap), then sends it: the records reach the sink without a shutdown.
+#[test]
+fn parked_workers_send_their_trace_records_after_a_while() {
+    use taskwatt_traces::{Chunk, TraceSink};
+
+    let (sink, mem) = TraceSink::memory();
+    let rt = Runtime::builder().workers(2).trace(sink).build().unwrap();
+    let cl = Codelet::new("c").cpu(|_| {});
+    for _ in 0..10 {
+        rt.submit(Task::new(&cl)).unwrap();
+    }
+    rt.wait_all().unwrap();
+    let recorded = |mem: &taskwatt_traces::MemoryTrace| {
+        mem.chunks()
+            .iter()
+            .map(|c| match c {
+                Chunk::Tasks(t) => t.len(),
+                _ => 0,
+            })
+            .sum::<usize>()
+    };
+    // Well past the idle flush delay (50 ms), with the runtime still up.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while recorded(&mem) < 10 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(recorded(&mem), 10, "records still held by parked workers");
+    drop(rt);
+}
