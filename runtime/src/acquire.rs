@@ -68,7 +68,7 @@ impl Runtime {
         // An acquisition has no trace record: its predecessor ids are not kept.
         link(core, mode, &node, &mut Preds::new());
         node.has_waiter.store(true, Ordering::SeqCst);
-        self.release_guard(node.clone());
+        self.release_guard(&node);
         self.shared
             .waiters
             .wait_until(|| node.granted.load(Ordering::SeqCst));

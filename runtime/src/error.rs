@@ -104,6 +104,15 @@ pub enum RuntimeError {
     /// The worker configuration is not possible.
     #[error("invalid worker configuration: {0}")]
     Workers(String),
+    /// `TASKWATT_IDLE_US` does not parse.
+    #[error(
+        "TASKWATT_IDLE_US={value}: expected <spin>,<yield> in microseconds, e.g. 50,100 \
+         (or unset it for the defaults)"
+    )]
+    IdleEnv {
+        /// The value found.
+        value: String,
+    },
 
     /// Spawning a worker thread failed.
     #[error("could not spawn worker thread {worker}: {source}")]

@@ -1,10 +1,16 @@
-//! `TASKWATT_SCHED` picks the policy when the API does not. (Its own test binary: the
+//! `TASKWATT_SCHED` and `TASKWATT_IDLE_US` apply when the API does not say. (Its own test binary: the
 //! variable is process-wide.)
+
+use std::sync::Mutex;
 
 use taskwatt_runtime::Runtime;
 
+/// Both tests set process-wide variables that every `build()` reads: one at a time.
+static ENV: Mutex<()> = Mutex::new(());
+
 #[test]
 fn policy_from_environment_variable() {
+    let _env = ENV.lock().unwrap_or_else(|p| p.into_inner());
     // Only this test touches TASKWATT_SCHED in this binary.
     std::env::set_var("TASKWATT_SCHED", "prio");
     let rt = Runtime::builder().workers(1).build().unwrap();
@@ -29,4 +35,41 @@ fn policy_from_environment_variable() {
         .unwrap();
     assert_eq!(rt.policy_name(), "eager");
     std::env::remove_var("TASKWATT_SCHED");
+}
+
+#[test]
+fn idle_policy_from_environment_variable() {
+    use std::time::Duration;
+    use taskwatt_runtime::{Codelet, Task, IDLE_ENV};
+
+    let _env = ENV.lock().unwrap_or_else(|p| p.into_inner());
+    // Only this test touches TASKWATT_IDLE_US in this binary.
+    std::env::set_var(IDLE_ENV, "fifty");
+    let err = Runtime::builder()
+        .workers(1)
+        .build()
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("TASKWATT_IDLE_US=fifty") && err.contains("<spin>,<yield>"),
+        "{err}"
+    );
+    // The API wins over the variable.
+    let rt = Runtime::builder()
+        .workers(1)
+        .idle(Duration::ZERO, Duration::ZERO)
+        .build()
+        .unwrap();
+    drop(rt);
+    // A valid value runs tasks (here: park at once).
+    std::env::set_var(IDLE_ENV, "0, 0");
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let cl = Codelet::new("c").cpu(|_| {});
+    for _ in 0..100 {
+        rt.submit(Task::new(&cl)).unwrap();
+    }
+    rt.wait_all().unwrap();
+    assert_eq!(rt.stats().executed, 100);
+    std::env::remove_var(IDLE_ENV);
 }
