@@ -162,7 +162,7 @@ fn find_task(
         round = round.wrapping_add(1);
         // The clock and the shutdown flag every 16 busy attempts (~2-4 µs), and after
         // every yield.
-        if yielding || round % 16 == 0 {
+        if yielding || round.is_multiple_of(16) {
             if sh.sleep.is_shutdown() {
                 return None;
             }

@@ -92,7 +92,7 @@ impl Tsc {
             std::hint::spin_loop();
         }
         let (t1, i1) = Self::pair()?;
-        let ns = i1.duration_since(i0).as_nanos() as u128;
+        let ns = i1.duration_since(i0).as_nanos();
         let ticks = t1.checked_sub(t0)? as u128;
         if ticks == 0 {
             return None;
