@@ -47,7 +47,9 @@ pub(crate) fn run(ctx: WorkerCtx) {
     let mut local = sh.policy.local(me);
     let tracing = sh.sink.is_enabled();
     let mut buf = if tracing {
-        TaskChunk::with_capacity(ctx.trace_chunk, ctx.trace_chunk * 2)
+        let mut b = TaskChunk::with_capacity(ctx.trace_chunk, ctx.trace_chunk * 2);
+        b.prefault();
+        b
     } else {
         TaskChunk::default()
     };
