@@ -17,7 +17,7 @@ use taskwatt_traces::{Arch, TaskChunk, TaskRecord, TaskStatus, Timestamp, Worker
 use crate::context::TaskCtx;
 use crate::error::TaskFailure;
 use crate::runtime::{Shared, StartLatch};
-use crate::task::{ReadyTask, DONE_FAILED, DONE_OK};
+use crate::task::{Accesses, Body, ReadyTask, DONE_FAILED, DONE_OK};
 
 /// How long a parked worker keeps a partial trace buffer before sending it. Sending on
 /// every park instead costs a writer wake-up per idle gap: in a fine-grained graph whose
@@ -111,12 +111,19 @@ pub(crate) fn run(ctx: WorkerCtx) {
 struct Done {
     finished: usize,
     executed: u64,
+    /// The data references of those tasks. Dropping one decrements the reference count of
+    /// a handle that the other workers' tasks read too (the same inputs): done in a batch,
+    /// those decrements leave the path from one task's end to the next one's start.
+    /// Released before the tasks are reported, so that after `wait_all` no task holds a
+    /// handle.
+    garbage: Vec<Accesses>,
 }
 
 impl Done {
     const BATCH: usize = 32;
 
     fn flush(&mut self, sh: &Shared) {
+        self.garbage.clear();
         if self.executed > 0 {
             sh.executed.fetch_add(self.executed, Ordering::Relaxed);
             self.executed = 0;
@@ -281,8 +288,11 @@ fn execute(
             flush(sh, buf);
         }
     }
-    // Drop the data references before successors run (they may unregister the data).
-    drop(body);
+    // The data references are dropped in the next batch (see `Done`); the argument now,
+    // before successors run, since its drop may be observable.
+    let Body { accesses, arg, .. } = body;
+    drop(arg);
+    done.garbage.push(accesses);
     let pushed = sh.complete(&node, status, Some((ctx.id as usize, local)), end);
     done.finished += 1;
     sh.policy.done(ctx.id as usize, local);
