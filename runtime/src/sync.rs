@@ -2,7 +2,7 @@
 //!
 //! # Idle workers (`Sleep`)
 //!
-//! An idle worker spins briefly (a few µs of `pop` attempts with backoff), then parks, so
+//! An idle worker polls for a while (see `worker.rs`, `find_task`), then parks, so
 //! that an empty graph costs no CPU. The protocol avoids lost wake-ups without a lock on the
 //! push path when nobody sleeps:
 //!
