@@ -290,30 +290,49 @@ impl RuntimeBuilder {
         // Return only once every worker runs on its own core, ready to pop: a new thread
         // starts on its parent's CPU and, behind a busy submitting thread, may wait there
         // for a whole scheduler slice (milliseconds) before it even pins itself.
-        started.wait_for(threads.len());
+        let failed = started.wait_for(threads.len());
+        if failed > 0 {
+            shared.sleep.shutdown();
+            for t in threads {
+                let _ = t.join();
+            }
+            return Err(RuntimeError::Workers(format!(
+                "{failed} worker(s) panicked while starting, before their first task (a \
+                 custom scheduling policy's `local`?): see the panic message above"
+            )));
+        }
         Ok(Runtime { shared, threads })
     }
 }
 
-/// Counts workers that have started (pinned, policy state made).
+/// Counts workers that have started (pinned, policy state made) or failed to.
 #[derive(Default)]
 pub(crate) struct StartLatch {
-    count: std::sync::Mutex<usize>,
+    /// (started, failed).
+    count: std::sync::Mutex<(usize, usize)>,
     cv: std::sync::Condvar,
 }
 
 impl StartLatch {
     /// One more worker started.
     pub(crate) fn arrive(&self) {
-        *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.count.lock().unwrap_or_else(|p| p.into_inner()).0 += 1;
         self.cv.notify_all();
     }
 
-    fn wait_for(&self, n: usize) {
+    /// One more worker panicked before it could start.
+    pub(crate) fn fail(&self) {
+        self.count.lock().unwrap_or_else(|p| p.into_inner()).1 += 1;
+        self.cv.notify_all();
+    }
+
+    /// Waits until `n` workers started or failed; returns how many failed.
+    fn wait_for(&self, n: usize) -> usize {
         let mut c = self.count.lock().unwrap_or_else(|p| p.into_inner());
-        while *c < n {
+        while c.0 + c.1 < n {
             c = self.cv.wait(c).unwrap_or_else(|p| p.into_inner());
         }
+        c.1
     }
 }
 

@@ -37,7 +37,32 @@ pub(crate) struct WorkerCtx {
     pub(crate) trace_chunk: usize,
 }
 
+/// Tells the start latch once, at the latest when dropped: `build()` must not wait forever
+/// for a worker whose setup panicked (a custom policy's `local`, say).
+struct Arrival<'a>(Option<&'a StartLatch>);
+
+impl Arrival<'_> {
+    fn now(&mut self) {
+        if let Some(latch) = self.0.take() {
+            latch.arrive();
+        }
+    }
+}
+
+impl Drop for Arrival<'_> {
+    fn drop(&mut self) {
+        if let Some(latch) = self.0.take() {
+            if std::thread::panicking() {
+                latch.fail();
+            } else {
+                latch.arrive();
+            }
+        }
+    }
+}
+
 pub(crate) fn run(ctx: WorkerCtx) {
+    let mut arrival = Arrival(Some(&ctx.started));
     if let Some(cpu) = ctx.cpu {
         // Pinning can fail in a restricted container; the worker still runs, unpinned.
         let _ = core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize });
@@ -53,7 +78,7 @@ pub(crate) fn run(ctx: WorkerCtx) {
     } else {
         TaskChunk::default()
     };
-    ctx.started.arrive();
+    arrival.now();
     let mut done = Done::default();
     loop {
         if let Some(task) = find_task(sh, me, &mut local, &mut done, &ctx.idle) {

@@ -108,3 +108,36 @@ fn a_writer_after_thousands_of_readers_waits_for_every_one() {
         "the writer ran after all 5000 readers"
     );
 }
+
+/// A worker that panics while starting (here a custom policy's `local`) makes `build()`
+/// fail with a message, instead of waiting for it forever.
+#[test]
+fn a_worker_panicking_at_start_fails_the_build() {
+    use taskwatt_runtime::scheduler::{Local, Origin, Policy};
+    use taskwatt_runtime::ReadyTask;
+
+    struct Broken;
+    impl Policy<ReadyTask> for Broken {
+        fn name(&self) -> &str {
+            "broken"
+        }
+        fn local(&self, worker: usize) -> Local {
+            if worker == 1 {
+                panic!("no state for worker 1");
+            }
+            Local::none()
+        }
+        fn push(&self, _task: ReadyTask, _origin: Origin<'_>) {}
+        fn pop(&self, _worker: usize, _local: &mut Local) -> Option<ReadyTask> {
+            None
+        }
+    }
+    let err = Runtime::builder()
+        .workers(2)
+        .custom_policy(|_| Box::new(Broken))
+        .build()
+        .err()
+        .expect("build must fail")
+        .to_string();
+    assert!(err.contains("1 worker(s) panicked while starting"), "{err}");
+}
