@@ -50,13 +50,16 @@ struct Origin {
 fn origin() -> &'static Origin {
     static ORIGIN: OnceLock<Origin> = OnceLock::new();
     ORIGIN.get_or_init(|| {
+        // The wall clock first: the origin is the start of the calibration, microseconds
+        // later, not its end (2 ms later).
+        let unix_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
         let tsc = Tsc::calibrate();
         Origin {
             instant: tsc.map_or_else(Instant::now, |t| t.instant0),
-            unix_ns: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0),
+            unix_ns,
             tsc,
         }
     })
