@@ -257,25 +257,32 @@ fn submit_after(succ: &Arc<TaskNode>, preds: &[&Arc<TaskNode>]) -> bool {
     release_guard(succ)
 }
 
+/// One predecessor finishing with `status` on a worker while its successor is submitted:
+/// the successor becomes ready exactly once, whichever side releases it. Returns it.
+fn race_one_predecessor(status: u8) -> Arc<TaskNode> {
+    let (pred, succ) = (node(0), node(1));
+    let out = Arc::new(Data::new());
+    let readied = Readied::new();
+    let worker = {
+        let (pred, out, readied) = (pred.clone(), out.clone(), readied.clone());
+        thread::spawn(move || {
+            for s in run_pred(&pred, &out, status) {
+                readied.run(&s, &[&pred], &[&out]);
+            }
+        })
+    };
+    if submit_after(&succ, &[&pred]) {
+        readied.run(&succ, &[&pred], &[&out]);
+    }
+    worker.join().unwrap();
+    assert_eq!(readied.times.load(Relaxed), 1, "ready exactly once");
+    succ
+}
+
 #[test]
 fn loom_task_successor_added_while_predecessor_finishes() {
     check(None, || {
-        let (pred, succ) = (node(0), node(1));
-        let out = Arc::new(Data::new());
-        let readied = Readied::new();
-        let worker = {
-            let (pred, out, readied) = (pred.clone(), out.clone(), readied.clone());
-            thread::spawn(move || {
-                for s in run_pred(&pred, &out, DONE_OK) {
-                    readied.run(&s, &[&pred], &[&out]);
-                }
-            })
-        };
-        if submit_after(&succ, &[&pred]) {
-            readied.run(&succ, &[&pred], &[&out]);
-        }
-        worker.join().unwrap();
-        assert_eq!(readied.times.load(Relaxed), 1, "ready exactly once");
+        let succ = race_one_predecessor(DONE_OK);
         assert!(
             !succ.cancelled.load(Relaxed),
             "a successful predecessor cancels nothing"
@@ -320,22 +327,7 @@ fn loom_task_two_predecessors_finish_while_successor_is_submitted() {
 #[test]
 fn loom_task_failed_predecessor_cancels_its_successor() {
     check(None, || {
-        let (pred, succ) = (node(0), node(1));
-        let out = Arc::new(Data::new());
-        let readied = Readied::new();
-        let worker = {
-            let (pred, out, readied) = (pred.clone(), out.clone(), readied.clone());
-            thread::spawn(move || {
-                for s in run_pred(&pred, &out, DONE_FAILED) {
-                    readied.run(&s, &[&pred], &[&out]);
-                }
-            })
-        };
-        if submit_after(&succ, &[&pred]) {
-            readied.run(&succ, &[&pred], &[&out]);
-        }
-        worker.join().unwrap();
-        assert_eq!(readied.times.load(Relaxed), 1, "ready exactly once");
+        let succ = race_one_predecessor(DONE_FAILED);
         assert!(
             succ.cancelled.load(Relaxed),
             "cancelled whichever way it was released"
