@@ -119,9 +119,15 @@ impl System {
     }
 }
 
+/// A trace file of its own for each run, even for runs on several threads of one process.
 fn temp_trace_path() -> PathBuf {
+    static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir: &Path = &std::env::temp_dir();
-    dir.join(format!("taskwatt-taskbench-{}.twt", std::process::id()))
+    dir.join(format!(
+        "taskwatt-taskbench-{}-{run}.twt",
+        std::process::id()
+    ))
 }
 
 /// One timed run.
