@@ -82,6 +82,10 @@ fn truncated_trace_is_an_error_that_names_the_offset_and_recovers() {
         "40",
         "--trace",
         s(&trace),
+        // Buffers of 64 records reach the file while the graph runs, whatever the
+        // workers' idle periods: the first two thirds of the file hold some of them.
+        "--trace-chunk",
+        "64",
     ]);
     let bytes = std::fs::read(&trace).unwrap();
     let cut = dir.path().join("cut.twt");

@@ -84,15 +84,6 @@ mod checked {
 
     pub(crate) struct Condvar(loom::sync::Condvar);
 
-    /// parking_lot's `WaitTimeoutResult`; under loom a wait never times out.
-    pub(crate) struct WaitTimeoutResult;
-
-    impl WaitTimeoutResult {
-        pub(crate) fn timed_out(&self) -> bool {
-            false
-        }
-    }
-
     impl Condvar {
         pub(crate) fn new() -> Condvar {
             Condvar(loom::sync::Condvar::new())
@@ -101,18 +92,6 @@ mod checked {
         pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
             let g = guard.0.take().expect("guard lent to Condvar::wait");
             guard.0 = Some(self.0.wait(g).expect("loom mutex poisoned"));
-        }
-
-        /// loom does not model time: the timeout never fires, which only leaves out the
-        /// timed-out interleavings (the caller then simply re-checks, as after a
-        /// notification).
-        pub(crate) fn wait_for<T>(
-            &self,
-            guard: &mut MutexGuard<'_, T>,
-            _timeout: std::time::Duration,
-        ) -> WaitTimeoutResult {
-            self.wait(guard);
-            WaitTimeoutResult
         }
 
         pub(crate) fn notify_one(&self) {

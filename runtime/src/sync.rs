@@ -93,22 +93,6 @@ impl Sleep {
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Step 3 with a time limit: waits until notified (or shut down), or until `timeout`
-    /// passed. Returns false on a timeout with no notification.
-    pub(crate) fn sleep_for(&self, epoch: u64, timeout: std::time::Duration) -> bool {
-        let mut e = self.epoch.lock();
-        let mut notified = true;
-        while *e == epoch && !self.shutdown.load(Ordering::SeqCst) {
-            if self.cv.wait_for(&mut e, timeout).timed_out() {
-                notified = *e != epoch || self.shutdown.load(Ordering::SeqCst);
-                break;
-            }
-        }
-        drop(e);
-        self.sleepers.fetch_sub(1, Ordering::SeqCst);
-        notified
-    }
-
     /// The worker found work after `prepare`.
     pub(crate) fn cancel(&self) {
         self.sleepers.fetch_sub(1, Ordering::SeqCst);

@@ -2,10 +2,10 @@
 //!
 //! Each worker owns its trace buffer (a [`TaskChunk`] with preallocated room): recording a
 //! task is a push into it, with no atomic shared with other cores. A full buffer is swapped
-//! for an empty recycled one through the trace sink. A worker that stays parked for
-//! [`FLUSH_WHEN_IDLE`] with a partial buffer sends it, so that a trace on disk is never more
-//! than a full buffer or 50 ms of idleness behind, and a worker that idles for microseconds
-//! between tasks does not wake the trace writer each time.
+//! for an empty recycled one through the trace sink. A worker about to park sends a
+//! partial buffer, so that a trace on disk is never more than one idle period behind;
+//! since a worker parks only after polling for a while (see [`find_task`]), one that idles
+//! for microseconds between tasks does not wake the trace writer each time.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -18,11 +18,6 @@ use crate::context::TaskCtx;
 use crate::error::TaskFailure;
 use crate::runtime::{Shared, StartLatch};
 use crate::task::{Accesses, Body, ReadyTask, DONE_FAILED, DONE_OK};
-
-/// How long a parked worker keeps a partial trace buffer before sending it. Sending on
-/// every park instead costs a writer wake-up per idle gap: in a fine-grained graph whose
-/// workers idle for microseconds between tasks, that was most of what tracing cost.
-const FLUSH_WHEN_IDLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 pub(crate) struct WorkerCtx {
     pub(crate) shared: Arc<Shared>,
@@ -112,12 +107,12 @@ pub(crate) fn run(ctx: WorkerCtx) {
             sh.sleep.cancel();
             break;
         }
-        if buf.is_empty() {
-            sh.sleep.sleep(epoch);
-        } else if !sh.sleep.sleep_for(epoch, FLUSH_WHEN_IDLE) {
-            // Idle for a while with records in hand: send them, then sleep for good.
+        // Parking comes only after the idle polling (150 µs by default): sending the
+        // records here wakes the writer at most once per idle period that long.
+        if !buf.is_empty() {
             flush(sh, &mut buf);
         }
+        sh.sleep.sleep(epoch);
     }
     done.flush(sh);
     if !buf.is_empty() {

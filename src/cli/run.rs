@@ -109,6 +109,10 @@ pub(crate) struct RunArgs {
     /// Write the trace to this file (.twt); default: a temporary file, removed after.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Task records per worker trace buffer (default 4096): a worker sends its buffer when
+    /// full or when it parks, so smaller buffers reach the file sooner (and survive a crash).
+    #[arg(long, value_name = "RECORDS", value_parser = clap::value_parser!(u32).range(1..))]
+    trace_chunk: Option<u32>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -250,7 +254,15 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         type_calibration: a.energy.type_calibration,
     };
     let label = a.app.app.name().to_string();
-    let run = measured_run(&opts, |b| b, |rt| Progress::start(rt, label))?;
+    let chunk = a.trace_chunk;
+    let run = measured_run(
+        &opts,
+        |b| match chunk {
+            Some(n) => b.trace_chunk(n as usize),
+            None => b,
+        },
+        |rt| Progress::start(rt, label),
+    )?;
     let out = output(&a, &run);
     let attribution = match (&out.energy, a.no_report) {
         (Some(_), false) => {
