@@ -75,8 +75,14 @@ pub(crate) fn run(ctx: WorkerCtx) {
     };
     arrival.now();
     let mut done = Done::default();
+    // A task found by the last look before parking: run it as any other.
+    let mut found: Option<ReadyTask> = None;
     loop {
-        if let Some(task) = find_task(sh, me, &mut local, &mut done, &ctx.idle) {
+        let next = match found.take() {
+            Some(task) => Some(task),
+            None => find_task(sh, me, &mut local, &mut done, &ctx.idle),
+        };
+        if let Some(task) = next {
             execute(
                 &ctx,
                 task,
@@ -93,14 +99,7 @@ pub(crate) fn run(ctx: WorkerCtx) {
         let epoch = sh.sleep.prepare();
         if let Some(task) = sh.policy.pop(me, &mut local) {
             sh.sleep.cancel();
-            execute(
-                &ctx,
-                task,
-                &mut local,
-                tracing.then_some(&mut buf),
-                &mut done,
-            );
-            done.flush(sh);
+            found = Some(task);
             continue;
         }
         if sh.sleep.is_shutdown() {

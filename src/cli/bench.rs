@@ -7,8 +7,8 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use taskwatt::taskbench::{
-    help, measure_peak, summarise, sweep, wants_help, App, Dependence, KernelType, MetgConfig,
-    Peak, Sample, System, SystemMetg, Tracing,
+    help, measure_peak, median, summarise, sweep, wants_help, App, Dependence, KernelType,
+    MetgConfig, Peak, Sample, System, SystemMetg, Tracing,
 };
 
 use super::CliResult;
@@ -273,11 +273,7 @@ fn metg(a: MetgArgs) -> CliResult {
 /// The median of `v` (NaN when empty).
 fn median_of(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
+    median(&v).unwrap_or(f64::NAN)
 }
 
 /// Median efficiency per iteration count and system.

@@ -256,7 +256,8 @@ pub fn summarise(
     out
 }
 
-fn median(sorted: &[f64]) -> Option<f64> {
+/// The median of `sorted` (ascending), if it is not empty.
+pub fn median(sorted: &[f64]) -> Option<f64> {
     match sorted.len() {
         0 => None,
         n if n % 2 == 1 => Some(sorted[n / 2]),

@@ -39,6 +39,8 @@ pub use app::{c_exp, help, wants_help, App, Totals};
 pub use error::TaskBenchError;
 pub use graph::{Dependence, TaskGraph};
 pub use kernel::{busy_wait, compute_bound, compute_bound_impl, Kernel, KernelType};
-pub use metg::{measure_peak, metg, summarise, sweep, Metg, MetgConfig, Peak, Sample, SystemMetg};
+pub use metg::{
+    measure_peak, median, metg, summarise, sweep, Metg, MetgConfig, Peak, Sample, SystemMetg,
+};
 pub use point::{execute_point, PointOutput};
 pub use system::{RunOutcome, System, Tracing};
