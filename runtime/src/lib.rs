@@ -39,6 +39,7 @@ mod context;
 mod error;
 mod handle;
 mod loom_shim;
+mod pool;
 mod runtime;
 mod sync;
 mod task;

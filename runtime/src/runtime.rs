@@ -13,10 +13,11 @@
 //! 4. Join the worker threads.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use taskwatt_scheduler::{
     create_policy, policy_from_env, Local, Origin, Policy, WorkerDesc, DEFAULT_POLICY,
@@ -30,7 +31,8 @@ use crate::codelet::CodeletInner;
 use crate::context::MAX_ACCESSES;
 use crate::error::{RuntimeError, TaskFailure};
 use crate::handle::{Access, Handle, HandleCore, READERS_PRUNE_MIN};
-use crate::sync::{Sleep, Waiters};
+use crate::pool::NodePool;
+use crate::sync::{Sleep, TaskCount, Waiters};
 use crate::task::{
     Body, Kind, Preds, ReadyTask, Task, TaskHandle, TaskNode, DONE_CANCELLED, DONE_FAILED, DONE_OK,
 };
@@ -239,11 +241,11 @@ impl RuntimeBuilder {
         let timing = self.sink.is_enabled() || self.observer.is_some();
         let shared = Arc::new(Shared {
             policy,
-            sleep: Sleep::new(),
-            waiters: Waiters::new(),
-            in_flight: AtomicUsize::new(0),
-            next_id: AtomicU64::new(0),
-            executed: AtomicU64::new(0),
+            sleep: CachePadded::new(Sleep::new()),
+            waiters: CachePadded::new(Waiters::new()),
+            count: TaskCount::new(),
+            executed: CachePadded::new(AtomicU64::new(0)),
+            nodes: NodePool::new(),
             failed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
             report: Mutex::new(Report::default()),
@@ -408,12 +410,15 @@ pub struct RuntimeStats {
 
 pub(crate) struct Shared {
     pub(crate) policy: Box<dyn Policy<ReadyTask>>,
-    pub(crate) sleep: Sleep,
-    pub(crate) waiters: Waiters,
-    /// Submitted codelet tasks that have not finished.
-    in_flight: AtomicUsize,
-    next_id: AtomicU64,
-    pub(crate) executed: AtomicU64,
+    // The lines written on the hot paths are padded apart: `sleep` is read for every push
+    // and written when a worker parks, `count` holds the submitters' and the workers'
+    // counters, and `executed` is written by workers with their batches.
+    pub(crate) sleep: CachePadded<Sleep>,
+    pub(crate) waiters: CachePadded<Waiters>,
+    count: TaskCount,
+    pub(crate) executed: CachePadded<AtomicU64>,
+    /// Finished nodes, recycled for new tasks.
+    pub(crate) nodes: NodePool,
     pub(crate) failed: AtomicU64,
     cancelled: AtomicU64,
     pub(crate) report: Mutex<Report>,
@@ -443,7 +448,7 @@ impl Shared {
     fn stats(&self) -> RuntimeStats {
         RuntimeStats {
             // Ids are taken only by submitted tasks (acquisitions have none).
-            submitted: self.next_id.load(Ordering::Relaxed),
+            submitted: self.count.submitted(),
             executed: self.executed.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
             cancelled: self.cancelled.load(Ordering::Relaxed),
@@ -551,9 +556,7 @@ impl Shared {
     /// in batches (see worker.rs), so that the shared counter is not written by every core
     /// for every task.
     pub(crate) fn tasks_finished(&self, n: usize) {
-        if n > 0 && self.in_flight.fetch_sub(n, Ordering::SeqCst) == n {
-            self.waiters.notify_all();
-        }
+        self.count.finish(n as u64, &self.waiters);
     }
 
     pub(crate) fn record_failure(&self, node: &Arc<TaskNode>, failure: TaskFailure) {
@@ -702,18 +705,20 @@ impl Runtime {
             }
             footprint += core.bytes;
         }
-        let id = sh.next_id.fetch_add(1, Ordering::Relaxed);
-        let node = Arc::new(TaskNode::new(
-            id,
-            Kind::Codelet,
-            codelet,
-            codelet_id,
-            task.priority,
-            footprint,
-            sh.now(),
-            None,
-        ));
-        sh.in_flight.fetch_add(1, Ordering::SeqCst);
+        let id = sh.count.submit();
+        let submit = sh.now();
+        let node = sh.nodes.node(|| {
+            TaskNode::new(
+                id,
+                Kind::Codelet,
+                codelet,
+                codelet_id,
+                task.priority,
+                footprint,
+                submit,
+                None,
+            )
+        });
         let mut preds = Preds::new();
         for (core, mode) in &accesses {
             link(core, *mode, &node, &mut preds);
@@ -760,8 +765,7 @@ impl Runtime {
     /// it run normally, on the data as the failure left it.
     pub fn wait_all(&self) -> Result<(), RuntimeError> {
         let sh = &*self.shared;
-        sh.waiters
-            .wait_until(|| sh.in_flight.load(Ordering::SeqCst) == 0);
+        sh.waiters.wait_until(|| sh.count.all_done());
         let report = std::mem::take(&mut *sh.report.lock());
         for n in &report.nodes {
             n.reported.store(true, Ordering::Release);
@@ -819,7 +823,7 @@ impl Runtime {
 
     /// Id the next submitted task will get.
     pub fn next_task_id(&self) -> TaskId {
-        self.shared.next_id.load(Ordering::Relaxed)
+        self.shared.count.submitted()
     }
 
     /// Waits for every task, stops the workers and flushes their trace buffers. Returns the

@@ -25,6 +25,18 @@
 //! notifies only if `waiting > 0`. The same Dekker argument as above shows no wake-up is
 //! lost.
 //!
+//! # Counting tasks for `wait_all` (`TaskCount`)
+//!
+//! `wait_all` waits until every submitted codelet task is done for good. The submitting
+//! thread counts submissions and the workers count finished tasks, on two counters in
+//! separate cache lines, rather than in one in-flight count that both write: a submission
+//! then never waits for the line a worker has just written (with one shared counter,
+//! half of `submit`'s time went to that increment). `wait_all` holds when `finished`,
+//! read first, equals `submitted`, read second: a task is counted submitted before it can
+//! run, so `finished` never exceeds `submitted`, and equality means every task submitted
+//! before the first read had finished. A finisher that sees a waiter reads `submitted`
+//! and wakes it when its own increment made the counts meet.
+//!
 //! # Checking
 //!
 //! Both protocols are model-checked with loom on this very code: see `loom_shim.rs` and
@@ -32,8 +44,10 @@
 
 use std::sync::atomic::Ordering;
 
+use crossbeam_utils::CachePadded;
+
 // loom's primitives under `--cfg loom` (see loom_shim.rs and its models).
-use crate::loom_shim::{fence, spin_until, AtomicBool, AtomicUsize, Condvar, Mutex};
+use crate::loom_shim::{fence, spin_until, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
 
 pub(crate) struct Sleep {
     sleepers: AtomicUsize,
@@ -150,11 +164,67 @@ impl Waiters {
     /// Wakes every waiter so it re-checks its condition.
     #[inline]
     pub(crate) fn notify_all(&self) {
+        self.notify_all_if(|| true);
+    }
+
+    /// Wakes every waiter if `worth_it()` holds, which is asked only when someone waits.
+    #[inline]
+    pub(crate) fn notify_all_if(&self, worth_it: impl FnOnce() -> bool) {
         fence(Ordering::SeqCst);
-        if self.waiting.load(Ordering::SeqCst) == 0 {
+        if self.waiting.load(Ordering::SeqCst) == 0 || !worth_it() {
             return;
         }
         let _g = self.lock.lock();
         self.cv.notify_all();
+    }
+}
+
+/// Submitted and finished codelet tasks (see "Counting tasks for `wait_all`" above).
+pub(crate) struct TaskCount {
+    /// Written by submitting threads; also the next task id.
+    submitted: CachePadded<AtomicU64>,
+    /// Written by workers, a batch at a time.
+    finished: CachePadded<AtomicU64>,
+}
+
+impl TaskCount {
+    pub(crate) fn new() -> TaskCount {
+        TaskCount {
+            submitted: CachePadded::new(AtomicU64::new(0)),
+            finished: CachePadded::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Counts one more submitted task and returns its id.
+    #[inline]
+    pub(crate) fn submit(&self) -> u64 {
+        // Relaxed suffices: the task reaches a worker, and its finish reaches `wait_all`,
+        // through release/acquire chains that carry this increment along.
+        self.submitted.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Tasks submitted so far (the next id).
+    pub(crate) fn submitted(&self) -> u64 {
+        self.submitted.load(Ordering::Relaxed)
+    }
+
+    /// `n` more tasks are done for good; wakes `waiters` if that finished everything.
+    pub(crate) fn finish(&self, n: u64, waiters: &Waiters) {
+        if n == 0 {
+            return;
+        }
+        let finished = self.finished.fetch_add(n, Ordering::SeqCst) + n;
+        // The read of `submitted` sees at least every finished task's submission (each
+        // happened before its finish, which this read-modify-write acquired): equality
+        // means no task was left.
+        waiters.notify_all_if(|| finished == self.submitted.load(Ordering::SeqCst));
+    }
+
+    /// Whether every task submitted so far is done (for [`Waiters::wait_until`]).
+    pub(crate) fn all_done(&self) -> bool {
+        // `finished` first: it can only lag `submitted`, so seeing them equal means the
+        // tasks submitted before the first read had all finished.
+        let finished = self.finished.load(Ordering::SeqCst);
+        finished == self.submitted.load(Ordering::SeqCst)
     }
 }

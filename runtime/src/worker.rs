@@ -16,8 +16,9 @@ use taskwatt_traces::{Arch, TaskChunk, TaskRecord, TaskStatus, Timestamp, Worker
 
 use crate::context::TaskCtx;
 use crate::error::TaskFailure;
+use crate::pool::NodePool;
 use crate::runtime::{Shared, StartLatch};
-use crate::task::{Accesses, Body, ReadyTask, DONE_FAILED, DONE_OK};
+use crate::task::{Accesses, Body, ReadyTask, TaskNode, DONE_FAILED, DONE_OK};
 
 pub(crate) struct WorkerCtx {
     pub(crate) shared: Arc<Shared>,
@@ -136,6 +137,8 @@ struct Done {
     /// Released before the tasks are reported, so that after `wait_all` no task holds a
     /// handle.
     garbage: Vec<Accesses>,
+    /// Finished nodes nobody else references, for the node pool (see pool.rs).
+    nodes: Vec<Arc<TaskNode>>,
 }
 
 impl Done {
@@ -143,6 +146,7 @@ impl Done {
 
     fn flush(&mut self, sh: &Shared) {
         self.garbage.clear();
+        sh.nodes.give_back(&mut self.nodes);
         if self.executed > 0 {
             sh.executed.fetch_add(self.executed, Ordering::Relaxed);
             self.executed = 0;
@@ -314,6 +318,9 @@ fn execute(
     done.garbage.push(accesses);
     let pushed = sh.complete(&node, status, Some((ctx.id as usize, local)), end);
     done.finished += 1;
+    if NodePool::keep(&node) {
+        done.nodes.push(node);
+    }
     sh.policy.done(ctx.id as usize, local);
     // This worker takes one of the released tasks itself; wake others for the rest.
     sh.sleep.notify(pushed.saturating_sub(1));

@@ -24,7 +24,7 @@ use super::{AtomicBool, AtomicUsize};
 use crate::codelet::Codelet;
 use crate::handle::{Access, HandleCore};
 use crate::runtime::link;
-use crate::sync::{Sleep, Waiters};
+use crate::sync::{Sleep, TaskCount, Waiters};
 use crate::task::{Accesses, Body, Kind, Preds, TaskNode, DONE_FAILED, DONE_OK};
 
 /// Runs `f` under loom with at most `preemptions` preemptions per execution (`None`:
@@ -141,6 +141,60 @@ fn loom_waiters_completion_wakes_the_waiter() {
         done.store(true, SeqCst);
         waiters.notify_all();
         waiter.join().unwrap();
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// TaskCount: `wait_all` returns once every submitted task finished (sync.rs, "Counting
+// tasks for `wait_all`").
+
+#[test]
+fn loom_task_count_the_last_finisher_wakes_wait_all() {
+    check(None, || {
+        let waiters = Arc::new(Waiters::new());
+        let count = Arc::new(TaskCount::new());
+        // Two tasks submitted before `wait_all`, finished by two workers in any order.
+        count.submit();
+        count.submit();
+        let finish = |n| {
+            let (w, c) = (waiters.clone(), count.clone());
+            thread::spawn(move || c.finish(n, &w))
+        };
+        let workers = [finish(1), finish(1)];
+        waiters.wait_until(|| count.all_done());
+        // Returning early would be the bug: both finishes must be counted by now.
+        assert!(count.all_done());
+        for w in workers {
+            w.join().unwrap();
+        }
+    });
+}
+
+#[test]
+fn loom_task_count_a_concurrent_submission_is_waited_for() {
+    check(None, || {
+        let waiters = Arc::new(Waiters::new());
+        let count = Arc::new(TaskCount::new());
+        let finished = Arc::new(AtomicBool::new(false));
+        // Another thread submits a task and a worker finishes it; `wait_all` started
+        // after the submission must not return before the finish.
+        let (w, c, f) = (waiters.clone(), count.clone(), finished.clone());
+        let submitted = Arc::new(AtomicBool::new(false));
+        let s = submitted.clone();
+        let worker = thread::spawn(move || {
+            c.submit();
+            s.store(true, SeqCst);
+            f.store(true, SeqCst);
+            c.finish(1, &w);
+        });
+        if submitted.load(SeqCst) {
+            waiters.wait_until(|| count.all_done());
+            assert!(
+                finished.load(SeqCst),
+                "wait_all returned before the task finished"
+            );
+        }
+        worker.join().unwrap();
     });
 }
 

@@ -1,0 +1,171 @@
+//! Recycling task nodes: a finished node goes back to the submitters instead of the
+//! allocator.
+//!
+//! Every task needs a node (~300 bytes), made by the submitting thread and, most often,
+//! last referenced by the worker that ran it. Freed there, it goes back to the allocator
+//! of another thread: glibc's malloc then takes a lock on the submitter's arena for each
+//! free, and the empty-task overhead benchmark measured ~1 µs per task with glibc against
+//! ~0.55 µs with mimalloc. The pool makes the runtime's speed independent of the global
+//! allocator.
+//!
+//! - A worker that holds the only reference to a node it finished keeps it in its batch
+//!   (see `worker.rs`, `Done`) and hands the batch over when it reports its finished
+//!   tasks: one lock per batch, on `returned`.
+//! - A submitter takes a node from `spare`; when `spare` is empty, it swaps it with
+//!   `returned`. Workers and submitters thus meet on one lock once per batch, not per task.
+//! - A recycled node is rewritten through [`Arc::get_mut`], which checks that nobody else
+//!   holds it: the pool needs no unsafe code, and a node that is not unique after all
+//!   (impossible while the worker's check holds, see [`NodePool::keep`]) is simply dropped.
+//!
+//! The pool holds at most [`NodePool::CAP`] nodes; beyond that, nodes are freed as usual.
+
+use std::sync::Arc;
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+
+use crate::task::TaskNode;
+
+pub(crate) struct NodePool {
+    /// Taken by submitters, one node at a time.
+    spare: CachePadded<Mutex<Vec<Arc<TaskNode>>>>,
+    /// Filled by workers, a batch at a time.
+    returned: CachePadded<Mutex<Vec<Arc<TaskNode>>>>,
+}
+
+impl NodePool {
+    /// Most nodes kept (about 300 bytes each).
+    pub(crate) const CAP: usize = 4096;
+
+    pub(crate) fn new() -> NodePool {
+        NodePool {
+            spare: CachePadded::new(Mutex::new(Vec::new())),
+            returned: CachePadded::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// Whether `node`, finished, may go back to the pool: the caller holds the only
+    /// reference, so nobody can reach the node any more (there are no weak references).
+    #[inline]
+    pub(crate) fn keep(node: &Arc<TaskNode>) -> bool {
+        Arc::strong_count(node) == 1
+    }
+
+    /// Takes back the finished nodes of a worker's batch, leaving `batch` empty.
+    pub(crate) fn give_back(&self, batch: &mut Vec<Arc<TaskNode>>) {
+        if batch.is_empty() {
+            return;
+        }
+        let mut returned = self.returned.lock();
+        let room = Self::CAP.saturating_sub(returned.len());
+        if batch.len() > room {
+            // Over the cap: these are freed the usual way (outside the lock).
+            let extra = batch.split_off(room);
+            returned.append(batch);
+            drop(returned);
+            drop(extra);
+        } else {
+            returned.append(batch);
+        }
+    }
+
+    /// Makes a node holding `make()`, in a recycled allocation when one is available.
+    #[inline]
+    pub(crate) fn node(&self, make: impl FnOnce() -> TaskNode) -> Arc<TaskNode> {
+        match self.take() {
+            Some(mut recycled) => match Arc::get_mut(&mut recycled) {
+                Some(slot) => {
+                    // The old node is dropped here (its codelet reference, empty lists).
+                    *slot = make();
+                    recycled
+                }
+                None => Arc::new(make()),
+            },
+            None => Arc::new(make()),
+        }
+    }
+
+    fn take(&self) -> Option<Arc<TaskNode>> {
+        let mut spare = self.spare.lock();
+        if spare.is_empty() {
+            let mut returned = self.returned.lock();
+            if returned.is_empty() {
+                return None;
+            }
+            std::mem::swap(&mut *spare, &mut *returned);
+        }
+        spare.pop()
+    }
+
+    /// Nodes held (spare and returned), for tests.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.spare.lock().len() + self.returned.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::Kind;
+    use crate::Codelet;
+    use taskwatt_traces::Timestamp;
+
+    fn make(id: u64, codelet: &Codelet) -> TaskNode {
+        TaskNode::new(
+            id,
+            Kind::Codelet,
+            codelet.inner.clone(),
+            0,
+            0,
+            0,
+            Timestamp::ZERO,
+            None,
+        )
+    }
+
+    #[test]
+    fn a_returned_node_is_reused_in_place_and_rewritten() {
+        let pool = NodePool::new();
+        let cl = Codelet::new("a").cpu(|_| {});
+        let first = pool.node(|| make(1, &cl));
+        let addr = Arc::as_ptr(&first);
+        assert!(NodePool::keep(&first));
+        pool.give_back(&mut vec![first]);
+        assert_eq!(pool.len(), 1);
+        let second = pool.node(|| make(2, &cl));
+        assert_eq!(Arc::as_ptr(&second), addr, "the allocation is reused");
+        assert_eq!(second.id, 2, "and holds the new node");
+        assert_eq!(pool.len(), 0);
+        // The old node's codelet reference was dropped: one in `cl`, one in `second`.
+        assert_eq!(Arc::strong_count(&cl.inner), 2);
+    }
+
+    #[test]
+    fn a_shared_node_is_not_kept_nor_rewritten() {
+        let pool = NodePool::new();
+        let cl = Codelet::new("a").cpu(|_| {});
+        let node = pool.node(|| make(1, &cl));
+        let other = node.clone();
+        assert!(!NodePool::keep(&node));
+        // Even if one slipped in, `get_mut` refuses it and a fresh node is made.
+        pool.give_back(&mut vec![node]);
+        let fresh = pool.node(|| make(2, &cl));
+        assert_ne!(Arc::as_ptr(&fresh), Arc::as_ptr(&other));
+        assert_eq!(other.id, 1, "the shared node is untouched");
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_its_cap() {
+        let pool = NodePool::new();
+        let cl = Codelet::new("a").cpu(|_| {});
+        let mut batch: Vec<_> = (0..NodePool::CAP as u64 + 10)
+            .map(|i| Arc::new(make(i, &cl)))
+            .collect();
+        pool.give_back(&mut batch);
+        assert!(batch.is_empty());
+        assert_eq!(pool.len(), NodePool::CAP);
+        // The extra nodes were freed: their codelet references are gone.
+        assert_eq!(Arc::strong_count(&cl.inner), 1 + NodePool::CAP);
+    }
+}
