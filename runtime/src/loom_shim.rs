@@ -22,9 +22,29 @@ pub(crate) use parking_lot::{Condvar, Mutex};
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 
 #[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+#[cfg(loom)]
 pub(crate) use self::checked::{Condvar, Mutex};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
+
+/// `std`'s `UnsafeCell` behind loom's API (`with_mut` hands out the raw pointer), so that
+/// under loom every access to the cell is checked for a race.
+#[cfg(not(loom))]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(value: T) -> UnsafeCell<T> {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+
+    #[inline]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
 
 /// Spins with exponential backoff for a few µs until `done()` holds; returns whether it
 /// did. The caller parks if not.

@@ -567,7 +567,9 @@ impl Shared {
     }
 
     fn note_cancelled(&self, node: &Arc<TaskNode>) {
-        drop(node.take_body());
+        // SAFETY: `node` was ready (its dependency count reached zero) and this thread is
+        // the one cancelling it: nobody else takes its body.
+        drop(unsafe { node.take_body() });
         self.cancelled.fetch_add(1, Ordering::Relaxed);
         let mut r = self.report.lock();
         r.cancelled += 1;
@@ -726,12 +728,15 @@ impl Runtime {
         for pred in &task.after {
             pred.add_successor(&node, &mut preds);
         }
-        // Published to the worker by the guard release below (AcqRel on `pending`).
-        node.set_body(Body {
-            accesses,
-            preds,
-            arg: task.arg,
-        });
+        // SAFETY: the guard is still held (released just below), so nobody can take the
+        // body yet; the release on `pending` publishes it to the thread that will.
+        unsafe {
+            node.set_body(Body {
+                accesses,
+                preds,
+                arg: task.arg,
+            })
+        };
         self.release_guard(&node);
         Ok(TaskHandle { node })
     }

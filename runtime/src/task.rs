@@ -27,7 +27,7 @@ use taskwatt_traces::{TaskId, Timestamp};
 use crate::codelet::{Codelet, CodeletInner};
 use crate::handle::{Access, Handle, HandleCore};
 // loom's primitives under `--cfg loom` (see loom_shim.rs and its models).
-use crate::loom_shim::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex};
+use crate::loom_shim::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, UnsafeCell};
 
 /// A task's data accesses, in declaration order: inline up to 4 (no allocation).
 pub(crate) type Accesses = SmallVec<[(Arc<HandleCore>, Access); 4]>;
@@ -166,9 +166,11 @@ pub(crate) struct TaskNode {
     /// A failed or cancelled node whose failure `wait_all` has reported: it no longer
     /// cancels tasks submitted after that report.
     pub(crate) reported: AtomicBool,
-    /// Set once before the submission guard is released, taken once by the worker (the
-    /// lock is uncontended: it replaces a heap allocation per task).
-    body: Mutex<Option<Body>>,
+    /// Written once before the submission guard is released, taken once by the thread
+    /// that got the ready node (see [`TaskNode::set_body`] and [`TaskNode::take_body`]).
+    /// No lock: the dependency counter already orders the two, and a lock cost two
+    /// read-modify-writes on each side per task, each a full barrier on x86.
+    body: UnsafeCell<Option<Body>>,
     links: Mutex<Links>,
     /// The codelet: its name and implementations. The node holds the only reference a
     /// task takes (one count increment at submission), so that workers do not bounce the
@@ -202,7 +204,7 @@ impl TaskNode {
             has_waiter: AtomicBool::new(false),
             granted: AtomicBool::new(false),
             reported: AtomicBool::new(false),
-            body: Mutex::new(body),
+            body: UnsafeCell::new(body),
             links: Mutex::new(Links {
                 finished: false,
                 successors: Successors::new(),
@@ -253,15 +255,28 @@ impl TaskNode {
         }
     }
 
-    /// Gives the node its body, before its submission guard is released.
-    pub(crate) fn set_body(&self, body: Body) {
-        *self.body.lock() = Some(body);
+    /// Gives the node its body.
+    ///
+    /// # Safety
+    /// Called once per node, by its submitter, before the submission guard is released
+    /// (the release on `pending` publishes the body), and with no other access to the
+    /// body meanwhile: nobody may take it before the node is ready, which needs that
+    /// release.
+    pub(crate) unsafe fn set_body(&self, body: Body) {
+        // SAFETY: by the contract, this is the only access to the cell at this time.
+        self.body.with_mut(|b| unsafe { *b = Some(body) });
     }
 
-    /// Takes the body (once; later calls get `None`).
+    /// Takes the body (`None` if the node never had one, or if it was taken).
+    ///
+    /// # Safety
+    /// Called only by the one thread that got the node once it was ready: the worker the
+    /// policy gave it to, or the thread that cancels it. The last decrement of `pending`
+    /// (AcqRel) and the policy's push and pop order this after [`TaskNode::set_body`].
     #[inline]
-    pub(crate) fn take_body(&self) -> Option<Body> {
-        self.body.lock().take()
+    pub(crate) unsafe fn take_body(&self) -> Option<Body> {
+        // SAFETY: by the contract, no other thread accesses the cell now or later.
+        self.body.with_mut(|b| unsafe { (*b).take() })
     }
 
     /// Marks the node finished with `status` and returns its successors.
@@ -280,6 +295,12 @@ impl TaskNode {
         self.status.load(Ordering::SeqCst) != PENDING
     }
 }
+
+// SAFETY: every field but `body` is Sync (atomics, locks, immutable data). `body` is
+// accessed through `set_body` and `take_body` only, whose contracts give it one writer
+// and then one taker, ordered by the dependency counter (a happens-before edge). `Body`
+// is Send (its data references and argument are Send + Sync).
+unsafe impl Sync for TaskNode {}
 
 /// The ready-task type the scheduling policies see.
 pub struct ReadyTask(pub(crate) Arc<TaskNode>);

@@ -236,7 +236,9 @@ fn execute(
 ) {
     let sh = &*ctx.shared;
     let node = task.0;
-    let Some(body) = node.take_body() else {
+    // SAFETY: the policy gave this ready node to this worker only (each node is pushed
+    // once, and its pop is ordered after the push).
+    let Some(body) = (unsafe { node.take_body() }) else {
         // Every node is pushed once and its body taken once (policy contract): a missing
         // body is a runtime bug, not a user error.
         unreachable!("task {} was scheduled twice", node.id);

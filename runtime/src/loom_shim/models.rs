@@ -278,9 +278,9 @@ impl Readied {
                 "successor ready before its predecessor finished"
             );
         }
-        let body = succ
-            .take_body()
-            .expect("body published before the guard release");
+        // SAFETY (model): `succ` is ready and taken by this thread only; loom reports a
+        // race with `set_body` if the counter does not order them.
+        let body = unsafe { succ.take_body() }.expect("body published before the guard release");
         assert_eq!(body.preds.len(), preds.len(), "every predecessor recorded");
         for cell in out {
             // SAFETY (model): loom checks this read; a causality violation means the
@@ -303,11 +303,14 @@ fn submit_after(succ: &Arc<TaskNode>, preds: &[&Arc<TaskNode>]) -> bool {
     for p in preds {
         p.add_successor(succ, &mut ids);
     }
-    succ.set_body(Body {
-        accesses: Accesses::new(),
-        preds: ids,
-        arg: None,
-    });
+    // SAFETY (model): the guard is held until just below.
+    unsafe {
+        succ.set_body(Body {
+            accesses: Accesses::new(),
+            preds: ids,
+            arg: None,
+        })
+    };
     release_guard(succ)
 }
 
@@ -395,9 +398,8 @@ fn loom_task_failed_predecessor_cancels_its_successor() {
 /// A task of the model: its node, its access to the handle, and the tasks it readies run
 /// on the same thread (as with a worker-local push popped by the same worker).
 fn run_task(node: &Arc<TaskNode>, tasks: &[(Arc<TaskNode>, Access)], data: &Data, ran: &Count) {
-    let body = node
-        .take_body()
-        .expect("body published before the guard release");
+    // SAFETY (model): `node` is ready and run by this thread only.
+    let body = unsafe { node.take_body() }.expect("body published before the guard release");
     let (_, mode) = tasks.iter().find(|(n, _)| Arc::ptr_eq(n, node)).unwrap();
     // loom checks these accesses: a write concurrent with any other access, or one not
     // ordered before a later read, is reported.
@@ -434,11 +436,14 @@ fn loom_handle_writer_readers_writer_never_overlap() {
             let (n, mode) = &tasks[i];
             let mut preds = Preds::new();
             link(&core, *mode, n, &mut preds);
-            n.set_body(Body {
-                accesses: Accesses::new(),
-                preds,
-                arg: None,
-            });
+            // SAFETY (model): the guard is held until just below.
+            unsafe {
+                n.set_body(Body {
+                    accesses: Accesses::new(),
+                    preds,
+                    arg: None,
+                })
+            };
             release_guard(n)
         };
         assert!(submit(0), "W0 has no predecessor");
