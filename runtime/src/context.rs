@@ -66,14 +66,14 @@ impl<'a> TaskCtx<'a> {
     /// # Panics
     /// If the task has no argument or it is not an `A`.
     pub fn arg<A: Any>(&self) -> &A {
-        let arg = self.body.arg.as_deref().unwrap_or_else(|| {
+        if !self.body.arg.is_some() {
             panic!(
                 "codelet `{}` asked for an argument of type {} but the task has none",
                 self.codelet,
                 std::any::type_name::<A>()
             )
-        });
-        (arg as &dyn Any).downcast_ref::<A>().unwrap_or_else(|| {
+        }
+        self.body.arg.get::<A>().unwrap_or_else(|| {
             panic!(
                 "codelet `{}` asked for an argument of type {}, which is not the type given to Task::arg",
                 self.codelet,
@@ -84,10 +84,7 @@ impl<'a> TaskCtx<'a> {
 
     /// The task's argument if it has one of type `A`.
     pub fn try_arg<A: Any>(&self) -> Option<&A> {
-        self.body
-            .arg
-            .as_deref()
-            .and_then(|a| (a as &dyn Any).downcast_ref::<A>())
+        self.body.arg.get::<A>()
     }
 
     /// Shared access to buffer `i`.

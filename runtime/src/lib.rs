@@ -34,6 +34,7 @@
 //! ```
 
 mod acquire;
+mod arg;
 mod codelet;
 mod context;
 mod error;

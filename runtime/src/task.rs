@@ -24,6 +24,7 @@ use smallvec::SmallVec;
 use taskwatt_scheduler::SchedTask;
 use taskwatt_traces::{TaskId, Timestamp};
 
+use crate::arg::Arg;
 use crate::codelet::{Codelet, CodeletInner};
 use crate::handle::{Access, Handle, HandleCore};
 // loom's primitives under `--cfg loom` (see loom_shim.rs and its models).
@@ -52,7 +53,7 @@ pub struct Task {
     pub(crate) codelet: Codelet,
     pub(crate) accesses: Accesses,
     pub(crate) after: Vec<Arc<TaskNode>>,
-    pub(crate) arg: Option<Box<dyn Any + Send + Sync>>,
+    pub(crate) arg: Arg,
     pub(crate) priority: i32,
 }
 
@@ -64,7 +65,7 @@ impl Task {
             codelet: codelet.clone(),
             accesses: Accesses::new(),
             after: Vec::new(),
-            arg: None,
+            arg: Arg::None,
             priority: 0,
         }
     }
@@ -103,10 +104,11 @@ impl Task {
     }
 
     /// A value the implementation reads with [`TaskCtx::arg`](crate::TaskCtx::arg)
-    /// (StarPU's `cl_arg`).
+    /// (StarPU's `cl_arg`). Values of up to 16 bytes and pointer alignment are stored in
+    /// the task itself; larger ones are boxed.
     #[inline]
     pub fn arg<A: Any + Send + Sync>(mut self, arg: A) -> Task {
-        self.arg = Some(Box::new(arg));
+        self.arg = Arg::new(arg);
         self
     }
 
@@ -124,7 +126,7 @@ pub(crate) struct Body {
     /// Predecessor ids, for the trace (StarPU's DependsOn). Built by the submitter without
     /// a lock and published with the body.
     pub(crate) preds: Preds,
-    pub(crate) arg: Option<Box<dyn Any + Send + Sync>>,
+    pub(crate) arg: Arg,
 }
 
 pub(crate) enum Kind {

@@ -33,10 +33,12 @@ struct GraphState {
 
 /// The task's `cl_arg`: which point of which graph it is. The graphs themselves are held
 /// by the codelet's closure, so that submitting a task touches no shared reference count.
+/// 16 bytes, so that the runtime stores it in the task without an allocation (a point
+/// index fits in 32 bits: Task Bench's widths are C `int`s).
 struct PointArg {
-    graph: usize,
     t: i64,
-    x: i64,
+    x: i32,
+    graph: u32,
 }
 
 /// The codelet of a kernel, for every graph of `states` that uses it (one task type per
@@ -45,15 +47,16 @@ struct PointArg {
 fn point_codelet(kind: KernelType, states: Arc<[GraphState]>) -> Codelet {
     Codelet::new(kind.codelet_name()).cpu(move |ctx| {
         let a = ctx.arg::<PointArg>();
-        let st = &states[a.graph];
+        let st = &states[a.graph as usize];
+        let x = i64::from(a.x);
         let out = ctx.w::<PointOutput>(0);
         let inputs = st
             .deps
-            .inputs(&st.graph, a.t, a.x)
+            .inputs(&st.graph, a.t, x)
             .enumerate()
             .map(|(i, d)| (d, ctx.r::<PointOutput>(i + 1)));
-        let h = execute_point(&st.graph, a.t, a.x, inputs, out);
-        st.sums.record(a.t, a.x, h);
+        let h = execute_point(&st.graph, a.t, x, inputs, out);
+        st.sums.record(a.t, x, h);
     })
 }
 
@@ -154,7 +157,13 @@ pub(crate) fn run(
                 for d in st.deps.inputs(g, t, x) {
                     task = task.r(&hs[(field(t - 1) + d) as usize]);
                 }
-                rt.submit(task.arg(PointArg { graph: gi, t, x }))?;
+                rt.submit(task.arg(PointArg {
+                    t,
+                    // Each point has a registered handle: 2^31 of them would not fit in
+                    // memory, so neither index can overflow.
+                    x: i32::try_from(x).expect("a point index fits in 32 bits"),
+                    graph: u32::try_from(gi).expect("a graph index fits in 32 bits"),
+                }))?;
             }
         }
     }

@@ -1,0 +1,179 @@
+//! A task's argument (StarPU's `cl_arg`), stored inline when it is small.
+//!
+//! Boxing every argument cost an allocation by the submitting thread and a free by the
+//! worker that ran the task, which is a free into another thread's heap: with mimalloc,
+//! `perf annotate` showed the worker waiting on the compare-and-swap of that heap's
+//! cross-thread free list, on the path from a task's end to the release of its
+//! successors. Arguments of at most [`INLINE_BYTES`] bytes and pointer alignment (an index,
+//! a pair of coordinates, a flag array) now live in the task itself; larger ones are still
+//! boxed.
+
+use std::any::{Any, TypeId};
+use std::mem::{align_of, size_of, ManuallyDrop, MaybeUninit};
+
+/// Largest argument stored without an allocation.
+pub(crate) const INLINE_BYTES: usize = 16;
+
+type Words = [MaybeUninit<usize>; INLINE_BYTES / size_of::<usize>()];
+
+/// What the inline storage needs to know about the type it holds.
+pub(crate) struct Meta {
+    type_id: fn() -> TypeId,
+    /// Drops the value in place.
+    drop: unsafe fn(*mut Words),
+}
+
+trait HasMeta {
+    const META: Meta;
+}
+
+impl<A: Any> HasMeta for A {
+    const META: Meta = Meta {
+        type_id: TypeId::of::<A>,
+        drop: drop_inline::<A>,
+    };
+}
+
+/// # Safety
+/// `words` holds a valid `A`, written by [`Arg::new`], not dropped yet.
+unsafe fn drop_inline<A>(words: *mut Words) {
+    // SAFETY: by the contract, the storage holds an initialised `A`, suitably aligned
+    // (checked by `Arg::new`), and nothing reads it after this drop.
+    unsafe { std::ptr::drop_in_place(words.cast::<A>()) }
+}
+
+/// A task's argument: none, inline, or boxed.
+pub(crate) enum Arg {
+    None,
+    /// `words` holds a value of the type `meta` describes.
+    Inline {
+        words: Words,
+        meta: &'static Meta,
+    },
+    Boxed(Box<dyn Any + Send + Sync>),
+}
+
+// SAFETY: an inline value is an `A: Send + Sync` (the bound of `Arg::new`), so sending or
+// sharing the `Arg` sends or shares only that value.
+unsafe impl Send for Arg {}
+unsafe impl Sync for Arg {}
+
+impl Arg {
+    /// Stores `value`, inline if it fits.
+    #[inline]
+    pub(crate) fn new<A: Any + Send + Sync>(value: A) -> Arg {
+        if size_of::<A>() <= INLINE_BYTES && align_of::<A>() <= align_of::<Words>() {
+            let mut words: Words = [MaybeUninit::uninit(); INLINE_BYTES / size_of::<usize>()];
+            let value = ManuallyDrop::new(value);
+            // SAFETY: `A` fits in `words` and needs no stricter alignment (checked above);
+            // the value is moved in bitwise and `ManuallyDrop` keeps it from being dropped
+            // here: from now on `words` owns it, and `Drop for Arg` drops it once.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (&*value as *const A).cast::<u8>(),
+                    words.as_mut_ptr().cast::<u8>(),
+                    size_of::<A>(),
+                )
+            };
+            Arg::Inline {
+                words,
+                meta: &<A as HasMeta>::META,
+            }
+        } else {
+            Arg::Boxed(Box::new(value))
+        }
+    }
+
+    /// Whether there is an argument.
+    pub(crate) fn is_some(&self) -> bool {
+        !matches!(self, Arg::None)
+    }
+
+    /// The argument, if it is an `A`.
+    #[inline]
+    pub(crate) fn get<A: Any>(&self) -> Option<&A> {
+        match self {
+            Arg::None => None,
+            Arg::Inline { words, meta } => {
+                if (meta.type_id)() == TypeId::of::<A>() {
+                    // SAFETY: `words` holds an initialised `A` (its type id says so),
+                    // aligned by `Arg::new`; the reference borrows `self`.
+                    Some(unsafe { &*words.as_ptr().cast::<A>() })
+                } else {
+                    None
+                }
+            }
+            Arg::Boxed(b) => (&**b as &dyn Any).downcast_ref::<A>(),
+        }
+    }
+}
+
+impl Drop for Arg {
+    fn drop(&mut self) {
+        if let Arg::Inline { words, meta } = self {
+            // SAFETY: `words` holds the value `Arg::new` moved in, never dropped before
+            // (this is the only place that drops it, and it runs once).
+            unsafe { (meta.drop)(words) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// Counts its drops.
+    struct Counted(Arc<AtomicUsize>, u32);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn small_values_are_inline_and_read_back() {
+        let a = Arg::new((3u32, -7i32, 9u64));
+        assert!(matches!(a, Arg::Inline { .. }));
+        assert_eq!(a.get::<(u32, i32, u64)>(), Some(&(3, -7, 9)));
+        assert_eq!(a.get::<u64>(), None, "another type is refused");
+        let flags = Arg::new([true, false, true, true]);
+        assert_eq!(flags.get::<[bool; 4]>(), Some(&[true, false, true, true]));
+        let unit = Arg::new(());
+        assert_eq!(unit.get::<()>(), Some(&()));
+        assert!(!Arg::None.is_some() && unit.is_some());
+    }
+
+    #[test]
+    fn large_or_overaligned_values_are_boxed() {
+        let big = Arg::new([7u64; 3]);
+        assert!(matches!(big, Arg::Boxed(_)));
+        assert_eq!(big.get::<[u64; 3]>(), Some(&[7; 3]));
+        #[repr(align(32))]
+        #[derive(Debug, PartialEq)]
+        struct Wide(u8);
+        let wide = Arg::new(Wide(5));
+        assert!(matches!(wide, Arg::Boxed(_)));
+        assert_eq!(wide.get::<Wide>(), Some(&Wide(5)));
+    }
+
+    #[test]
+    fn each_value_is_dropped_exactly_once() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let inline = Arg::new(Counted(drops.clone(), 1));
+        assert!(matches!(inline, Arg::Inline { .. }));
+        assert_eq!(inline.get::<Counted>().map(|c| c.1), Some(1));
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "storing does not drop");
+        drop(inline);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        let boxed = Arg::new((Counted(drops.clone(), 2), [0u64; 4]));
+        assert!(matches!(boxed, Arg::Boxed(_)));
+        drop(boxed);
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+        // An owning pointer inline: its heap buffer is freed by the drop.
+        let s = Arg::new(Box::<str>::from("cl_arg"));
+        assert!(matches!(s, Arg::Inline { .. }));
+        assert_eq!(s.get::<Box<str>>().map(|b| &**b), Some("cl_arg"));
+    }
+}
