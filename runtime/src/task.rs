@@ -65,7 +65,7 @@ impl Task {
             codelet: codelet.clone(),
             accesses: Accesses::new(),
             after: Vec::new(),
-            arg: Arg::None,
+            arg: Arg::NONE,
             priority: 0,
         }
     }
