@@ -5,6 +5,7 @@
 //! read. One origin for every thread is what lets the attribution clip task executions to
 //! meter intervals without any per-thread offset.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -47,9 +48,15 @@ struct Origin {
     tsc: Option<Tsc>,
 }
 
+/// The TSC calibration again, for [`Clock::now`]'s fast path: `TSC_SCALE` is the
+/// origin's `ns_per_tick_q32` once the origin is set and uses the TSC, 0 before or
+/// otherwise; `TSC_BASE` is its `tsc0`, stored before the scale is published.
+static TSC_BASE: AtomicU64 = AtomicU64::new(0);
+static TSC_SCALE: AtomicU64 = AtomicU64::new(0);
+
 fn origin() -> &'static Origin {
     static ORIGIN: OnceLock<Origin> = OnceLock::new();
-    ORIGIN.get_or_init(|| {
+    let o = ORIGIN.get_or_init(|| {
         // The wall clock first: the origin is the start of the calibration, microseconds
         // later, not its end (2 ms later).
         let unix_ns = SystemTime::now()
@@ -62,7 +69,14 @@ fn origin() -> &'static Origin {
             unix_ns,
             tsc,
         }
-    })
+    });
+    if let Some(t) = &o.tsc {
+        if TSC_SCALE.load(Ordering::Relaxed) == 0 {
+            TSC_BASE.store(t.tsc0, Ordering::Relaxed);
+            TSC_SCALE.store(t.ns_per_tick_q32, Ordering::Release);
+        }
+    }
+    o
 }
 
 /// The time-stamp counter as the trace clock, on x86-64 where the kernel itself trusts it.
@@ -134,10 +148,16 @@ impl Tsc {
 
     #[inline]
     fn ns_since_origin(&self, tsc: u64) -> u64 {
-        // Wrapping: a read a few cycles before `tsc0` on another core gives 0, not 2^64.
-        let ticks = tsc.saturating_sub(self.tsc0) as u128;
-        ((ticks * self.ns_per_tick_q32 as u128) >> 32) as u64
+        ns_since(tsc, self.tsc0, self.ns_per_tick_q32)
     }
+}
+
+/// Nanoseconds from `tsc0` to `tsc` at `ns_per_tick_q32` (32.32 fixed point).
+#[inline]
+fn ns_since(tsc: u64, tsc0: u64, ns_per_tick_q32: u64) -> u64 {
+    // Saturating: a read a few cycles before `tsc0` on another core gives 0, not 2^64.
+    let ticks = tsc.saturating_sub(tsc0) as u128;
+    ((ticks * ns_per_tick_q32 as u128) >> 32) as u64
 }
 
 #[inline]
@@ -161,6 +181,13 @@ impl Clock {
     /// Now, on the trace clock.
     #[inline]
     pub fn now() -> Timestamp {
+        // Fast path, once calibrated: two loads and the TSC, no call, no `OnceLock` check.
+        let scale = TSC_SCALE.load(Ordering::Acquire);
+        if scale != 0 {
+            if let Some(t) = read_tsc() {
+                return Timestamp(ns_since(t, TSC_BASE.load(Ordering::Relaxed), scale));
+            }
+        }
         let o = origin();
         if let Some(tsc) = &o.tsc {
             if let Some(t) = read_tsc() {
