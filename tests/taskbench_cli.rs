@@ -24,6 +24,16 @@ fn field<'a>(out: &'a str, prefix: &str) -> &'a str {
         .trim()
 }
 
+/// The systems of a `bench metg --json` summary, in order.
+fn summary_systems(v: &serde_json::Value) -> Vec<&str> {
+    v["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["system"].as_str().unwrap())
+        .collect()
+}
+
 fn run(flags: &str, system: &[&str]) -> Report {
     let mut args = vec!["bench", "taskbench"];
     args.extend(flags.split_whitespace());
@@ -241,12 +251,7 @@ fn metg_sweep_json_is_complete() {
     ]);
     // 3 iteration counts x 2 repetitions x (lws, rayon, sequential).
     assert_eq!(v["samples"].as_array().unwrap().len(), 18);
-    let systems: Vec<&str> = v["summary"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["system"].as_str().unwrap())
-        .collect();
+    let systems = summary_systems(&v);
     assert_eq!(systems, ["taskwatt/lws", "rayon", "sequential"]);
     assert!(v["peak"]["flops_per_core"].as_f64().unwrap() > 1e8);
 }
@@ -274,12 +279,7 @@ fn metg_measures_tracing_both_ways_and_checks_external_programs() {
         "2",
         "--json",
     ]);
-    let systems: Vec<&str> = v["summary"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["system"].as_str().unwrap())
-        .collect();
+    let systems = summary_systems(&v);
     assert_eq!(systems, ["taskwatt/ws", "taskwatt/ws-untraced"]);
 
     // An external program that cannot be run: the error names it and how to build one.

@@ -8,6 +8,14 @@ use taskwatt_runtime::Runtime;
 /// Both tests set process-wide variables that every `build()` reads: one at a time.
 static ENV: Mutex<()> = Mutex::new(());
 
+/// The error of building a one-worker runtime with the environment as it is.
+fn build_error() -> String {
+    match Runtime::builder().workers(1).build() {
+        Ok(_) => panic!("the build should have failed"),
+        Err(e) => e.to_string(),
+    }
+}
+
 #[test]
 fn policy_from_environment_variable() {
     let _env = ENV.lock().unwrap_or_else(|p| p.into_inner());
@@ -17,12 +25,7 @@ fn policy_from_environment_variable() {
     assert_eq!(rt.policy_name(), "prio");
     drop(rt);
     std::env::set_var("TASKWATT_SCHED", "nope");
-    let err = Runtime::builder()
-        .workers(1)
-        .build()
-        .err()
-        .unwrap()
-        .to_string();
+    let err = build_error();
     assert!(
         err.contains("TASKWATT_SCHED") && err.contains("nope"),
         "{err}"
@@ -45,12 +48,7 @@ fn idle_policy_from_environment_variable() {
     let _env = ENV.lock().unwrap_or_else(|p| p.into_inner());
     // Only this test touches TASKWATT_IDLE_US in this binary.
     std::env::set_var(IDLE_ENV, "fifty");
-    let err = Runtime::builder()
-        .workers(1)
-        .build()
-        .err()
-        .unwrap()
-        .to_string();
+    let err = build_error();
     assert!(
         err.contains("TASKWATT_IDLE_US=fifty") && err.contains("<spin>,<yield>"),
         "{err}"
