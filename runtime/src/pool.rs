@@ -1,12 +1,13 @@
 //! Recycling task nodes: a finished node goes back to the submitters instead of the
 //! allocator.
 //!
-//! Every task needs a node (~300 bytes), made by the submitting thread and, most often,
+//! Every task needs a node (256 bytes), made by the submitting thread and, most often,
 //! last referenced by the worker that ran it. Freed there, it goes back to the allocator
 //! of another thread: glibc's malloc then takes a lock on the submitter's arena for each
-//! free, and the empty-task overhead benchmark measured ~1 µs per task with glibc against
-//! ~0.55 µs with mimalloc. The pool makes the runtime's speed independent of the global
-//! allocator.
+//! free: a probe of empty tasks (traced, 2 workers) measured ~1 µs per task with glibc
+//! against ~0.55 µs with mimalloc, and 0.38 to 0.42 µs with glibc and the pool. Nodes that
+//! stay referenced after they finish (by a handle's last writer, say) are still freed by
+//! whoever drops the last reference.
 //!
 //! - A worker that holds the only reference to a node it finished keeps it in its batch
 //!   (see `worker.rs`, `Done`) and hands the batch over when it reports its finished
@@ -34,7 +35,7 @@ pub(crate) struct NodePool {
 }
 
 impl NodePool {
-    /// Most nodes kept (about 300 bytes each).
+    /// Most nodes kept (256 bytes each).
     pub(crate) const CAP: usize = 4096;
 
     pub(crate) fn new() -> NodePool {
