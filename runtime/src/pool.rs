@@ -95,7 +95,11 @@ impl NodePool {
             }
             std::mem::swap(&mut *spare, &mut *returned);
         }
-        spare.pop()
+        let node = spare.pop();
+        if let Some(next) = spare.last() {
+            prefetch_for_write(next);
+        }
+        node
     }
 
     /// Nodes held (spare and returned), for tests.
@@ -103,6 +107,30 @@ impl NodePool {
     fn len(&self) -> usize {
         self.spare.lock().len() + self.returned.lock().len()
     }
+}
+
+/// Asks for the lines of `node` (its reference counts included) in this core's cache, ready
+/// to be written: a pooled node was last written by the worker that ran it, and without
+/// this its first write by the submitter stalls on that core's copy. Taking the next node
+/// prefetches it, one submission ahead of its use.
+#[inline]
+fn prefetch_for_write(node: &Arc<TaskNode>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
+        // The counts sit just before the value in the `Arc`'s allocation.
+        let first = (Arc::as_ptr(node) as usize).saturating_sub(2 * std::mem::size_of::<usize>());
+        let end = Arc::as_ptr(node) as usize + std::mem::size_of::<TaskNode>();
+        let mut line = first & !63;
+        while line < end {
+            // SAFETY: a prefetch is a hint: it reads no memory architecturally and cannot
+            // fault, whatever the address (these lines belong to a live allocation anyway).
+            unsafe { _mm_prefetch::<_MM_HINT_ET0>(line as *const i8) };
+            line += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = node;
 }
 
 #[cfg(test)]
