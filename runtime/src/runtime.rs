@@ -13,7 +13,7 @@
 //! 4. Join the worker threads.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -245,6 +245,8 @@ impl RuntimeBuilder {
             waiters: CachePadded::new(Waiters::new()),
             count: TaskCount::new(),
             executed: CachePadded::new(AtomicU64::new(0)),
+            spinners: CachePadded::new(AtomicUsize::new(0)),
+            max_spinners: (workers.len() / 2).max(1),
             nodes: NodePool::new(),
             failed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
@@ -417,6 +419,9 @@ pub(crate) struct Shared {
     pub(crate) waiters: CachePadded<Waiters>,
     count: TaskCount,
     pub(crate) executed: CachePadded<AtomicU64>,
+    /// Idle workers polling busily now, and how many may (see worker.rs, `find_task`).
+    pub(crate) spinners: CachePadded<AtomicUsize>,
+    pub(crate) max_spinners: usize,
     /// Finished nodes, recycled for new tasks.
     pub(crate) nodes: NodePool,
     pub(crate) failed: AtomicU64,
