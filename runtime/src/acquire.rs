@@ -114,16 +114,13 @@ impl Runtime {
         handle.core.unregistered.store(true, Ordering::Release);
         // SAFETY: the write acquisition is granted: no task accesses the data until `node`
         // finishes below, and this thread holds no other reference to it.
-        let value = unsafe { handle.core.take() };
+        let value = unsafe { handle.core.data_mut() }.take::<T>();
         self.finish_acquire(&node);
-        let value = value.ok_or(RuntimeError::Unregistered {
+        // A `Handle<T>` holds a `T` until it is unregistered.
+        value.ok_or(RuntimeError::Unregistered {
             codelet: "<unregister>".into(),
             handle: handle.core.id,
-        })?;
-        match value.downcast::<T>() {
-            Ok(v) => Ok(*v),
-            Err(_) => unreachable!("a Handle<T> always holds a T"),
-        }
+        })
     }
 
     fn finish_acquire(&self, node: &TaskNode) {
@@ -138,7 +135,7 @@ impl<T: 'static> Deref for ReadGuard<'_, T> {
         // SAFETY: the read acquisition is granted and lives as long as `self`: no writer
         // runs meanwhile.
         let data = unsafe { self.core.data_ref() };
-        data.and_then(|d| (d as &dyn std::any::Any).downcast_ref::<T>())
+        data.get::<T>()
             .expect("a registered Handle<T> holds a T until unregistered")
     }
 }
@@ -148,7 +145,7 @@ impl<T: 'static> Deref for WriteGuard<'_, T> {
     fn deref(&self) -> &T {
         // SAFETY: the write acquisition is granted: nothing else accesses the data.
         let data = unsafe { self.core.data_ref() };
-        data.and_then(|d| (d as &dyn std::any::Any).downcast_ref::<T>())
+        data.get::<T>()
             .expect("a registered Handle<T> holds a T until unregistered")
     }
 }
@@ -157,7 +154,7 @@ impl<T: 'static> DerefMut for WriteGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as for `deref`, and `&mut self` makes this the only reference.
         let data = unsafe { self.core.data_mut() };
-        data.and_then(|d| (d as &mut dyn std::any::Any).downcast_mut::<T>())
+        data.get_mut::<T>()
             .expect("a registered Handle<T> holds a T until unregistered")
     }
 }

@@ -103,10 +103,9 @@ impl<'a> TaskCtx<'a> {
         // released it only after every earlier writer finished, and no later writer starts
         // before it finishes), and the flags above exclude a `&mut` from this context.
         let data = unsafe { core.data_ref() };
-        match data {
-            Some(d) => (d as &dyn Any)
-                .downcast_ref::<T>()
-                .unwrap_or_else(|| self.wrong_type::<T>(i)),
+        match data.get::<T>() {
+            Some(v) => v,
+            None if data.is_some() => self.wrong_type::<T>(i),
             None => self.fail(i, "was unregistered"),
         }
     }
@@ -130,12 +129,11 @@ impl<'a> TaskCtx<'a> {
         // accessing the handle), and the flag above makes this the only reference to buffer
         // `i` handed out by this context.
         let data = unsafe { core.data_mut() };
-        match data {
-            Some(d) => (d as &mut dyn Any)
-                .downcast_mut::<T>()
-                .unwrap_or_else(|| self.wrong_type::<T>(i)),
-            None => self.fail(i, "was unregistered"),
+        if !data.is_some() {
+            self.fail(i, "was unregistered");
         }
+        data.get_mut::<T>()
+            .unwrap_or_else(|| self.wrong_type::<T>(i))
     }
 
     /// Same as [`TaskCtx::w`]: exclusive access to a buffer declared RW (or W).

@@ -23,7 +23,6 @@
 //! copy on `n` valid (fetching it from a valid node), a write on `n` invalidates the others.
 //! See docs/accelerators.md.
 
-use std::any::Any;
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -32,6 +31,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
+use crate::inline::Value;
 use crate::task::TaskNode;
 
 /// How a task accesses a handle.
@@ -88,10 +88,11 @@ pub(crate) struct HandleCore {
     pub(crate) deps: Mutex<HandleDeps>,
     pub(crate) unregistered: AtomicBool,
     replicas: [AtomicU8; MAX_MEMORY_NODES],
-    data: UnsafeCell<Option<Box<dyn Any + Send + Sync>>>,
+    /// The value, inline when it is small (see inline.rs); none once unregistered.
+    data: UnsafeCell<Value>,
 }
 
-// SAFETY: `data` is only touched through `data_ref`/`data_mut`/`take`, whose callers hold
+// SAFETY: `data` is only touched through `data_ref` and `data_mut`, whose callers hold
 // the access rights that the dependency protocol grants (shared for readers, exclusive for
 // a writer or the unregistering thread); `T: Send + Sync` is required at registration.
 unsafe impl Sync for HandleCore {}
@@ -116,38 +117,29 @@ impl HandleCore {
                 AtomicU8::new(ReplicaState::Invalid as u8),
                 AtomicU8::new(ReplicaState::Invalid as u8),
             ],
-            data: UnsafeCell::new(Some(Box::new(value))),
+            data: UnsafeCell::new(Value::new(value)),
         }
     }
 
-    /// Shared access to the value.
+    /// Shared access to the value (none once unregistered).
     ///
     /// # Safety
     /// The caller holds read rights: it is a task with an R access that the dependencies
     /// released, or an acquirer whose acquisition was granted; no writer runs meanwhile.
-    pub(crate) unsafe fn data_ref(&self) -> Option<&(dyn Any + Send + Sync)> {
+    pub(crate) unsafe fn data_ref(&self) -> &Value {
         // SAFETY: by the caller's contract no `&mut` to the value exists while this `&` does.
-        unsafe { (*self.data.get()).as_deref() }
+        unsafe { &*self.data.get() }
     }
 
-    /// Exclusive access to the value.
+    /// Exclusive access to the value (none once unregistered; `Value::take` unregisters).
     ///
     /// # Safety
-    /// The caller holds write rights (a released W/RW task or a granted write acquisition)
-    /// and takes at most one such reference at a time.
+    /// The caller holds write rights (a released W/RW task, a granted write acquisition, or
+    /// the unregistering thread) and takes at most one such reference at a time.
     #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn data_mut(&self) -> Option<&mut (dyn Any + Send + Sync)> {
+    pub(crate) unsafe fn data_mut(&self) -> &mut Value {
         // SAFETY: by the caller's contract this is the only reference to the value.
-        unsafe { (*self.data.get()).as_deref_mut() }
-    }
-
-    /// Takes the value out (unregistration).
-    ///
-    /// # Safety
-    /// As for [`HandleCore::data_mut`].
-    pub(crate) unsafe fn take(&self) -> Option<Box<dyn Any + Send + Sync>> {
-        // SAFETY: exclusive by the caller's contract.
-        unsafe { (*self.data.get()).take() }
+        unsafe { &mut *self.data.get() }
     }
 
     /// Replica state on memory node `node`.

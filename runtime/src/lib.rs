@@ -34,11 +34,11 @@
 //! ```
 
 mod acquire;
-mod arg;
 mod codelet;
 mod context;
 mod error;
 mod handle;
+mod inline;
 mod loom_shim;
 mod pool;
 mod runtime;

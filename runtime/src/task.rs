@@ -24,9 +24,9 @@ use smallvec::SmallVec;
 use taskwatt_scheduler::SchedTask;
 use taskwatt_traces::{TaskId, Timestamp};
 
-use crate::arg::Arg;
 use crate::codelet::{Codelet, CodeletInner};
 use crate::handle::{Access, Handle, HandleCore};
+use crate::inline::Arg;
 // loom's primitives under `--cfg loom` (see loom_shim.rs and its models).
 use crate::loom_shim::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, UnsafeCell};
 

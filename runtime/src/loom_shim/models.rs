@@ -308,7 +308,7 @@ fn submit_after(succ: &Arc<TaskNode>, preds: &[&Arc<TaskNode>]) -> bool {
         succ.set_body(Body {
             accesses: Accesses::new(),
             preds: ids,
-            arg: crate::arg::Arg::NONE,
+            arg: crate::inline::Arg::NONE,
         })
     };
     release_guard(succ)
@@ -441,7 +441,7 @@ fn loom_handle_writer_readers_writer_never_overlap() {
                 n.set_body(Body {
                     accesses: Accesses::new(),
                     preds,
-                    arg: crate::arg::Arg::NONE,
+                    arg: crate::inline::Arg::NONE,
                 })
             };
             release_guard(n)
