@@ -32,6 +32,7 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use crate::inline::Value;
+use crate::pool::NodePool;
 use crate::task::TaskNode;
 
 /// How a task accesses a handle.
@@ -90,6 +91,8 @@ pub(crate) struct HandleCore {
     replicas: [AtomicU8; MAX_MEMORY_NODES],
     /// The value, inline when it is small (see inline.rs); none once unregistered.
     data: UnsafeCell<Value>,
+    /// Where the nodes this handle still holds go when it is dropped (the runtime's pool).
+    pool: Option<Arc<NodePool>>,
 }
 
 // SAFETY: `data` is only touched through `data_ref` and `data_mut`, whose callers hold
@@ -100,7 +103,11 @@ unsafe impl Sync for HandleCore {}
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(0);
 
 impl HandleCore {
-    pub(crate) fn new<T: Send + Sync + 'static>(value: T, bytes: u64) -> HandleCore {
+    pub(crate) fn new<T: Send + Sync + 'static>(
+        value: T,
+        bytes: u64,
+        pool: Option<Arc<NodePool>>,
+    ) -> HandleCore {
         HandleCore {
             id: NEXT_HANDLE.fetch_add(1, Ordering::Relaxed),
             bytes,
@@ -118,6 +125,7 @@ impl HandleCore {
                 AtomicU8::new(ReplicaState::Invalid as u8),
             ],
             data: UnsafeCell::new(Value::new(value)),
+            pool,
         }
     }
 
@@ -175,6 +183,19 @@ impl HandleCore {
     }
 }
 
+impl Drop for HandleCore {
+    fn drop(&mut self) {
+        // The last writer and readers of a handle that is never written again (a graph's
+        // outputs, each written once) would otherwise be freed here, not reused: give the
+        // finished ones nobody else holds back to the pool.
+        if let Some(pool) = &self.pool {
+            let deps = self.deps.get_mut();
+            let readers = std::mem::take(&mut deps.readers);
+            pool.recycle(deps.last_writer.take().into_iter().chain(readers));
+        }
+    }
+}
+
 /// A typed handle on registered data. Cloning it clones the handle, not the data.
 pub struct Handle<T> {
     pub(crate) core: Arc<HandleCore>,
@@ -191,9 +212,9 @@ impl<T> Clone for Handle<T> {
 }
 
 impl<T: Send + Sync + 'static> Handle<T> {
-    pub(crate) fn new(value: T, bytes: u64) -> Handle<T> {
+    pub(crate) fn new(value: T, bytes: u64, pool: Option<Arc<NodePool>>) -> Handle<T> {
         Handle {
-            core: Arc::new(HandleCore::new(value, bytes)),
+            core: Arc::new(HandleCore::new(value, bytes, pool)),
             _t: PhantomData,
         }
     }
@@ -232,7 +253,7 @@ mod tests {
 
     #[test]
     fn msi_states_follow_accesses() {
-        let h = Handle::new(1u32, 4);
+        let h = Handle::new(1u32, 4, None);
         assert_eq!(h.replica_state(0), ReplicaState::Owner);
         h.core.note_access(1, Access::R);
         assert_eq!(h.replica_state(0), ReplicaState::Shared);

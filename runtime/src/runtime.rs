@@ -247,7 +247,7 @@ impl RuntimeBuilder {
             executed: CachePadded::new(AtomicU64::new(0)),
             spinners: CachePadded::new(AtomicUsize::new(0)),
             max_spinners: (workers.len() / 2).max(1),
-            nodes: NodePool::new(),
+            nodes: Arc::new(NodePool::new()),
             failed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
             report: Mutex::new(Report::default()),
@@ -422,8 +422,9 @@ pub(crate) struct Shared {
     /// Idle workers polling busily now, and how many may (see worker.rs, `find_task`).
     pub(crate) spinners: CachePadded<AtomicUsize>,
     pub(crate) max_spinners: usize,
-    /// Finished nodes, recycled for new tasks.
-    pub(crate) nodes: NodePool,
+    /// Finished nodes, recycled for new tasks (shared with the handles registered here,
+    /// which give back the nodes they hold when they are dropped).
+    pub(crate) nodes: Arc<NodePool>,
     pub(crate) failed: AtomicU64,
     cancelled: AtomicU64,
     pub(crate) report: Mutex<Report>,
@@ -680,12 +681,12 @@ impl Runtime {
     /// Registers `value` as data that tasks access through the returned handle. It counts
     /// `size_of::<T>()` bytes in task footprints; see [`Runtime::register_bytes`].
     pub fn register<T: Send + Sync + 'static>(&self, value: T) -> Handle<T> {
-        Handle::new(value, std::mem::size_of::<T>() as u64)
+        self.register_bytes(value, std::mem::size_of::<T>() as u64)
     }
 
     /// Registers `value`, counting `bytes` in task footprints (e.g. a tile's data size).
     pub fn register_bytes<T: Send + Sync + 'static>(&self, value: T, bytes: u64) -> Handle<T> {
-        Handle::new(value, bytes)
+        Handle::new(value, bytes, Some(self.shared.nodes.clone()))
     }
 
     /// Submits a task. Returns at once; the task runs when its dependencies are satisfied.

@@ -421,7 +421,7 @@ fn loom_handle_writer_readers_writer_never_overlap() {
     // W0 is submitted first and runs on a worker while R1, R2 and W3 are submitted on the
     // same handle: R1 and R2 depend on W0, W3 on both readers.
     check(None, || {
-        let core = HandleCore::new(0u64, 8);
+        let core = HandleCore::new(0u64, 8, None);
         let data = Arc::new(Data::new());
         let ran = Arc::new(Count::new(0));
         let modes = [Access::W, Access::R, Access::R, Access::RW];
