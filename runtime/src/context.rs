@@ -145,7 +145,7 @@ impl<'a> TaskCtx<'a> {
 
     fn slot(&self, i: usize) -> (&crate::handle::HandleCore, Access) {
         match self.body.accesses.get(i) {
-            Some((core, mode)) => (core, *mode),
+            Some(slot) => slot,
             None => panic!(
                 "codelet `{}` asked for buffer {i} but the task declared {} access(es)",
                 self.codelet,

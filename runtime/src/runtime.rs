@@ -702,9 +702,9 @@ impl Runtime {
                 max: MAX_ACCESSES,
             });
         }
-        check_distinct(&codelet.name, &accesses)?;
+        check_distinct(&codelet.name, accesses.handles())?;
         let mut footprint = 0;
-        for (core, _) in &accesses {
+        for core in accesses.handles() {
             if core.unregistered.load(Ordering::Acquire) {
                 return Err(RuntimeError::Unregistered {
                     codelet: codelet.name.clone(),
@@ -728,8 +728,8 @@ impl Runtime {
             )
         });
         let mut preds = Preds::new();
-        for (core, mode) in &accesses {
-            link(core, *mode, &node, &mut preds);
+        for (core, mode) in accesses.iter() {
+            link(core, mode, &node, &mut preds);
         }
         for pred in &task.after {
             pred.add_successor(&node, &mut preds);
@@ -868,15 +868,9 @@ impl Drop for Runtime {
 
 /// Rejects a handle listed twice by one task: two buffer indices on one value would let
 /// the implementation alias a `&mut`.
-fn check_distinct(
-    codelet: &str,
-    accesses: &[(Arc<HandleCore>, Access)],
-) -> Result<(), RuntimeError> {
-    for (i, (a, _)) in accesses.iter().enumerate() {
-        if let Some(j) = accesses[i + 1..]
-            .iter()
-            .position(|(b, _)| Arc::ptr_eq(a, b))
-        {
+fn check_distinct(codelet: &str, handles: &[Arc<HandleCore>]) -> Result<(), RuntimeError> {
+    for (i, a) in handles.iter().enumerate() {
+        if let Some(j) = handles[i + 1..].iter().position(|b| Arc::ptr_eq(a, b)) {
             return Err(RuntimeError::DuplicateAccess {
                 codelet: codelet.to_string(),
                 handle: a.id,

@@ -285,8 +285,8 @@ fn execute(
     };
     if ctx.memory_node != 0 {
         // Replicas on a device node: update the MSI states (the transfer hook goes here).
-        for (core, mode) in &body.accesses {
-            core.note_access(ctx.memory_node, *mode);
+        for (core, mode) in body.accesses.iter() {
+            core.note_access(ctx.memory_node, mode);
         }
     }
     let cid = node.codelet_id;
