@@ -254,6 +254,14 @@ fn metg_sweep_json_is_complete() {
     let systems = summary_systems(&v);
     assert_eq!(systems, ["taskwatt/lws", "rayon", "sequential"]);
     assert!(v["peak"]["flops_per_core"].as_f64().unwrap() > 1e8);
+    // The host's steal, over the sweep and per run (runs stolen from are repeated, by
+    // default at most 3 times).
+    let share = v["host_steal"].as_f64().expect("Linux has /proc/stat");
+    assert!((0.0..=1.0).contains(&share), "{share}");
+    for s in v["samples"].as_array().unwrap() {
+        assert!(s["repeats"].as_u64().unwrap() <= 3, "{s}");
+        assert!(s["steal"].as_f64().is_some(), "{s}");
+    }
 }
 
 #[test]
@@ -310,6 +318,13 @@ fn metg_measures_tracing_both_ways_and_checks_external_programs() {
     let out = taskwatt(&["bench", "metg", "--external", "starpu"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("NAME=PATH"));
+    let out = taskwatt(&["bench", "metg", "--max-steal", "200"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("from 0 to 100") && err.contains("off"),
+        "{err}"
+    );
 }
 
 #[test]

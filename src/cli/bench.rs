@@ -7,8 +7,8 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use taskwatt::taskbench::{
-    help, measure_peak, median, summarise, sweep, wants_help, App, Dependence, KernelType,
-    MetgConfig, Peak, Sample, System, SystemMetg, Tracing,
+    help, measure_peak, median, summarise, sweep, wants_help, App, CpuTicks, Dependence,
+    KernelType, MetgConfig, Peak, Sample, System, SystemMetg, Tracing,
 };
 
 use super::CliResult;
@@ -76,6 +76,13 @@ struct MetgArgs {
     /// Smallest iteration count, as a power of two.
     #[arg(long, default_value_t = 4)]
     min_log2: u32,
+    /// Repeat a run during which the host (hypervisor) gave more than this percentage of
+    /// the CPU time to other guests (`steal` in /proc/stat); `off`: never.
+    #[arg(long, default_value = "5", value_parser = parse_max_steal)]
+    max_steal: StealLimit,
+    /// At most this many repeats of one run for steal; the last is kept either way.
+    #[arg(long, default_value_t = 3)]
+    steal_retries: usize,
     /// Print every sample and the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -130,6 +137,8 @@ struct MetgReport<'a> {
     peak: Peak,
     load_average_before: String,
     load_average_after: String,
+    /// Share of the CPU time the host stole over the whole sweep (`null`: unknown).
+    host_steal: Option<f64>,
     summary: Vec<SystemMetg>,
     samples: Vec<Sample>,
 }
@@ -193,10 +202,13 @@ fn metg(a: MetgArgs) -> CliResult {
         max_log2: a.max_log2,
         min_log2: a.min_log2,
         threshold: 0.5,
+        max_steal: a.max_steal.0,
+        steal_retries: a.steal_retries,
     };
     cfg.graph(1 << cfg.min_log2)?; // reject a bad graph before measuring anything
 
     let load_before = load_average();
+    let ticks_before = CpuTicks::read();
     let peak = measure_peak(10);
     if !a.json {
         println!(
@@ -221,6 +233,9 @@ fn metg(a: MetgArgs) -> CliResult {
     })?;
     bar.finish_and_clear();
     let load_after = load_average();
+    let host_steal = ticks_before
+        .zip(CpuTicks::read())
+        .map(|(a, b)| a.stolen_since(b));
     let summary = summarise(&samples, &cfg.systems, cfg.threshold, peak.flops_per_core);
 
     if a.json {
@@ -229,6 +244,7 @@ fn metg(a: MetgArgs) -> CliResult {
             peak,
             load_average_before: load_before,
             load_average_after: load_after,
+            host_steal,
             summary,
             samples,
         };
@@ -236,6 +252,7 @@ fn metg(a: MetgArgs) -> CliResult {
         return Ok(());
     }
     println!("load average after: {load_after}");
+    print_steal(&cfg, &samples, host_steal);
     println!();
     print_efficiency_table(&cfg, &samples);
     println!();
@@ -268,6 +285,52 @@ fn metg(a: MetgArgs) -> CliResult {
         );
     }
     Ok(())
+}
+
+/// What the host took: over the sweep, and the runs repeated or kept for it.
+fn print_steal(cfg: &MetgConfig, samples: &[Sample], host_steal: Option<f64>) {
+    let Some(share) = host_steal else {
+        println!("host steal: unknown (/proc/stat unreadable); no run was repeated for it");
+        return;
+    };
+    let repeated: usize = samples.iter().map(|s| s.repeats).sum();
+    let over = |s: &&Sample| matches!((cfg.max_steal, s.steal), (Some(m), Some(v)) if v > m);
+    let kept = samples.iter().filter(over).count();
+    match cfg.max_steal {
+        Some(max) => println!(
+            "host steal: {:.1} % of the CPU time during the sweep; {repeated} runs repeated \
+             (more than {:.0} % stolen){}",
+            share * 100.0,
+            max * 100.0,
+            if kept > 0 {
+                format!(", {kept} kept after {} repeats", cfg.steal_retries)
+            } else {
+                String::new()
+            }
+        ),
+        None => println!(
+            "host steal: {:.1} % of the CPU time during the sweep (no run repeated: \
+             --max-steal off)",
+            share * 100.0
+        ),
+    }
+}
+
+/// `--max-steal`, as a share of the CPU time (`None`: off).
+#[derive(Clone, Copy, Debug)]
+struct StealLimit(Option<f64>);
+
+/// `--max-steal`: a percentage (0 to 100), or `off`.
+fn parse_max_steal(s: &str) -> Result<StealLimit, String> {
+    if s == "off" {
+        return Ok(StealLimit(None));
+    }
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(StealLimit(Some(p / 100.0))),
+        _ => Err(format!(
+            "`{s}`: expected a percentage of CPU time from 0 to 100 (e.g. 5), or `off`"
+        )),
+    }
 }
 
 /// The median of `v` (NaN when empty).

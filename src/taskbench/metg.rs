@@ -12,7 +12,8 @@
 //! the next point (fewer iterations) has a smaller granularity, interpolate linearly, in
 //! (efficiency, granularity), the granularity at exactly 50 %. Task Bench averages the
 //! repetitions' elapsed times first; on a shared machine we also compute one METG per
-//! repetition and report their minimum and median.
+//! repetition and report their minimum and median, and repeat the runs during which the
+//! hypervisor gave our CPU time to other guests (see steal.rs).
 
 use std::time::Instant;
 
@@ -21,6 +22,7 @@ use serde::Serialize;
 use super::error::TaskBenchError;
 use super::graph::{Dependence, TaskGraph};
 use super::kernel::{compute_bound, compute_bound_impl, Kernel, KernelType};
+use super::steal::CpuTicks;
 use super::system::System;
 
 /// What to sweep.
@@ -46,6 +48,11 @@ pub struct MetgConfig {
     pub min_log2: u32,
     /// The efficiency threshold (0.5).
     pub threshold: f64,
+    /// Repeat a run during which the host stole more than this share of the CPU time
+    /// (see steal.rs); `None`: never.
+    pub max_steal: Option<f64>,
+    /// At most this many repeats per run; the last one is kept whatever its steal.
+    pub steal_retries: usize,
 }
 
 impl MetgConfig {
@@ -128,6 +135,10 @@ pub struct Sample {
     pub granularity_us: f64,
     /// (flops / elapsed) / (peak per core x cores).
     pub efficiency: f64,
+    /// Share of the CPU time the host stole during this run (`None`: unknown).
+    pub steal: Option<f64>,
+    /// Runs of this sample discarded for steal before this one.
+    pub repeats: usize,
 }
 
 /// A METG estimate.
@@ -267,11 +278,23 @@ pub fn median(sorted: &[f64]) -> Option<f64> {
 
 /// Runs the sweep: for every iteration count, largest first, `repeat` rounds of every
 /// system, the order rotating each round so that no system always runs first (or right
-/// after the same neighbour). `progress` sees every sample as it is taken.
+/// after the same neighbour). A run during which the host stole more than
+/// `cfg.max_steal` of the CPU time is run again, up to `cfg.steal_retries` times.
+/// `progress` sees every sample as it is taken.
 pub fn sweep(
     cfg: &MetgConfig,
     peak: &Peak,
     progress: &mut dyn FnMut(&Sample),
+) -> Result<Vec<Sample>, TaskBenchError> {
+    sweep_with_ticks(cfg, peak, progress, &mut CpuTicks::read)
+}
+
+/// [`sweep`], reading the CPU time counters with `ticks` (a scripted host in tests).
+pub(crate) fn sweep_with_ticks(
+    cfg: &MetgConfig,
+    peak: &Peak,
+    progress: &mut dyn FnMut(&Sample),
+    ticks: &mut dyn FnMut() -> Option<CpuTicks>,
 ) -> Result<Vec<Sample>, TaskBenchError> {
     let mut samples = Vec::with_capacity(cfg.runs());
     let n = cfg.systems.len();
@@ -292,7 +315,18 @@ pub fn sweep(
         for rep in 0..cfg.repeat {
             for k in 0..n {
                 let sys = &cfg.systems[(k + rep + pi) % n];
-                let out = sys.run(graphs, cfg.workers)?;
+                let mut repeats = 0;
+                let (out, steal) = loop {
+                    let before = ticks();
+                    let out = sys.run(graphs, cfg.workers)?;
+                    let steal = before.zip(ticks()).map(|(a, b)| a.stolen_since(b));
+                    match (cfg.max_steal, steal) {
+                        (Some(max), Some(s)) if s > max && repeats < cfg.steal_retries => {
+                            repeats += 1;
+                        }
+                        _ => break (out, steal),
+                    }
+                };
                 if let Some(sum) = out.checksum {
                     match &reference {
                         None => reference = Some((sys.label(), sum)),
@@ -320,6 +354,8 @@ pub fn sweep(
                     elapsed_s,
                     granularity_us: elapsed_s * cores as f64 / tasks as f64 * 1e6,
                     efficiency: flops as f64 / elapsed_s / (peak.flops_per_core * cores as f64),
+                    steal,
+                    repeats,
                 };
                 progress(&s);
                 samples.push(s);
@@ -332,6 +368,32 @@ pub fn sweep(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A small stencil sweep of `systems`: 4 steps of width 2, one repetition, one worker,
+    /// 2^4 iterations only, no steal guard.
+    fn small(systems: Vec<System>) -> MetgConfig {
+        MetgConfig {
+            pattern: Dependence::Stencil1d,
+            width: 2,
+            steps: 4,
+            kernel: KernelType::ComputeBound,
+            repeat: 1,
+            workers: 1,
+            systems,
+            max_log2: 4,
+            min_log2: 4,
+            threshold: 0.5,
+            max_steal: None,
+            steal_retries: 0,
+        }
+    }
+
+    /// A made-up peak: 1 GFLOP/s per core.
+    const GIGAFLOP: Peak = Peak {
+        flops_per_core: 1e9,
+        best_seconds: 1.0,
+        implementation: "test",
+    };
 
     #[test]
     fn metg_interpolates_between_the_last_efficient_point_and_the_next() {
@@ -373,6 +435,8 @@ mod tests {
             elapsed_s: 10.0 * (128 * iterations + 64) as f64 / (eff * 1e9),
             granularity_us: (128 * iterations + 64) as f64 / (eff * 1e9) * 1e6,
             efficiency: eff,
+            steal: None,
+            repeats: 0,
         };
         let samples = vec![
             mk(0, 1024, 0.9),
@@ -393,28 +457,65 @@ mod tests {
     #[test]
     fn sweep_orders_and_counts_runs() {
         let cfg = MetgConfig {
-            pattern: Dependence::Stencil1d,
-            width: 2,
-            steps: 4,
-            kernel: KernelType::ComputeBound,
             repeat: 2,
             workers: 2,
-            systems: vec![System::Sequential, System::Rayon],
             max_log2: 6,
-            min_log2: 4,
-            threshold: 0.5,
+            ..small(vec![System::Sequential, System::Rayon])
         };
         assert_eq!(cfg.iterations(), [64, 32, 16]);
-        let peak = Peak {
-            flops_per_core: 1e9,
-            best_seconds: 1.0,
-            implementation: "test",
-        };
+        let peak = GIGAFLOP;
         let mut seen = Vec::new();
         let samples = sweep(&cfg, &peak, &mut |s| seen.push(s.system.clone())).unwrap();
         assert_eq!(samples.len(), cfg.runs());
         assert_eq!(seen[..4], ["sequential", "rayon", "rayon", "sequential"]);
         assert!(samples.iter().all(|s| s.tasks == 8 && s.efficiency > 0.0));
+    }
+
+    #[test]
+    fn runs_the_host_stole_from_are_repeated_up_to_the_limit() {
+        let mut cfg = MetgConfig {
+            max_log2: 5,
+            max_steal: Some(0.05),
+            steal_retries: 3,
+            ..small(vec![System::Sequential])
+        };
+        let peak = GIGAFLOP;
+        // A scripted host: each read advances 100 ticks, of which `stolen[i]` went to
+        // other guests during run i (reads come in pairs around every run).
+        let scripted = |stolen: Vec<u64>| {
+            let mut reads = 0usize;
+            let mut at = CpuTicks { steal: 0, total: 0 };
+            move || {
+                if reads % 2 == 1 {
+                    let s = stolen.get(reads / 2).copied().unwrap_or(0);
+                    at = CpuTicks {
+                        steal: at.steal + s,
+                        total: at.total + 100,
+                    };
+                }
+                reads += 1;
+                Some(at)
+            }
+        };
+        // Point 2^5: stolen 30 %, then 2 % (kept after one repeat). Point 2^4: clean.
+        let mut host = scripted(vec![30, 2, 0]);
+        let samples = sweep_with_ticks(&cfg, &peak, &mut |_| {}, &mut host).unwrap();
+        let got: Vec<(usize, Option<f64>)> = samples.iter().map(|s| (s.repeats, s.steal)).collect();
+        assert_eq!(got, [(1, Some(0.02)), (0, Some(0.0))]);
+        // A host that always steals: three repeats, then the fourth run is kept.
+        let mut greedy = scripted(vec![50; 16]);
+        let samples = sweep_with_ticks(&cfg, &peak, &mut |_| {}, &mut greedy).unwrap();
+        assert!(samples
+            .iter()
+            .all(|s| s.repeats == 3 && s.steal == Some(0.5)));
+        // Off, or where the counters cannot be read: nothing is repeated.
+        cfg.max_steal = None;
+        let mut host = scripted(vec![50; 4]);
+        let samples = sweep_with_ticks(&cfg, &peak, &mut |_| {}, &mut host).unwrap();
+        assert!(samples.iter().all(|s| s.repeats == 0));
+        cfg.max_steal = Some(0.05);
+        let samples = sweep_with_ticks(&cfg, &peak, &mut |_| {}, &mut || None).unwrap();
+        assert!(samples.iter().all(|s| s.repeats == 0 && s.steal.is_none()));
     }
 
     #[cfg(unix)]
@@ -430,29 +531,14 @@ mod tests {
         )
         .unwrap();
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let cfg = MetgConfig {
-            pattern: Dependence::Stencil1d,
-            width: 2,
-            steps: 4,
-            kernel: KernelType::ComputeBound,
-            repeat: 1,
-            workers: 1,
-            systems: vec![
-                System::Sequential,
-                System::External {
-                    name: "fake".into(),
-                    program: fake,
-                },
-            ],
-            max_log2: 4,
-            min_log2: 4,
-            threshold: 0.5,
-        };
-        let peak = Peak {
-            flops_per_core: 1e9,
-            best_seconds: 1.0,
-            implementation: "test",
-        };
+        let cfg = small(vec![
+            System::Sequential,
+            System::External {
+                name: "fake".into(),
+                program: fake,
+            },
+        ]);
+        let peak = GIGAFLOP;
         let e = sweep(&cfg, &peak, &mut |_| {}).unwrap_err();
         assert!(
             matches!(&e, TaskBenchError::ChecksumMismatch { other, .. } if other == "fake"),

@@ -32,6 +32,7 @@ mod kernel;
 mod metg;
 mod point;
 mod random;
+mod steal;
 mod stf;
 mod system;
 
@@ -43,4 +44,5 @@ pub use metg::{
     measure_peak, median, metg, summarise, sweep, Metg, MetgConfig, Peak, Sample, SystemMetg,
 };
 pub use point::{execute_point, PointOutput};
+pub use steal::CpuTicks;
 pub use system::{RunOutcome, System, Tracing};
