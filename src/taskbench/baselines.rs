@@ -29,7 +29,18 @@ struct DataflowGraph<'a> {
     pending: Vec<AtomicU32>,
 }
 
-impl DataflowGraph<'_> {
+impl<'a> DataflowGraph<'a> {
+    fn new(graph: &'a TaskGraph) -> DataflowGraph<'a> {
+        let n = (graph.timesteps * graph.max_width) as usize;
+        DataflowGraph {
+            graph,
+            deps: DepTable::new(graph),
+            sums: Checksums::new(graph),
+            outputs: (0..n).map(|_| OnceLock::new()).collect(),
+            pending: (0..n).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
     fn index(&self, t: i64, x: i64) -> usize {
         (t * self.graph.max_width + x) as usize
     }
@@ -60,6 +71,29 @@ impl DataflowGraph<'_> {
     }
 }
 
+/// Sets every task's count of unfinished inputs and returns the roots (graph index,
+/// timestep, point): the tasks without inputs. The roots are listed here, from the counts
+/// as set, not found later by reading the counts: once a root runs, a count read later
+/// may have reached zero because its task was released, and spawning that task again ran
+/// it twice (seen on a loaded machine as "task (103, 1) ran twice").
+fn set_counts(states: &[DataflowGraph<'_>]) -> Vec<(usize, i64, i64)> {
+    let mut roots = Vec::new();
+    for (gi, st) in states.iter().enumerate() {
+        let g = st.graph;
+        for t in 0..g.timesteps {
+            let offset = g.offset_at_timestep(t);
+            for x in offset..offset + g.width_at_timestep(t) {
+                let n = st.deps.inputs(g, t, x).count() as u32;
+                st.pending[st.index(t, x)].store(n, Ordering::Relaxed);
+                if n == 0 {
+                    roots.push((gi, t, x));
+                }
+            }
+        }
+    }
+    roots
+}
+
 /// Runs `graphs` on a rayon pool of `workers` threads.
 pub(crate) fn run_rayon(
     graphs: &[TaskGraph],
@@ -73,45 +107,17 @@ pub(crate) fn run_rayon(
             system: "rayon".into(),
             message: format!("cannot start the rayon pool: {e}"),
         })?;
-    let states: Vec<DataflowGraph> = graphs
-        .iter()
-        .map(|g| {
-            let n = (g.timesteps * g.max_width) as usize;
-            DataflowGraph {
-                graph: g,
-                deps: DepTable::new(g),
-                sums: Checksums::new(g),
-                outputs: (0..n).map(|_| OnceLock::new()).collect(),
-                pending: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            }
-        })
-        .collect();
+    let states: Vec<DataflowGraph> = graphs.iter().map(DataflowGraph::new).collect();
 
     let start = Instant::now();
     let result = catch_unwind(AssertUnwindSafe(|| {
         pool.scope(|s| {
-            for st in &states {
-                let g = st.graph;
-                for t in 0..g.timesteps {
-                    let offset = g.offset_at_timestep(t);
-                    for x in offset..offset + g.width_at_timestep(t) {
-                        let n = st.deps.inputs(g, t, x).count() as u32;
-                        st.pending[st.index(t, x)].store(n, Ordering::Relaxed);
-                    }
-                }
-            }
-            // Roots are spawned only once every count is set: a root finishing early
-            // must not decrement a count still to be stored.
-            for st in &states {
-                let g = st.graph;
-                for t in 0..g.timesteps {
-                    let offset = g.offset_at_timestep(t);
-                    for x in offset..offset + g.width_at_timestep(t) {
-                        if st.pending[st.index(t, x)].load(Ordering::Relaxed) == 0 {
-                            s.spawn(move |s| st.run_task(s, t, x));
-                        }
-                    }
-                }
+            // Every count is set before any task starts: a root finishing early must not
+            // decrement a count still to be stored.
+            let roots = set_counts(&states);
+            for (gi, t, x) in roots {
+                let st = &states[gi];
+                s.spawn(move |s| st.run_task(s, t, x));
             }
         })
     }));
@@ -197,4 +203,49 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
         .cloned()
         .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_else(|| "a task panicked".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::taskbench::graph::Dependence;
+
+    fn graph(index: i64, dependence: Dependence, steps: i64) -> TaskGraph {
+        let mut g = TaskGraph::new(index);
+        g.dependence = dependence;
+        g.max_width = 2;
+        g.timesteps = steps;
+        g.finish().unwrap()
+    }
+
+    #[test]
+    fn roots_are_the_tasks_without_inputs_and_counts_are_set() {
+        let graphs = [
+            graph(0, Dependence::Stencil1d, 5),
+            graph(1, Dependence::Trivial, 3),
+        ];
+        let states: Vec<DataflowGraph> = graphs.iter().map(DataflowGraph::new).collect();
+        let roots = set_counts(&states);
+        let mut want = vec![(0, 0, 0), (0, 0, 1)];
+        want.extend((0..3).flat_map(|t| [(1, t, 0), (1, t, 1)]));
+        assert_eq!(roots, want);
+        // A stencil task of width 2 reads both points of the timestep before.
+        assert!(states[0].pending[2..]
+            .iter()
+            .all(|p| p.load(Ordering::Relaxed) == 2));
+    }
+
+    #[test]
+    fn every_task_runs_once_run_after_run() {
+        // Before the roots were listed up front, a task released while the spawning loop
+        // was still reading counts could be spawned twice (a panic, "ran twice").
+        let graphs = [
+            graph(0, Dependence::Stencil1d, 200),
+            graph(1, Dependence::NoComm, 200),
+        ];
+        for _ in 0..20 {
+            let out = run_rayon(&graphs, 2).unwrap();
+            assert_eq!(out.tasks_executed, 800);
+        }
+    }
 }
