@@ -80,6 +80,10 @@ impl NodePool {
     /// Takes back the nodes a dropped handle held (see `HandleCore`'s `Drop`): those that
     /// finished and that nobody else holds.
     pub(crate) fn recycle(&self, nodes: impl IntoIterator<Item = Arc<TaskNode>>) {
+        // The others are dropped after the lock is released: dropping a node may drop its
+        // codelet (once the runtime that kept it is gone), whose closure may own a handle,
+        // whose drop recycles again.
+        let mut others = Vec::new();
         let mut spare = None;
         for node in nodes {
             // A unique node that has not finished cannot exist (an unfinished node is
@@ -89,11 +93,13 @@ impl NodePool {
                 let spare = spare.get_or_insert_with(|| self.spare.lock());
                 if spare.len() < Self::CAP {
                     spare.push(node);
+                    continue;
                 }
             }
-            // Anything else is dropped here: a shared node loses one reference, a node
-            // over the cap is freed.
+            others.push(node);
         }
+        drop(spare);
+        drop(others);
     }
 
     /// Makes a node holding `make()`, in a recycled allocation when one is available.
@@ -247,6 +253,44 @@ mod tests {
         let before = rt.shared.nodes.len();
         drop(h);
         assert_eq!(rt.shared.nodes.len(), before + 4);
+    }
+
+    #[test]
+    fn a_node_freed_while_recycling_may_drop_a_handle_that_recycles_too() {
+        use crate::handle::{Access, Handle};
+        use crate::task::{Preds, DONE_OK};
+        let pool = Arc::new(NodePool::new());
+        let other = Codelet::new("other").cpu(|_| {});
+        let finished = |id| {
+            let n = Arc::new(make(id, &other));
+            n.finish(DONE_OK);
+            n
+        };
+        // A handle holding a finished node: dropping it recycles, taking the pool's lock.
+        let h = Handle::new(0u8, 1, Some(pool.clone()));
+        let written = finished(1);
+        crate::runtime::link(&h.core, Access::W, &written, &mut Preds::new());
+        drop(written);
+        // A codelet whose closure owns that handle, referenced by one node only, which
+        // the pool cannot keep since it is full: freeing the node drops the handle.
+        let owner = Codelet::new("owner").cpu(move |_| {
+            let _ = &h;
+        });
+        let node = Arc::new(make(2, &owner));
+        node.finish(DONE_OK);
+        drop(owner);
+        pool.recycle((10..10 + NodePool::CAP as u64).map(finished));
+        assert_eq!(pool.len(), NodePool::CAP);
+        // On another thread, so that a deadlock fails the test instead of hanging it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = pool.clone();
+        std::thread::spawn(move || {
+            p.recycle([node]);
+            tx.send(()).unwrap();
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("recycling a node whose codelet owns a handle must not deadlock");
+        assert_eq!(pool.len(), NodePool::CAP);
     }
 
     #[test]
