@@ -85,7 +85,7 @@ impl Runtime {
         Ok(ReadGuard {
             rt: self,
             node,
-            core: handle.core.clone(),
+            core: Arc::clone(&handle.core),
             _t: PhantomData,
         })
     }
@@ -99,7 +99,7 @@ impl Runtime {
         Ok(WriteGuard {
             rt: self,
             node,
-            core: handle.core.clone(),
+            core: Arc::clone(&handle.core),
             _t: PhantomData,
         })
     }

@@ -25,6 +25,7 @@
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -183,6 +184,59 @@ impl HandleCore {
     }
 }
 
+impl HandleCore {
+    /// Gives a handle that nobody else holds any more back to its runtime's pool, cleared,
+    /// instead of freeing it: the application dropped its last [`Handle`], and no task,
+    /// acquisition or task being built refers to it. Otherwise the last of those frees it
+    /// as usual.
+    ///
+    /// Clearing does at once what freeing would: the value is dropped, and the nodes the
+    /// handle held go back to the node pool. A graph that registers a handle for every
+    /// few tasks and drops it after (the fan-out/fan-in of the overhead benchmark: one
+    /// for every two tasks) thus allocates no handle once the pool is warm.
+    fn retire(mut core: Arc<HandleCore>) {
+        let Some(c) = Arc::get_mut(&mut core) else {
+            return;
+        };
+        let Some(pool) = c.pool.clone() else {
+            return;
+        };
+        // The value's drop may panic: the handle is then freed by the unwinding, and the
+        // assignment has already stored the empty value, so nothing is dropped twice.
+        *c.data.get_mut() = Value::NONE;
+        let deps = c.deps.get_mut();
+        let readers = std::mem::take(&mut deps.readers);
+        pool.recycle(deps.last_writer.take().into_iter().chain(readers));
+        deps.prune_at = READERS_PRUNE_MIN;
+        pool.keep_handle(core);
+    }
+
+    /// A handle holding `value`: a cleared one from `pool` when one was kept, else a new
+    /// allocation.
+    fn make<T: Send + Sync + 'static>(
+        value: T,
+        bytes: u64,
+        pool: Option<&Arc<NodePool>>,
+    ) -> Arc<HandleCore> {
+        if let Some(mut core) = pool.and_then(|p| p.take_handle()) {
+            if let Some(c) = Arc::get_mut(&mut core) {
+                // Cleared by `retire`: no value, no nodes; the pool is the same.
+                c.id = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
+                c.bytes = bytes;
+                c.type_name = std::any::type_name::<T>();
+                *c.unregistered.get_mut() = false;
+                *c.replicas[0].get_mut() = ReplicaState::Owner as u8;
+                for r in &mut c.replicas[1..] {
+                    *r.get_mut() = ReplicaState::Invalid as u8;
+                }
+                *c.data.get_mut() = Value::new(value);
+                return core;
+            }
+        }
+        Arc::new(HandleCore::new(value, bytes, pool.cloned()))
+    }
+}
+
 impl Drop for HandleCore {
     fn drop(&mut self) {
         // The last writer and readers of a handle that is never written again (a graph's
@@ -198,23 +252,33 @@ impl Drop for HandleCore {
 
 /// A typed handle on registered data. Cloning it clones the handle, not the data.
 pub struct Handle<T> {
-    pub(crate) core: Arc<HandleCore>,
+    /// Taken out only by `drop` (see [`HandleCore::retire`]).
+    pub(crate) core: ManuallyDrop<Arc<HandleCore>>,
     _t: PhantomData<fn() -> T>,
 }
 
 impl<T> Clone for Handle<T> {
     fn clone(&self) -> Self {
         Handle {
-            core: self.core.clone(),
+            core: ManuallyDrop::new(Arc::clone(&self.core)),
             _t: PhantomData,
         }
     }
 }
 
+impl<T> Drop for Handle<T> {
+    fn drop(&mut self) {
+        // SAFETY: `core` is taken once, here, and the handle is not used after its drop.
+        let core = unsafe { ManuallyDrop::take(&mut self.core) };
+        HandleCore::retire(core);
+    }
+}
+
 impl<T: Send + Sync + 'static> Handle<T> {
-    pub(crate) fn new(value: T, bytes: u64, pool: Option<Arc<NodePool>>) -> Handle<T> {
+    /// A handle on `value`, reusing one that `pool` kept if it can.
+    pub(crate) fn new(value: T, bytes: u64, pool: Option<&Arc<NodePool>>) -> Handle<T> {
         Handle {
-            core: Arc::new(HandleCore::new(value, bytes, pool)),
+            core: ManuallyDrop::new(HandleCore::make(value, bytes, pool)),
             _t: PhantomData,
         }
     }

@@ -686,7 +686,7 @@ impl Runtime {
 
     /// Registers `value`, counting `bytes` in task footprints (e.g. a tile's data size).
     pub fn register_bytes<T: Send + Sync + 'static>(&self, value: T, bytes: u64) -> Handle<T> {
-        Handle::new(value, bytes, Some(self.shared.nodes.clone()))
+        Handle::new(value, bytes, Some(&self.shared.nodes))
     }
 
     /// Submits a task. Returns at once; the task runs when its dependencies are satisfied.
@@ -856,13 +856,14 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        if self.threads.is_empty() {
-            return;
+        if !self.threads.is_empty() {
+            if let Err(e) = self.wait_all() {
+                eprintln!("taskwatt: runtime dropped with unreported failures: {e}");
+            }
+            self.stop_workers();
         }
-        if let Err(e) = self.wait_all() {
-            eprintln!("taskwatt: runtime dropped with unreported failures: {e}");
-        }
-        self.stop_workers();
+        // The data handles kept for reuse hold the pool: free them, and keep no more.
+        self.shared.nodes.close();
     }
 }
 

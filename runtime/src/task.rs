@@ -148,7 +148,7 @@ impl Task {
     /// number of accesses added before it.
     #[inline]
     pub fn access<T>(mut self, handle: &Handle<T>, mode: Access) -> Task {
-        self.accesses.push(handle.core.clone(), mode);
+        self.accesses.push(Arc::clone(&handle.core), mode);
         self
     }
 
