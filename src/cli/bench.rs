@@ -7,8 +7,8 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use taskwatt::taskbench::{
-    help, measure_peak, median, summarise, sweep, wants_help, App, CpuTicks, Dependence,
-    KernelType, MetgConfig, Peak, Sample, System, SystemMetg, Tracing,
+    core_to_core_ns, first_two_cpus, help, measure_peak, median, summarise, sweep, wants_help, App,
+    CpuTicks, Dependence, KernelType, MetgConfig, Peak, Sample, System, SystemMetg, Tracing,
 };
 
 use super::CliResult;
@@ -139,6 +139,9 @@ struct MetgReport<'a> {
     load_average_after: String,
     /// Share of the CPU time the host stole over the whole sweep (`null`: unknown).
     host_steal: Option<f64>,
+    /// One cache-line transfer between the first two CPUs, in ns (`null`: fewer than two
+    /// CPUs to pin to).
+    core_to_core_ns: Option<f64>,
     summary: Vec<SystemMetg>,
     samples: Vec<Sample>,
 }
@@ -210,6 +213,7 @@ fn metg(a: MetgArgs) -> CliResult {
     let load_before = load_average();
     let ticks_before = CpuTicks::read();
     let peak = measure_peak(10);
+    let c2c = first_two_cpus().and_then(|(x, y)| Some((x, y, core_to_core_ns(x, y, 200_000, 3)?)));
     if !a.json {
         println!(
             "peak: {:.3e} FLOP/s per core ({}, 2^20 iterations in {:.3} ms) x {workers} workers \
@@ -219,6 +223,13 @@ fn metg(a: MetgArgs) -> CliResult {
             peak.best_seconds * 1e3,
             peak.flops_per_core * workers as f64
         );
+        match c2c {
+            Some((x, y, ns)) => println!(
+                "core to core: {ns:.0} ns per cache-line transfer between CPUs {x} and {y} \
+                 (ping-pong, best of 3; the unit of a task's hand-off)"
+            ),
+            None => println!("core to core: not measured (fewer than two CPUs to pin to)"),
+        }
         println!("load average before: {load_before}");
     }
 
@@ -245,6 +256,7 @@ fn metg(a: MetgArgs) -> CliResult {
             load_average_before: load_before,
             load_average_after: load_after,
             host_steal,
+            core_to_core_ns: c2c.map(|(_, _, ns)| ns),
             summary,
             samples,
         };

@@ -1,0 +1,148 @@
+//! What one cache line costs to move between two cores: the unit in which a task runtime's
+//! per-task overhead is paid.
+//!
+//! Handing a task from the submitting thread to a worker, and its completion back, moves
+//! a few cache lines between cores: the task's node, the queue slot, the predecessor's
+//! state that the next submission reads. Each move costs one core-to-core transfer, and
+//! that latency differs between machines several fold (tens of ns between the cores of a
+//! desktop part; 130 to 180 ns between the two virtual CPUs of the development VM, whose
+//! host places them anew from one boot to the next). An empty-task figure means little
+//! without it: BENCHMARKS.md gives both.
+//!
+//! The measurement is a ping-pong: two threads pinned to two CPUs take turns incrementing
+//! one counter, each waiting to see the other's last value, so every turn moves the line
+//! once. The one-way latency is the time per turn.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// One counter alone in its cache lines (128 bytes: the adjacent-line prefetcher pairs
+/// lines).
+#[repr(align(128))]
+struct Line(AtomicU64);
+
+/// The one-way latency of a cache-line transfer between CPUs `a` and `b` (operating
+/// system CPU numbers), in ns: the least over `tries` ping-pongs of `turns` turns each.
+/// `None` when either thread cannot be pinned (fewer CPUs, a restricted cpuset), since
+/// two threads sharing one CPU would measure the scheduler instead, or when `turns` or
+/// `tries` is zero.
+pub fn core_to_core_ns(a: usize, b: usize, turns: u64, tries: usize) -> Option<f64> {
+    if turns == 0 || tries == 0 || a == b {
+        return None;
+    }
+    // Only CPUs this process may run on (core_affinity also panics on ids past the
+    // kernel's CPU set size).
+    let allowed = core_affinity::get_core_ids()?;
+    if ![a, b].iter().all(|c| allowed.iter().any(|id| id.id == *c)) {
+        return None;
+    }
+    (0..tries)
+        .map(|_| ping_pong(a, b, turns))
+        .try_fold(f64::INFINITY, |best, t| t.map(|t| best.min(t)))
+}
+
+/// The first two CPUs this process may run on, for [`core_to_core_ns`].
+pub fn first_two_cpus() -> Option<(usize, usize)> {
+    let ids = core_affinity::get_core_ids()?;
+    match ids.as_slice() {
+        [a, b, ..] => Some((a.id, b.id)),
+        _ => None,
+    }
+}
+
+fn ping_pong(a: usize, b: usize, turns: u64) -> Option<f64> {
+    let line = Line(AtomicU64::new(0));
+    let counter = &line.0;
+    std::thread::scope(|s| {
+        // Turn k (from 0) is played by the thread of k's parity: it waits for the counter
+        // to read k, then writes k + 1.
+        let other = s.spawn(|| {
+            // Should this thread unwind, the other must not wait for it forever.
+            let guard = StopOnUnwind(counter);
+            pin(counter, b)?;
+            let played = play_from(counter, 1, turns);
+            std::mem::forget(guard);
+            played
+        });
+        pin(counter, a)?;
+        // Turn 0 also waits for nothing but the other thread's pinning failure, so it is
+        // left out of the clock; a compare-exchange, so as not to overwrite that failure.
+        counter
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+        let start = Instant::now();
+        let mine = play_from(counter, 2, turns).and_then(|()| wait_for(counter, turns));
+        let elapsed = start.elapsed();
+        let theirs = other.join().ok().flatten();
+        (mine.is_some() && theirs.is_some())
+            .then(|| elapsed.as_nanos() as f64 / (turns - 1).max(1) as f64)
+    })
+}
+
+/// Pins the calling thread to `cpu`; if it cannot, tells the other thread to stop.
+fn pin(counter: &AtomicU64, cpu: usize) -> Option<()> {
+    if core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
+        Some(())
+    } else {
+        counter.store(STOP, Ordering::Release);
+        None
+    }
+}
+
+/// Stops the other thread if dropped (by unwinding).
+struct StopOnUnwind<'a>(&'a AtomicU64);
+
+impl Drop for StopOnUnwind<'_> {
+    fn drop(&mut self) {
+        self.0.store(STOP, Ordering::Release);
+    }
+}
+
+/// The counter value by which a thread that could not be pinned stops the other.
+const STOP: u64 = u64::MAX;
+
+/// Waits until the counter reads `k` (`None` if it reads [`STOP`]).
+fn wait_for(counter: &AtomicU64, k: u64) -> Option<()> {
+    loop {
+        match counter.load(Ordering::Acquire) {
+            STOP => return None,
+            v if v == k => return Some(()),
+            _ => std::hint::spin_loop(),
+        }
+    }
+}
+
+/// Plays every other turn from `from` on, below `turns`.
+fn play_from(counter: &AtomicU64, from: u64, turns: u64) -> Option<()> {
+    let mut k = from;
+    while k < turns {
+        wait_for(counter, k)?;
+        counter.store(k + 1, Ordering::Release);
+        k += 2;
+    }
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transfer_between_two_cpus_takes_a_plausible_time() {
+        let Some((a, b)) = first_two_cpus() else {
+            eprintln!("skipped: fewer than two CPUs to pin to");
+            return;
+        };
+        let ns = core_to_core_ns(a, b, 20_000, 2).expect("two pinnable CPUs");
+        // A line cannot move in less than a few ns, and even a loaded VM moves one in
+        // well under 100 µs on average.
+        assert!(ns > 1.0 && ns < 100_000.0, "{ns} ns");
+    }
+
+    #[test]
+    fn a_cpu_that_does_not_exist_gives_no_figure() {
+        assert_eq!(core_to_core_ns(0, 1 << 20, 1000, 1), None);
+        assert_eq!(core_to_core_ns(0, 0, 1000, 1), None, "one CPU is no pair");
+        assert_eq!(core_to_core_ns(0, 1, 0, 1), None);
+    }
+}
