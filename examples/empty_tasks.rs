@@ -4,13 +4,19 @@
 //! repeat, so that two builds can be run alternately on a noisy machine.
 //!
 //! ```text
-//! cargo run --release --example empty_tasks -- [chain|independent|fan] [policy] [tasks] [reps] [--no-trace]
+//! cargo run --release --example empty_tasks -- [chain|independent|fan] [policy] [tasks] [reps] [--no-trace] [--latency] [--gated]
 //! ```
 //!
 //! Graphs, as in the criterion bench: `chain` (every task read-writes one handle),
 //! `independent` (no access), `fan` (one writer, tasks/2 readers that each write their own
 //! handle, tasks/2 tasks that each read two of those; the handles are registered in the
 //! timed region, as there). Defaults: `chain lws 20000 5`, traced into a temporary file.
+//! `--latency` first prints what one cache line takes to move between the first two CPUs,
+//! the unit in which a task's hand-off is paid (see `taskwatt::taskbench::core_to_core_ns`).
+//! `--gated` holds the workers back while the graph is submitted (its first task, or every
+//! independent task, also reads a handle the main thread has acquired for writing), and
+//! prints the submission's cost alone before the total: the difference is what running
+//! tasks on the other cores costs the submitting thread.
 
 use std::time::Instant;
 
@@ -20,6 +26,21 @@ use taskwatt::{Codelet, Runtime, Task};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let trace = !args.iter().any(|a| a == "--no-trace");
+    let gated = args.iter().any(|a| a == "--gated");
+    if args.iter().any(|a| a == "--latency") {
+        match taskwatt::taskbench::first_two_cpus().and_then(|(a, b)| {
+            Some((
+                a,
+                b,
+                taskwatt::taskbench::core_to_core_ns(a, b, 200_000, 3)?,
+            ))
+        }) {
+            Some((a, b, ns)) => {
+                println!("core to core: {ns:.0} ns per cache-line transfer (CPUs {a} and {b})")
+            }
+            None => println!("core to core: not measured (fewer than two CPUs to pin to)"),
+        }
+    }
     let pos: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let shape = pos.first().map_or("chain", |s| s.as_str());
     let policy = pos.get(1).map_or("lws", |s| s.as_str());
@@ -59,23 +80,28 @@ fn main() {
         }
     };
     let empty = Codelet::new("empty").cpu(|_| {});
+    let gate = rt.register(0u8);
     for _ in 0..reps {
         let start = Instant::now();
+        let held = gated.then(|| rt.acquire_mut(&gate).expect("the gate"));
+        // The first task waits for the gate when gated (every task, if independent).
+        let first = |t: Task| if gated { t.r(&gate) } else { t };
         match shape {
             "chain" => {
                 let h = rt.register(0u8);
-                for _ in 0..tasks {
+                rt.submit(first(Task::new(&empty).rw(&h))).unwrap();
+                for _ in 1..tasks {
                     rt.submit(Task::new(&empty).rw(&h)).unwrap();
                 }
             }
             "independent" => {
                 for _ in 0..tasks {
-                    rt.submit(Task::new(&empty)).unwrap();
+                    rt.submit(first(Task::new(&empty))).unwrap();
                 }
             }
             _ => {
                 let root = rt.register(0u8);
-                rt.submit(Task::new(&empty).w(&root)).unwrap();
+                rt.submit(first(Task::new(&empty).w(&root))).unwrap();
                 let mids: Vec<_> = (0..tasks / 2).map(|_| rt.register(0u8)).collect();
                 for m in &mids {
                     rt.submit(Task::new(&empty).r(&root).w(m)).unwrap();
@@ -85,6 +111,11 @@ fn main() {
                 }
             }
         }
+        if let Some(held) = held {
+            let ns = start.elapsed().as_nanos() as f64 / tasks as f64;
+            println!("{shape} {policy}: submitted in {ns:.0} ns/task with the workers held back");
+            drop(held);
+        }
         rt.wait_all().unwrap();
         let ns = start.elapsed().as_nanos() as f64 / tasks as f64;
         println!(
@@ -92,6 +123,7 @@ fn main() {
             if trace { "traced" } else { "untraced" }
         );
     }
+    drop(gate);
     drop(rt);
     if let Some(w) = writer {
         w.finish().expect("the trace written");
