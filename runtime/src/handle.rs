@@ -195,6 +195,10 @@ impl HandleCore {
     /// few tasks and drops it after (the fan-out/fan-in of the overhead benchmark: one
     /// for every two tasks) thus allocates no handle once the pool is warm.
     fn retire(mut core: Arc<HandleCore>) {
+        // The count first: a plain load, where `get_mut` locks the weak count.
+        if Arc::strong_count(&core) != 1 {
+            return;
+        }
         let Some(c) = Arc::get_mut(&mut core) else {
             return;
         };

@@ -35,9 +35,11 @@
 //! when its last [`Handle`](crate::Handle) is dropped (its value dropped, its nodes given
 //! back, as freeing it would) and the next registration rewrites it in place. In the
 //! fan-out/fan-in, which registers a handle for every two tasks, the submitting thread's
-//! allocations per task went from 0.70 to 0.29. The kept handles hold the pool; dropping
-//! the runtime frees them and closes the list ([`NodePool::close`]), so nothing leaks.
+//! allocations per task went from 0.70 to 0.29. The kept handles hold the pool, and so may
+//! the kept nodes (through a codelet whose closure owns a handle); dropping the runtime
+//! frees both and closes the pool ([`NodePool::close`]), so no cycle outlives it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
@@ -55,6 +57,9 @@ pub(crate) struct NodePool {
     /// Data handles dropped by the application, cleared and ready for the next
     /// registration (see [`NodePool::keep_handle`]).
     handles: CachePadded<Mutex<Handles>>,
+    /// Set by [`NodePool::close`] while it holds both node locks: read under either, it
+    /// makes the pool keep no node.
+    closed: AtomicBool,
 }
 
 struct Handles {
@@ -79,6 +84,18 @@ impl NodePool {
                 free: Vec::new(),
                 closed: false,
             })),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Room left in a list of `len` nodes: none once the pool is closed. Called with the
+    /// list's lock held, which orders it after `close`.
+    #[inline]
+    fn room(&self, len: usize) -> usize {
+        if self.closed.load(Ordering::Relaxed) {
+            0
+        } else {
+            Self::CAP.saturating_sub(len)
         }
     }
 
@@ -101,12 +118,22 @@ impl NodePool {
         self.handles.lock().free.pop()
     }
 
-    /// Frees the kept handles and keeps no more (the runtime is being dropped).
+    /// Frees the kept nodes and handles, and keeps no more (the runtime is being
+    /// dropped). Kept handles hold the pool, and so may kept nodes, through a codelet
+    /// whose closure owns a handle: kept on, either would be a cycle never freed.
     pub(crate) fn close(&self) {
+        let mut spare = self.spare.lock();
+        let mut returned = self.returned.lock();
+        self.closed.store(true, Ordering::Relaxed);
+        let nodes = (std::mem::take(&mut *spare), std::mem::take(&mut *returned));
+        drop(returned);
+        drop(spare);
         let mut handles = self.handles.lock();
         handles.closed = true;
         let free = std::mem::take(&mut handles.free);
         drop(handles);
+        // Outside the locks: these drops may drop handles, which come back here.
+        drop(nodes);
         drop(free);
     }
 
@@ -123,7 +150,7 @@ impl NodePool {
             return;
         }
         let mut returned = self.returned.lock();
-        let room = Self::CAP.saturating_sub(returned.len());
+        let room = self.room(returned.len());
         if batch.len() > room {
             // Over the cap: these are freed the usual way (outside the lock).
             let extra = batch.split_off(room);
@@ -154,12 +181,12 @@ impl NodePool {
                 // a graph whose handles held more than one list's worth (the fan-out of
                 // the overhead benchmark: 20 000 nodes) keeps twice as many.
                 let spare = spare.get_or_insert_with(|| self.spare.lock());
-                if spare.len() < Self::CAP {
+                if self.room(spare.len()) > 0 {
                     spare.push(node);
                     continue;
                 }
                 let returned = returned.get_or_insert_with(|| self.returned.lock());
-                if returned.len() < Self::CAP {
+                if self.room(returned.len()) > 0 {
                     returned.push(node);
                     continue;
                 }
@@ -349,6 +376,9 @@ mod tests {
         rt.submit(crate::Task::new(&cl).rw(&h)).unwrap();
         rt.submit(crate::Task::new(&cl).r(&h)).unwrap();
         rt.wait_all().unwrap();
+        // A copy on memory node 1 owns the data now (as a GPU's would).
+        h.core.note_access(1, crate::Access::RW);
+        assert_eq!(h.replica_state(0), crate::ReplicaState::Invalid);
         let (addr, old_id) = (Arc::as_ptr(&h.core), h.id());
         let nodes = rt.shared.nodes.len();
         drop(h);
@@ -367,6 +397,11 @@ mod tests {
         assert_ne!(again.id(), old_id, "with a fresh id");
         assert_eq!(again.bytes(), 24);
         assert_eq!(again.replica_state(0), crate::ReplicaState::Owner);
+        assert_eq!(again.replica_state(1), crate::ReplicaState::Invalid);
+        assert!(
+            format!("{again:?}").contains("Vec<f64>"),
+            "with its new type: {again:?}"
+        );
         let add = Codelet::new("add").cpu(|ctx| ctx.rw::<Vec<f64>>(0).push(3.0));
         rt.submit(crate::Task::new(&add).rw(&again)).unwrap();
         assert_eq!(rt.unregister(again).unwrap(), vec![1.0, 2.0, 3.0]);
@@ -413,6 +448,114 @@ mod tests {
             Arc::strong_count(&pool),
             1,
             "no kept handle holds the pool: nothing leaks"
+        );
+    }
+
+    #[test]
+    fn a_codelet_owning_a_handle_is_freed_with_the_runtime() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let drops = Arc::new(AtomicUsize::new(0));
+        let rt = crate::Runtime::builder().workers(1).build().unwrap();
+        let h = rt.register(Counted(drops.clone()));
+        // The closure owns the handle: a pooled node holding the codelet would hold the
+        // handle, which holds the pool, which holds the node.
+        let cl = Codelet::new("owner").cpu(move |_| {
+            let _ = &h;
+        });
+        for _ in 0..3 {
+            rt.submit(crate::Task::new(&cl)).unwrap();
+        }
+        rt.wait_all().unwrap();
+        assert!(rt.shared.nodes.len() > 0, "the finished nodes were kept");
+        drop(rt);
+        drop(cl);
+        assert_eq!(drops.load(SeqCst), 1, "nothing holds the value any more");
+    }
+
+    #[test]
+    fn a_value_whose_drop_panics_is_dropped_once_and_the_pool_goes_on() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        struct Bomb(Arc<AtomicUsize>);
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, SeqCst);
+                panic!("boom");
+            }
+        }
+        let rt = crate::Runtime::builder().workers(1).build().unwrap();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let h = rt.register(Bomb(drops.clone()));
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(h)));
+        assert!(
+            caught.is_err(),
+            "the value's panic reaches the dropping thread"
+        );
+        assert_eq!(drops.load(SeqCst), 1, "dropped once");
+        assert_eq!(
+            rt.shared.nodes.handles_kept(),
+            0,
+            "the handle was freed, not kept"
+        );
+        let next = rt.register(5u32);
+        assert_eq!(rt.unregister(next).unwrap(), 5);
+        assert_eq!(drops.load(SeqCst), 1);
+    }
+
+    #[test]
+    fn a_value_owning_a_handle_gives_both_back_without_deadlock() {
+        let rt = Arc::new(crate::Runtime::builder().workers(1).build().unwrap());
+        let inner = rt.register(1u64);
+        let outer = rt.register(inner);
+        // On another thread, so that a deadlock fails the test instead of hanging it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(outer);
+            tx.send(()).unwrap();
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a handle dropped while another is retired must not deadlock");
+        assert_eq!(rt.shared.nodes.handles_kept(), 2, "both kept for reuse");
+    }
+
+    #[test]
+    fn handles_cloned_and_dropped_on_many_threads_drop_each_value_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let rt = crate::Runtime::builder().workers(2).build().unwrap();
+        let read = Codelet::new("read").cpu(|ctx| {
+            let _ = ctx.r::<Counted>(0);
+        });
+        let drops = Arc::new(AtomicUsize::new(0));
+        let made = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for i in 0..500 {
+                        let h = rt.register(Counted(drops.clone()));
+                        made.fetch_add(1, SeqCst);
+                        let copy = h.clone();
+                        rt.submit(crate::Task::new(&read).r(&h)).unwrap();
+                        // Dropped here or there, before or after the task ran.
+                        if i % 2 == 0 {
+                            drop(h);
+                            std::thread::spawn(move || drop(copy));
+                        } else {
+                            drop(copy);
+                        }
+                    }
+                });
+            }
+        });
+        rt.wait_all().unwrap();
+        drop(rt);
+        // The detached threads: wait for the last of their drops.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while drops.load(SeqCst) < made.load(SeqCst) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(
+            drops.load(SeqCst),
+            made.load(SeqCst),
+            "every value dropped once"
         );
     }
 

@@ -856,14 +856,21 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        /// Closes the pool when dropped, even by a panic below: the nodes and data handles
+        /// it keeps may hold the pool itself (see `NodePool::close`).
+        struct Close(Arc<NodePool>);
+        impl Drop for Close {
+            fn drop(&mut self) {
+                self.0.close();
+            }
+        }
+        let _close = Close(self.shared.nodes.clone());
         if !self.threads.is_empty() {
             if let Err(e) = self.wait_all() {
                 eprintln!("taskwatt: runtime dropped with unreported failures: {e}");
             }
             self.stop_workers();
         }
-        // The data handles kept for reuse hold the pool: free them, and keep no more.
-        self.shared.nodes.close();
     }
 }
 
