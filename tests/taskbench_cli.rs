@@ -254,6 +254,15 @@ fn metg_sweep_json_is_complete() {
     let systems = summary_systems(&v);
     assert_eq!(systems, ["taskwatt/lws", "rayon", "sequential"]);
     assert!(v["peak"]["flops_per_core"].as_f64().unwrap() > 1e8);
+    // The peak of the two workers' cores computing at once, before and after the sweep.
+    for p in [&v["peak"], &v["peak_after"]] {
+        assert_eq!(p["cores_together"].as_u64(), Some(2), "{p}");
+        assert!(p["flops_per_core_together"].as_f64().unwrap() > 1e8, "{p}");
+    }
+    // One cache line between the first two CPUs (CI and the development VM have two).
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        assert!(v["core_to_core_ns"].as_f64().unwrap() > 0.0);
+    }
     // The host's steal, over the sweep and per run (runs stolen from are repeated, by
     // default at most 3 times).
     let share = v["host_steal"].as_f64().expect("Linux has /proc/stat");

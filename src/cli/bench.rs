@@ -134,7 +134,10 @@ fn load_average() -> String {
 #[derive(Serialize)]
 struct MetgReport<'a> {
     config: &'a MetgConfig,
+    /// Measured before the sweep; every efficiency is against it.
     peak: Peak,
+    /// Measured again after the sweep.
+    peak_after: Peak,
     load_average_before: String,
     load_average_after: String,
     /// Share of the CPU time the host stole over the whole sweep (`null`: unknown).
@@ -212,17 +215,10 @@ fn metg(a: MetgArgs) -> CliResult {
 
     let load_before = load_average();
     let ticks_before = CpuTicks::read();
-    let peak = measure_peak(10);
+    let peak = measure_peak(workers, 10);
     let c2c = first_two_cpus().and_then(|(x, y)| Some((x, y, core_to_core_ns(x, y, 200_000, 3)?)));
     if !a.json {
-        println!(
-            "peak: {:.3e} FLOP/s per core ({}, 2^20 iterations in {:.3} ms) x {workers} workers \
-             = {:.3e} FLOP/s",
-            peak.flops_per_core,
-            peak.implementation,
-            peak.best_seconds * 1e3,
-            peak.flops_per_core * workers as f64
-        );
+        print_peak("peak", &peak);
         match c2c {
             Some((x, y, ns)) => println!(
                 "core to core: {ns:.0} ns per cache-line transfer between CPUs {x} and {y} \
@@ -243,16 +239,20 @@ fn metg(a: MetgArgs) -> CliResult {
         bar.inc(1);
     })?;
     bar.finish_and_clear();
+    // Again after the sweep: a machine whose cores slowed down or sped up meanwhile
+    // (another guest on the host, a thermal limit) shifts every efficiency.
+    let peak_after = measure_peak(workers, 10);
     let load_after = load_average();
     let host_steal = ticks_before
         .zip(CpuTicks::read())
         .map(|(a, b)| a.stolen_since(b));
-    let summary = summarise(&samples, &cfg.systems, cfg.threshold, peak.flops_per_core);
+    let summary = summarise(&samples, &cfg.systems, cfg.threshold, &peak);
 
     if a.json {
         let report = MetgReport {
             config: &cfg,
             peak,
+            peak_after,
             load_average_before: load_before,
             load_average_after: load_after,
             host_steal,
@@ -262,6 +262,15 @@ fn metg(a: MetgArgs) -> CliResult {
         };
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
+    }
+    print_peak("peak after the sweep", &peak_after);
+    let moved = peak_after.flops(workers) / peak.flops(workers) - 1.0;
+    if moved.abs() > 0.1 {
+        println!(
+            "  the peak of {workers} cores moved by {:+.0} % during the sweep: the efficiencies \
+             below are against the first; compare systems within this sweep only",
+            moved * 100.0
+        );
     }
     println!("load average after: {load_after}");
     print_steal(&cfg, &samples, host_steal);
@@ -297,6 +306,21 @@ fn metg(a: MetgArgs) -> CliResult {
         );
     }
     Ok(())
+}
+
+/// The peak, alone and with every worker's core computing at once.
+fn print_peak(what: &str, peak: &Peak) {
+    println!(
+        "{what}: {:.3e} FLOP/s on one core alone ({}, 2^20 iterations in {:.3} ms); \
+         {:.3e} per core with {} computing at once = {:.3e} FLOP/s (sequential is measured \
+         against the first, the others against the second)",
+        peak.flops_per_core,
+        peak.implementation,
+        peak.best_seconds * 1e3,
+        peak.flops_per_core_together,
+        peak.cores_together,
+        peak.flops(peak.cores_together),
+    );
 }
 
 /// What the host took: over the sweep, and the runs repeated or kept for it.

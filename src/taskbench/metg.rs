@@ -3,8 +3,9 @@
 //!
 //! The sweep runs one graph at iterations 2^20, 2^19, ..., 2^4 of compute_bound. Each
 //! point gives
-//! - efficiency = (FLOPs / elapsed) / peak, where peak = the compute kernel alone on one
-//!   core, times the cores the system uses (sequential: one);
+//! - efficiency = (FLOPs / elapsed) / peak, where peak is what the machine's cores give
+//!   running the compute kernel alone: one core alone for the sequential run, all the
+//!   workers' cores at once for the others (see [`Peak`]);
 //! - granularity = elapsed x cores / tasks (µs): the time one task occupies one core.
 //!
 //! METG is computed from those points exactly as Task Bench's scripts/chart_metg.py does:
@@ -84,34 +85,103 @@ impl MetgConfig {
     }
 }
 
-/// The peak of one core: the compute kernel alone, best of `tries` runs of 2^20
-/// iterations.
+/// The machine's peak: the compute kernel alone, best of `tries` runs of 2^20 iterations,
+/// on one core, and on `cores_together` cores at once.
+///
+/// The second is what a parallel system is measured against, as Task Bench measures
+/// against the peak of the node: cores computing at once need not each give what one
+/// gives alone (turbo frequencies drop as more cores run; on a virtual machine two vCPUs
+/// may share a physical core, or a host that gives them less when both are busy). The
+/// sweep measures it again at the end and says when it moved: a machine whose speed
+/// drifts during the sweep shifts every system's efficiency alike.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Peak {
-    /// FLOP/s of one core.
+    /// FLOP/s of one core computing alone.
     pub flops_per_core: f64,
-    /// Seconds of the best run of 2^20 iterations.
+    /// Seconds of the best run of 2^20 iterations, alone.
     pub best_seconds: f64,
+    /// FLOP/s of each core while `cores_together` cores compute at once (the slowest
+    /// core's, since a graph waits for its last task).
+    pub flops_per_core_together: f64,
+    /// The cores that computed at once.
+    pub cores_together: usize,
     /// `avx2+fma` or `portable`.
     pub implementation: &'static str,
 }
 
-/// Measures [`Peak`] on the calling thread.
-pub fn measure_peak(tries: usize) -> Peak {
-    let iterations = 1i64 << 20;
+impl Peak {
+    /// The peak FLOP/s of `cores` cores: one core alone, or `cores` computing at once
+    /// (from the measurement with [`Peak::cores_together`] of them).
+    pub fn flops(&self, cores: usize) -> f64 {
+        if cores <= 1 {
+            self.flops_per_core
+        } else {
+            self.flops_per_core_together * cores as f64
+        }
+    }
+}
+
+/// FLOPs of one run of 2^20 iterations.
+const PEAK_ITERATIONS: i64 = 1 << 20;
+
+fn peak_flops(seconds: f64) -> f64 {
+    (2 * 64 * PEAK_ITERATIONS + 64) as f64 / seconds
+}
+
+/// Measures [`Peak`] on one core (the calling thread), then on the first `cores` CPUs
+/// this process may use, at once (threads pinned there when they can be).
+pub fn measure_peak(cores: usize, tries: usize) -> Peak {
     compute_bound(1 << 12); // warm up the clock and the code
     let best = (0..tries.max(1))
         .map(|_| {
             let t = Instant::now();
-            std::hint::black_box(compute_bound(iterations));
+            std::hint::black_box(compute_bound(PEAK_ITERATIONS));
             t.elapsed().as_secs_f64()
         })
         .fold(f64::INFINITY, f64::min);
+    let cores = cores.max(1);
+    let together = if cores == 1 {
+        best
+    } else {
+        (0..tries.max(1))
+            .map(|_| slowest_of(cores))
+            .fold(f64::INFINITY, f64::min)
+    };
     Peak {
-        flops_per_core: (2 * 64 * iterations + 64) as f64 / best,
+        flops_per_core: peak_flops(best),
         best_seconds: best,
+        flops_per_core_together: peak_flops(together),
+        cores_together: cores,
         implementation: compute_bound_impl(),
     }
+}
+
+/// Seconds the slowest of `cores` threads takes to run 2^20 iterations, all starting
+/// together.
+fn slowest_of(cores: usize) -> f64 {
+    let cpus = core_affinity::get_core_ids().unwrap_or_default();
+    let start = std::sync::Barrier::new(cores);
+    std::thread::scope(|s| {
+        let threads: Vec<_> = (0..cores)
+            .map(|i| {
+                let (cpu, start) = (cpus.get(i).copied(), &start);
+                s.spawn(move || {
+                    if let Some(cpu) = cpu {
+                        core_affinity::set_for_current(cpu);
+                    }
+                    compute_bound(1 << 12);
+                    start.wait();
+                    let t = Instant::now();
+                    std::hint::black_box(compute_bound(PEAK_ITERATIONS));
+                    t.elapsed().as_secs_f64()
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("the kernel does not panic"))
+            .fold(0.0, f64::max)
+    })
 }
 
 /// One timed run of the sweep.
@@ -133,7 +203,7 @@ pub struct Sample {
     pub elapsed_s: f64,
     /// elapsed x cores / tasks, in µs.
     pub granularity_us: f64,
-    /// (flops / elapsed) / (peak per core x cores).
+    /// (flops / elapsed) / the peak of `cores` cores ([`Peak::flops`]).
     pub efficiency: f64,
     /// Share of the CPU time the host stole during this run (`None`: unknown).
     pub steal: Option<f64>,
@@ -219,7 +289,7 @@ pub fn summarise(
     samples: &[Sample],
     systems: &[System],
     threshold: f64,
-    peak_per_core: f64,
+    peak: &Peak,
 ) -> Vec<SystemMetg> {
     let mut out = Vec::new();
     for sys in systems {
@@ -247,10 +317,9 @@ pub fn summarise(
             let at: Vec<&&Sample> = mine.iter().filter(|s| s.iterations == i).collect();
             let first = at.first()?;
             let mean = at.iter().map(|s| s.elapsed_s).sum::<f64>() / at.len() as f64;
-            let cores = first.cores as f64;
             Some((
-                mean * cores / first.tasks as f64 * 1e6,
-                first.flops as f64 / mean / (peak_per_core * cores),
+                mean * first.cores as f64 / first.tasks as f64 * 1e6,
+                first.flops as f64 / mean / peak.flops(first.cores),
             ))
         });
         let mut values: Vec<f64> = per_rep.iter().filter_map(|m| m.us()).collect();
@@ -353,7 +422,7 @@ pub(crate) fn sweep_with_ticks(
                     flops,
                     elapsed_s,
                     granularity_us: elapsed_s * cores as f64 / tasks as f64 * 1e6,
-                    efficiency: flops as f64 / elapsed_s / (peak.flops_per_core * cores as f64),
+                    efficiency: flops as f64 / elapsed_s / peak.flops(cores),
                     steal,
                     repeats,
                 };
@@ -388,10 +457,12 @@ mod tests {
         }
     }
 
-    /// A made-up peak: 1 GFLOP/s per core.
+    /// A made-up peak: 1 GFLOP/s per core, alone or together.
     const GIGAFLOP: Peak = Peak {
         flops_per_core: 1e9,
         best_seconds: 1.0,
+        flops_per_core_together: 1e9,
+        cores_together: 2,
         implementation: "test",
     };
 
@@ -446,12 +517,48 @@ mod tests {
             mk(2, 1024, 0.9),
             mk(2, 512, 0.7),
         ];
-        let s = &summarise(&samples, &[sys], 0.5, 1e9)[0];
+        let s = &summarise(&samples, &[sys], 0.5, &GIGAFLOP)[0];
         assert_eq!(s.per_rep.len(), 3);
         assert!(matches!(s.per_rep[0], Metg::Value(_)));
         assert!(matches!(s.per_rep[1], Metg::AtMost(_)));
         assert!(s.min_us.unwrap() <= s.median_us.unwrap());
         assert!(s.taskbench.us().is_some());
+    }
+
+    #[test]
+    fn a_parallel_system_is_measured_against_its_cores_computing_together() {
+        let peak = Peak {
+            flops_per_core: 4e9,
+            best_seconds: 1.0,
+            flops_per_core_together: 3e9,
+            cores_together: 2,
+            implementation: "test",
+        };
+        assert_eq!(peak.flops(1), 4e9, "one core: alone");
+        assert_eq!(peak.flops(2), 6e9, "two: together");
+        // The sweep's efficiencies use it: sequential against one core alone, the
+        // others against their cores together.
+        let cfg = MetgConfig {
+            workers: 2,
+            ..small(vec![System::Sequential, System::Rayon])
+        };
+        for s in sweep(&cfg, &peak, &mut |_| {}).unwrap() {
+            let expect = s.flops as f64 / s.elapsed_s / if s.cores == 1 { 4e9 } else { 6e9 };
+            assert!((s.efficiency - expect).abs() < 1e-12, "{}", s.system);
+        }
+    }
+
+    #[test]
+    fn the_peak_is_measured_alone_and_together() {
+        let p = measure_peak(2, 2);
+        assert_eq!(p.cores_together, 2);
+        assert!(p.flops_per_core > 1e8 && p.flops_per_core.is_finite());
+        assert!(p.flops_per_core_together > 1e8 && p.flops_per_core_together.is_finite());
+        let one = measure_peak(1, 1);
+        assert_eq!(
+            one.flops_per_core_together, one.flops_per_core,
+            "one core: the same run"
+        );
     }
 
     #[test]
