@@ -5,8 +5,8 @@
 //! a few cache lines between cores: the task's node, the queue slot, the predecessor's
 //! state that the next submission reads. Each move costs one core-to-core transfer, and
 //! that latency differs between machines several fold (tens of ns between the cores of a
-//! desktop part; 130 to 180 ns between the two virtual CPUs of the development VM, whose
-//! host places them anew from one boot to the next). An empty-task figure means little
+//! desktop part; 86 to 130 ns between the two virtual CPUs of the development VM, from
+//! one half hour to the next). An empty-task figure means little
 //! without it: BENCHMARKS.md gives both.
 //!
 //! The measurement is a ping-pong: two threads pinned to two CPUs take turns incrementing
@@ -50,36 +50,47 @@ pub fn first_two_cpus() -> Option<(usize, usize)> {
     }
 }
 
+/// One ping-pong, on two threads of its own: pinning the caller would leave it pinned
+/// (the submitting thread of the sweep that follows, say).
 fn ping_pong(a: usize, b: usize, turns: u64) -> Option<f64> {
     let line = Line(AtomicU64::new(0));
     let counter = &line.0;
     std::thread::scope(|s| {
         // Turn k (from 0) is played by the thread of k's parity: it waits for the counter
-        // to read k, then writes k + 1.
-        let other = s.spawn(|| {
-            // Should this thread unwind, the other must not wait for it forever.
+        // to read k, then writes k + 1. Should either thread unwind, the other must not
+        // wait for it forever.
+        let odd = s.spawn(|| {
             let guard = StopOnUnwind(counter);
             pin(counter, b)?;
             let played = play_from(counter, 1, turns);
             std::mem::forget(guard);
             played
         });
-        pin(counter, a)?;
-        // Turn 0 also waits for nothing but the other thread's pinning failure, so it is
-        // left out of the clock; a compare-exchange, so as not to overwrite that failure.
-        counter
-            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-            .ok()?;
-        let start = Instant::now();
-        let mine = play_from(counter, 2, turns).and_then(|()| wait_for(counter, turns));
-        let elapsed = start.elapsed();
-        let theirs = other.join().ok().flatten();
-        (mine.is_some() && theirs.is_some())
-            .then(|| elapsed.as_nanos() as f64 / (turns - 1).max(1) as f64)
+        let even = s.spawn(|| {
+            let guard = StopOnUnwind(counter);
+            pin(counter, a)?;
+            // Turn 0 waits for nothing but the other thread's pinning failure, so it is
+            // left out of the clock; a compare-exchange, so as not to overwrite that
+            // failure.
+            counter
+                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+                .ok()?;
+            let start = Instant::now();
+            let played = play_from(counter, 2, turns).and_then(|()| wait_for(counter, turns));
+            let elapsed = start.elapsed();
+            std::mem::forget(guard);
+            played.map(|()| elapsed)
+        });
+        let elapsed = even.join().ok().flatten();
+        let played = odd.join().ok().flatten();
+        elapsed
+            .zip(played)
+            .map(|(e, ())| e.as_nanos() as f64 / (turns - 1).max(1) as f64)
     })
 }
 
-/// Pins the calling thread to `cpu`; if it cannot, tells the other thread to stop.
+/// Pins the calling thread (one of the two spawned) to `cpu`; if it cannot, tells the other
+/// thread to stop.
 fn pin(counter: &AtomicU64, cpu: usize) -> Option<()> {
     if core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
         Some(())
@@ -137,6 +148,26 @@ mod tests {
         // A line cannot move in less than a few ns, and even a loaded VM moves one in
         // well under 100 µs on average.
         assert!(ns > 1.0 && ns < 100_000.0, "{ns} ns");
+    }
+
+    #[test]
+    fn the_calling_thread_is_left_unpinned() {
+        let allowed = || {
+            std::fs::read_to_string("/proc/thread-self/status")
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("Cpus_allowed_list"))
+                        .map(str::to_string)
+                })
+        };
+        let Some((a, b)) = first_two_cpus() else {
+            eprintln!("skipped: fewer than two CPUs to pin to");
+            return;
+        };
+        let before = allowed();
+        assert!(core_to_core_ns(a, b, 1000, 1).is_some());
+        assert_eq!(allowed(), before, "the measurement pins threads of its own only");
     }
 
     #[test]
