@@ -167,7 +167,11 @@ mod tests {
         };
         let before = allowed();
         assert!(core_to_core_ns(a, b, 1000, 1).is_some());
-        assert_eq!(allowed(), before, "the measurement pins threads of its own only");
+        assert_eq!(
+            allowed(),
+            before,
+            "the measurement pins threads of its own only"
+        );
     }
 
     #[test]
