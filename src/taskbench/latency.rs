@@ -5,7 +5,7 @@
 //! a few cache lines between cores: the task's node, the queue slot, the predecessor's
 //! state that the next submission reads. Each move costs one core-to-core transfer, and
 //! that latency differs between machines several fold (tens of ns between the cores of a
-//! desktop part; 86 to 130 ns between the two virtual CPUs of the development VM, from
+//! desktop part; 78 to 130 ns between the two virtual CPUs of the development VM, from
 //! one half hour to the next). An empty-task figure means little
 //! without it: BENCHMARKS.md gives both.
 //!
@@ -14,7 +14,7 @@
 //! once. The one-way latency is the time per turn.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One counter alone in its cache lines (128 bytes: the adjacent-line prefetcher pairs
 /// lines).
@@ -56,37 +56,38 @@ fn ping_pong(a: usize, b: usize, turns: u64) -> Option<f64> {
     let line = Line(AtomicU64::new(0));
     let counter = &line.0;
     std::thread::scope(|s| {
-        // Turn k (from 0) is played by the thread of k's parity: it waits for the counter
-        // to read k, then writes k + 1. Should either thread unwind, the other must not
-        // wait for it forever.
-        let odd = s.spawn(|| {
-            let guard = StopOnUnwind(counter);
-            pin(counter, b)?;
-            let played = play_from(counter, 1, turns);
-            std::mem::forget(guard);
-            played
-        });
-        let even = s.spawn(|| {
-            let guard = StopOnUnwind(counter);
-            pin(counter, a)?;
-            // Turn 0 waits for nothing but the other thread's pinning failure, so it is
-            // left out of the clock; a compare-exchange, so as not to overwrite that
-            // failure.
-            counter
-                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-                .ok()?;
-            let start = Instant::now();
-            let played = play_from(counter, 2, turns).and_then(|()| wait_for(counter, turns));
-            let elapsed = start.elapsed();
-            std::mem::forget(guard);
-            played.map(|()| elapsed)
-        });
-        let elapsed = even.join().ok().flatten();
-        let played = odd.join().ok().flatten();
-        elapsed
-            .zip(played)
-            .map(|(e, ())| e.as_nanos() as f64 / (turns - 1).max(1) as f64)
+        let even = s.spawn(|| side(counter, a, 0, turns));
+        let odd = s.spawn(|| side(counter, b, 1, turns));
+        let (even, odd) = (even.join().ok().flatten(), odd.join().ok().flatten());
+        odd?;
+        even.map(|e| e.as_nanos() as f64 / (turns - 1).max(1) as f64)
     })
+}
+
+/// One side of the ping-pong, pinned to `cpu`: turn k (from 0) is played by the side of
+/// k's parity, which waits for the counter to read k, then writes k + 1. Returns the time
+/// from turn 0 to the last turn. Turn 0 waits for nothing but the other side's pinning
+/// failure, so it is left out of the clock, and it is a compare-exchange, so as not to
+/// overwrite that failure.
+fn side(counter: &AtomicU64, cpu: usize, parity: u64, turns: u64) -> Option<Duration> {
+    // Should this side give up or unwind, the other must not wait for it forever.
+    let guard = StopUnlessDone(counter);
+    pin(counter, cpu)?;
+    if parity == 0 {
+        counter
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+    }
+    let start = Instant::now();
+    let mut k = if parity == 0 { 2 } else { 1 };
+    while k < turns {
+        wait_for(counter, k)?;
+        counter.store(k + 1, Ordering::Release);
+        k += 2;
+    }
+    wait_for(counter, turns)?;
+    std::mem::forget(guard);
+    Some(start.elapsed())
 }
 
 /// Pins the calling thread (one of the two spawned) to `cpu`; if it cannot, tells the other
@@ -100,10 +101,10 @@ fn pin(counter: &AtomicU64, cpu: usize) -> Option<()> {
     }
 }
 
-/// Stops the other thread if dropped (by unwinding).
-struct StopOnUnwind<'a>(&'a AtomicU64);
+/// Stops the other side when dropped: a side that finishes forgets it.
+struct StopUnlessDone<'a>(&'a AtomicU64);
 
-impl Drop for StopOnUnwind<'_> {
+impl Drop for StopUnlessDone<'_> {
     fn drop(&mut self) {
         self.0.store(STOP, Ordering::Release);
     }
@@ -121,17 +122,6 @@ fn wait_for(counter: &AtomicU64, k: u64) -> Option<()> {
             _ => std::hint::spin_loop(),
         }
     }
-}
-
-/// Plays every other turn from `from` on, below `turns`.
-fn play_from(counter: &AtomicU64, from: u64, turns: u64) -> Option<()> {
-    let mut k = from;
-    while k < turns {
-        wait_for(counter, k)?;
-        counter.store(k + 1, Ordering::Release);
-        k += 2;
-    }
-    Some(())
 }
 
 #[cfg(test)]

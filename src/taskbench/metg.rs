@@ -132,20 +132,12 @@ fn peak_flops(seconds: f64) -> f64 {
 /// this process may use, at once (threads pinned there when they can be).
 pub fn measure_peak(cores: usize, tries: usize) -> Peak {
     compute_bound(1 << 12); // warm up the clock and the code
-    let best = (0..tries.max(1))
-        .map(|_| {
-            let t = Instant::now();
-            std::hint::black_box(compute_bound(PEAK_ITERATIONS));
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min);
+    let best = least_of(tries, one_run);
     let cores = cores.max(1);
     let together = if cores == 1 {
         best
     } else {
-        (0..tries.max(1))
-            .map(|_| slowest_of(cores))
-            .fold(f64::INFINITY, f64::min)
+        least_of(tries, || slowest_of(cores))
     };
     Peak {
         flops_per_core: peak_flops(best),
@@ -154,6 +146,18 @@ pub fn measure_peak(cores: usize, tries: usize) -> Peak {
         cores_together: cores,
         implementation: compute_bound_impl(),
     }
+}
+
+/// The least of `tries` (at least one) values of `f`.
+fn least_of(tries: usize, mut f: impl FnMut() -> f64) -> f64 {
+    (0..tries.max(1)).map(|_| f()).fold(f64::INFINITY, f64::min)
+}
+
+/// Seconds of one run of 2^20 iterations on the calling thread.
+fn one_run() -> f64 {
+    let t = Instant::now();
+    std::hint::black_box(compute_bound(PEAK_ITERATIONS));
+    t.elapsed().as_secs_f64()
 }
 
 /// Seconds the slowest of `cores` threads takes to run 2^20 iterations, all starting
@@ -171,9 +175,7 @@ fn slowest_of(cores: usize) -> f64 {
                     }
                     compute_bound(1 << 12);
                     start.wait();
-                    let t = Instant::now();
-                    std::hint::black_box(compute_bound(PEAK_ITERATIONS));
-                    t.elapsed().as_secs_f64()
+                    one_run()
                 })
             })
             .collect();
