@@ -28,13 +28,7 @@ fn main() {
     let trace = !args.iter().any(|a| a == "--no-trace");
     let gated = args.iter().any(|a| a == "--gated");
     if args.iter().any(|a| a == "--latency") {
-        match taskwatt::taskbench::first_two_cpus().and_then(|(a, b)| {
-            Some((
-                a,
-                b,
-                taskwatt::taskbench::core_to_core_ns(a, b, 200_000, 3)?,
-            ))
-        }) {
+        match taskwatt::taskbench::core_to_core_first_pair() {
             Some((a, b, ns)) => {
                 println!("core to core: {ns:.0} ns per cache-line transfer (CPUs {a} and {b})")
             }

@@ -366,12 +366,19 @@ mod tests {
         }
     }
 
+    /// A one-worker runtime and a drop counter for the values registered in the test.
+    fn runtime_and_counter() -> (crate::Runtime, Arc<std::sync::atomic::AtomicUsize>) {
+        (
+            crate::Runtime::builder().workers(1).build().unwrap(),
+            Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        )
+    }
+
     #[test]
     fn a_dropped_handle_is_cleared_at_once_and_reused_by_the_next_registration() {
-        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-        let rt = crate::Runtime::builder().workers(1).build().unwrap();
+        use std::sync::atomic::Ordering::SeqCst;
+        let (rt, drops) = runtime_and_counter();
         let cl = Codelet::new("w").cpu(|_| {});
-        let drops = Arc::new(AtomicUsize::new(0));
         let h = rt.register(Counted(drops.clone()));
         rt.submit(crate::Task::new(&cl).rw(&h)).unwrap();
         rt.submit(crate::Task::new(&cl).r(&h)).unwrap();
@@ -417,10 +424,9 @@ mod tests {
 
     #[test]
     fn a_handle_something_else_still_holds_is_freed_by_the_last_holder() {
-        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-        let rt = crate::Runtime::builder().workers(1).build().unwrap();
+        use std::sync::atomic::Ordering::SeqCst;
+        let (rt, drops) = runtime_and_counter();
         let cl = Codelet::new("r").cpu(|_| {});
-        let drops = Arc::new(AtomicUsize::new(0));
         let h = rt.register(Counted(drops.clone()));
         // A task being built holds the handle too.
         let task = crate::Task::new(&cl).r(&h);
@@ -453,9 +459,8 @@ mod tests {
 
     #[test]
     fn a_codelet_owning_a_handle_is_freed_with_the_runtime() {
-        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-        let drops = Arc::new(AtomicUsize::new(0));
-        let rt = crate::Runtime::builder().workers(1).build().unwrap();
+        use std::sync::atomic::Ordering::SeqCst;
+        let (rt, drops) = runtime_and_counter();
         let h = rt.register(Counted(drops.clone()));
         // The closure owns the handle: a pooled node holding the codelet would hold the
         // handle, which holds the pool, which holds the node.
@@ -482,8 +487,7 @@ mod tests {
                 panic!("boom");
             }
         }
-        let rt = crate::Runtime::builder().workers(1).build().unwrap();
-        let drops = Arc::new(AtomicUsize::new(0));
+        let (rt, drops) = runtime_and_counter();
         let h = rt.register(Bomb(drops.clone()));
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(h)));
         assert!(

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use taskwatt::taskbench::{
-    core_to_core_ns, first_two_cpus, help, measure_peak, median, summarise, sweep, wants_help, App,
+    core_to_core_first_pair, help, measure_peak, median, summarise, sweep, wants_help, App,
     CpuTicks, Dependence, KernelType, MetgConfig, Peak, Sample, System, SystemMetg, Tracing,
 };
 
@@ -216,7 +216,7 @@ fn metg(a: MetgArgs) -> CliResult {
     let load_before = load_average();
     let ticks_before = CpuTicks::read();
     let peak = measure_peak(workers, 10);
-    let c2c = first_two_cpus().and_then(|(x, y)| Some((x, y, core_to_core_ns(x, y, 200_000, 3)?)));
+    let c2c = core_to_core_first_pair();
     if !a.json {
         print_peak("peak", &peak);
         match c2c {

@@ -41,6 +41,13 @@ pub fn core_to_core_ns(a: usize, b: usize, turns: u64, tries: usize) -> Option<f
         .try_fold(f64::INFINITY, |best, t| t.map(|t| best.min(t)))
 }
 
+/// [`core_to_core_ns`] between the [`first_two_cpus`], as `bench metg` reports it: best of
+/// 3 runs of 200 000 turns. Returns the two CPUs and the latency in ns.
+pub fn core_to_core_first_pair() -> Option<(usize, usize, f64)> {
+    let (a, b) = first_two_cpus()?;
+    Some((a, b, core_to_core_ns(a, b, 200_000, 3)?))
+}
+
 /// The first two CPUs this process may run on, for [`core_to_core_ns`].
 pub fn first_two_cpus() -> Option<(usize, usize)> {
     let ids = core_affinity::get_core_ids()?;
