@@ -69,6 +69,7 @@ impl Runtime {
         link(core, mode, &node, &mut Preds::new());
         node.has_waiter.store(true, Ordering::SeqCst);
         self.release_guard(&node);
+        self.shared.flush_staged();
         self.shared
             .waiters
             .wait_until(|| node.granted.load(Ordering::SeqCst));

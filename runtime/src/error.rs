@@ -114,6 +114,16 @@ pub enum RuntimeError {
         value: String,
     },
 
+    /// `TASKWATT_STAGING_US` does not parse.
+    #[error(
+        "TASKWATT_STAGING_US={value}: expected the staging window in microseconds, e.g. 2 \
+         or 0.5 (0 turns staging off; unset it for the default)"
+    )]
+    StagingEnv {
+        /// The value found.
+        value: String,
+    },
+
     /// Spawning a worker thread failed.
     #[error("could not spawn worker thread {worker}: {source}")]
     Spawn {

@@ -52,7 +52,7 @@ pub use codelet::{Codelet, ImplFn};
 pub use context::{TaskCtx, MAX_ACCESSES};
 pub use error::{RuntimeError, TaskFailure};
 pub use handle::{Access, Handle, ReplicaState, MAX_MEMORY_NODES};
-pub use runtime::{PolicyFactory, Runtime, RuntimeBuilder, RuntimeStats, IDLE_ENV};
+pub use runtime::{PolicyFactory, Runtime, RuntimeBuilder, RuntimeStats, IDLE_ENV, STAGING_ENV};
 pub use task::{ReadyTask, Task, TaskHandle};
 pub use topology::{from_sysfs as topology_from_sysfs, Pu, Topology};
 

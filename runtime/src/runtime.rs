@@ -60,6 +60,8 @@ pub struct RuntimeBuilder {
     trace_chunk: usize,
     /// `None`: the defaults, or `TASKWATT_IDLE_US` (read by `build`).
     idle: Option<IdlePolicy>,
+    /// `None`: the default, or `TASKWATT_STAGING_US` (read by `build`).
+    staging: Option<std::time::Duration>,
 }
 
 impl Default for RuntimeBuilder {
@@ -74,6 +76,7 @@ impl Default for RuntimeBuilder {
             params: Vec::new(),
             trace_chunk: 4096,
             idle: None,
+            staging: None,
         }
     }
 }
@@ -128,6 +131,25 @@ impl RuntimeBuilder {
     /// A parameter recorded in the trace's run metadata.
     pub fn param(mut self, key: impl Into<String>, value: impl ToString) -> Self {
         self.params.push((key.into(), value.to_string()));
+        self
+    }
+
+    /// The staging window (default 2 µs). A task ready as soon as it is submitted is
+    /// staged: it reaches the scheduling policy once the oldest staged task is this old
+    /// and a worker looks (after each task it runs, and while it polls for work),
+    /// together with the tasks staged after it. A worker that just ran out of work then
+    /// does not take each new task as the submitting thread writes it, which made the
+    /// two cores pass the same cache lines back and forth for every task. Tasks released
+    /// by finishing predecessors are not staged.
+    ///
+    /// Waiting (`wait_all`, `wait`, `acquire`, `unregister`) and a parked worker's
+    /// wake-up take the staged tasks at once, and so does a worker about to park. While
+    /// every worker runs a task, a staged task waits for the window or the first of
+    /// those tasks to end, whichever is later. Zero gives every task to the policy at
+    /// submission. `TASKWATT_STAGING_US=<µs>` (decimals allowed) sets the default. See
+    /// docs/runtime.md, "Staging".
+    pub fn staging(mut self, window: std::time::Duration) -> Self {
+        self.staging = Some(window);
         self
     }
 
@@ -203,6 +225,10 @@ impl RuntimeBuilder {
             Some(idle) => idle,
             None => IdlePolicy::from_env()?,
         };
+        let staging = match self.staging {
+            Some(window) => window,
+            None => staging_from_env()?,
+        };
         let descs: Vec<WorkerDesc> = workers
             .iter()
             .map(|w| WorkerDesc {
@@ -259,6 +285,9 @@ impl RuntimeBuilder {
             archs,
             policy_name,
             timing,
+            staged: CachePadded::new(Mutex::new(Vec::new())),
+            staged_since: CachePadded::new(AtomicU64::new(0)),
+            staging,
         });
         let mut threads = Vec::with_capacity(workers.len());
         let started = Arc::new(StartLatch::default());
@@ -340,6 +369,7 @@ impl StartLatch {
     }
 }
 
+const DEFAULT_STAGING: std::time::Duration = std::time::Duration::from_micros(2);
 const DEFAULT_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 const DEFAULT_YIELD: std::time::Duration = std::time::Duration::from_micros(100);
 
@@ -365,6 +395,22 @@ impl IdlePolicy {
             }),
             None => Err(RuntimeError::IdleEnv { value }),
         }
+    }
+}
+
+/// The environment variable that overrides the default staging window.
+pub const STAGING_ENV: &str = "TASKWATT_STAGING_US";
+
+/// `TASKWATT_STAGING_US=<µs>` if set, else the default.
+fn staging_from_env() -> Result<std::time::Duration, RuntimeError> {
+    let Ok(value) = std::env::var(STAGING_ENV) else {
+        return Ok(DEFAULT_STAGING);
+    };
+    match value.trim().parse::<f64>() {
+        Ok(us) if us.is_finite() && (0.0..=1e9).contains(&us) => {
+            Ok(std::time::Duration::from_secs_f64(us * 1e-6))
+        }
+        _ => Err(RuntimeError::StagingEnv { value }),
     }
 }
 
@@ -438,9 +484,81 @@ pub(crate) struct Shared {
     /// Whether anyone reads task timestamps (a trace or an observer): without, the hot
     /// path reads no clock.
     pub(crate) timing: bool,
+    /// Codelet tasks ready at submission, in submission order, not yet given to the
+    /// policy (see [`RuntimeBuilder::staging`] and docs/runtime.md, "Staging").
+    staged: CachePadded<Mutex<Vec<Arc<TaskNode>>>>,
+    /// When the oldest staged task was staged, on the trace clock in ns (at least 1); 0
+    /// when none is. Written under `staged`'s lock, read without it by the workers after
+    /// each task (a line written once per batch of staged tasks).
+    staged_since: CachePadded<AtomicU64>,
+    /// The staging window; zero: no staging.
+    pub(crate) staging: std::time::Duration,
 }
 
 impl Shared {
+    /// Stages `node`, a codelet task ready at its submission. The first task of a batch
+    /// wakes a parked worker if there is one: it takes the staged tasks at once, and
+    /// wakes others for them. (Waking one per task woke up to twice as many workers as
+    /// tasks.) Later tasks of the batch need no wake-up: whoever takes the first takes
+    /// them too, or, if the batch was taken before they came, they start a new one. A
+    /// worker that parks after the first was staged takes the batch before it sleeps.
+    fn stage(&self, node: Arc<TaskNode>) {
+        let mut staged = self.staged.lock();
+        let first = staged.is_empty();
+        if first {
+            let since = if self.timing {
+                node.submit
+            } else {
+                Clock::now()
+            };
+            self.staged_since
+                .store(since.as_ns().max(1), Ordering::Relaxed);
+        }
+        if self.timing {
+            node.ready.store(node.submit.as_ns(), Ordering::Relaxed);
+        }
+        staged.push(node);
+        drop(staged);
+        if first {
+            self.sleep.notify(1);
+        }
+    }
+
+    /// Whether a task has been staged for the window or longer at `now` (the trace
+    /// clock; read only when something is staged).
+    #[inline]
+    pub(crate) fn staged_due(&self, now: impl FnOnce() -> Timestamp) -> bool {
+        let since = self.staged_since.load(Ordering::Relaxed);
+        since != 0 && now().as_ns().saturating_sub(since) >= self.staging.as_nanos() as u64
+    }
+
+    /// Gives the staged tasks to the policy, in submission order, as the submitting
+    /// thread would have: `buf` is the caller's empty vector, swapped with the staged one
+    /// so that neither side allocates. Returns how many; wakes parked workers for all
+    /// but one (the caller, a worker, goes on to pop; `wake_all` when the caller is not
+    /// a worker).
+    pub(crate) fn take_staged(&self, buf: &mut Vec<Arc<TaskNode>>, wake_all: bool) -> usize {
+        debug_assert!(buf.is_empty());
+        let mut staged = self.staged.lock();
+        std::mem::swap(&mut *staged, buf);
+        self.staged_since.store(0, Ordering::Relaxed);
+        drop(staged);
+        let n = buf.len();
+        for node in buf.drain(..) {
+            self.policy.push(ReadyTask(node), Origin::External);
+        }
+        self.sleep
+            .notify(if wake_all { n } else { n.saturating_sub(1) });
+        n
+    }
+
+    /// Gives the staged tasks to the policy before a thread outside the workers waits.
+    pub(crate) fn flush_staged(&self) {
+        if !self.staging.is_zero() {
+            self.take_staged(&mut Vec::new(), true);
+        }
+    }
+
     /// The trace clock, or zero when no one reads task timestamps.
     #[inline]
     pub(crate) fn now(&self) -> Timestamp {
@@ -751,6 +869,13 @@ impl Runtime {
     pub(crate) fn release_guard(&self, node: &Arc<TaskNode>) {
         let sh = &*self.shared;
         if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if !sh.staging.is_zero()
+                && matches!(node.kind, Kind::Codelet)
+                && !node.cancelled.load(Ordering::Relaxed)
+            {
+                sh.stage(node.clone());
+                return;
+            }
             let mut none = None;
             // Ready as soon as submitted: its predecessors had all finished by then.
             match sh.ready(node.clone(), &mut none, node.submit) {
@@ -776,6 +901,7 @@ impl Runtime {
     /// it run normally, on the data as the failure left it.
     pub fn wait_all(&self) -> Result<(), RuntimeError> {
         let sh = &*self.shared;
+        sh.flush_staged();
         sh.waiters.wait_until(|| sh.count.all_done());
         let report = std::mem::take(&mut *sh.report.lock());
         for n in &report.nodes {
@@ -796,6 +922,7 @@ impl Runtime {
     pub fn wait(&self, task: &TaskHandle) -> Result<(), RuntimeError> {
         let node = &task.node;
         node.has_waiter.store(true, Ordering::SeqCst);
+        self.shared.flush_staged();
         self.shared.waiters.wait_until(|| node.is_finished());
         match node.status.load(Ordering::SeqCst) {
             DONE_OK => Ok(()),

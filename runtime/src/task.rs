@@ -5,8 +5,10 @@
 //! 1. **Submitted.** `pending` starts at 1 (the submission guard) and gains one per
 //!    unfinished predecessor found by dependency inference or listed explicitly.
 //! 2. **Ready.** When `pending` drops to 0 the node goes to the scheduling policy (a
-//!    codelet task) or wakes its acquirer (an acquisition). The submission guard makes sure
-//!    this cannot happen before every dependency of the node has been recorded.
+//!    codelet task; staged first if this happens at its submission, see
+//!    `RuntimeBuilder::staging`) or wakes its acquirer (an acquisition). The submission
+//!    guard makes sure this cannot happen before every dependency of the node has been
+//!    recorded.
 //! 3. **Running.** A worker takes the body out of the node ([`TaskNode::take_body`]): from
 //!    here on the node holds no data handle, which breaks the handle → last writer → handle
 //!    reference cycle.

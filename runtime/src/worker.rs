@@ -6,13 +6,16 @@
 //! partial buffer, so that a trace on disk is never more than one idle period behind;
 //! since a worker parks only after polling for a while (see [`find_task`]), one that idles
 //! for microseconds between tasks does not wake the trace writer each time.
+//!
+//! Tasks ready at their submission are staged by the runtime, not given to the policy at
+//! once; the workers take them in batches (see [`Staged`]).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use taskwatt_scheduler::Local;
-use taskwatt_traces::{Arch, TaskChunk, TaskRecord, TaskStatus, Timestamp, WorkerId};
+use taskwatt_traces::{Arch, Clock, TaskChunk, TaskRecord, TaskStatus, Timestamp, WorkerId};
 
 use crate::context::TaskCtx;
 use crate::error::TaskFailure;
@@ -78,13 +81,18 @@ pub(crate) fn run(ctx: WorkerCtx) {
     let mut done = Done::default();
     // A task found by the last look before parking: run it as any other.
     let mut found: Option<ReadyTask> = None;
+    let mut staged = Staged {
+        window: sh.staging,
+        buf: Vec::new(),
+        now: false,
+    };
     loop {
         let next = match found.take() {
             Some(task) => Some(task),
-            None => find_task(sh, me, &mut local, &mut done, &ctx.idle),
+            None => find_task(sh, me, &mut local, &mut done, &ctx.idle, &mut staged),
         };
         if let Some(task) = next {
-            execute(
+            let end = execute(
                 &ctx,
                 task,
                 &mut local,
@@ -94,10 +102,21 @@ pub(crate) fn run(ctx: WorkerCtx) {
             if done.finished >= Done::BATCH {
                 done.flush(sh);
             }
+            // Staged tasks reach the policy within the window even while this worker
+            // has work (`end` is zero when nobody reads the clock).
+            staged.take_due(sh, || if sh.timing { end } else { Clock::now() });
             continue;
         }
-        // Park (see sync.rs for why this cannot miss a push).
+        // Park (see sync.rs for why this cannot miss a push). A task staged before
+        // `prepare` is taken here; one staged after it finds this worker among the
+        // sleepers and wakes it, as a push would.
         let epoch = sh.sleep.prepare();
+        if staged.take(sh) > 0 {
+            // Back to popping: one of these is for this worker (a policy may miss it
+            // once, spuriously), and it woke nobody for it.
+            sh.sleep.cancel();
+            continue;
+        }
         if let Some(task) = sh.policy.pop(me, &mut local) {
             sh.sleep.cancel();
             found = Some(task);
@@ -113,6 +132,8 @@ pub(crate) fn run(ctx: WorkerCtx) {
             flush(sh, &mut buf);
         }
         sh.sleep.sleep(epoch);
+        // Whatever was staged while this worker slept has waited long enough.
+        staged.now = true;
     }
     done.flush(sh);
     if !buf.is_empty() {
@@ -168,6 +189,9 @@ impl Done {
 /// attempts and gives up after ~5 µs: a task released 2 µs into the wait was seen up to
 /// 1.6 µs late, and a 6 µs gap cost a wake-up.)
 ///
+/// Each look at the clock also takes the tasks staged for the window or longer (see
+/// [`Staged`]).
+///
 /// At most `max_spinners` workers (half of them, at least one) poll busily at a time; the
 /// others go straight to the polite poll (see [`Spinner`]). One busy poller is enough to
 /// pick up the next task at once, and more of them take the cores from the submitting
@@ -180,12 +204,18 @@ fn find_task(
     local: &mut Local,
     done: &mut Done,
     idle: &IdlePolicy,
+    staged: &mut Staged,
 ) -> Option<ReadyTask> {
     if let Some(t) = sh.policy.pop(me, local) {
         return Some(t);
     }
     if done.finished > 0 {
         done.flush(sh);
+    }
+    if std::mem::take(&mut staged.now) && staged.take(sh) > 0 {
+        if let Some(t) = sh.policy.pop(me, local) {
+            return Some(t);
+        }
     }
     if idle.spin.is_zero() && idle.yield_.is_zero() {
         return None;
@@ -199,9 +229,9 @@ fn find_task(
             return Some(t);
         }
         round = round.wrapping_add(1);
-        // The clock and the shutdown flag every 16 busy attempts (~2-4 µs), and after
+        // The clock and the shutdown flag every 4 busy attempts (~0.5-1 µs), and after
         // every yield.
-        if yielding || round.is_multiple_of(16) {
+        if yielding || round.is_multiple_of(4) {
             if sh.sleep.is_shutdown() {
                 return None;
             }
@@ -210,6 +240,11 @@ fn find_task(
                 return None;
             }
             yielding = !spinner.busy || e >= idle.spin;
+            if staged.take_due(sh, Clock::now) > 0 {
+                if let Some(t) = sh.policy.pop(me, local) {
+                    return Some(t);
+                }
+            }
         }
         if yielding {
             std::thread::yield_now();
@@ -218,6 +253,41 @@ fn find_task(
                 std::hint::spin_loop();
             }
         }
+    }
+}
+
+/// A worker's side of staging (see [`RuntimeBuilder::staging`](crate::RuntimeBuilder::staging)
+/// and docs/runtime.md, "Staging"). A worker gives the staged tasks to the policy:
+/// - after each task and while idle, once the oldest was staged for the window or longer;
+/// - at once when it wakes up from parking, and in its last look before parking.
+///
+/// It swaps its empty vector with the staged one, so that neither side allocates.
+struct Staged {
+    window: std::time::Duration,
+    buf: Vec<Arc<TaskNode>>,
+    /// Take the staged tasks at the next miss, without waiting for the window: set on
+    /// waking up from parking.
+    now: bool,
+}
+
+impl Staged {
+    /// Gives the staged tasks to the policy; returns how many.
+    #[inline]
+    fn take(&mut self, sh: &Shared) -> usize {
+        if self.window.is_zero() {
+            return 0;
+        }
+        sh.take_staged(&mut self.buf, false)
+    }
+
+    /// The same, if the oldest was staged for the window or longer at `now()` (read only
+    /// when something is staged).
+    #[inline]
+    fn take_due(&mut self, sh: &Shared, now: impl FnOnce() -> Timestamp) -> usize {
+        if self.window.is_zero() || !sh.staged_due(now) {
+            return 0;
+        }
+        sh.take_staged(&mut self.buf, false)
     }
 }
 
@@ -267,7 +337,7 @@ fn execute(
     local: &mut Local,
     buf: Option<&mut TaskChunk>,
     done: &mut Done,
-) {
+) -> Timestamp {
     let sh = &*ctx.shared;
     let node = task.0;
     // SAFETY: the policy gave this ready node to this worker only (each node is pushed
@@ -360,6 +430,7 @@ fn execute(
     sh.policy.done(ctx.id as usize, local);
     // This worker takes one of the released tasks itself; wake others for the rest.
     sh.sleep.notify(pushed.saturating_sub(1));
+    end
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

@@ -1,11 +1,11 @@
-//! `TASKWATT_SCHED` and `TASKWATT_IDLE_US` apply when the API does not say. (Its own test binary: the
-//! variable is process-wide.)
+//! `TASKWATT_SCHED`, `TASKWATT_IDLE_US` and `TASKWATT_STAGING_US` apply when the API does not
+//! say. (Its own test binary: the variables are process-wide.)
 
 use std::sync::Mutex;
 
-use taskwatt_runtime::Runtime;
+use taskwatt_runtime::{Codelet, Runtime, Task};
 
-/// Both tests set process-wide variables that every `build()` reads: one at a time.
+/// The tests set process-wide variables that every `build()` reads: one at a time.
 static ENV: Mutex<()> = Mutex::new(());
 
 /// The error of building a one-worker runtime with the environment as it is.
@@ -14,6 +14,17 @@ fn build_error() -> String {
         Ok(_) => panic!("the build should have failed"),
         Err(e) => e.to_string(),
     }
+}
+
+/// A two-worker runtime built with the environment as it is runs 100 tasks.
+fn runs_tasks() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let cl = Codelet::new("c").cpu(|_| {});
+    for _ in 0..100 {
+        rt.submit(Task::new(&cl)).unwrap();
+    }
+    rt.wait_all().unwrap();
+    assert_eq!(rt.stats().executed, 100);
 }
 
 #[test]
@@ -43,7 +54,7 @@ fn policy_from_environment_variable() {
 #[test]
 fn idle_policy_from_environment_variable() {
     use std::time::Duration;
-    use taskwatt_runtime::{Codelet, Task, IDLE_ENV};
+    use taskwatt_runtime::IDLE_ENV;
 
     let _env = ENV.lock().unwrap_or_else(|p| p.into_inner());
     // Only this test touches TASKWATT_IDLE_US in this binary.
@@ -62,12 +73,44 @@ fn idle_policy_from_environment_variable() {
     drop(rt);
     // A valid value runs tasks (here: park at once).
     std::env::set_var(IDLE_ENV, "0, 0");
-    let rt = Runtime::builder().workers(2).build().unwrap();
-    let cl = Codelet::new("c").cpu(|_| {});
-    for _ in 0..100 {
-        rt.submit(Task::new(&cl)).unwrap();
-    }
-    rt.wait_all().unwrap();
-    assert_eq!(rt.stats().executed, 100);
+    runs_tasks();
     std::env::remove_var(IDLE_ENV);
+}
+
+#[test]
+fn staging_window_from_environment_variable() {
+    use std::time::Duration;
+    use taskwatt_runtime::STAGING_ENV;
+
+    let _env = ENV.lock().unwrap_or_else(|p| p.into_inner());
+    // Only this test touches TASKWATT_STAGING_US in this binary; unset even if it fails,
+    // so that the other tests build.
+    struct Unset;
+    impl Drop for Unset {
+        fn drop(&mut self) {
+            std::env::remove_var(STAGING_ENV);
+        }
+    }
+    let _unset = Unset;
+    for bad in ["soon", "-1", "NaN"] {
+        std::env::set_var(STAGING_ENV, bad);
+        let err = build_error();
+        assert!(
+            err.contains(&format!("TASKWATT_STAGING_US={bad}")) && err.contains("microseconds"),
+            "{err}"
+        );
+    }
+    // The API wins over the variable.
+    drop(
+        Runtime::builder()
+            .workers(1)
+            .staging(Duration::ZERO)
+            .build()
+            .unwrap(),
+    );
+    // Valid values run tasks: off, and a fraction of a microsecond.
+    for good in ["0", " 0.5 "] {
+        std::env::set_var(STAGING_ENV, good);
+        runs_tasks();
+    }
 }

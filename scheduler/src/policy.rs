@@ -10,10 +10,14 @@
 //!    first `pop`. The returned [`Local`] is owned by the worker thread for the rest of the
 //!    run and is handed back to the policy in every later call from that thread. This is
 //!    where single-owner structures (a crossbeam `Worker` deque) live.
-//! 3. **`push(task, origin)`**, exactly once per task, when its last dependency is satisfied.
-//!    Ownership of the task moves into the policy. `origin` says who released it: the
-//!    submitting thread ([`Origin::External`]) or a worker that just finished a predecessor
-//!    ([`Origin::Worker`], with that worker's [`Local`]).
+//! 3. **`push(task, origin)`**, exactly once per task, once its last dependency is
+//!    satisfied. Ownership of the task moves into the policy. `origin` says how it became
+//!    ready: a worker that just finished its last predecessor ([`Origin::Worker`], with that
+//!    worker's [`Local`], pushed at once), or not through a worker's task
+//!    ([`Origin::External`], from any thread). Tasks ready at their submission are staged
+//!    by the runtime and pushed in batches, in submission order, by whichever thread takes
+//!    the batch: a worker, once the oldest has waited the staging window (taskwatt-runtime's
+//!    `RuntimeBuilder::staging`) and the worker looks, or a thread about to wait.
 //! 4. **`pop(w, local)`**, called by worker `w` whenever it is free. Returning `Some(task)`
 //!    moves ownership of the task to that worker, which runs it. Every pushed task must be
 //!    returned by exactly one `pop`, to a worker that can run it. A policy may return `None`
@@ -104,8 +108,10 @@ impl std::fmt::Debug for Local {
 /// Who released a task.
 #[derive(Debug)]
 pub enum Origin<'a> {
-    /// A thread that is not a worker: the submitting thread, or a waiter releasing an
-    /// acquired handle.
+    /// Not a worker's finished predecessor: a task ready at its submission, pushed by the
+    /// submitting thread, a waiting thread or a worker taking the staged tasks (see the
+    /// module docs, step 3), or a task released by a thread outside the workers (a
+    /// waiter releasing an acquired handle, pushed at once).
     External,
     /// Worker `id`, which just finished a predecessor; `local` is its state.
     Worker {
