@@ -20,7 +20,7 @@ use loom::cell::UnsafeCell;
 use loom::thread;
 use taskwatt_traces::Timestamp;
 
-use super::{AtomicBool, AtomicUsize};
+use super::{AtomicBool, AtomicUsize, Mutex};
 use crate::codelet::Codelet;
 use crate::handle::{Access, HandleCore};
 use crate::runtime::link;
@@ -62,13 +62,31 @@ fn push(queue: &AtomicUsize, sleep: &Sleep) {
 }
 
 /// worker.rs `run`, from an empty `find_task` to parking, until it got one task or the
-/// runtime shuts down. Returns whether it got a task.
-fn worker_until_one_task(sleep: &Sleep, queue: &AtomicUsize) -> bool {
+/// runtime shuts down. Returns whether it got a task. With a `staged` list, tasks staged
+/// with a window that no task reaches in the model: taken only at a wake-up and in the
+/// last look before parking.
+fn worker_until_one_task(
+    sleep: &Sleep,
+    queue: &AtomicUsize,
+    staged: Option<&Mutex<usize>>,
+) -> bool {
+    let mut woken = false;
     loop {
         if pop(queue) {
             return true;
         }
+        if let Some(st) = staged {
+            if std::mem::take(&mut woken) && take_staged(st, queue, sleep) > 0 {
+                continue;
+            }
+        }
         let epoch = sleep.prepare();
+        if let Some(st) = staged {
+            if take_staged(st, queue, sleep) > 0 {
+                sleep.cancel();
+                continue;
+            }
+        }
         if pop(queue) {
             sleep.cancel();
             return true;
@@ -78,6 +96,7 @@ fn worker_until_one_task(sleep: &Sleep, queue: &AtomicUsize) -> bool {
             return false;
         }
         sleep.sleep(epoch);
+        woken = true;
     }
 }
 
@@ -87,7 +106,7 @@ fn loom_sleep_push_wakes_the_parking_worker() {
         let sleep = Arc::new(Sleep::new());
         let queue = Arc::new(AtomicUsize::new(0));
         let (s, q) = (sleep.clone(), queue.clone());
-        let worker = thread::spawn(move || worker_until_one_task(&s, &q));
+        let worker = thread::spawn(move || worker_until_one_task(&s, &q, None));
         push(&queue, &sleep);
         assert!(worker.join().unwrap(), "the worker must get the task");
     });
@@ -104,7 +123,7 @@ fn loom_sleep_two_pushes_wake_two_workers() {
         let workers: Vec<_> = (0..2)
             .map(|_| {
                 let (s, q) = (sleep.clone(), queue.clone());
-                thread::spawn(move || worker_until_one_task(&s, &q))
+                thread::spawn(move || worker_until_one_task(&s, &q, None))
             })
             .collect();
         push(&queue, &sleep);
@@ -121,9 +140,73 @@ fn loom_sleep_shutdown_wakes_the_parking_worker() {
         let sleep = Arc::new(Sleep::new());
         let queue = Arc::new(AtomicUsize::new(0));
         let (s, q) = (sleep.clone(), queue.clone());
-        let worker = thread::spawn(move || worker_until_one_task(&s, &q));
+        let worker = thread::spawn(move || worker_until_one_task(&s, &q, None));
         sleep.shutdown();
         assert!(!worker.join().unwrap(), "no task was pushed");
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Staging: a task staged at submission reaches a worker, parked or not (runtime.rs
+// `Shared::stage` and `Shared::take_staged`, worker.rs `run` and `find_task`; their lines
+// on the staged list and `Sleep` are copied here and must be kept in step).
+
+/// runtime.rs `Shared::stage`: the first task of a batch wakes one parked worker.
+fn stage(staged: &Mutex<usize>, sleep: &Sleep) {
+    let mut s = staged.lock();
+    let first = *s == 0;
+    *s += 1;
+    drop(s);
+    if first {
+        sleep.notify(1);
+    }
+}
+
+/// runtime.rs `Shared::take_staged` from a worker: the staged tasks go to the policy, and
+/// parked workers are woken for all but one.
+fn take_staged(staged: &Mutex<usize>, queue: &AtomicUsize, sleep: &Sleep) -> usize {
+    let n = std::mem::take(&mut *staged.lock());
+    queue.fetch_add(n, Release);
+    sleep.notify(n.saturating_sub(1));
+    n
+}
+
+#[test]
+fn loom_staging_a_staged_task_reaches_the_parking_worker() {
+    check(None, || {
+        let sleep = Arc::new(Sleep::new());
+        let staged = Arc::new(Mutex::new(0usize));
+        let queue = Arc::new(AtomicUsize::new(0));
+        let (s, st, q) = (sleep.clone(), staged.clone(), queue.clone());
+        let worker = thread::spawn(move || worker_until_one_task(&s, &q, Some(&st)));
+        stage(&staged, &sleep);
+        assert!(
+            worker.join().unwrap(),
+            "the worker must get the staged task"
+        );
+    });
+}
+
+#[test]
+fn loom_staging_two_staged_tasks_reach_two_workers() {
+    // The second task of a batch wakes nobody: whoever takes the first takes it too and
+    // wakes the other worker for it, or it starts a new batch. Bounded as
+    // `loom_sleep_two_pushes_wake_two_workers`.
+    check(Some(3), || {
+        let sleep = Arc::new(Sleep::new());
+        let staged = Arc::new(Mutex::new(0usize));
+        let queue = Arc::new(AtomicUsize::new(0));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (s, st, q) = (sleep.clone(), staged.clone(), queue.clone());
+                thread::spawn(move || worker_until_one_task(&s, &q, Some(&st)))
+            })
+            .collect();
+        stage(&staged, &sleep);
+        stage(&staged, &sleep);
+        for w in workers {
+            assert!(w.join().unwrap(), "each worker must get one task");
+        }
     });
 }
 
