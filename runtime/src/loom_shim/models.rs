@@ -151,15 +151,10 @@ fn loom_sleep_shutdown_wakes_the_parking_worker() {
 // `Shared::stage` and `Shared::take_staged`, worker.rs `run` and `find_task`; their lines
 // on the staged list and `Sleep` are copied here and must be kept in step).
 
-/// runtime.rs `Shared::stage`: the first task of a batch wakes one parked worker.
+/// runtime.rs `Shared::stage`: each staged task wakes one parked worker.
 fn stage(staged: &Mutex<usize>, sleep: &Sleep) {
-    let mut s = staged.lock();
-    let first = *s == 0;
-    *s += 1;
-    drop(s);
-    if first {
-        sleep.notify(1);
-    }
+    *staged.lock() += 1;
+    sleep.notify(1);
 }
 
 /// runtime.rs `Shared::take_staged` from a worker: the staged tasks go to the policy, and
@@ -189,8 +184,7 @@ fn loom_staging_a_staged_task_reaches_the_parking_worker() {
 
 #[test]
 fn loom_staging_two_staged_tasks_reach_two_workers() {
-    // The second task of a batch wakes nobody: whoever takes the first takes it too and
-    // wakes the other worker for it, or it starts a new batch. Bounded as
+    // Whoever takes both pushes them and wakes the other worker for one. Bounded as
     // `loom_sleep_two_pushes_wake_two_workers`.
     check(Some(3), || {
         let sleep = Arc::new(Sleep::new());
