@@ -82,7 +82,6 @@ pub(crate) fn run(ctx: WorkerCtx) {
     // A task found by the last look before parking: run it as any other.
     let mut found: Option<ReadyTask> = None;
     let mut staged = Staged {
-        window: sh.staging,
         buf: Vec::new(),
         now: false,
     };
@@ -263,7 +262,6 @@ fn find_task(
 ///
 /// It swaps its empty vector with the staged one, so that neither side allocates.
 struct Staged {
-    window: std::time::Duration,
     buf: Vec<Arc<TaskNode>>,
     /// Take the staged tasks at the next miss, without waiting for the window: set on
     /// waking up from parking.
@@ -274,7 +272,7 @@ impl Staged {
     /// Gives the staged tasks to the policy; returns how many.
     #[inline]
     fn take(&mut self, sh: &Shared) -> usize {
-        if self.window.is_zero() {
+        if sh.staging.is_zero() {
             return 0;
         }
         sh.take_staged(&mut self.buf, false)
@@ -284,7 +282,7 @@ impl Staged {
     /// when something is staged).
     #[inline]
     fn take_due(&mut self, sh: &Shared, now: impl FnOnce() -> Timestamp) -> usize {
-        if self.window.is_zero() || !sh.staged_due(now) {
+        if sh.staging.is_zero() || !sh.staged_due(now) {
             return 0;
         }
         sh.take_staged(&mut self.buf, false)
