@@ -521,7 +521,7 @@ impl Shared {
     }
 
     /// Whether a task has been staged for the window or longer at `now` (the trace
-    /// clock; read only when something is staged).
+    /// clock; read only when something is staged, so never without staging).
     #[inline]
     pub(crate) fn staged_due(&self, now: impl FnOnce() -> Timestamp) -> bool {
         let since = self.staged_since.load(Ordering::Relaxed);
@@ -532,8 +532,11 @@ impl Shared {
     /// thread would have: `buf` is the caller's empty vector, swapped with the staged one
     /// so that neither side allocates. Returns how many; wakes parked workers for all
     /// but one (the caller, a worker, goes on to pop; `wake_all` when the caller is not
-    /// a worker).
+    /// a worker). Without staging, nothing is ever staged: no lock is taken.
     pub(crate) fn take_staged(&self, buf: &mut Vec<Arc<TaskNode>>, wake_all: bool) -> usize {
+        if self.staging.is_zero() {
+            return 0;
+        }
         debug_assert!(buf.is_empty());
         let mut staged = self.staged.lock();
         std::mem::swap(&mut *staged, buf);
@@ -550,9 +553,7 @@ impl Shared {
 
     /// Gives the staged tasks to the policy before a thread outside the workers waits.
     pub(crate) fn flush_staged(&self) {
-        if !self.staging.is_zero() {
-            self.take_staged(&mut Vec::new(), true);
-        }
+        self.take_staged(&mut Vec::new(), true);
     }
 
     /// The trace clock, or zero when no one reads task timestamps.

@@ -272,9 +272,6 @@ impl Staged {
     /// Gives the staged tasks to the policy; returns how many.
     #[inline]
     fn take(&mut self, sh: &Shared) -> usize {
-        if sh.staging.is_zero() {
-            return 0;
-        }
         sh.take_staged(&mut self.buf, false)
     }
 
@@ -282,7 +279,7 @@ impl Staged {
     /// when something is staged).
     #[inline]
     fn take_due(&mut self, sh: &Shared, now: impl FnOnce() -> Timestamp) -> usize {
-        if sh.staging.is_zero() || !sh.staged_due(now) {
+        if !sh.staged_due(now) {
             return 0;
         }
         sh.take_staged(&mut self.buf, false)
