@@ -41,6 +41,7 @@ mod handle;
 mod inline;
 mod loom_shim;
 mod pool;
+mod prefetch;
 mod runtime;
 mod sync;
 mod task;

@@ -249,22 +249,14 @@ impl NodePool {
 /// prefetches it, one submission ahead of its use.
 #[inline]
 fn prefetch_for_write(node: &Arc<TaskNode>) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-        // The counts sit just before the value in the `Arc`'s allocation.
-        let first = (Arc::as_ptr(node) as usize).saturating_sub(2 * std::mem::size_of::<usize>());
-        let end = Arc::as_ptr(node) as usize + std::mem::size_of::<TaskNode>();
-        let mut line = first & !63;
-        while line < end {
-            // SAFETY: a prefetch is a hint: it reads no memory architecturally and cannot
-            // fault, whatever the address (these lines belong to a live allocation anyway).
-            unsafe { _mm_prefetch::<_MM_HINT_ET0>(line as *const i8) };
-            line += 64;
-        }
+    // The counts sit just before the value in the `Arc`'s allocation.
+    let first = (Arc::as_ptr(node) as usize).saturating_sub(2 * std::mem::size_of::<usize>());
+    let end = Arc::as_ptr(node) as usize + std::mem::size_of::<TaskNode>();
+    let mut line = first & !63;
+    while line < end {
+        crate::prefetch::for_write(line as *const u8);
+        line += 64;
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = node;
 }
 
 #[cfg(test)]
