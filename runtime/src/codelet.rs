@@ -18,6 +18,11 @@ use crate::context::TaskCtx;
 /// context.
 pub type ImplFn = dyn Fn(&TaskCtx<'_>) + Send + Sync + 'static;
 
+/// Aligned to a cache line, so that the `Arc`'s counts sit alone in the line before it.
+/// Every submission writes those counts (`Task::new` clones the codelet, and a recycled
+/// node drops the one it held), and every worker reads `impls` and `name` for every task:
+/// in one line, each task's start waited for the line the submitter had just written.
+#[repr(align(64))]
 pub(crate) struct CodeletInner {
     pub(crate) name: String,
     pub(crate) impls: [Option<Arc<ImplFn>>; Arch::COUNT],
@@ -124,5 +129,23 @@ impl fmt::Debug for Codelet {
             .field("name", &self.inner.name)
             .field("archs", &self.archs())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_workers_read_shares_no_line_with_the_reference_counts() {
+        use std::mem::{align_of, offset_of, size_of};
+        // `Arc` puts its two counts first and the value at the value's alignment: a
+        // line-aligned value starts on the line after the counts.
+        assert!(align_of::<CodeletInner>() >= 64);
+        // What a worker reads for each task fits in that first line.
+        let name_end = offset_of!(CodeletInner, name) + size_of::<String>();
+        let impls_end =
+            offset_of!(CodeletInner, impls) + size_of::<[Option<Arc<ImplFn>>; Arch::COUNT]>();
+        assert!(name_end <= 64 && impls_end <= 64, "{name_end} {impls_end}");
     }
 }
