@@ -78,7 +78,7 @@ pub(crate) fn run(ctx: WorkerCtx) {
         TaskChunk::default()
     };
     arrival.now();
-    let mut done = Done::default();
+    let mut done = Done::new();
     // A task found by the last look before parking: run it as any other.
     let mut found: Option<ReadyTask> = None;
     let mut staged = Staged {
@@ -163,6 +163,17 @@ struct Done {
 
 impl Done {
     const BATCH: usize = 32;
+
+    /// With room for a batch: growing a vector on a worker's hot path costs a trip into
+    /// the allocator, which for a worker's first tasks can mean a system call (and with
+    /// it a chance for the scheduler to hand the core to another thread).
+    fn new() -> Done {
+        Done {
+            garbage: Vec::with_capacity(Self::BATCH),
+            nodes: Vec::with_capacity(Self::BATCH),
+            ..Done::default()
+        }
+    }
 
     fn flush(&mut self, sh: &Shared) {
         self.garbage.clear();
