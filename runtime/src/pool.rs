@@ -225,7 +225,10 @@ impl NodePool {
         }
         let node = spare.pop();
         if let Some(next) = spare.last() {
-            prefetch_for_write(next);
+            // A pooled node was last written by the worker that ran it: without this,
+            // the submitter's first write to it stalls on that core's copy. One
+            // submission ahead of its use.
+            next.prefetch_for_write();
         }
         node
     }
@@ -240,22 +243,6 @@ impl NodePool {
     #[cfg(test)]
     pub(crate) fn handles_kept(&self) -> usize {
         self.handles.lock().free.len()
-    }
-}
-
-/// Asks for the lines of `node` (its reference counts included) in this core's cache, ready
-/// to be written: a pooled node was last written by the worker that ran it, and without
-/// this its first write by the submitter stalls on that core's copy. Taking the next node
-/// prefetches it, one submission ahead of its use.
-#[inline]
-fn prefetch_for_write(node: &Arc<TaskNode>) {
-    // The counts sit just before the value in the `Arc`'s allocation.
-    let first = (Arc::as_ptr(node) as usize).saturating_sub(2 * std::mem::size_of::<usize>());
-    let end = Arc::as_ptr(node) as usize + std::mem::size_of::<TaskNode>();
-    let mut line = first & !63;
-    while line < end {
-        crate::prefetch::for_write(line as *const u8);
-        line += 64;
     }
 }
 

@@ -29,10 +29,21 @@ pub(crate) fn for_write<T>(p: *const T) {
                 )
             };
         } else {
-            use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            // SAFETY: as above, a hint that cannot fault.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p as *const i8) };
+            for_read(p);
         }
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = p;
+}
+
+/// Asks for the line holding `p` in this core's cache, to be read. A hint only.
+#[inline(always)]
+pub(crate) fn for_read<T>(p: *const T) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch reads no memory architecturally and cannot fault.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p as *const i8) };
     }
     #[cfg(not(all(target_arch = "x86_64", not(miri))))]
     let _ = p;

@@ -619,6 +619,11 @@ impl Shared {
         if node.has_waiter.load(Ordering::SeqCst) {
             self.waiters.notify_all();
         }
+        if successors.len() > 1 {
+            for s in &successors {
+                s.prefetch_pending();
+            }
+        }
         for s in successors {
             if status != DONE_OK {
                 s.cancelled.store(true, Ordering::Relaxed);

@@ -357,6 +357,31 @@ impl TaskNode {
         self.body.with_mut(|b| unsafe { (*b).take() })
     }
 
+    /// Asks for all the lines of `self`'s allocation (the `Arc`'s counts included) in
+    /// this core's cache, ready to be written. Their transfers from the core that wrote
+    /// them last then overlap, instead of following one another as the fields are
+    /// touched.
+    #[inline]
+    pub(crate) fn prefetch_for_write(self: &Arc<Self>) {
+        // The counts sit just before the value in the `Arc`'s allocation.
+        let first = (Arc::as_ptr(self) as usize).saturating_sub(2 * std::mem::size_of::<usize>());
+        let end = Arc::as_ptr(self) as usize + std::mem::size_of::<TaskNode>();
+        let mut line = first & !63;
+        while line < end {
+            crate::prefetch::for_write(line as *const u8);
+            line += 64;
+        }
+    }
+
+    /// Asks for the line of the dependency counter, ready to be written: the other
+    /// predecessors decremented it last. Releasing several successors asks for all their
+    /// counters first, so that their transfers overlap instead of following each other
+    /// (each decrement is a locked instruction, which waits for its line).
+    #[inline]
+    pub(crate) fn prefetch_pending(&self) {
+        crate::prefetch::for_write(&self.pending);
+    }
+
     /// Marks the node finished with `status` and returns its successors.
     pub(crate) fn finish(&self, status: u8) -> Successors {
         let mut links = self.links.lock();

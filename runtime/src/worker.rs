@@ -346,6 +346,9 @@ fn execute(
 ) -> Timestamp {
     let sh = &*ctx.shared;
     let node = task.0;
+    // Its lines come from the submitter and from the worker that released it: ask for
+    // all of them at once (the body is taken, the status and successor list written).
+    node.prefetch_for_write();
     // SAFETY: the policy gave this ready node to this worker only (each node is pushed
     // once, and its pop is ordered after the push).
     let Some(body) = (unsafe { node.take_body() }) else {
