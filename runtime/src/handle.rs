@@ -29,7 +29,7 @@ use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use crate::sync::SpinLock;
 use smallvec::SmallVec;
 
 use crate::inline::Value;
@@ -87,7 +87,7 @@ pub(crate) struct HandleCore {
     pub(crate) id: u64,
     pub(crate) bytes: u64,
     pub(crate) type_name: &'static str,
-    pub(crate) deps: Mutex<HandleDeps>,
+    pub(crate) deps: SpinLock<HandleDeps>,
     pub(crate) unregistered: AtomicBool,
     replicas: [AtomicU8; MAX_MEMORY_NODES],
     /// The value, inline when it is small (see inline.rs); none once unregistered.
@@ -113,7 +113,7 @@ impl HandleCore {
             id: NEXT_HANDLE.fetch_add(1, Ordering::Relaxed),
             bytes,
             type_name: std::any::type_name::<T>(),
-            deps: Mutex::new(HandleDeps {
+            deps: SpinLock::new(HandleDeps {
                 last_writer: None,
                 readers: SmallVec::new(),
                 prune_at: READERS_PRUNE_MIN,

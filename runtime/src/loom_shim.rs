@@ -17,6 +17,8 @@
 //! inside `loom::model`, so a real `Runtime` (or any other test) panics there.
 
 #[cfg(not(loom))]
+pub(crate) use crate::sync::SpinLock;
+#[cfg(not(loom))]
 pub(crate) use parking_lot::{Condvar, Mutex};
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
@@ -25,7 +27,7 @@ pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, Atomi
 pub(crate) use loom::cell::UnsafeCell;
 
 #[cfg(loom)]
-pub(crate) use self::checked::{Condvar, Mutex};
+pub(crate) use self::checked::{Condvar, Mutex, Mutex as SpinLock};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 
@@ -63,6 +65,19 @@ pub(crate) fn spin_until(done: impl Fn() -> bool) -> bool {
 
 /// Under loom: one check. A spin would only multiply the interleavings to explore, and
 /// the parking path after it is what the models check.
+/// Gives the core away (under loom: lets the model switch threads, which a spin loop
+/// needs so that its state space stays finite).
+#[cfg(not(loom))]
+#[inline]
+pub(crate) fn yield_now() {
+    std::thread::yield_now();
+}
+
+#[cfg(loom)]
+pub(crate) fn yield_now() {
+    loom::thread::yield_now();
+}
+
 #[cfg(loom)]
 pub(crate) fn spin_until(done: impl Fn() -> bool) -> bool {
     done()

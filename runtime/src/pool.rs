@@ -42,8 +42,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::sync::SpinLock as Mutex;
 use crossbeam_utils::CachePadded;
-use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use crate::handle::HandleCore;

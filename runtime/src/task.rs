@@ -31,7 +31,7 @@ use crate::context::MAX_ACCESSES;
 use crate::handle::{Access, Handle, HandleCore};
 use crate::inline::Arg;
 // loom's primitives under `--cfg loom` (see loom_shim.rs and its models).
-use crate::loom_shim::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Mutex, UnsafeCell};
+use crate::loom_shim::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, SpinLock, UnsafeCell};
 
 /// A task's data accesses, in declaration order: the handles, inline up to 4 (no
 /// allocation), and their modes packed two bits each beside them. A list of (handle, mode)
@@ -249,7 +249,7 @@ pub(crate) struct TaskNode {
     /// No lock: the dependency counter already orders the two, and a lock cost two
     /// read-modify-writes on each side per task, each a full barrier on x86.
     body: UnsafeCell<Option<Body>>,
-    links: Mutex<Links>,
+    links: SpinLock<Links>,
     /// The codelet: its name and implementations. The node holds the only reference a
     /// task takes (one count increment at submission), so that workers do not bounce the
     /// codelet's reference count between cores.
@@ -283,7 +283,7 @@ impl TaskNode {
             granted: AtomicBool::new(false),
             reported: AtomicBool::new(false),
             body: UnsafeCell::new(body),
-            links: Mutex::new(Links {
+            links: SpinLock::new(Links {
                 finished: false,
                 successors: Successors::new(),
             }),
