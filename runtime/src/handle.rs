@@ -83,17 +83,43 @@ pub(crate) struct HandleDeps {
     pub(crate) prune_at: usize,
 }
 
+/// Laid out in cache lines by who writes them, so that the tasks working on the value and
+/// the thread submitting the next ones do not take each other's lines: the `Arc`'s
+/// counts alone in the first line (both sides write them), then the value (tasks), then
+/// the dependency state (submission), then what is read on both sides and rarely written.
+/// Before, the value shared a line with the dependency state and another with
+/// `unregistered`, and the counts one with the lock.
+#[repr(C, align(64))]
 pub(crate) struct HandleCore {
+    /// The value, inline when it is small (see inline.rs); none once unregistered.
+    data: UnsafeCell<Value>,
+    replicas: [AtomicU8; MAX_MEMORY_NODES],
+    pub(crate) deps: LineAligned<SpinLock<HandleDeps>>,
     pub(crate) id: u64,
     pub(crate) bytes: u64,
     pub(crate) type_name: &'static str,
-    pub(crate) deps: SpinLock<HandleDeps>,
-    pub(crate) unregistered: AtomicBool,
-    replicas: [AtomicU8; MAX_MEMORY_NODES],
-    /// The value, inline when it is small (see inline.rs); none once unregistered.
-    data: UnsafeCell<Value>,
     /// Where the nodes this handle still holds go when it is dropped (the runtime's pool).
     pool: Option<Arc<NodePool>>,
+    pub(crate) unregistered: AtomicBool,
+}
+
+/// A value that starts a cache line (and so ends the fields before it in `HandleCore`).
+#[repr(align(64))]
+pub(crate) struct LineAligned<T>(T);
+
+impl<T> std::ops::Deref for LineAligned<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for LineAligned<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
 }
 
 // SAFETY: `data` is only touched through `data_ref` and `data_mut`, whose callers hold
@@ -113,11 +139,11 @@ impl HandleCore {
             id: NEXT_HANDLE.fetch_add(1, Ordering::Relaxed),
             bytes,
             type_name: std::any::type_name::<T>(),
-            deps: SpinLock::new(HandleDeps {
+            deps: LineAligned(SpinLock::new(HandleDeps {
                 last_writer: None,
                 readers: SmallVec::new(),
                 prune_at: READERS_PRUNE_MIN,
-            }),
+            })),
             unregistered: AtomicBool::new(false),
             replicas: [
                 AtomicU8::new(ReplicaState::Owner as u8),
@@ -318,6 +344,40 @@ impl<T> std::fmt::Debug for Handle<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tasks_submission_and_counts_each_have_their_own_lines() {
+        use std::mem::{align_of, offset_of, size_of};
+        // `Arc` puts its two counts first and the value at the value's alignment: a
+        // line-aligned value starts on the line after the counts.
+        assert_eq!(align_of::<HandleCore>(), 64);
+        let line = |offset: usize| offset / 64;
+        let last = |offset: usize, size: usize| (offset + size - 1) / 64;
+        // The value and its replica states: the first line.
+        assert_eq!(offset_of!(HandleCore, data), 0);
+        assert_eq!(
+            last(offset_of!(HandleCore, replicas), MAX_MEMORY_NODES),
+            0,
+            "replicas in the value's line"
+        );
+        // The dependency state: a line of its own.
+        let deps = offset_of!(HandleCore, deps);
+        assert_eq!(line(deps), 1);
+        assert_eq!(
+            last(deps, size_of::<LineAligned<SpinLock<HandleDeps>>>()),
+            1
+        );
+        // The rest after it.
+        for offset in [
+            offset_of!(HandleCore, id),
+            offset_of!(HandleCore, bytes),
+            offset_of!(HandleCore, type_name),
+            offset_of!(HandleCore, pool),
+            offset_of!(HandleCore, unregistered),
+        ] {
+            assert_eq!(line(offset), 2);
+        }
+    }
 
     #[test]
     fn msi_states_follow_accesses() {

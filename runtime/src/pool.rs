@@ -73,7 +73,7 @@ impl NodePool {
     /// Most nodes kept in each list (256 bytes each).
     pub(crate) const CAP: usize = 8192;
 
-    /// Most data handles kept (176 bytes each with the `Arc`'s counts and glibc's header).
+    /// Most data handles kept (256 bytes each with the `Arc`'s counts).
     pub(crate) const HANDLE_CAP: usize = 8192;
 
     pub(crate) fn new() -> NodePool {
