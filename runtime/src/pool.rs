@@ -34,7 +34,7 @@
 //! # Data handles
 //!
 //! The pool also keeps the data handles the application dropped ([`NodePool::keep_handle`],
-//! at most [`NodePool::HANDLE_CAP`], about 1.4 MiB): a handle nobody else holds is cleared
+//! at most [`NodePool::HANDLE_CAP`], 2 MiB): a handle nobody else holds is cleared
 //! when its last [`Handle`](crate::Handle) is dropped (its value dropped, its nodes given
 //! back, as freeing it would) and the next registration rewrites it in place. In the
 //! fan-out/fan-in, which registers a handle for every two tasks, the submitting thread's
