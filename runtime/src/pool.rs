@@ -45,7 +45,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::sync::SpinLock as Mutex;
+use crate::sync::SpinLock;
 use crossbeam_utils::CachePadded;
 use smallvec::SmallVec;
 
@@ -58,12 +58,12 @@ const RETURNED: usize = 1;
 
 pub(crate) struct NodePool {
     /// Taken by submitters, one node at a time.
-    spare: CachePadded<Mutex<Vec<Arc<TaskNode>>>>,
+    spare: CachePadded<SpinLock<Vec<Arc<TaskNode>>>>,
     /// Filled by workers, a batch at a time.
-    returned: CachePadded<Mutex<Vec<Arc<TaskNode>>>>,
+    returned: CachePadded<SpinLock<Vec<Arc<TaskNode>>>>,
     /// Data handles dropped by the application, cleared and ready for the next
     /// registration (see [`NodePool::keep_handle`]).
-    handles: CachePadded<Mutex<Handles>>,
+    handles: CachePadded<SpinLock<Handles>>,
     /// Set by [`NodePool::close`] while it holds both node locks: read under either, it
     /// makes the pool keep no node.
     closed: AtomicBool,
@@ -99,9 +99,9 @@ impl NodePool {
 
     pub(crate) fn new() -> NodePool {
         NodePool {
-            spare: CachePadded::new(Mutex::new(Vec::new())),
-            returned: CachePadded::new(Mutex::new(Vec::new())),
-            handles: CachePadded::new(Mutex::new(Handles {
+            spare: CachePadded::new(SpinLock::new(Vec::new())),
+            returned: CachePadded::new(SpinLock::new(Vec::new())),
+            handles: CachePadded::new(SpinLock::new(Handles {
                 free: Vec::new(),
                 closed: false,
             })),
