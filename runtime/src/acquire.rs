@@ -66,9 +66,9 @@ impl Runtime {
             None,
         ));
         // An acquisition has no trace record: its predecessor ids are not kept.
-        link(core, mode, &node, &mut Preds::new());
+        let waits = link(core, mode, &node, &mut Preds::new());
         node.has_waiter.store(true, Ordering::SeqCst);
-        self.release_guard(&node);
+        self.release_guard(&node, waits);
         self.shared.flush_staged();
         self.shared
             .waiters

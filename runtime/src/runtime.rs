@@ -848,11 +848,12 @@ impl Runtime {
             )
         });
         let mut preds = Preds::new();
+        let mut waits = false;
         for (core, mode) in accesses.iter() {
-            link(core, mode, &node, &mut preds);
+            waits |= link(core, mode, &node, &mut preds);
         }
         for pred in &task.after {
-            pred.add_successor(&node, &mut preds);
+            waits |= pred.add_successor(&node, &mut preds);
         }
         // SAFETY: the guard is still held (released just below), so nobody can take the
         // body yet; the release on `pending` publishes it to the thread that will.
@@ -863,14 +864,23 @@ impl Runtime {
                 arg: task.arg,
             })
         };
-        self.release_guard(&node);
+        self.release_guard(&node, waits);
         Ok(TaskHandle { node })
     }
 
-    /// Drops the submission guard of `node` (see task.rs, step 2).
-    pub(crate) fn release_guard(&self, node: &Arc<TaskNode>) {
+    /// Drops the submission guard of `node` (see task.rs, step 2). `waits`: whether an
+    /// edge to `node` was added. Without one, no other thread knows the node yet, so the
+    /// guard is dropped without a locked instruction (the predecessors it depends on had
+    /// finished, and their ends were seen with acquire loads when linking).
+    pub(crate) fn release_guard(&self, node: &Arc<TaskNode>, waits: bool) {
         let sh = &*self.shared;
-        if node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+        let ready = if waits {
+            node.pending.fetch_sub(1, Ordering::AcqRel) == 1
+        } else {
+            node.pending.store(0, Ordering::Relaxed);
+            true
+        };
+        if ready {
             if !sh.staging.is_zero()
                 && matches!(node.kind, Kind::Codelet)
                 && !node.cancelled.load(Ordering::Relaxed)
@@ -1020,17 +1030,24 @@ fn check_distinct(codelet: &str, handles: &[Arc<HandleCore>]) -> Result<(), Runt
 }
 
 /// Implicit dependencies of `node` on `core` (see handle.rs); the ids of the codelet tasks
-/// `node` now waits for are added to `preds`.
-pub(crate) fn link(core: &HandleCore, mode: Access, node: &Arc<TaskNode>, preds: &mut Preds) {
+/// `node` now waits for are added to `preds`. Returns whether `node` now waits for one
+/// (false when those tasks have all finished).
+pub(crate) fn link(
+    core: &HandleCore,
+    mode: Access,
+    node: &Arc<TaskNode>,
+    preds: &mut Preds,
+) -> bool {
     let mut deps = core.deps.lock();
+    let mut waits = false;
     if mode.writes() {
         if deps.readers.is_empty() {
             if let Some(w) = &deps.last_writer {
-                w.add_successor(node, preds);
+                waits |= w.add_successor(node, preds);
             }
         } else {
             for r in deps.readers.drain(..) {
-                r.add_successor(node, preds);
+                waits |= r.add_successor(node, preds);
             }
             deps.prune_at = READERS_PRUNE_MIN;
         }
@@ -1038,7 +1055,7 @@ pub(crate) fn link(core: &HandleCore, mode: Access, node: &Arc<TaskNode>, preds:
     } else {
         if let Some(w) = &deps.last_writer {
             if !Arc::ptr_eq(w, node) {
-                w.add_successor(node, preds);
+                waits |= w.add_successor(node, preds);
             }
         }
         // Readers that already finished need no edge from a later writer: drop them
@@ -1050,4 +1067,5 @@ pub(crate) fn link(core: &HandleCore, mode: Access, node: &Arc<TaskNode>, preds:
         }
         deps.readers.push(node.clone());
     }
+    waits
 }

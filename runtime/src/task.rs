@@ -8,13 +8,16 @@
 //!    codelet task; staged first if this happens at its submission, see
 //!    `RuntimeBuilder::staging`) or wakes its acquirer (an acquisition). The submission
 //!    guard makes sure this cannot happen before every dependency of the node has been
-//!    recorded.
+//!    recorded. A node that gained no predecessor has its guard dropped with a plain
+//!    store: no other thread can reach its counter.
 //! 3. **Running.** A worker takes the body out of the node ([`TaskNode::take_body`]): from
 //!    here on the node holds no data handle, which breaks the handle → last writer → handle
 //!    reference cycle.
 //! 4. **Finished.** Under the node's lock `finished` is set and the successor list taken;
 //!    successors are then released outside the lock. A predecessor that finishes after a
 //!    successor looked at it is impossible: `add_successor` and `finish` take the same lock.
+//!    The status is stored first, under that lock: `add_successor` that finds it set
+//!    needs no lock, since the list will not be read again.
 //!
 //! A failed or cancelled node passes the cancellation on to the successors it releases.
 
@@ -304,9 +307,21 @@ impl TaskNode {
         if Arc::ptr_eq(self, succ) {
             return false;
         }
-        let mut links = self.links.lock();
-        if links.finished {
-            drop(links);
+        // A finished predecessor is seen without its lock: `finish` publishes the status
+        // before it takes the successors, so a node whose status is set will never look
+        // at its list again. (In the fan-out/fan-in, most predecessors have finished by
+        // the time their successors are submitted; this saves their lock.)
+        let finished = self.status.load(Ordering::Acquire) != PENDING || {
+            let mut links = self.links.lock();
+            if !links.finished {
+                // Count the edge before publishing it: the release in `finish`
+                // decrements only what it finds in the list.
+                succ.pending.fetch_add(1, Ordering::Relaxed);
+                links.successors.push(succ.clone());
+            }
+            links.finished
+        };
+        if finished {
             if self.status.load(Ordering::Acquire) != DONE_OK
                 && !self.reported.load(Ordering::Acquire)
             {
@@ -316,11 +331,6 @@ impl TaskNode {
             self.record_as_pred(preds);
             return false;
         }
-        // Count the edge before publishing it: the release in `finish` decrements only
-        // what it finds in the list.
-        succ.pending.fetch_add(1, Ordering::Relaxed);
-        links.successors.push(succ.clone());
-        drop(links);
         self.record_as_pred(preds);
         true
     }

@@ -306,8 +306,14 @@ fn release(node: &TaskNode, status: u8) -> Vec<Arc<TaskNode>> {
 }
 
 /// runtime.rs `Runtime::release_guard`: whether dropping the guard made `node` ready.
-fn release_guard(node: &TaskNode) -> bool {
-    node.pending.fetch_sub(1, AcqRel) == 1
+/// `waits`: whether an edge to `node` was added (without one, a plain store).
+fn release_guard(node: &TaskNode, waits: bool) -> bool {
+    if waits {
+        node.pending.fetch_sub(1, AcqRel) == 1
+    } else {
+        node.pending.store(0, Relaxed);
+        true
+    }
 }
 
 /// Stands for `HandleCore`'s data (a task's output): an `UnsafeCell` that the dependency
@@ -377,8 +383,9 @@ fn run_pred(pred: &TaskNode, out: &Data, status: u8) -> Vec<Arc<TaskNode>> {
 /// Submits `succ` after `preds`, as `Runtime::submit` does for explicit dependencies.
 fn submit_after(succ: &Arc<TaskNode>, preds: &[&Arc<TaskNode>]) -> bool {
     let mut ids = Preds::new();
+    let mut waits = false;
     for p in preds {
-        p.add_successor(succ, &mut ids);
+        waits |= p.add_successor(succ, &mut ids);
     }
     // SAFETY (model): the guard is held until just below.
     unsafe {
@@ -388,7 +395,7 @@ fn submit_after(succ: &Arc<TaskNode>, preds: &[&Arc<TaskNode>]) -> bool {
             arg: crate::inline::Arg::NONE,
         })
     };
-    release_guard(succ)
+    release_guard(succ, waits)
 }
 
 /// One predecessor finishing with `status` on a worker while its successor is submitted:
@@ -512,7 +519,7 @@ fn loom_handle_writer_readers_writer_never_overlap() {
         let submit = |i: usize| {
             let (n, mode) = &tasks[i];
             let mut preds = Preds::new();
-            link(&core, *mode, n, &mut preds);
+            let waits = link(&core, *mode, n, &mut preds);
             // SAFETY (model): the guard is held until just below.
             unsafe {
                 n.set_body(Body {
@@ -521,7 +528,7 @@ fn loom_handle_writer_readers_writer_never_overlap() {
                     arg: crate::inline::Arg::NONE,
                 })
             };
-            release_guard(n)
+            release_guard(n, waits)
         };
         assert!(submit(0), "W0 has no predecessor");
         let worker = {
