@@ -263,6 +263,9 @@ fn metg_sweep_json_is_complete() {
     if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
         assert!(v["core_to_core_ns"].as_f64().unwrap() > 0.0);
     }
+    // One reading of the trace clock: neither optimised away nor a system call.
+    let clock = v["clock_read_ns"].as_f64().expect("the clock's cost");
+    assert!(clock > 0.1 && clock < 10_000.0, "{clock}");
     // The host's steal, over the sweep and per run (runs stolen from are repeated, by
     // default at most 3 times).
     let share = v["host_steal"].as_f64().expect("Linux has /proc/stat");

@@ -7,9 +7,11 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use taskwatt::taskbench::{
-    core_to_core_first_pair, help, measure_peak, median, summarise, sweep, wants_help, App,
-    CpuTicks, Dependence, KernelType, MetgConfig, Peak, Sample, System, SystemMetg, Tracing,
+    clock_read_ns, core_to_core_first_pair, help, measure_peak, median, summarise, sweep,
+    wants_help, App, CpuTicks, Dependence, KernelType, MetgConfig, Peak, Sample, System,
+    SystemMetg, Tracing,
 };
+use taskwatt::traces::Clock;
 
 use super::CliResult;
 
@@ -145,6 +147,8 @@ struct MetgReport<'a> {
     /// One cache-line transfer between the first two CPUs, in ns (`null`: fewer than two
     /// CPUs to pin to).
     core_to_core_ns: Option<f64>,
+    /// One reading of the trace clock, in ns (a traced task takes three).
+    clock_read_ns: Option<f64>,
     summary: Vec<SystemMetg>,
     samples: Vec<Sample>,
 }
@@ -217,6 +221,7 @@ fn metg(a: MetgArgs) -> CliResult {
     let ticks_before = CpuTicks::read();
     let peak = measure_peak(workers, 10);
     let c2c = core_to_core_first_pair();
+    let clock = clock_read_ns(1_000_000, 3);
     if !a.json {
         print_peak("peak", &peak);
         match c2c {
@@ -225,6 +230,16 @@ fn metg(a: MetgArgs) -> CliResult {
                  (ping-pong, best of 3; the unit of a task's hand-off)"
             ),
             None => println!("core to core: not measured (fewer than two CPUs to pin to)"),
+        }
+        if let Some(ns) = clock {
+            println!(
+                "trace clock: {ns:.1} ns per reading ({}; a traced task reads it 3 times)",
+                if Clock::uses_tsc() {
+                    "the TSC"
+                } else {
+                    "CLOCK_MONOTONIC"
+                }
+            );
         }
         println!("load average before: {load_before}");
     }
@@ -257,6 +272,7 @@ fn metg(a: MetgArgs) -> CliResult {
             load_average_after: load_after,
             host_steal,
             core_to_core_ns: c2c.map(|(_, _, ns)| ns),
+            clock_read_ns: clock,
             summary,
             samples,
         };

@@ -41,7 +41,7 @@ pub use app::{c_exp, help, wants_help, App, Totals};
 pub use error::TaskBenchError;
 pub use graph::{Dependence, TaskGraph};
 pub use kernel::{busy_wait, compute_bound, compute_bound_impl, Kernel, KernelType};
-pub use latency::{core_to_core_first_pair, core_to_core_ns, first_two_cpus};
+pub use latency::{clock_read_ns, core_to_core_first_pair, core_to_core_ns, first_two_cpus};
 pub use metg::{
     measure_peak, median, metg, summarise, sweep, Metg, MetgConfig, Peak, Sample, SystemMetg,
 };
