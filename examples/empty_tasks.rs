@@ -83,7 +83,7 @@ fn main() {
         let start = Instant::now();
         let held = gated.then(|| rt.acquire_mut(&gate).expect("the gate"));
         // The first task waits for the gate when gated (every task, if independent).
-        let first = |t: Task| if gated { t.r(&gate) } else { t };
+        let first = |t| if gated { Task::r(t, &gate) } else { t };
         match shape {
             "chain" => {
                 let h = rt.register(0u8);

@@ -19,9 +19,10 @@ use crate::context::TaskCtx;
 pub type ImplFn = dyn Fn(&TaskCtx<'_>) + Send + Sync + 'static;
 
 /// Aligned to a cache line, so that the `Arc`'s counts sit alone in the line before it.
-/// Every submission writes those counts (`Task::new` clones the codelet, and a recycled
-/// node drops the one it held), and every worker reads `impls` and `name` for every task:
-/// in one line, each task's start waited for the line the submitter had just written.
+/// Submissions wrote those counts (`Task::new` cloned the codelet, and a recycled node
+/// dropped the one it held; now a task borrows its codelet, and only a new node takes a
+/// reference), and every worker reads `impls` and `name` for every task: in one line,
+/// each task's start waited for the line the submitter had just written.
 #[repr(align(64))]
 pub(crate) struct CodeletInner {
     pub(crate) name: String,

@@ -231,14 +231,19 @@ impl NodePool {
         drop(others);
     }
 
-    /// Makes a node holding `make()`, in a recycled allocation when one is available.
+    /// A node for a new task: a recycled one rewritten by `renew` (see
+    /// [`TaskNode::renew`]) when one is available, else `make()` in a new allocation.
     #[inline]
-    pub(crate) fn node(&self, make: impl FnOnce() -> TaskNode) -> Arc<TaskNode> {
+    pub(crate) fn node(
+        &self,
+        make: impl FnOnce() -> TaskNode,
+        renew: impl FnOnce(&mut TaskNode),
+    ) -> Arc<TaskNode> {
         match self.take() {
             Some(mut recycled) => match Arc::get_mut(&mut recycled) {
                 Some(slot) => {
-                    // The old node is dropped here (its codelet reference, empty lists).
-                    *slot = make();
+                    // Rewritten in place (see `TaskNode::renew`).
+                    renew(slot);
                     recycled
                 }
                 None => Arc::new(make()),
@@ -319,21 +324,89 @@ mod tests {
         )
     }
 
+    /// A node for task `id` of `codelet`, as `Runtime::submit` takes one.
+    fn node_of(pool: &NodePool, id: u64, codelet: &Codelet) -> Arc<TaskNode> {
+        pool.node(
+            || make(id, codelet),
+            |n| n.renew(id, Kind::Codelet, &codelet.inner, 0, 0, 0, Timestamp::ZERO),
+        )
+    }
+
     #[test]
     fn a_returned_node_is_reused_in_place_and_rewritten() {
         let pool = NodePool::new();
         let cl = Codelet::new("a").cpu(|_| {});
-        let first = pool.node(|| make(1, &cl));
+        let first = node_of(&pool, 1, &cl);
         let addr = Arc::as_ptr(&first);
+        assert_eq!(
+            Arc::strong_count(&cl.inner),
+            2,
+            "one in `cl`, one in the node"
+        );
         assert!(NodePool::keep(&first));
         pool.give_back(&mut vec![first]);
         assert_eq!(pool.len(), 1);
-        let second = pool.node(|| make(2, &cl));
+        let second = node_of(&pool, 2, &cl);
         assert_eq!(Arc::as_ptr(&second), addr, "the allocation is reused");
         assert_eq!(second.id, 2, "and holds the new node");
         assert_eq!(pool.len(), 0);
-        // The old node's codelet reference was dropped: one in `cl`, one in `second`.
+        // The same codelet: one reference in the node still (kept, not replaced).
         assert_eq!(Arc::strong_count(&cl.inner), 2);
+        // Another codelet: the old reference is dropped, the new one taken.
+        let other = Codelet::new("b").cpu(|_| {});
+        second.finish(crate::task::DONE_OK);
+        pool.give_back(&mut vec![second]);
+        let third = node_of(&pool, 3, &other);
+        assert_eq!(Arc::as_ptr(&third), addr);
+        assert_eq!(third.codelet_name(), "b");
+        assert_eq!(Arc::strong_count(&cl.inner), 1);
+        assert_eq!(Arc::strong_count(&other.inner), 2);
+    }
+
+    #[test]
+    fn a_renewed_node_is_a_new_node() {
+        // Everything `finish`, a release, a waiter and a failure write, then renewed: the
+        // node must read as `TaskNode::new` makes it.
+        let cl = Codelet::new("a").cpu(|_| {});
+        let other = Codelet::new("b").cpu(|_| {});
+        let mut used = make(1, &cl);
+        used.ready.store(7, Ordering::Relaxed);
+        used.pending.store(0, Ordering::Relaxed);
+        used.cancelled.store(true, Ordering::Relaxed);
+        used.has_waiter.store(true, Ordering::Relaxed);
+        used.granted.store(true, Ordering::Relaxed);
+        used.reported.store(true, Ordering::Relaxed);
+        used.finish(crate::task::DONE_FAILED);
+        used.renew(9, Kind::Acquire, &other.inner, 5, -3, 64, Timestamp(11));
+        let fresh = TaskNode::new(
+            9,
+            Kind::Acquire,
+            other.inner.clone(),
+            5,
+            -3,
+            64,
+            Timestamp(11),
+            None,
+        );
+        for n in [&used, &fresh] {
+            assert_eq!(n.id, 9);
+            assert!(matches!(n.kind, Kind::Acquire));
+            assert_eq!((n.codelet_id, n.priority, n.footprint), (5, -3, 64));
+            assert_eq!(n.submit, Timestamp(11));
+            assert_eq!(n.ready.load(Ordering::Relaxed), 0);
+            assert_eq!(n.pending.load(Ordering::Relaxed), 1);
+            assert!(!n.cancelled.load(Ordering::Relaxed));
+            assert!(!n.is_finished());
+            assert!(!n.has_waiter.load(Ordering::Relaxed));
+            assert!(!n.granted.load(Ordering::Relaxed));
+            assert!(!n.reported.load(Ordering::Relaxed));
+            assert_eq!(n.codelet_name(), "b");
+            // SAFETY: this thread is the only one to see these nodes.
+            assert!(unsafe { n.take_body() }.is_none());
+        }
+        // Not finished any more: a successor is linked, not released at once.
+        let succ = Arc::new(make(10, &cl));
+        assert!(Arc::new(used).add_successor(&succ, &mut crate::task::Preds::new()));
     }
 
     /// Finished nodes, unique, in an order far from their addresses.
@@ -392,12 +465,12 @@ mod tests {
     fn a_shared_node_is_not_kept_nor_rewritten() {
         let pool = NodePool::new();
         let cl = Codelet::new("a").cpu(|_| {});
-        let node = pool.node(|| make(1, &cl));
+        let node = node_of(&pool, 1, &cl);
         let other = node.clone();
         assert!(!NodePool::keep(&node));
         // Even if one slipped in, `get_mut` refuses it and a fresh node is made.
         pool.give_back(&mut vec![node]);
-        let fresh = pool.node(|| make(2, &cl));
+        let fresh = node_of(&pool, 2, &cl);
         assert_ne!(Arc::as_ptr(&fresh), Arc::as_ptr(&other));
         assert_eq!(other.id, 1, "the shared node is untouched");
     }

@@ -810,10 +810,10 @@ impl Runtime {
     }
 
     /// Submits a task. Returns at once; the task runs when its dependencies are satisfied.
-    pub fn submit(&self, task: Task) -> Result<TaskHandle, RuntimeError> {
+    pub fn submit(&self, task: Task<'_>) -> Result<TaskHandle, RuntimeError> {
         let sh = &*self.shared;
-        let codelet = task.codelet.inner;
-        let codelet_id = sh.codelet_id(&codelet)?;
+        let codelet = &task.codelet.inner;
+        let codelet_id = sh.codelet_id(codelet)?;
         let accesses = task.accesses;
         if accesses.len() > MAX_ACCESSES {
             return Err(RuntimeError::TooManyAccesses {
@@ -835,18 +835,31 @@ impl Runtime {
         }
         let id = sh.count.submit();
         let submit = sh.now();
-        let node = sh.nodes.node(|| {
-            TaskNode::new(
-                id,
-                Kind::Codelet,
-                codelet,
-                codelet_id,
-                task.priority,
-                footprint,
-                submit,
-                None,
-            )
-        });
+        let node = sh.nodes.node(
+            || {
+                TaskNode::new(
+                    id,
+                    Kind::Codelet,
+                    codelet.clone(),
+                    codelet_id,
+                    task.priority,
+                    footprint,
+                    submit,
+                    None,
+                )
+            },
+            |n| {
+                n.renew(
+                    id,
+                    Kind::Codelet,
+                    codelet,
+                    codelet_id,
+                    task.priority,
+                    footprint,
+                    submit,
+                )
+            },
+        );
         let mut preds = Preds::new();
         let mut waits = false;
         for (core, mode) in accesses.iter() {

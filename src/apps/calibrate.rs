@@ -29,12 +29,12 @@ pub struct Calibration;
 /// Runs `make(slot)` tasks in batches of two per worker until `duration` has passed, then
 /// marks the phase `type-calibration:<name>` in `sink`. `make` gets the task's slot in the
 /// batch (0 .. 2 * workers), so that tasks of one batch use distinct scratch data.
-pub(crate) fn phase(
+pub(crate) fn phase<'a>(
     rt: &Runtime,
     sink: &TraceSink,
     name: &str,
     duration: Duration,
-    make: &dyn Fn(usize) -> Task,
+    make: &dyn Fn(usize) -> Task<'a>,
 ) -> Result<(), RuntimeError> {
     let slots = 2 * rt.workers().len();
     let start = Clock::now();
