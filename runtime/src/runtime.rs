@@ -274,6 +274,7 @@ impl RuntimeBuilder {
             spinners: CachePadded::new(AtomicUsize::new(0)),
             max_spinners: (workers.len() / 2).max(1),
             nodes: Arc::new(NodePool::new()),
+            graph_start: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
             report: Mutex::new(Report::default()),
@@ -471,6 +472,9 @@ pub(crate) struct Shared {
     /// Finished nodes, recycled for new tasks (shared with the handles registered here,
     /// which give back the nodes they hold when they are dropped).
     pub(crate) nodes: Arc<NodePool>,
+    /// Tasks submitted when `wait_all` last returned: the next one sizes the node pool
+    /// for the graph in between (see [`NodePool::fit`]).
+    graph_start: AtomicU64,
     pub(crate) failed: AtomicU64,
     cancelled: AtomicU64,
     pub(crate) report: Mutex<Report>,
@@ -928,6 +932,9 @@ impl Runtime {
         let sh = &*self.shared;
         sh.flush_staged();
         sh.waiters.wait_until(|| sh.count.all_done());
+        let submitted = sh.count.submitted();
+        let graph = submitted.saturating_sub(sh.graph_start.swap(submitted, Ordering::Relaxed));
+        sh.nodes.fit(graph);
         let report = std::mem::take(&mut *sh.report.lock());
         for n in &report.nodes {
             n.reported.store(true, Ordering::Release);
