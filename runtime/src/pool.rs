@@ -229,10 +229,14 @@ impl NodePool {
         let mut spare = None;
         let mut returned = None;
         for node in nodes {
-            // A unique node that has not finished cannot exist (an unfinished node is
-            // held by its predecessors, the policy or its worker), but a pooled node must
-            // never be one that still runs: checked anyway.
-            if Self::keep(&node) && node.is_finished() {
+            // A unique node that has not finished cannot exist: an unfinished node is
+            // held by its predecessors, the staging list, the policy or its worker. And a
+            // node nobody else holds cannot be run by anyone, finished or not: checked in
+            // debug builds only, since reading the status costs a cache miss per node
+            // (the worker that finished it wrote that line last), which was half of this
+            // function's samples in the fan-out/fan-in.
+            if Self::keep(&node) {
+                debug_assert!(node.is_finished(), "a unique node that never finished");
                 // `spare` first; then `returned`, which is within the same bound, so that
                 // a graph whose handles held more than one list's worth (the fan-out of
                 // the overhead benchmark: 20 000 nodes) keeps twice as many.
@@ -501,25 +505,33 @@ mod tests {
     }
 
     #[test]
-    fn recycling_keeps_only_finished_nodes_nobody_else_holds() {
+    fn recycling_keeps_only_nodes_nobody_else_holds() {
         let pool = NodePool::new();
         let cl = Codelet::new("a").cpu(|_| {});
         let done = Arc::new(make(1, &cl));
         done.finish(crate::task::DONE_OK);
-        let running = Arc::new(make(2, &cl));
         let shared = Arc::new(make(3, &cl));
         shared.finish(crate::task::DONE_OK);
         let other = shared.clone();
-        pool.recycle([done, running, shared]);
-        assert_eq!(pool.len(), 1, "only the finished, unique node is kept");
+        pool.recycle([done, shared]);
+        assert_eq!(pool.len(), 1, "only the unique node is kept");
         assert_eq!(
             Arc::strong_count(&other),
             1,
             "the shared one lost a reference"
         );
-        // The unfinished and the shared node are gone from the pool's hands: one codelet
-        // reference each in `other` and the pooled node, plus `cl`'s.
+        // The shared node is gone from the pool's hands: one codelet reference each in
+        // `other` and the pooled node, plus `cl`'s.
         assert_eq!(Arc::strong_count(&cl.inner), 3);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "a unique node that never finished")]
+    fn recycling_a_unique_unfinished_node_is_a_bug_caught_in_debug_builds() {
+        let pool = NodePool::new();
+        let cl = Codelet::new("a").cpu(|_| {});
+        pool.recycle([Arc::new(make(2, &cl))]);
     }
 
     #[test]
