@@ -259,7 +259,7 @@ pub(crate) struct TaskNode {
     /// The codelet: its name and implementations. The node holds the only reference a
     /// task takes, so that workers do not bounce the codelet's reference count between
     /// cores; a recycled node keeps it for the next task of the same codelet (see
-    /// [`TaskNode::renew`]), so that most submissions change no count at all.
+    /// [`TaskNode::renew`]), so that a submission into a pooled node changes no count.
     pub(crate) codelet: Arc<CodeletInner>,
 }
 
