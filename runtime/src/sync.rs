@@ -107,6 +107,11 @@ impl Sleep {
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// Workers parked or about to park.
+    pub(crate) fn sleepers(&self) -> usize {
+        self.sleepers.load(Ordering::SeqCst)
+    }
+
     /// The worker found work after `prepare`.
     pub(crate) fn cancel(&self) {
         self.sleepers.fetch_sub(1, Ordering::SeqCst);

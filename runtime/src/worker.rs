@@ -459,6 +459,27 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn warm_up_wakes_the_parked_workers() {
+        // Polling politely for 300 ms, then parking: long enough that the workers are
+        // still polling when `warm_up` has returned and the assertion runs.
+        let rt = Runtime::builder()
+            .workers(2)
+            .idle(Duration::ZERO, Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let sleepers = || rt.shared.sleep.sleepers();
+        let t0 = std::time::Instant::now();
+        while sleepers() < 2 && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(sleepers(), 2, "both workers park after their idle polling");
+        rt.warm_up();
+        assert_eq!(sleepers(), 0, "none is parked once warm_up returns");
+        // Without parked workers it returns at once.
+        rt.warm_up();
+    }
+
+    #[test]
     fn at_most_half_the_workers_spin_busily_and_a_turn_is_given_back() {
         // Workers that park at once never take a turn themselves.
         let rt = Runtime::builder()

@@ -108,6 +108,9 @@ pub(crate) fn run_rayon(
             message: format!("cannot start the rayon pool: {e}"),
         })?;
     let states: Vec<DataflowGraph> = graphs.iter().map(DataflowGraph::new).collect();
+    // Every thread started and awake before the timer, as taskwatt's workers are
+    // (`Runtime::warm_up` in stf.rs): a thread still starting would be timed.
+    pool.broadcast(|_| ());
 
     let start = Instant::now();
     let result = catch_unwind(AssertUnwindSafe(|| {
