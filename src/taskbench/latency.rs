@@ -53,9 +53,10 @@ pub fn core_to_core_first_pair() -> Option<(usize, usize, f64)> {
 /// What one reading of the trace clock costs, in ns: the least over `tries` runs of
 /// `reads` back-to-back readings (`None` if either is zero). A traced task reads it three
 /// times (submission, start, end), so on a machine where it is slow this is most of what
-/// tracing adds to an empty task. On the development VM the TSC takes 20 to 25 ns to read,
-/// more than an uncontended locked instruction (9 ns): three readings are 60 to 75 ns of
-/// the 80 to 90 ns between traced and untraced empty tasks in BENCHMARKS.md.
+/// tracing adds to an empty task. On the development VM the TSC takes 16 to 26 ns to read
+/// (depending on the half hour), more than an uncontended locked instruction (9 ns): three
+/// readings are 50 to 80 ns of the 50 to 90 ns between traced and untraced empty tasks in
+/// BENCHMARKS.md.
 pub fn clock_read_ns(reads: u64, tries: usize) -> Option<f64> {
     if reads == 0 || tries == 0 {
         return None;
