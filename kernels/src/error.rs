@@ -50,6 +50,15 @@ pub enum KernelError {
     #[error("tiled matrix: tile size nb = 0; use a tile size of at least 1 (256 is typical)")]
     ZeroTileSize,
 
+    /// The tile grid (`(n / nb)^2` tiles) does not fit in the address space.
+    #[error("tiled matrix: order n = {n} in tiles of nb = {nb} makes ({n}/{nb})^2 tiles, more than memory can index; use a larger tile or a smaller n")]
+    TooManyTiles {
+        /// Matrix order.
+        n: usize,
+        /// Tile size.
+        nb: usize,
+    },
+
     /// The matrix order is not a multiple of the tile size.
     #[error("tiled matrix: order n = {n} is not a multiple of the tile size nb = {nb}; pick nb dividing n")]
     NotDivisible {

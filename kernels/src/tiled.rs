@@ -40,12 +40,15 @@ impl<T: Scalar> TiledMatrix<T> {
             return Err(KernelError::NotDivisible { n, nb });
         }
         let nt = n / nb;
-        Ok(Self {
-            n,
-            nb,
-            nt,
-            tiles: vec![None; nt * nt],
-        })
+        let count = nt
+            .checked_mul(nt)
+            .ok_or(KernelError::TooManyTiles { n, nb })?;
+        let mut tiles = Vec::new();
+        tiles
+            .try_reserve_exact(count)
+            .map_err(|_| KernelError::TooManyTiles { n, nb })?;
+        tiles.resize(count, None);
+        Ok(Self { n, nb, nt, tiles })
     }
 
     /// All `nt x nt` tiles, zero. Errors as [`TiledMatrix::empty`].
@@ -343,6 +346,12 @@ mod tests {
         let m = TiledMatrix::random(8, 4, 1).unwrap();
         assert!(m.to_dense().iter().all(|x| (-1.0..1.0).contains(x)));
         assert_eq!(m.tile(1, 0).unwrap(), &TiledMatrix::random_tile(4, 1, 1, 0));
+    }
+
+    #[test]
+    fn a_tile_grid_beyond_the_address_space_is_an_error() {
+        let err = TiledMatrix::empty(usize::MAX, 1).unwrap_err();
+        assert!(matches!(err, KernelError::TooManyTiles { .. }), "{err}");
     }
 
     #[test]

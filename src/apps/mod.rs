@@ -111,6 +111,89 @@ impl Default for AppConfig {
     }
 }
 
+impl AppConfig {
+    /// Matrices (or grids) of order `n` that `app` holds at once, its check included.
+    fn matrices(app: App, check: bool) -> u64 {
+        match app {
+            // A, and its copy for the residual.
+            App::Cholesky => 1 + u64::from(check),
+            // A, B, C, and copies of A and B for the residual.
+            App::Gemm => 3 + 2 * u64::from(check),
+            // Two grids, and the sequential run's two.
+            App::Stencil => 2 + 2 * u64::from(check),
+        }
+    }
+
+    /// Checks the parameters before anything is allocated or submitted: sizes of zero,
+    /// sizes whose matrices would not fit in this machine's available memory (or overflow
+    /// the address space), and counts that would run nothing.
+    ///
+    /// # Errors
+    /// [`AppError::Invalid`], saying which parameter and what would work.
+    pub fn validate(&self, app: App) -> Result<(), AppError> {
+        let invalid = |reason: String| AppError::Invalid {
+            app: app.name(),
+            reason,
+        };
+        if self.n == 0 {
+            return Err(invalid(
+                "--n 0 is an empty matrix: nothing would run; use --n of at least the tile size, e.g. --n 4096".into(),
+            ));
+        }
+        if self.tile == 0 {
+            return Err(invalid(
+                "--tile 0: use a tile order of at least 1 (256 is typical)".into(),
+            ));
+        }
+        if self.iterations == 0 {
+            return Err(invalid(
+                "--iterations 0 runs nothing: use at least 1".into(),
+            ));
+        }
+        if app == App::Stencil && self.steps == 0 {
+            return Err(invalid("--steps 0 runs nothing: use at least 1".into()));
+        }
+        let elem = match (app, self.precision) {
+            (App::Stencil, _) | (_, Precision::F64) => 8u64,
+            (_, Precision::F32) => 4,
+        };
+        let bytes = (self.n as u64)
+            .checked_mul(self.n as u64)
+            .and_then(|e| e.checked_mul(elem))
+            .and_then(|b| b.checked_mul(Self::matrices(app, self.check)));
+        let available = available_memory_bytes();
+        match bytes {
+            Some(b) if available.is_none_or(|a| b <= a) => Ok(()),
+            _ => Err(invalid(format!(
+                "--n {} needs {} for its matrices, more than {}; use a smaller --n{}",
+                self.n,
+                bytes.map_or_else(|| "more than 2^64 bytes".to_string(), gib),
+                available.map_or_else(
+                    || "the address space".to_string(),
+                    |a| format!("the {} of memory available here", gib(a))
+                ),
+                if self.check {
+                    " (or --no-check, which needs fewer copies)"
+                } else {
+                    ""
+                }
+            ))),
+        }
+    }
+}
+
+/// `MemAvailable` from /proc/meminfo (Linux), if it can be read.
+pub(crate) fn available_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+pub(crate) fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
 /// The result check of a run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Check {
@@ -180,6 +263,15 @@ pub enum AppError {
         /// The precision asked for.
         precision: Precision,
     },
+    /// The parameters cannot run: a size of zero, matrices that do not fit in memory, a
+    /// count that runs nothing.
+    #[error("invalid {app} parameters: {reason}")]
+    Invalid {
+        /// The app.
+        app: &'static str,
+        /// What is wrong, and what would work.
+        reason: String,
+    },
     /// The result is wrong.
     #[error("{app}: result check failed: {what} = {value:e} exceeds the tolerance {tolerance:e}")]
     CheckFailed {
@@ -204,6 +296,7 @@ pub fn calibrate_types(
     sink: &taskwatt_traces::TraceSink,
     each: std::time::Duration,
 ) -> Result<(), AppError> {
+    config.validate(app)?;
     taskwatt_kernels::init();
     match (app, config.precision) {
         (App::Cholesky, Precision::F64) => cholesky::calibrate::<f64>(rt, config, sink, each),
@@ -228,6 +321,7 @@ pub fn run_app(app: App, rt: &Runtime, config: &AppConfig) -> Result<AppRun, App
             precision: config.precision,
         });
     }
+    config.validate(app)?;
     taskwatt_kernels::init();
     let mut total: Option<AppRun> = None;
     for i in 0..config.iterations.max(1) {
@@ -336,6 +430,61 @@ mod tests {
         )
         .unwrap();
         assert_eq!(rt.stats().failed, 0);
+    }
+
+    #[test]
+    fn absurd_sizes_are_refused_before_anything_is_allocated() {
+        let rt = runtime();
+        let cases = [
+            (
+                App::Gemm,
+                AppConfig {
+                    n: usize::MAX,
+                    tile: 1,
+                    ..config(Precision::F64)
+                },
+                "more than",
+            ),
+            (
+                App::Cholesky,
+                AppConfig {
+                    n: 10_000_000,
+                    tile: 10_000_000,
+                    ..config(Precision::F64)
+                },
+                "--n 10000000 needs",
+            ),
+            (
+                App::Cholesky,
+                AppConfig {
+                    n: 0,
+                    ..config(Precision::F64)
+                },
+                "--n 0",
+            ),
+            (
+                App::Gemm,
+                AppConfig {
+                    iterations: 0,
+                    ..config(Precision::F64)
+                },
+                "--iterations 0",
+            ),
+            (
+                App::Stencil,
+                AppConfig {
+                    steps: 0,
+                    ..config(Precision::F64)
+                },
+                "--steps 0",
+            ),
+        ];
+        for (app, cfg, want) in cases {
+            let err = run_app(app, &rt, &cfg).unwrap_err();
+            assert!(matches!(err, AppError::Invalid { .. }), "{app:?}: {err}");
+            assert!(err.to_string().contains(want), "{app:?}: {err}");
+        }
+        assert_eq!(rt.stats().submitted, 0);
     }
 
     #[test]

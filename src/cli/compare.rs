@@ -30,8 +30,8 @@ pub(crate) struct CompareArgs {
     /// The policy whose runs the model is fitted on (default: the first).
     #[arg(long)]
     fit_on: Option<String>,
-    /// Runs per policy.
-    #[arg(long, default_value_t = 1)]
+    /// Runs per policy (at least 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     repeat: usize,
     /// Keep the traces in this directory (default: a temporary one).
     #[arg(long)]
@@ -101,10 +101,11 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
         )
         .into());
     }
-    let repeat = a.repeat.max(1);
+    a.app.config().validate(a.app.app)?;
+    let repeat = a.repeat;
     let tmp = tempfile::tempdir()?;
     let dir = a.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    super::output_dir(&dir, "--keep")?;
     let detect = a.energy.detect_options()?;
 
     // 1. Run every policy, interleaved.
@@ -194,7 +195,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
         print_table(&out, repeat);
     }
     if let Some(d) = &a.svg {
-        std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        super::output_dir(d, "--svg")?;
         let p = d.join("compare.svg");
         let bars: Vec<(String, f64, f64)> = out
             .policies

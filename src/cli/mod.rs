@@ -63,7 +63,28 @@ pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     if !secs.is_finite() || secs < 0.0 {
         return Err(format!("`{s}` is not a valid duration"));
     }
+    // A week is far beyond any period or calibration that makes sense, and keeps the
+    // conversion (which panics past u64::MAX seconds) and every sum of durations safe.
+    const MAX_S: f64 = 7.0 * 24.0 * 3600.0;
+    if secs > MAX_S {
+        return Err(format!(
+            "`{s}` is longer than the longest duration taskwatt accepts (one week, 604800s)"
+        ));
+    }
     Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// Creates the directory an option names for its output files (`--svg DIR`, `--csv DIR`,
+/// `--keep DIR`), with an error that names the option when the path is a file.
+pub(crate) fn output_dir(dir: &std::path::Path, flag: &str) -> Result<(), String> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!(
+            "{flag} {} is not a directory: {flag} takes a directory to write its files into",
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("{flag}: cannot create the directory {}: {e}", dir.display()))
 }
 
 /// A CLI error: printed as `taskwatt: <message>` with exit code 1 (2 for usage errors,

@@ -131,7 +131,7 @@ pub(crate) fn emit_svg_only(trace: &Trace, att: &Attribution, dir: &Path) -> Cli
 }
 
 fn write_csv(dir: &Path, att: &Attribution) -> CliResult {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    super::output_dir(dir, "--csv")?;
     let mut types = String::from(
         "domain,type,count,mean_duration_s,power_w,power_se_w,reliable,dynamic_j_per_task,total_j_per_task,total_j,share_of_measured\n",
     );
@@ -218,7 +218,7 @@ fn write_svg(
     trace: &Trace,
     att: &Attribution,
 ) -> Result<Vec<String>, Box<dyn std::error::Error>> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    super::output_dir(dir, "--svg")?;
     let sim = if trace.is_simulated() {
         " (SIMULATED meter)"
     } else {

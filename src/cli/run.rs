@@ -41,8 +41,8 @@ pub(crate) struct AppArgs {
     /// Skip the result check.
     #[arg(long)]
     pub(crate) no_check: bool,
-    /// Run the app this many times back to back (fresh input each time).
-    #[arg(long, default_value_t = 1)]
+    /// Run the app this many times back to back (fresh input each time; at least 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub(crate) iterations: usize,
     /// Number of workers (default: one per usable core).
     #[arg(long)]
