@@ -17,6 +17,7 @@ use std::sync::{Arc, OnceLock};
 use taskwatt_traces::Clock;
 
 use crate::codelet::{Codelet, CodeletInner};
+use crate::deadlock;
 use crate::error::RuntimeError;
 use crate::handle::{Access, Handle, HandleCore};
 use crate::runtime::{link, Runtime};
@@ -46,15 +47,39 @@ pub struct WriteGuard<'rt, T: 'static> {
 impl Runtime {
     fn acquire_node(
         &self,
+        operation: &'static str,
         core: &Arc<HandleCore>,
         mode: Access,
     ) -> Result<Arc<TaskNode>, RuntimeError> {
+        let sh = &*self.shared;
+        if !core.belongs_to(&sh.nodes) {
+            return Err(RuntimeError::ForeignHandle {
+                operation: operation.into(),
+                handle: core.id,
+            });
+        }
         if core.unregistered.load(Ordering::Acquire) {
             return Err(RuntimeError::Unregistered {
                 codelet: "<acquire>".into(),
                 handle: core.id,
             });
         }
+        if sh.interrupted.load(Ordering::SeqCst) {
+            return Err(sh.interrupted_error());
+        }
+        // What the acquisition will wait for, collected only when this thread holds a
+        // guard that it could wait for in turn.
+        let preds: Vec<Arc<TaskNode>> = if deadlock::holds_guard(sh.epoch) {
+            let deps = core.deps.lock();
+            if mode.writes() && !deps.readers.is_empty() {
+                deps.readers.iter().cloned().collect()
+            } else {
+                deps.last_writer.iter().cloned().collect()
+            }
+        } else {
+            Vec::new()
+        };
+        deadlock::check_acquire(operation, sh.epoch, &preds)?;
         let node = Arc::new(TaskNode::new(
             u64::MAX,
             Kind::Acquire,
@@ -82,7 +107,8 @@ impl Runtime {
         &self,
         handle: &Handle<T>,
     ) -> Result<ReadGuard<'_, T>, RuntimeError> {
-        let node = self.acquire_node(&handle.core, Access::R)?;
+        let node = self.acquire_node("acquire", &handle.core, Access::R)?;
+        deadlock::hold(self.shared.epoch, handle.core.id, &node);
         Ok(ReadGuard {
             rt: self,
             node,
@@ -96,7 +122,8 @@ impl Runtime {
         &self,
         handle: &Handle<T>,
     ) -> Result<WriteGuard<'_, T>, RuntimeError> {
-        let node = self.acquire_node(&handle.core, Access::RW)?;
+        let node = self.acquire_node("acquire_mut", &handle.core, Access::RW)?;
+        deadlock::hold(self.shared.epoch, handle.core.id, &node);
         Ok(WriteGuard {
             rt: self,
             node,
@@ -111,7 +138,7 @@ impl Runtime {
         &self,
         handle: Handle<T>,
     ) -> Result<T, RuntimeError> {
-        let node = self.acquire_node(&handle.core, Access::RW)?;
+        let node = self.acquire_node("unregister", &handle.core, Access::RW)?;
         handle.core.unregistered.store(true, Ordering::Release);
         // SAFETY: the write acquisition is granted: no task accesses the data until `node`
         // finishes below, and this thread holds no other reference to it.
@@ -162,12 +189,14 @@ impl<T: 'static> DerefMut for WriteGuard<'_, T> {
 
 impl<T: 'static> Drop for ReadGuard<'_, T> {
     fn drop(&mut self) {
+        deadlock::release(&self.node);
         self.rt.finish_acquire(&self.node);
     }
 }
 
 impl<T: 'static> Drop for WriteGuard<'_, T> {
     fn drop(&mut self) {
+        deadlock::release(&self.node);
         self.rt.finish_acquire(&self.node);
     }
 }

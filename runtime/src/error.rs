@@ -124,6 +124,65 @@ pub enum RuntimeError {
         value: String,
     },
 
+    /// The runtime was interrupted ([`Runtime::interrupt`](crate::Runtime::interrupt)):
+    /// tasks that had not started were not run, and no task is accepted any more.
+    #[error(
+        "the runtime was interrupted: {finished} task(s) had run, {not_run} submitted task(s) \
+         were not run; build a new runtime to run more"
+    )]
+    Interrupted {
+        /// Tasks that ran (completed or failed) before the interruption took effect.
+        finished: u64,
+        /// Submitted tasks that were not run.
+        not_run: u64,
+    },
+
+    /// A data handle registered with another runtime was given to this one.
+    #[error(
+        "{operation}: data handle {handle} was registered with another runtime; a handle \
+         belongs to the runtime that registered it: register the data with this runtime \
+         (or unregister it from the other first)"
+    )]
+    ForeignHandle {
+        /// What was attempted (`submit of codelet `x``, `acquire`, ...).
+        operation: String,
+        /// The handle's id.
+        handle: u64,
+    },
+
+    /// A task handle from another runtime was given to this one.
+    #[error(
+        "{operation}: task {task} was submitted to another runtime; wait for it, or depend \
+         on it, through that runtime"
+    )]
+    ForeignTask {
+        /// What was attempted.
+        operation: String,
+        /// The task's id (in its own runtime).
+        task: TaskId,
+    },
+
+    /// The call would wait forever (StarPU answers `-EDEADLK` here).
+    #[error("{operation} would wait forever: {reason}")]
+    Deadlock {
+        /// The call (`wait_all`, `wait`, `acquire`, `acquire_mut`, `unregister`).
+        operation: &'static str,
+        /// Why, and what to do instead.
+        reason: String,
+    },
+
+    /// The trace chunk size is out of range.
+    #[error(
+        "trace chunk of {records} records: at most {max} are supported (each worker \
+         preallocates a chunk; 4096, the default, keeps the overhead per task low)"
+    )]
+    TraceChunk {
+        /// The size asked for.
+        records: usize,
+        /// The limit.
+        max: usize,
+    },
+
     /// Spawning a worker thread failed.
     #[error("could not spawn worker thread {worker}: {source}")]
     Spawn {

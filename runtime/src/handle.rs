@@ -156,6 +156,13 @@ impl HandleCore {
         }
     }
 
+    /// Whether the handle was registered with the runtime whose node pool is `pool`
+    /// (a handle made without a pool, in a unit test, belongs anywhere).
+    #[inline]
+    pub(crate) fn belongs_to(&self, pool: &Arc<NodePool>) -> bool {
+        self.pool.as_ref().is_none_or(|p| Arc::ptr_eq(p, pool))
+    }
+
     /// Shared access to the value (none once unregistered).
     ///
     /// # Safety

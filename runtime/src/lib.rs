@@ -36,10 +36,12 @@
 mod acquire;
 mod codelet;
 mod context;
+mod deadlock;
 mod error;
 mod handle;
 mod inline;
 mod loom_shim;
+mod panics;
 mod pool;
 mod prefetch;
 mod runtime;
@@ -53,7 +55,10 @@ pub use codelet::{Codelet, ImplFn};
 pub use context::{TaskCtx, MAX_ACCESSES};
 pub use error::{RuntimeError, TaskFailure};
 pub use handle::{Access, Handle, ReplicaState, MAX_MEMORY_NODES};
-pub use runtime::{PolicyFactory, Runtime, RuntimeBuilder, RuntimeStats, IDLE_ENV, STAGING_ENV};
+pub use runtime::{
+    InterruptHandle, PolicyFactory, Runtime, RuntimeBuilder, RuntimeStats, DEFAULT_TRACE_FLUSH,
+    IDLE_ENV, MAX_TRACE_CHUNK, MAX_WORKERS, STAGING_ENV,
+};
 pub use task::{ReadyTask, Task, TaskHandle};
 pub use topology::{from_sysfs as topology_from_sysfs, Pu, Topology};
 

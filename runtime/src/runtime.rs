@@ -10,12 +10,30 @@
 //!    [`Runtime::shutdown`] to get them as an error instead.
 //! 2. Raise the shutdown flag and wake every worker.
 //! 3. Each worker, finding no task, flushes its trace buffer and exits.
-//! 4. Join the worker threads.
+//! 4. Join the worker threads, then the trace flusher.
+//!
+//! # Interruption
+//!
+//! [`Runtime::interrupt`] (or an [`InterruptHandle`] from another thread, a signal handler's
+//! thread say) makes the workers finish the task each is running and start no other: every
+//! task not yet started is counted as not run and finished at once, its successors with it,
+//! so that `wait_all` returns [`RuntimeError::Interrupted`] within one task's duration. Later
+//! submissions are refused with the same error. The trace keeps every task that ran.
+//!
+//! # Trace flushing
+//!
+//! Each worker records into its own buffer, sent to the trace sink when full, when the
+//! worker parks and when it exits. So that a killed process loses little, a flusher thread
+//! also sends every buffer whose oldest record is [`RuntimeBuilder::trace_flush`] old (50 ms
+//! by default), looking twice per period: a record reaches the sink at most 1.5 periods
+//! after its task ended, even while its worker runs a long task. (The buffer is behind an
+//! uncontended lock for this: one lock per recorded task.)
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
@@ -23,8 +41,8 @@ use taskwatt_scheduler::{
     create_policy, policy_from_env, Local, Origin, Policy, WorkerDesc, DEFAULT_POLICY,
 };
 use taskwatt_traces::{
-    Arch, Chunk, Clock, CodeletInfo, ExecutionObserver, RunMeta, TaskId, Timestamp, TraceSink,
-    WorkerInfo,
+    Arch, Chunk, Clock, CodeletInfo, ExecutionObserver, RunMeta, TaskChunk, TaskId, Timestamp,
+    TraceSink, WorkerInfo,
 };
 
 use crate::codelet::CodeletInner;
@@ -62,7 +80,19 @@ pub struct RuntimeBuilder {
     idle: Option<IdlePolicy>,
     /// `None`: the default, or `TASKWATT_STAGING_US` (read by `build`).
     staging: Option<std::time::Duration>,
+    trace_flush: Duration,
 }
+
+/// The most workers a runtime starts (StarPU's `STARPU_NMAXWORKERS` is 80 by default):
+/// more is refused by [`RuntimeBuilder::build`], not attempted.
+pub const MAX_WORKERS: usize = 4096;
+
+/// The largest trace chunk, in records ([`RuntimeBuilder::trace_chunk`]).
+pub const MAX_TRACE_CHUNK: usize = 1 << 20;
+
+/// The default bound on how long a finished task's record waits in its worker's buffer
+/// ([`RuntimeBuilder::trace_flush`]).
+pub const DEFAULT_TRACE_FLUSH: Duration = Duration::from_millis(50);
 
 impl Default for RuntimeBuilder {
     fn default() -> Self {
@@ -77,6 +107,7 @@ impl Default for RuntimeBuilder {
             trace_chunk: 4096,
             idle: None,
             staging: None,
+            trace_flush: DEFAULT_TRACE_FLUSH,
         }
     }
 }
@@ -167,9 +198,21 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Records per trace chunk (default 4096).
+    /// Records per trace chunk (default 4096; at most [`MAX_TRACE_CHUNK`], checked by
+    /// `build`).
     pub fn trace_chunk(mut self, records: usize) -> Self {
         self.trace_chunk = records.max(1);
+        self
+    }
+
+    /// Sends a worker's trace records to the sink once the oldest is `every` old, even
+    /// while the worker runs a long task (default [`DEFAULT_TRACE_FLUSH`], 50 ms): a
+    /// process killed without warning loses at most the records of tasks that ended in
+    /// the last 1.5 × `every`, plus what the trace writer had not written yet (see
+    /// docs/trace-format.md, "What a crash loses"). Zero turns the flusher off: records
+    /// then go out when a buffer fills, when its worker parks, and at shutdown.
+    pub fn trace_flush(mut self, every: Duration) -> Self {
+        self.trace_flush = every;
         self
     }
 
@@ -192,8 +235,13 @@ impl RuntimeBuilder {
                     "0 workers: ask for at least 1".into(),
                 ))
             }
+            Some(n) if n > MAX_WORKERS => {
+                return Err(RuntimeError::Workers(format!(
+                    "{n} workers: at most {MAX_WORKERS} are supported"
+                )))
+            }
             Some(n) => n,
-            None => allowed.len().max(1),
+            None => allowed.len().clamp(1, MAX_WORKERS),
         };
         let placement = topology.placement(n, &allowed);
         let workers = (0..n)
@@ -221,6 +269,12 @@ impl RuntimeBuilder {
     /// writes the run metadata to the trace.
     pub fn build(self) -> Result<Runtime, RuntimeError> {
         let (topology, workers) = self.plan()?;
+        if self.trace_chunk > MAX_TRACE_CHUNK {
+            return Err(RuntimeError::TraceChunk {
+                records: self.trace_chunk,
+                max: MAX_TRACE_CHUNK,
+            });
+        }
         let idle = match self.idle {
             Some(idle) => idle,
             None => IdlePolicy::from_env()?,
@@ -265,6 +319,18 @@ impl RuntimeBuilder {
             archs[w.arch.index()] = true;
         }
         let timing = self.sink.is_enabled() || self.observer.is_some();
+        let trace_bufs = if self.sink.is_enabled() {
+            (0..workers.len())
+                .map(|_| {
+                    let mut b = TaskChunk::with_capacity(self.trace_chunk, self.trace_chunk * 2);
+                    b.prefault();
+                    CachePadded::new(Mutex::new(b))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        crate::panics::install_quiet_hook();
         let shared = Arc::new(Shared {
             policy,
             sleep: CachePadded::new(Sleep::new()),
@@ -289,7 +355,20 @@ impl RuntimeBuilder {
             staged: CachePadded::new(Mutex::new(Vec::new())),
             staged_since: CachePadded::new(AtomicU64::new(0)),
             staging,
+            interrupted: AtomicBool::new(false),
+            not_run: AtomicU64::new(0),
+            trace_bufs,
         });
+        let flusher = if shared.sink.is_enabled() && !self.trace_flush.is_zero() {
+            Some(Flusher::start(&shared, self.trace_flush).map_err(|source| {
+                RuntimeError::Spawn {
+                    worker: usize::MAX,
+                    source,
+                }
+            })?)
+        } else {
+            None
+        };
         let mut threads = Vec::with_capacity(workers.len());
         let started = Arc::new(StartLatch::default());
         for w in &workers {
@@ -301,7 +380,6 @@ impl RuntimeBuilder {
                 arch: w.arch,
                 cpu: w.cpu,
                 memory_node: 0,
-                trace_chunk: self.trace_chunk,
             };
             let t = std::thread::Builder::new()
                 .name(format!("taskwatt-worker-{}", w.id))
@@ -335,7 +413,71 @@ impl RuntimeBuilder {
                  custom scheduling policy's `local`?): see the panic message above"
             )));
         }
-        Ok(Runtime { shared, threads })
+        Ok(Runtime {
+            shared,
+            threads,
+            flusher,
+        })
+    }
+}
+
+/// The thread that sends stale trace buffers (see the module docs, "Trace flushing").
+struct Flusher {
+    stop: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    thread: JoinHandle<()>,
+}
+
+impl Flusher {
+    fn start(shared: &Arc<Shared>, every: Duration) -> std::io::Result<Flusher> {
+        let stop = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+        let (sh, st) = (Arc::downgrade(shared), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("taskwatt-trace-flush".into())
+            .spawn(move || {
+                let (lock, cv) = &*st;
+                let mut stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    stopped = cv
+                        .wait_timeout(stopped, every / 2)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    if *stopped {
+                        return;
+                    }
+                    let Some(sh) = sh.upgrade() else { return };
+                    sh.flush_stale_traces(every);
+                }
+            })?;
+        Ok(Flusher { stop, thread })
+    }
+
+    fn stop(self) {
+        *self.stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.stop.1.notify_all();
+        let _ = self.thread.join();
+    }
+}
+
+/// Interrupts a runtime from any thread (see [`Runtime::interrupt`]). Holds no reference
+/// that keeps the runtime alive: once it is gone, `interrupt` does nothing.
+#[derive(Clone, Debug)]
+pub struct InterruptHandle {
+    shared: Weak<Shared>,
+}
+
+impl InterruptHandle {
+    /// Interrupts the runtime, if it still exists. Returns at once.
+    pub fn interrupt(&self) {
+        if let Some(sh) = self.shared.upgrade() {
+            sh.interrupt();
+        }
+    }
+
+    /// Whether the runtime was interrupted (false once it is gone).
+    pub fn is_interrupted(&self) -> bool {
+        self.shared
+            .upgrade()
+            .is_some_and(|sh| sh.interrupted.load(Ordering::SeqCst))
     }
 }
 
@@ -455,6 +597,8 @@ pub struct RuntimeStats {
     pub failed: u64,
     /// Tasks cancelled because a predecessor failed.
     pub cancelled: u64,
+    /// Tasks not run because the runtime was interrupted.
+    pub not_run: u64,
 }
 
 pub(crate) struct Shared {
@@ -479,7 +623,7 @@ pub(crate) struct Shared {
     cancelled: AtomicU64,
     pub(crate) report: Mutex<Report>,
     codelets: Mutex<CodeletRegistry>,
-    epoch: u32,
+    pub(crate) epoch: u32,
     pub(crate) sink: TraceSink,
     pub(crate) observer: Option<Arc<dyn ExecutionObserver>>,
     workers: Vec<WorkerInfo>,
@@ -497,6 +641,12 @@ pub(crate) struct Shared {
     staged_since: CachePadded<AtomicU64>,
     /// The staging window; zero: no staging.
     pub(crate) staging: std::time::Duration,
+    /// Set by [`Runtime::interrupt`]: tasks not started are not run.
+    pub(crate) interrupted: AtomicBool,
+    not_run: AtomicU64,
+    /// Each worker's trace buffer (empty without a trace): the worker pushes under the
+    /// lock, the flusher thread takes stale ones (see the module docs).
+    pub(crate) trace_bufs: Vec<CachePadded<Mutex<TaskChunk>>>,
 }
 
 impl Shared {
@@ -577,6 +727,44 @@ impl Shared {
             executed: self.executed.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
             cancelled: self.cancelled.load(Ordering::Relaxed),
+            not_run: self.not_run.load(Ordering::Relaxed),
+        }
+    }
+
+    fn interrupt(&self) {
+        if !self.interrupted.swap(true, Ordering::SeqCst) {
+            // Every parked worker: each drains what is ready without running it.
+            self.sleep.notify(usize::MAX);
+        }
+    }
+
+    /// The error every call returns once interrupted.
+    pub(crate) fn interrupted_error(&self) -> RuntimeError {
+        RuntimeError::Interrupted {
+            finished: self.executed.load(Ordering::Relaxed) + self.failed.load(Ordering::Relaxed),
+            not_run: self.not_run.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Counts one task not run because of an interruption.
+    pub(crate) fn note_not_run(&self) {
+        self.not_run.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sends the trace buffers whose oldest record ended `age` ago or earlier; a buffer
+    /// its worker is writing to is left for the next look.
+    fn flush_stale_traces(&self, age: Duration) {
+        let now = Clock::now().as_ns();
+        for slot in &self.trace_bufs {
+            if let Some(mut buf) = slot.try_lock() {
+                let stale = buf
+                    .records
+                    .first()
+                    .is_some_and(|r| now.saturating_sub(r.end.as_ns()) >= age.as_nanos() as u64);
+                if stale {
+                    self.sink.swap_tasks(&mut buf);
+                }
+            }
         }
     }
 
@@ -699,7 +887,15 @@ impl Shared {
     fn note_cancelled(&self, node: &Arc<TaskNode>) {
         // SAFETY: `node` was ready (its dependency count reached zero) and this thread is
         // the one cancelling it: nobody else takes its body.
-        drop(unsafe { node.take_body() });
+        let body = unsafe { node.take_body() };
+        // The argument's or a handle's drop may panic: not on this thread's watch.
+        crate::panics::drop_quietly(body, Some(node.id));
+        if self.interrupted.load(Ordering::Relaxed) {
+            // Not run because of the interruption, not because of a failure.
+            self.note_not_run();
+            self.report.lock().nodes.push(node.clone());
+            return;
+        }
         self.cancelled.fetch_add(1, Ordering::Relaxed);
         let mut r = self.report.lock();
         r.cancelled += 1;
@@ -784,6 +980,7 @@ enum Readied {
 pub struct Runtime {
     pub(crate) shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
+    flusher: Option<Flusher>,
 }
 
 impl Runtime {
@@ -814,8 +1011,14 @@ impl Runtime {
     }
 
     /// Submits a task. Returns at once; the task runs when its dependencies are satisfied.
+    ///
+    /// Refused once the runtime was interrupted, and for handles or task handles of
+    /// another runtime.
     pub fn submit(&self, task: Task<'_>) -> Result<TaskHandle, RuntimeError> {
         let sh = &*self.shared;
+        if sh.interrupted.load(Ordering::Relaxed) {
+            return Err(sh.interrupted_error());
+        }
         let codelet = &task.codelet.inner;
         let codelet_id = sh.codelet_id(codelet)?;
         let accesses = task.accesses;
@@ -829,6 +1032,12 @@ impl Runtime {
         check_distinct(&codelet.name, accesses.handles())?;
         let mut footprint = 0;
         for core in accesses.handles() {
+            if !core.belongs_to(&sh.nodes) {
+                return Err(RuntimeError::ForeignHandle {
+                    operation: format!("submit of codelet `{}`", codelet.name),
+                    handle: core.id,
+                });
+            }
             if core.unregistered.load(Ordering::Acquire) {
                 return Err(RuntimeError::Unregistered {
                     codelet: codelet.name.clone(),
@@ -836,6 +1045,12 @@ impl Runtime {
                 });
             }
             footprint += core.bytes;
+        }
+        if let Some((pred, _)) = task.after.iter().find(|(_, rt)| *rt != sh.epoch) {
+            return Err(RuntimeError::ForeignTask {
+                operation: format!("submit of codelet `{}`", codelet.name),
+                task: pred.id,
+            });
         }
         let id = sh.count.submit();
         let submit = sh.now();
@@ -869,7 +1084,7 @@ impl Runtime {
         for (core, mode) in accesses.iter() {
             waits |= link(core, mode, &node, &mut preds);
         }
-        for pred in &task.after {
+        for (pred, _) in &task.after {
             waits |= pred.add_successor(&node, &mut preds);
         }
         // SAFETY: the guard is still held (released just below), so nobody can take the
@@ -882,7 +1097,10 @@ impl Runtime {
             })
         };
         self.release_guard(&node, waits);
-        Ok(TaskHandle { node })
+        Ok(TaskHandle {
+            node,
+            runtime: sh.epoch,
+        })
     }
 
     /// Drops the submission guard of `node` (see task.rs, step 2). `waits`: whether an
@@ -928,8 +1146,14 @@ impl Runtime {
     /// Cancellation reaches every task that depends, through data or explicitly, on a
     /// failed task, up to the `wait_all` that reports the failure: tasks submitted after
     /// it run normally, on the data as the failure left it.
+    ///
+    /// Returns [`RuntimeError::Deadlock`] instead of waiting forever when called from
+    /// inside one of this runtime's tasks, or while this thread holds an acquisition guard
+    /// that a submitted task waits for; [`RuntimeError::Interrupted`] once the runtime
+    /// was interrupted (after the tasks that were running have ended).
     pub fn wait_all(&self) -> Result<(), RuntimeError> {
         let sh = &*self.shared;
+        crate::deadlock::check_wait_all(sh.epoch)?;
         sh.flush_staged();
         sh.waiters.wait_until(|| sh.count.all_done());
         let submitted = sh.count.submitted();
@@ -938,6 +1162,9 @@ impl Runtime {
         let report = std::mem::take(&mut *sh.report.lock());
         for n in &report.nodes {
             n.reported.store(true, Ordering::Release);
+        }
+        if sh.interrupted.load(Ordering::SeqCst) {
+            return Err(sh.interrupted_error());
         }
         if report.failures.is_empty() && report.cancelled == 0 {
             Ok(())
@@ -953,11 +1180,21 @@ impl Runtime {
     /// reported by the next `wait_all` too).
     pub fn wait(&self, task: &TaskHandle) -> Result<(), RuntimeError> {
         let node = &task.node;
+        if task.runtime != self.shared.epoch {
+            return Err(RuntimeError::ForeignTask {
+                operation: "wait".into(),
+                task: node.id,
+            });
+        }
+        crate::deadlock::check_wait(self.shared.epoch, node)?;
         node.has_waiter.store(true, Ordering::SeqCst);
         self.shared.flush_staged();
         self.shared.waiters.wait_until(|| node.is_finished());
         match node.status.load(Ordering::SeqCst) {
             DONE_OK => Ok(()),
+            _ if self.shared.interrupted.load(Ordering::SeqCst) && !node_ran(node) => {
+                Err(self.shared.interrupted_error())
+            }
             DONE_FAILED => {
                 let failures = self
                     .shared
@@ -996,6 +1233,27 @@ impl Runtime {
         }
     }
 
+    /// Interrupts the runtime: each worker finishes the task it runs and starts no other;
+    /// tasks not started are not run (their count is in [`RuntimeStats::not_run`]), later
+    /// submissions are refused, and waits return [`RuntimeError::Interrupted`] once the
+    /// running tasks have ended. Shut down or drop the runtime as usual afterwards: the
+    /// trace keeps every task that ran. Returns at once.
+    pub fn interrupt(&self) {
+        self.shared.interrupt();
+    }
+
+    /// A handle that interrupts this runtime from another thread.
+    pub fn interrupt_handle(&self) -> InterruptHandle {
+        InterruptHandle {
+            shared: Arc::downgrade(&self.shared),
+        }
+    }
+
+    /// Whether the runtime was interrupted.
+    pub fn is_interrupted(&self) -> bool {
+        self.shared.interrupted.load(Ordering::SeqCst)
+    }
+
     /// Counters since the runtime started.
     pub fn stats(&self) -> RuntimeStats {
         self.shared.stats()
@@ -1016,6 +1274,10 @@ impl Runtime {
     /// failures not yet reported, as `wait_all` does.
     pub fn shutdown(mut self) -> Result<RuntimeStats, RuntimeError> {
         let res = self.wait_all();
+        if let Err(e @ RuntimeError::Deadlock { .. }) = res {
+            // Inside one of its own tasks: joining the workers would join this thread.
+            return Err(e);
+        }
         self.stop_workers();
         let stats = self.stats();
         res.map(|()| stats)
@@ -1025,6 +1287,9 @@ impl Runtime {
         self.shared.sleep.shutdown();
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        if let Some(f) = self.flusher.take() {
+            f.stop();
         }
     }
 }
@@ -1041,12 +1306,29 @@ impl Drop for Runtime {
         }
         let _close = Close(self.shared.nodes.clone());
         if !self.threads.is_empty() {
-            if let Err(e) = self.wait_all() {
-                eprintln!("taskwatt: runtime dropped with unreported failures: {e}");
+            match self.wait_all() {
+                Ok(()) | Err(RuntimeError::Interrupted { .. }) => {}
+                Err(RuntimeError::Deadlock { .. }) => {
+                    // Dropped inside one of its own tasks (moved into one): waiting would
+                    // never end. The workers are left to exit with the process.
+                    eprintln!(
+                        "taskwatt: a runtime was dropped inside one of its own tasks; its \
+                         workers are left running"
+                    );
+                    return;
+                }
+                Err(e) => eprintln!("taskwatt: runtime dropped with unreported failures: {e}"),
             }
             self.stop_workers();
+        } else if let Some(f) = self.flusher.take() {
+            f.stop();
         }
     }
+}
+
+/// Whether `node` ran (completed or failed), as opposed to being cancelled or not run.
+fn node_ran(node: &TaskNode) -> bool {
+    matches!(node.status.load(Ordering::SeqCst), DONE_OK | DONE_FAILED)
 }
 
 /// Rejects a handle listed twice by one task: two buffer indices on one value would let

@@ -134,7 +134,8 @@ pub(crate) type Preds = SmallVec<[TaskId; 4]>;
 pub struct Task<'a> {
     pub(crate) codelet: &'a Codelet,
     pub(crate) accesses: Accesses,
-    pub(crate) after: Vec<Arc<TaskNode>>,
+    /// Explicit predecessors, with the epoch of the runtime they were submitted to.
+    pub(crate) after: Vec<(Arc<TaskNode>, u32)>,
     pub(crate) arg: Arg,
     pub(crate) priority: i32,
 }
@@ -181,7 +182,7 @@ impl<'a> Task<'a> {
     /// Runs only after `pred` finished: an explicit dependency, for graphs without data.
     #[inline]
     pub fn after(mut self, pred: &TaskHandle) -> Task<'a> {
-        self.after.push(pred.node.clone());
+        self.after.push((pred.node.clone(), pred.runtime));
         self
     }
 
@@ -464,6 +465,11 @@ impl TaskNode {
         std::mem::take(&mut links.successors)
     }
 
+    /// Its successors now (none once it finished).
+    pub(crate) fn successors(&self) -> Successors {
+        self.links.lock().successors.clone()
+    }
+
     /// Whether the node finished (in any way).
     #[inline]
     pub(crate) fn is_finished(&self) -> bool {
@@ -517,6 +523,8 @@ impl std::fmt::Debug for ReadyTask {
 #[derive(Clone)]
 pub struct TaskHandle {
     pub(crate) node: Arc<TaskNode>,
+    /// The epoch of the runtime it was submitted to: another runtime refuses it.
+    pub(crate) runtime: u32,
 }
 
 impl TaskHandle {

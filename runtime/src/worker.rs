@@ -1,16 +1,21 @@
 //! The worker loop: pop, run, record, release; spin briefly when idle, then park.
 //!
-//! Each worker owns its trace buffer (a [`TaskChunk`] with preallocated room): recording a
-//! task is a push into it, with no atomic shared with other cores. A full buffer is swapped
-//! for an empty recycled one through the trace sink. A worker about to park sends a
-//! partial buffer, so that a trace on disk is never more than one idle period behind;
-//! since a worker parks only after polling for a while (see [`find_task`]), one that idles
-//! for microseconds between tasks does not wake the trace writer each time.
+//! Each worker has its own trace buffer (a [`TaskChunk`] with preallocated room, behind a
+//! lock that only the trace flusher thread ever contends for): recording a task is a push
+//! into it. A full buffer is swapped for an empty recycled one through the trace sink. A
+//! worker about to park sends a partial buffer, so that a trace on disk is never more than
+//! one idle period behind; since a worker parks only after polling for a while (see
+//! [`find_task`]), one that idles for microseconds between tasks does not wake the trace
+//! writer each time. The flusher sends buffers whose oldest record is older than the
+//! flush period (see runtime.rs, "Trace flushing").
+//!
+//! Everything a worker runs that is user code (the task, and the drops of its argument,
+//! its data references and a panic's payload) runs inside a panic boundary: a panic there
+//! fails the task or is reported, and the worker goes on.
 //!
 //! Tasks ready at their submission are staged by the runtime, not given to the policy at
 //! once; the workers take them in batches (see [`Staged`]).
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -19,9 +24,10 @@ use taskwatt_traces::{Arch, Clock, TaskChunk, TaskRecord, TaskStatus, Timestamp,
 
 use crate::context::TaskCtx;
 use crate::error::TaskFailure;
+use crate::panics;
 use crate::pool::NodePool;
 use crate::runtime::{Shared, StartLatch};
-use crate::task::{Accesses, Body, ReadyTask, TaskNode, DONE_FAILED, DONE_OK};
+use crate::task::{Accesses, Body, ReadyTask, TaskNode, DONE_CANCELLED, DONE_FAILED, DONE_OK};
 
 pub(crate) struct WorkerCtx {
     pub(crate) shared: Arc<Shared>,
@@ -33,7 +39,6 @@ pub(crate) struct WorkerCtx {
     pub(crate) cpu: Option<u32>,
     /// The memory node the worker computes on (0: main memory; a GPU's own node later).
     pub(crate) memory_node: usize,
-    pub(crate) trace_chunk: usize,
 }
 
 /// Tells the start latch once, at the latest when dropped: `build()` must not wait forever
@@ -68,15 +73,9 @@ pub(crate) fn run(ctx: WorkerCtx) {
     }
     let sh = &*ctx.shared;
     let me = ctx.id as usize;
+    crate::deadlock::set_worker(sh.epoch);
     let mut local = sh.policy.local(me);
-    let tracing = sh.sink.is_enabled();
-    let mut buf = if tracing {
-        let mut b = TaskChunk::with_capacity(ctx.trace_chunk, ctx.trace_chunk * 2);
-        b.prefault();
-        b
-    } else {
-        TaskChunk::default()
-    };
+    let buf = sh.trace_bufs.get(me).map(|b| &**b);
     arrival.now();
     let mut done = Done::new();
     // A task found by the last look before parking: run it as any other.
@@ -91,13 +90,7 @@ pub(crate) fn run(ctx: WorkerCtx) {
             None => find_task(sh, me, &mut local, &mut done, &ctx.idle, &mut staged),
         };
         if let Some(task) = next {
-            let end = execute(
-                &ctx,
-                task,
-                &mut local,
-                tracing.then_some(&mut buf),
-                &mut done,
-            );
+            let end = execute(&ctx, task, &mut local, buf, &mut done);
             if done.finished >= Done::BATCH {
                 done.flush(sh);
             }
@@ -127,17 +120,13 @@ pub(crate) fn run(ctx: WorkerCtx) {
         }
         // Parking comes only after the idle polling (150 µs by default): sending the
         // records here wakes the writer at most once per idle period that long.
-        if !buf.is_empty() {
-            flush(sh, &mut buf);
-        }
+        flush(sh, buf);
         sh.sleep.sleep(epoch);
         // Whatever was staged while this worker slept has waited long enough.
         staged.now = true;
     }
     done.flush(sh);
-    if !buf.is_empty() {
-        flush(sh, &mut buf);
-    }
+    flush(sh, buf);
 }
 
 /// Tasks this worker finished and has not reported to the shared counters yet.
@@ -176,7 +165,10 @@ impl Done {
     }
 
     fn flush(&mut self, sh: &Shared) {
-        self.garbage.clear();
+        for accesses in self.garbage.drain(..) {
+            // The last reference to a registered value drops it here.
+            panics::drop_quietly(accesses, None);
+        }
         sh.nodes.give_back(&mut self.nodes);
         if self.executed > 0 {
             sh.executed.fetch_add(self.executed, Ordering::Relaxed);
@@ -333,15 +325,21 @@ pub(crate) struct IdlePolicy {
     pub(crate) yield_: std::time::Duration,
 }
 
-fn flush(sh: &Shared, buf: &mut TaskChunk) {
-    sh.sink.swap_tasks(buf);
+/// Sends the worker's records, if it has any.
+fn flush(sh: &Shared, buf: Option<&parking_lot::Mutex<TaskChunk>>) {
+    if let Some(buf) = buf {
+        let mut b = buf.lock();
+        if !b.is_empty() {
+            sh.sink.swap_tasks(&mut b);
+        }
+    }
 }
 
 fn execute(
     ctx: &WorkerCtx,
     task: ReadyTask,
     local: &mut Local,
-    buf: Option<&mut TaskChunk>,
+    buf: Option<&parking_lot::Mutex<TaskChunk>>,
     done: &mut Done,
 ) -> Timestamp {
     let sh = &*ctx.shared;
@@ -362,6 +360,9 @@ fn execute(
             node.id
         );
     };
+    if sh.interrupted.load(Ordering::Relaxed) {
+        return skip(sh, ctx, node, body, local, done);
+    }
     if ctx.memory_node != 0 {
         // Replicas on a device node: update the MSI states (the transfer hook goes here).
         for (core, mode) in body.accesses.iter() {
@@ -375,7 +376,21 @@ fn execute(
     }
     let outcome = {
         let tctx = TaskCtx::new(&body, node.codelet_name(), node.id, ctx.id);
-        catch_unwind(AssertUnwindSafe(|| imp(&tctx)))
+        panics::catch(|| imp(&tctx))
+    };
+    // The argument is dropped now, before successors run, since its drop may be
+    // observable; a panic there fails the task. (The data references go in the next batch,
+    // see `Done`.)
+    let Body {
+        accesses,
+        arg,
+        preds,
+    } = body;
+    let dropped = panics::catch(move || drop(arg));
+    let outcome = match (outcome, dropped) {
+        (Err(m), _) => Err(m),
+        (Ok(()), Err(m)) => Err(format!("the task's argument panicked when dropped: {m}")),
+        (Ok(()), Ok(())) => Ok(()),
     };
     let end = sh.now();
     if let Some(o) = &sh.observer {
@@ -386,13 +401,13 @@ fn execute(
             done.executed += 1;
             DONE_OK
         }
-        Err(payload) => {
+        Err(message) => {
             sh.record_failure(
                 &node,
                 TaskFailure {
                     task: node.id,
                     codelet: node.codelet_name().to_string(),
-                    message: panic_message(payload.as_ref()),
+                    message,
                     worker: ctx.id,
                 },
             );
@@ -400,6 +415,7 @@ fn execute(
         }
     };
     if let Some(buf) = buf {
+        let mut buf = buf.lock();
         buf.push(
             TaskRecord {
                 id: node.id,
@@ -420,16 +436,12 @@ fn execute(
                 preds_start: 0,
                 preds_len: 0,
             },
-            &body.preds,
+            &preds,
         );
         if buf.len() >= buf.records.capacity() {
-            flush(sh, buf);
+            sh.sink.swap_tasks(&mut buf);
         }
     }
-    // The data references are dropped in the next batch (see `Done`); the argument now,
-    // before successors run, since its drop may be observable.
-    let Body { accesses, arg, .. } = body;
-    drop(arg);
     done.garbage.push(accesses);
     let pushed = sh.complete(&node, status, Some((ctx.id as usize, local)), end);
     done.finished += 1;
@@ -442,14 +454,28 @@ fn execute(
     end
 }
 
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_string()
+/// The runtime was interrupted before `node` started: it is not run, not recorded, and its
+/// successors are finished with it (see runtime.rs, "Interruption").
+fn skip(
+    sh: &Shared,
+    ctx: &WorkerCtx,
+    node: std::sync::Arc<crate::task::TaskNode>,
+    body: Body,
+    local: &mut Local,
+    done: &mut Done,
+) -> Timestamp {
+    panics::drop_quietly(body, Some(node.id));
+    sh.note_not_run();
+    sh.report.lock().nodes.push(node.clone());
+    let now = sh.now();
+    let pushed = sh.complete(&node, DONE_CANCELLED, Some((ctx.id as usize, local)), now);
+    done.finished += 1;
+    if NodePool::keep(&node) {
+        done.nodes.push(node);
     }
+    sh.policy.done(ctx.id as usize, local);
+    sh.sleep.notify(pushed.saturating_sub(1));
+    now
 }
 
 #[cfg(test)]
