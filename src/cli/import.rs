@@ -44,11 +44,12 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
         (None, Some(rec)) => {
             let imp = import_starpu(rec, &opts)?;
             eprintln!(
-                "{}: {} executed tasks; skipped {} control records and {} records without worker or times; {} named from their perfmodel, {} unnamed",
+                "{}: {} executed tasks; skipped {} control records, {} records without worker or times and {} with WorkerId -1 (no worker); {} named from their perfmodel, {} unnamed",
                 rec.display(),
                 imp.trace.task_count(),
                 imp.skipped.control,
                 imp.skipped.not_executed,
+                imp.skipped.no_worker,
                 imp.named_from_model,
                 imp.unnamed
             );

@@ -177,7 +177,24 @@ fn read_tsc() -> Option<u64> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Clock;
 
+/// The environment variable that chooses the trace clock (see [`Clock::check_env`]).
+pub const CLOCK_ENV: &str = "TASKWATT_CLOCK";
+
 impl Clock {
+    /// Checks `TASKWATT_CLOCK`: unset, `tsc` (the default: the TSC where Linux trusts it,
+    /// else CLOCK_MONOTONIC) or `monotonic` (always CLOCK_MONOTONIC). Anything else is an
+    /// error naming the value, rather than a setting silently ignored.
+    pub fn check_env() -> Result<(), crate::TraceError> {
+        match std::env::var(CLOCK_ENV) {
+            Err(std::env::VarError::NotPresent) => Ok(()),
+            Ok(v) if v == "tsc" || v == "monotonic" => Ok(()),
+            Ok(v) => Err(crate::TraceError::ClockEnv { value: v }),
+            Err(std::env::VarError::NotUnicode(v)) => Err(crate::TraceError::ClockEnv {
+                value: v.to_string_lossy().into_owned(),
+            }),
+        }
+    }
+
     /// Now, on the trace clock.
     #[inline]
     pub fn now() -> Timestamp {

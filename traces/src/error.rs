@@ -31,13 +31,43 @@ impl fmt::Display for FormatVersion {
 #[non_exhaustive]
 pub enum TraceError {
     /// The operating system refused to open, read or write the file.
-    #[error("cannot access trace file {}: {source}; check that the path exists, that you may read (or write) it and that the disk is not full", path.display())]
+    #[error("cannot access {}: {source}{}", path.display(), io_hint(source))]
     Io {
         /// The file.
         path: PathBuf,
         /// The OS error.
         #[source]
         source: io::Error,
+    },
+
+    /// An output path names one of the command's inputs: writing it would destroy the
+    /// input before (or while) it is read.
+    #[error("{} is also an input ({}) of this command: writing it would destroy that input; choose another output path", output.display(), input.display())]
+    OutputIsInput {
+        /// The output path given.
+        output: PathBuf,
+        /// The input it is.
+        input: PathBuf,
+    },
+
+    /// A text file (CSV, tasks.rec) holds bytes that are not UTF-8.
+    #[error("{}:{line}: not UTF-8 text (byte 0x{byte:02x} at column {column}); save the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 IN > OUT`", path.display())]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// Line number, from 1.
+        line: u64,
+        /// Byte column in the line, from 1.
+        column: usize,
+        /// The first byte that is not valid UTF-8.
+        byte: u8,
+    },
+
+    /// `TASKWATT_CLOCK` has a value this build does not know.
+    #[error("TASKWATT_CLOCK={value}: expected `tsc` (the default: the TSC where Linux trusts it, else CLOCK_MONOTONIC) or `monotonic`; unset it for the default")]
+    ClockEnv {
+        /// The value found.
+        value: String,
     },
 
     /// The file does not start with the `.twt` magic bytes.
@@ -153,6 +183,20 @@ impl TraceError {
             what: what.to_string(),
             source,
         }
+    }
+}
+
+/// What to do about an I/O error, by its kind.
+fn io_hint(e: &io::Error) -> &'static str {
+    match e.kind() {
+        io::ErrorKind::NotFound => "; check the path",
+        io::ErrorKind::PermissionDenied => "; check that you may read (or write) it",
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
+            "; free some space or write elsewhere"
+        }
+        io::ErrorKind::IsADirectory => "; give a file, not a directory",
+        io::ErrorKind::AlreadyExists => "; remove it or choose another path",
+        _ => "",
     }
 }
 

@@ -19,7 +19,7 @@ use crate::codec::{self, DecodeError};
 use crate::{Chunk, DomainInfo, FormatVersion, MeterInfo, TaskChunk};
 
 /// The format version this build writes, and the newest it reads.
-pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 0 };
+pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 1 };
 
 /// First 8 bytes of every trace file.
 pub(crate) const FILE_MAGIC: [u8; 8] = *b"TWTRACE\0";
@@ -333,6 +333,7 @@ mod tests {
             first_start: Timestamp(u64::MAX),
             last_end: Timestamp(u64::MAX),
             wall_end_unix_ns: u64::MAX,
+            outcome: crate::RunOutcome::Interrupted,
         });
         assert_eq!(round_trip(&end), end);
         let m = Chunk::Markers(vec![Marker {

@@ -52,6 +52,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod atomic;
 mod clock;
 mod codec;
 mod error;
@@ -66,7 +67,8 @@ mod testgen;
 mod trace;
 mod writer;
 
-pub use clock::{Clock, Timestamp};
+pub use atomic::{refuse_output_over_input, same_file, write_atomic, AtomicFile, AtomicPath};
+pub use clock::{Clock, Timestamp, CLOCK_ENV};
 pub use error::{FormatVersion, TraceError};
 pub use export::{
     export_chrome, export_csv_samples, export_csv_tasks, write_chrome, write_csv_samples,
@@ -78,4 +80,4 @@ pub use model::*;
 pub use observe::ExecutionObserver;
 pub use reader::{read_trace, recover_trace, Recovered, TraceReader};
 pub use trace::{Trace, UNKNOWN_CODELET};
-pub use writer::{MemoryTrace, TraceSink, TraceWriter, WriteSummary};
+pub use writer::{MemoryTrace, TraceSink, TraceWriter, WriteSummary, WRITER_FLUSH};

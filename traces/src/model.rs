@@ -438,6 +438,38 @@ pub struct TruthEntry {
     pub extra_w: f64,
 }
 
+/// How a run ended, as its End chunk says (format 1.1; files of 1.0 read as `Complete`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunOutcome {
+    /// The run finished its work.
+    #[default]
+    Complete,
+    /// The run was stopped early (Ctrl-C, SIGTERM, `Runtime::interrupt`): the trace holds
+    /// the tasks that ran before.
+    Interrupted,
+    /// The run failed (its app, runtime or meter returned an error): the trace holds what
+    /// was recorded up to the failure.
+    Failed,
+}
+
+impl RunOutcome {
+    /// `complete`, `interrupted` or `failed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunOutcome::Complete => "complete",
+            RunOutcome::Interrupted => "interrupted",
+            RunOutcome::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The end of a run, written last: its absence means the run was cut short.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunEnd {
@@ -453,6 +485,9 @@ pub struct RunEnd {
     pub last_end: Timestamp,
     /// Wall-clock end, ns since the Unix epoch.
     pub wall_end_unix_ns: u64,
+    /// How the run ended (format 1.1; absent, and so `complete`, in 1.0 files).
+    #[serde(default)]
+    pub outcome: RunOutcome,
 }
 
 /// One unit of a trace file.

@@ -15,7 +15,7 @@ use crate::format::{
     decode_payload, parse_chunk_header, parse_file_header, ChunkKind, CHUNK_HEADER_LEN,
     FILE_HEADER_LEN, FILE_MAGIC, FORMAT_VERSION,
 };
-use crate::{Chunk, FormatVersion, Trace, TraceError};
+use crate::{Chunk, FormatVersion, RunEnd, Trace, TraceError};
 
 /// Reads a `.twt` file chunk by chunk.
 #[derive(Debug)]
@@ -33,6 +33,20 @@ pub struct TraceReader {
     done: bool,
     /// Payload buffer, reused from chunk to chunk.
     payload: Vec<u8>,
+    /// The End chunk, once read: nothing may follow it.
+    end: Option<RunEnd>,
+    /// What the chunks read so far hold, to check the End chunk's counts against.
+    tally: ReadTally,
+}
+
+/// Counts of the chunks a reader decoded; a count is unknown (`None`) once a chunk of its
+/// kind was stepped over without decoding.
+#[derive(Debug, Default)]
+struct ReadTally {
+    tasks: Option<(u64, u64)>,
+    samples: Option<u64>,
+    tasks_skipped: bool,
+    samples_skipped: bool,
 }
 
 /// Reads until `buf` is full or the source ends; returns the bytes read.
@@ -88,6 +102,8 @@ impl TraceReader {
             skipped: 0,
             done: false,
             payload: Vec::new(),
+            end: None,
+            tally: ReadTally::default(),
         })
     }
 
@@ -118,8 +134,14 @@ impl TraceReader {
         self.skipped
     }
 
-    /// The next chunk, `Ok(None)` at the end of the file. After an error the stream is
-    /// over and later calls return `Ok(None)`.
+    /// The next chunk, `Ok(None)` at the end of a complete file. After an error the stream
+    /// is over and later calls return `Ok(None)`.
+    ///
+    /// The reader is strict about the file as a whole too: a file that ends without an End
+    /// chunk ends with [`TraceError::CutShort`] (after its last chunk was returned), a chunk
+    /// after the End chunk is corrupt (two traces concatenated), and the End chunk's task,
+    /// failed-task and sample counts must match the chunks before it (a chunk duplicated or
+    /// dropped). [`recover_trace`] reads what such a file holds.
     pub fn next_chunk(&mut self) -> Result<Option<Chunk>, TraceError> {
         self.next_chunk_where(|_| true)
     }
@@ -150,7 +172,23 @@ impl TraceReader {
             let mut h = [0u8; CHUNK_HEADER_LEN];
             let n = read_full(&mut self.src, &mut h).map_err(|e| self.io(e))?;
             if n == 0 {
+                if self.end.is_none() {
+                    return Err(TraceError::CutShort {
+                        path: self.path.clone(),
+                        chunks: self.chunks,
+                    });
+                }
                 return Ok(None);
+            }
+            if self.end.is_some() {
+                let kind = ChunkKind::from_u8(h[4]).map_or_else(
+                    || format!("chunk of kind {}", h[4]),
+                    |k| format!("{} chunk", k.name()),
+                );
+                return Err(self.corrupt(
+                    start,
+                    format!("a {kind} after the End chunk (two traces concatenated?)"),
+                ));
             }
             if n < CHUNK_HEADER_LEN {
                 return Err(TraceError::Truncated {
@@ -169,7 +207,13 @@ impl TraceReader {
             );
             let next = start + CHUNK_HEADER_LEN as u64 + u64::from(h.len);
 
-            if kind.is_some_and(|k| !want(k)) {
+            // The End chunk is always decoded, to check the counts against it.
+            if kind.is_some_and(|k| !want(k) && k != ChunkKind::End) {
+                match kind {
+                    Some(ChunkKind::Tasks) => self.tally.tasks_skipped = true,
+                    Some(ChunkKind::Samples) => self.tally.samples_skipped = true,
+                    _ => {}
+                }
                 self.src
                     .seek_relative(i64::from(h.len))
                     .map_err(|e| self.io(e))?;
@@ -221,10 +265,62 @@ impl TraceReader {
             let chunk = decode_payload(kind, &self.payload).map_err(|e| {
                 self.corrupt(start + CHUNK_HEADER_LEN as u64 + e.pos as u64, e.reason)
             })?;
+            self.check_counts(start, &chunk)?;
             self.offset = next;
             self.chunks += 1;
+            if !want(kind) {
+                continue;
+            }
             return Ok(Some(chunk));
         }
+    }
+
+    /// Adds a decoded chunk to the tally; an End chunk is checked against it.
+    fn check_counts(&mut self, start: u64, chunk: &Chunk) -> Result<(), TraceError> {
+        let t = &mut self.tally;
+        match chunk {
+            Chunk::Tasks(c) => {
+                let failed = c
+                    .records
+                    .iter()
+                    .filter(|r| r.status == crate::TaskStatus::Failed)
+                    .count() as u64;
+                let (n, f) = t.tasks.get_or_insert((0, 0));
+                *n += c.len() as u64;
+                *f += failed;
+            }
+            Chunk::Samples(s) => *t.samples.get_or_insert(0) += s.len() as u64,
+            Chunk::End(end) => {
+                let (tasks, failed) = t.tasks.unwrap_or((0, 0));
+                let samples = t.samples.unwrap_or(0);
+                let mut wrong = Vec::new();
+                if !t.tasks_skipped && (tasks, failed) != (end.tasks, end.failed) {
+                    wrong.push(format!(
+                        "{} task records ({} failed) where the End chunk counts {} ({} failed)",
+                        tasks, failed, end.tasks, end.failed
+                    ));
+                }
+                if !t.samples_skipped && samples != end.samples {
+                    wrong.push(format!(
+                        "{samples} energy samples where the End chunk counts {}",
+                        end.samples
+                    ));
+                }
+                if !wrong.is_empty() {
+                    return Err(self.corrupt(
+                        start,
+                        format!(
+                            "the file holds {}: a chunk was duplicated or dropped (read what \
+                             is there with `taskwatt export --recover`)",
+                            wrong.join(" and ")
+                        ),
+                    ));
+                }
+                self.end = Some(end.clone());
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     fn io(&self, e: io::Error) -> TraceError {

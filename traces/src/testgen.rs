@@ -260,16 +260,31 @@ pub(crate) fn markers() -> impl Strategy<Value = Vec<Marker>> {
 }
 
 pub(crate) fn run_end() -> impl Strategy<Value = RunEnd> {
-    (edge_u64(), edge_u64(), edge_u64(), ts(), ts(), edge_u64()).prop_map(
-        |(tasks, failed, samples, first_start, last_end, wall)| RunEnd {
-            tasks,
-            failed,
-            samples,
-            first_start,
-            last_end,
-            wall_end_unix_ns: wall,
-        },
+    let outcome = prop_oneof![
+        Just(RunOutcome::Complete),
+        Just(RunOutcome::Interrupted),
+        Just(RunOutcome::Failed)
+    ];
+    (
+        edge_u64(),
+        edge_u64(),
+        edge_u64(),
+        ts(),
+        ts(),
+        edge_u64(),
+        outcome,
     )
+        .prop_map(
+            |(tasks, failed, samples, first_start, last_end, wall, outcome)| RunEnd {
+                tasks,
+                failed,
+                samples,
+                first_start,
+                last_end,
+                wall_end_unix_ns: wall,
+                outcome,
+            },
+        )
 }
 
 /// Any chunk, of any kind.

@@ -147,9 +147,12 @@ impl Trace {
     }
 
     /// Writes the trace to a `.twt` file: metadata first, then tasks, samples and markers;
-    /// the End chunk is this trace's own when it has one, else computed by the writer.
+    /// the End chunk is this trace's own when it has one (its counts those of the chunks
+    /// written), else computed by the writer. The file appears at `path` only once complete
+    /// (see [`AtomicPath`](crate::AtomicPath)): a failure keeps what was there.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<WriteSummary, TraceError> {
-        let w = TraceWriter::create(path)?;
+        let target = crate::AtomicPath::new(path);
+        let w = TraceWriter::create(target.path())?;
         let sink = w.sink();
         sink.send(Chunk::Meta(self.meta.clone()));
         if !self.codelets.is_empty() {
@@ -173,10 +176,13 @@ impl Trace {
         if !self.markers.is_empty() {
             sink.send(Chunk::Markers(self.markers.clone()));
         }
-        match &self.end {
+        let mut summary = match &self.end {
             Some(end) => w.finish_with(end.clone()),
             None => w.finish(),
-        }
+        }?;
+        summary.path = target.target().to_path_buf();
+        target.commit()?;
+        Ok(summary)
     }
 }
 
@@ -277,7 +283,9 @@ mod tests {
         a.push(task(0, 10, 20), &[]);
         let end = RunEnd {
             tasks: 1,
+            samples: 1,
             wall_end_unix_ns: 77,
+            outcome: crate::RunOutcome::Failed,
             ..RunEnd::default()
         };
         let t = Trace::from_chunks([

@@ -35,11 +35,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::format::{encode_chunk, file_header};
-use crate::{Chunk, Clock, RunEnd, TaskChunk, TaskStatus, Timestamp, Trace, TraceError};
+use crate::{
+    Chunk, Clock, RunEnd, RunOutcome, TaskChunk, TaskStatus, Timestamp, Trace, TraceError,
+};
 
 /// Chunks in flight between the producers and the writer thread.
 const CHANNEL_CHUNKS: usize = 64;
@@ -48,11 +51,16 @@ const POOL_CHUNKS: usize = 64;
 /// `BufWriter` capacity. Chunks larger than this go straight to the file in one write.
 const BUF_BYTES: usize = 1 << 20;
 
+/// The longest a written chunk stays in the writer's buffer before it reaches the file
+/// (the operating system's page cache): the buffer is flushed when the queue runs empty,
+/// and at the latest this long after the first unflushed write, however busy the queue.
+pub const WRITER_FLUSH: Duration = Duration::from_millis(50);
+
 enum Msg {
     Chunk(Chunk),
-    /// Write an End chunk (this one, or one computed from the tally), flush, return the
-    /// summary.
-    Finish(Option<RunEnd>),
+    /// Write an End chunk (this one, its counts taken from the tally, or one computed from
+    /// the tally with this outcome), flush, return the summary.
+    Finish(Option<RunEnd>, RunOutcome),
     /// Flush and return without an End chunk (the writer was dropped).
     Abandon,
 }
@@ -118,6 +126,7 @@ impl TraceWriter {
             chunks: 0,
             error: None,
             dead: false,
+            unflushed_since: None,
         };
         let thread = std::thread::Builder::new()
             .name("taskwatt-trace-writer".into())
@@ -140,14 +149,21 @@ impl TraceWriter {
     /// Writes everything sent before this call, then an End chunk computed from what the
     /// writer saw (task count, failed count, sample count, first start, last end, wall
     /// end), flushes, joins. Returns the first error the thread met, if any.
-    pub fn finish(mut self) -> Result<WriteSummary, TraceError> {
-        self.stop(Msg::Finish(None))
+    pub fn finish(self) -> Result<WriteSummary, TraceError> {
+        self.finish_with_outcome(RunOutcome::Complete)
     }
 
-    /// Like [`finish`](Self::finish) but writes `end` as the End chunk (re-saving a trace
-    /// keeps its original end).
+    /// Like [`finish`](Self::finish), with the End chunk saying how the run ended: a run
+    /// that was interrupted or failed must not leave a trace that reads as complete.
+    pub fn finish_with_outcome(mut self, outcome: RunOutcome) -> Result<WriteSummary, TraceError> {
+        self.stop(Msg::Finish(None, outcome))
+    }
+
+    /// Like [`finish`](Self::finish) but writes `end` as the End chunk, its counts taken
+    /// from what was written (re-saving a trace keeps its original end, outcome and times).
     pub(crate) fn finish_with(mut self, end: RunEnd) -> Result<WriteSummary, TraceError> {
-        self.stop(Msg::Finish(Some(end)))
+        let outcome = end.outcome;
+        self.stop(Msg::Finish(Some(end), outcome))
     }
 
     /// The file being written.
@@ -203,19 +219,46 @@ struct WriterThread {
     error: Option<TraceError>,
     /// Set by an I/O error: nothing more is written.
     dead: bool,
+    /// When the buffer first held bytes not yet flushed to the file.
+    unflushed_since: Option<Instant>,
 }
 
 impl WriterThread {
     fn run(&mut self) -> Result<WriteSummary, TraceError> {
         let finish = loop {
-            match self.rx.recv() {
+            // Wake up in time to flush what has waited `WRITER_FLUSH` in the buffer.
+            let msg = match self.unflushed_since {
+                None => self.rx.recv().map_err(|_| ()),
+                Some(t) => {
+                    let due = t + WRITER_FLUSH;
+                    match self.rx.recv_deadline(due) {
+                        Ok(m) => Ok(m),
+                        Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                            self.flush();
+                            continue;
+                        }
+                        Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(()),
+                    }
+                }
+            };
+            match msg {
                 Ok(Msg::Chunk(chunk)) => self.chunk(chunk),
-                Ok(Msg::Finish(end)) => break Some(end),
-                Ok(Msg::Abandon) | Err(_) => break None,
+                Ok(Msg::Finish(end, outcome)) => break Some((end, outcome)),
+                Ok(Msg::Abandon) | Err(()) => break None,
             }
         };
-        if let (Some(end), false) = (finish, self.dead) {
-            let end = end.unwrap_or_else(|| self.tally.end(Clock::unix_now_ns()));
+        if let (Some((end, outcome)), false) = (finish, self.dead) {
+            let tally = self.tally.end(Clock::unix_now_ns());
+            let end = match end {
+                // The counts are what this file holds, so that it reads back.
+                Some(end) => RunEnd {
+                    tasks: tally.tasks,
+                    failed: tally.failed,
+                    samples: tally.samples,
+                    ..end
+                },
+                None => RunEnd { outcome, ..tally },
+            };
             self.write(&Chunk::End(end));
         }
         if !self.dead {
@@ -254,8 +297,24 @@ impl WriterThread {
             let _ = self.pool.try_send(t);
         }
         // Flush when idle, so that a crash loses little; under load the buffer fills and
-        // is written in large pieces.
-        if !self.dead && self.rx.is_empty() {
+        // is written in large pieces, and `run` flushes it `WRITER_FLUSH` after its first
+        // unflushed write at the latest.
+        if !self.dead
+            && (self.rx.is_empty()
+                || self
+                    .unflushed_since
+                    .is_some_and(|t| t.elapsed() >= WRITER_FLUSH))
+        {
+            self.flush();
+        } else if !self.dead && self.unflushed_since.is_none() {
+            self.unflushed_since = Some(Instant::now());
+        }
+    }
+
+    /// Flushes the buffer to the file.
+    fn flush(&mut self) {
+        self.unflushed_since = None;
+        if !self.dead {
             if let Err(e) = self.out.flush() {
                 self.fail(TraceError::io(&self.path, e));
             }
@@ -322,6 +381,7 @@ impl EndTally {
     /// The End chunk; first start and last end are zero when there was no task.
     pub(crate) fn end(&self, wall_end_unix_ns: u64) -> RunEnd {
         RunEnd {
+            outcome: RunOutcome::Complete,
             tasks: self.tasks,
             failed: self.failed,
             samples: self.samples,

@@ -32,7 +32,8 @@ fn real_cholesky_trace() {
         imp.skipped,
         StarpuSkipped {
             control: 136,
-            not_executed: 306
+            not_executed: 306,
+            no_worker: 0,
         }
     );
     assert_eq!((imp.named_from_model, imp.unnamed), (0, 0));

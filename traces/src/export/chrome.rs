@@ -119,7 +119,9 @@ struct Chrome<W: Write> {
     /// Codelet names by id, already JSON-escaped.
     names: HashMap<u32, String>,
     /// Workers that have a thread_name event.
-    named: Vec<bool>,
+    /// Workers whose track is named (a set, not a vector indexed by id: an id comes from
+    /// the file and may be 4294967295).
+    named: std::collections::HashSet<u32>,
     /// Counter names by domain, already JSON-escaped.
     counters: HashMap<DomainId, String>,
     /// Last sample of each domain: (t, energy).
@@ -134,7 +136,7 @@ impl<W: Write> Chrome<W> {
             out: BufWriter::with_capacity(1 << 16, out),
             events: 0,
             names: HashMap::new(),
-            named: Vec::new(),
+            named: std::collections::HashSet::new(),
             counters: HashMap::new(),
             last: HashMap::new(),
             buf: Vec::with_capacity(256),
@@ -250,21 +252,16 @@ impl<W: Write> Chrome<W> {
 
     /// Names a worker's track, once.
     fn name_worker(&mut self, id: u32, info: Option<&WorkerInfo>) -> io::Result<()> {
-        let i = id as usize;
-        if self.named.get(i).copied().unwrap_or(false) {
+        if !self.named.insert(id) {
             return Ok(());
         }
-        if self.named.len() <= i {
-            self.named.resize(i + 1, false);
-        }
-        self.named[i] = true;
         let label = info.map_or_else(|| format!("worker {id}"), worker_label);
         self.thread_meta(u64::from(id), &label)
     }
 
     fn tasks(&mut self, chunk: &TaskChunk) -> io::Result<()> {
         for (r, preds) in chunk.iter() {
-            if !self.named.get(r.worker as usize).copied().unwrap_or(false) {
+            if !self.named.contains(&r.worker) {
                 self.name_worker(r.worker, None)?;
             }
             let name = match self.names.get(&r.codelet) {
@@ -522,12 +519,16 @@ mod tests {
     }
 
     #[test]
-    fn cut_short_file_exports_and_empty_trace_is_valid_json() {
+    fn cut_short_file_is_refused_and_its_recovery_is_valid_json() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.twt");
         drop(TraceWriter::create(&path).unwrap()); // no End chunk
+        let e = export_chrome(&path, std::io::sink()).unwrap_err();
+        assert!(matches!(e, TraceError::CutShort { .. }), "{e}");
+        assert!(e.to_string().contains("--recover"), "{e}");
         let mut out = Vec::new();
-        let n = export_chrome(&path, &mut out).unwrap();
+        let recovered = crate::recover_trace(&path).unwrap().trace;
+        let n = write_chrome(&recovered, &mut out).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(events_of(&v).len() as u64, n);
         assert_eq!(n, 1, "only the process name");

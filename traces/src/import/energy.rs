@@ -187,11 +187,12 @@ fn map_workers(
                 d,
             ));
         };
-        let ws = &mut domains[id as usize].workers;
-        if !ws.contains(&worker) {
-            ws.push(worker);
-            ws.sort_unstable();
-        }
+        domains[id as usize].workers.push(worker);
+    }
+    // Sorted and deduplicated once: linear in the rows, whatever the ids.
+    for d in domains.iter_mut() {
+        d.workers.sort_unstable();
+        d.workers.dedup();
     }
     Ok(())
 }

@@ -33,6 +33,9 @@ pub struct StarpuSkipped {
     pub control: u64,
     /// Records without a worker and times: internal tasks, tasks that never ran.
     pub not_executed: u64,
+    /// Records with times but a negative `WorkerId` (StarPU's "no worker": nothing to
+    /// attribute them to).
+    pub no_worker: u64,
 }
 
 /// The result of [`import_starpu`].
@@ -66,6 +69,8 @@ struct Rec {
     depends: Vec<TaskId>,
     control: bool,
     memory_node: Option<i64>,
+    /// `WorkerId` was negative.
+    negative_worker: bool,
 }
 
 struct Parser {
@@ -104,6 +109,7 @@ impl Parser {
             "WorkerId" => {
                 let w: i64 = v.parse().map_err(|_| int("a worker id (an integer)"))?;
                 // A negative worker means "none" in StarPU.
+                rec.negative_worker = w < 0;
                 if w >= 0 {
                     rec.worker =
                         Some(WorkerId::try_from(w).map_err(|_| int("a worker id below 2^32"))?);
@@ -163,6 +169,10 @@ impl Parser {
                 self.skipped.not_executed += 1;
                 return Ok(());
             }
+            (None, _, _) if rec.negative_worker => {
+                self.skipped.no_worker += 1;
+                return Ok(());
+            }
             (w, s, _) => {
                 // Part of an execution: a record cut short, most likely the file's last.
                 let missing = if w.is_none() {
@@ -175,8 +185,9 @@ impl Parser {
                 return Err(self.err(
                     rec.first_line,
                     missing,
-                    "WorkerId, StartTime and EndTime together (an executed task has all three); \
-                     the file looks truncated: regenerate it with starpu_fxt_tool",
+                    "WorkerId, StartTime and EndTime together (an executed task has all three; \
+                     a record with only some of them is damaged): regenerate the file with \
+                     starpu_fxt_tool",
                     &format!(
                         "a record (lines {}-{}) without {missing}",
                         rec.first_line, rec.last_line
@@ -310,7 +321,19 @@ pub fn import_starpu(
         p.field(r, line, key.trim(), value.trim())?;
     }
     if let Some(r) = rec.take() {
+        // starpu_fxt_tool ends every record with a blank line: a record still open at the
+        // end of the file was cut, perhaps in the middle of a value. What is wrong with
+        // its fields is said first, when something is.
+        let (first_line, last_line) = (r.first_line, r.last_line);
         p.record(r)?;
+        return Err(p.err(
+            last_line,
+            "(end of file)",
+            "a blank line after the last record, as starpu_fxt_tool writes it: the file \
+             is cut short (regenerate it with starpu_fxt_tool; if you edited it by hand and \
+             it is complete, end it with a blank line)",
+            &format!("the end of the file inside the record of lines {first_line}-{last_line}"),
+        ));
     }
     let energy = match &opts.samples {
         Some(s) => Some(read_energy(
@@ -372,6 +395,7 @@ StartTime: 3
 EndTime: 4
 Footprint: 0x10
 Sizes: 100 28
+
 ";
 
     #[test]
@@ -381,7 +405,8 @@ Sizes: 100 28
             imp.skipped,
             StarpuSkipped {
                 control: 1,
-                not_executed: 1
+                not_executed: 1,
+                no_worker: 0,
             }
         );
         assert_eq!((imp.named_from_model, imp.unnamed), (1, 1));
@@ -430,6 +455,66 @@ Sizes: 100 28
             assert!(matches!(e, TraceError::Malformed { .. }), "{e}");
             assert!(e.to_string().contains(want), "{e}\nwanted: {want}");
         }
+    }
+
+    #[test]
+    fn a_file_cut_anywhere_is_an_error_or_imports_exactly_its_complete_records() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/data/starpu-1.4.12-cholesky-lws/tasks.rec"
+        );
+        let Ok(full) = std::fs::read(path) else {
+            eprintln!("skipped: {path} is not there");
+            return;
+        };
+        let whole = import_bytes(&full).unwrap().trace.task_count();
+        assert_eq!(whole, 816);
+        // Cut points: every 997th byte, and right after every 50th record.
+        let mut cuts: Vec<usize> = (1..full.len()).step_by(997).collect();
+        let ends: Vec<usize> = full
+            .windows(2)
+            .enumerate()
+            .filter(|(_, w)| w == b"\n\n")
+            .map(|(i, _)| i + 2)
+            .collect();
+        cuts.extend(ends.iter().step_by(50));
+        for cut in cuts {
+            let head = &full[..cut];
+            match import_bytes(head) {
+                Ok(imp) => {
+                    // Only at a record boundary, with every record before it.
+                    assert!(head.ends_with(b"\n\n"), "cut at {cut} imported");
+                    let complete = ends.iter().filter(|&&e| e <= cut).count() as u64;
+                    let s = imp.skipped;
+                    let n = imp.trace.task_count() + s.control + s.not_executed + s.no_worker;
+                    assert_eq!(n, complete, "cut at {cut}");
+                }
+                Err(e) => {
+                    let m = e.to_string();
+                    assert!(
+                        m.contains("cut short") || m.contains("expected"),
+                        "cut at {cut}: {m}"
+                    );
+                }
+            }
+        }
+    }
+
+    fn import_bytes(b: &[u8]) -> Result<StarpuImport, TraceError> {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b).unwrap();
+        import_starpu(f.path(), &ImportOptions::new(TimeUnit::Ms))
+    }
+
+    #[test]
+    fn negative_worker_with_times_is_skipped_and_counted() {
+        let imp = import(
+            "JobId: 1\nWorkerId: -1\nStartTime: 1\nEndTime: 2\n\nJobId: 2\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n\n",
+        )
+        .unwrap();
+        assert_eq!((imp.skipped.no_worker, imp.trace.task_count()), (1, 1));
+        let e = import("JobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2.5").unwrap_err();
+        assert!(e.to_string().contains("cut short"), "{e}");
     }
 
     #[test]

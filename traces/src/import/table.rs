@@ -112,15 +112,25 @@ impl Table {
     /// The next non-blank, non-comment line, split into fields.
     fn next_fields(&mut self) -> Result<Option<(u64, Vec<String>)>, TraceError> {
         loop {
-            self.buf.clear();
+            let mut raw = std::mem::take(&mut self.buf).into_bytes();
+            raw.clear();
             let n = self
                 .src
-                .read_line(&mut self.buf)
+                .read_until(b'\n', &mut raw)
                 .map_err(|e| TraceError::io(&self.path, e))?;
             if n == 0 {
                 return Ok(None);
             }
             self.line_no += 1;
+            self.buf = String::from_utf8(raw).map_err(|e| {
+                let at = e.utf8_error().valid_up_to();
+                TraceError::NotUtf8 {
+                    path: self.path.clone(),
+                    line: self.line_no,
+                    column: at + 1,
+                    byte: e.as_bytes()[at],
+                }
+            })?;
             let mut line = self.buf.trim_end_matches(['\n', '\r']);
             if self.line_no == 1 {
                 line = line.trim_start_matches('\u{feff}');
