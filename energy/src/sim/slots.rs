@@ -284,42 +284,91 @@ mod tests {
 
     /// A reader racing a writer only ever sees consistent pieces: the energy at a boundary
     /// behind the writer is exactly what the script implies, and never decreases.
+    ///
+    /// The writer runs until the reader says it has seen enough, so the race is real even
+    /// on one CPU (the writer cannot finish before the reader starts): the reader must check
+    /// many snapshots taken at many distinct writer positions, i.e. with the writer having
+    /// run between its checks. Both yield now and then so that one CPU alternates quickly;
+    /// a time limit turns a stuck race into a failure, not a hang.
     #[test]
     fn concurrent_reader_sees_consistent_state() {
         use std::sync::atomic::{AtomicBool, AtomicU64};
         use std::sync::Arc;
+        use std::time::{Duration, Instant};
+
+        /// Stops the writer when the reader is done, including when an assertion unwinds.
+        struct StopOnDrop(Arc<AtomicBool>);
+        impl Drop for StopOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Release);
+            }
+        }
+
+        // Consistent snapshots to check, and distinct boundaries among them.
+        let (want_checked, want_distinct) = if cfg!(miri) { (20, 2) } else { (20_000, 200) };
         let slot = Arc::new(Slot::new(0));
         let now = Arc::new(AtomicU64::new(0));
-        let done = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
         let writer = {
-            let (slot, now, done) = (slot.clone(), now.clone(), done.clone());
+            let (slot, now, stop) = (slot.clone(), now.clone(), stop.clone());
             std::thread::spawn(move || {
                 // 50 us tasks at 4 W then 50 us idle: 2 W average, i.e. 2e-3 J per ms.
-                let mut t = 0;
-                for _ in 0..if cfg!(miri) { 200 } else { 200_000 } {
+                let mut t = 0u64;
+                let mut rounds = 0u64;
+                while !stop.load(Ordering::Acquire) {
                     slot.transition(t, [4.0, 0.0, 0.0], &TICKS);
                     slot.transition(t + 50_000, [0.0; 3], &TICKS);
                     t += 100_000;
+                    rounds += 1;
                     now.store(t, Ordering::Release);
+                    // On one CPU, let the reader in now and then (it yields back when it
+                    // has nothing new to check); on several, this costs nothing.
+                    if rounds % 1024 == 0 {
+                        std::thread::yield_now();
+                    }
                 }
-                done.store(true, Ordering::Release);
+                rounds
             })
         };
+        let guard = StopOnDrop(stop);
+        let deadline = Instant::now() + Duration::from_secs(60);
         let mut last = 0.0;
-        let mut checked = 0;
-        while !done.load(Ordering::Acquire) {
+        let (mut checked, mut distinct, mut last_b) = (0u64, 0u64, None);
+        while checked < want_checked || distinct < want_distinct {
+            assert!(
+                Instant::now() < deadline,
+                "after 60 s the reader checked {checked} snapshot(s) at {distinct} distinct \
+                 boundaries; wanted {want_checked} and {want_distinct}"
+            );
             let t = now.load(Ordering::Acquire);
             let snap = slot.snapshot();
             let b = (t / MS) * MS;
             if let Ok(e) = snap.energy_at(RAPL_STREAM, PKG, b) {
                 let want = 2e-3 * (b / MS) as f64;
-                assert!((e - want).abs() < 1e-9, "b={b}: {e} vs {want}");
-                assert!(e >= last);
+                // Relative: the writer sums millions of pieces when it runs long.
+                assert!(
+                    (e - want).abs() <= 1e-9 * want.max(1.0),
+                    "b={b}: {e} vs {want}"
+                );
+                assert!(e >= last, "b={b}: {e} after {last}");
                 last = e;
                 checked += 1;
+                if last_b != Some(b) {
+                    distinct += 1;
+                    last_b = Some(b);
+                }
+            }
+            if (last_b == Some(b) && checked >= want_checked) || cfg!(miri) {
+                // Nothing new to check until the writer moves: let it run.
+                std::thread::yield_now();
             }
         }
-        writer.join().unwrap();
-        assert!(checked > 0 || cfg!(miri));
+        drop(guard);
+        let rounds = writer.join().unwrap();
+        // The writer ran across the reader's checks: more boundaries than the reader saw.
+        assert!(
+            rounds / 10 >= distinct - 1,
+            "{rounds} rounds, {distinct} boundaries"
+        );
     }
 }
