@@ -151,6 +151,16 @@ pub enum EnergyError {
         message: String,
     },
 
+    /// A worker id too large for the simulated meter, whose per-worker table is indexed by
+    /// worker id (the runtime numbers its workers from 0).
+    #[error("simulated meter: worker {worker} has an id at or above the limit of {limit}; the simulated meter indexes workers by id, so number the workers densely from 0")]
+    SimWorkerId {
+        /// The worker id.
+        worker: u32,
+        /// Ids must be below this.
+        limit: usize,
+    },
+
     /// A sampling period outside 1 ms ..= 1 s.
     #[error("sampling period {period_ns} ns is outside 1 ms ..= 1 s: RAPL updates every ~1 ms, so faster sampling reads the same value twice, and slower sampling risks missing a 32-bit wrap")]
     InvalidPeriod {

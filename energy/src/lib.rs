@@ -79,6 +79,6 @@ pub use powercap::{PowercapMeter, DEFAULT_POWERCAP_ROOT};
 pub use sampler::{ReadFailure, Sampler, SamplerConfig, SamplerStats, MAX_PERIOD, MIN_PERIOD};
 pub use sim::{
     ArchPowers, DomainPower, GpuSensor, GpuSimConfig, ManualClock, RaplSimConfig, SimClock,
-    SimConfig, SimMeter, SimObserver, TaskPower, TraceClock, MAX_SIM_CODELETS,
+    SimConfig, SimMeter, SimObserver, TaskPower, TraceClock, MAX_SIM_CODELETS, MAX_SIM_WORKERS,
 };
 pub use wrap::{Accumulator, CounterUnwrapper, PowerIntegrator};

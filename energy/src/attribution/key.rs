@@ -6,6 +6,7 @@
 //! footprint class (log2 buckets of the bytes a task touched). Keys carry codelet *names*,
 //! never ids, because ids are dense per run and a model must match types across traces.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -70,9 +71,9 @@ impl KeyKind {
         }
     }
 
-    /// The key of a task, with the codelet name looked up in `names` (indexed by id).
-    pub(crate) fn key_of(self, t: &TaskRecord, names: &[Option<&str>]) -> TypeKey {
-        let codelet = match names.get(t.codelet as usize).copied().flatten() {
+    /// The key of a task, with the codelet name looked up in `names` (by id).
+    pub(crate) fn key_of(self, t: &TaskRecord, names: &CodeletNames<'_>) -> TypeKey {
+        let codelet = match names.get(t.codelet) {
             Some(n) => n.to_owned(),
             // A task whose codelet the trace never described: keep it apart by id rather
             // than folding it into another type.
@@ -93,18 +94,20 @@ impl fmt::Display for KeyKind {
     }
 }
 
-/// Codelet names indexed by codelet id (ids are dense, but tolerate holes).
-pub(crate) fn names_by_id(codelets: &[CodeletInfo]) -> Vec<Option<&str>> {
-    let len = codelets
-        .iter()
-        .map(|c| c.id as usize + 1)
-        .max()
-        .unwrap_or(0);
-    let mut names = vec![None; len];
-    for c in codelets {
-        names[c.id as usize] = Some(c.name.as_str());
+/// Codelet names by codelet id. Ids are usually dense but a trace file may hold any `u32`
+/// (4294967295 included): a map, so that no id sizes an array.
+pub(crate) struct CodeletNames<'a>(HashMap<u32, &'a str>);
+
+impl<'a> CodeletNames<'a> {
+    /// The name of codelet `id`, if the trace described it.
+    pub(crate) fn get(&self, id: u32) -> Option<&'a str> {
+        self.0.get(&id).copied()
     }
-    names
+}
+
+/// The codelets' names by id (the last description of an id wins).
+pub(crate) fn names_by_id(codelets: &[CodeletInfo]) -> CodeletNames<'_> {
+    CodeletNames(codelets.iter().map(|c| (c.id, c.name.as_str())).collect())
 }
 
 /// Footprint class of a footprint in bytes: 0 for 0 bytes, else `c` such that

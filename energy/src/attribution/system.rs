@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use taskwatt_traces::{Domain, DomainInfo, TaskRecord};
 
 use super::input::{TraceParts, IDLE_CALIBRATION};
-use super::key::{names_by_id, KeyKind, TypeKey};
+use super::key::{names_by_id, CodeletNames, KeyKind, TypeKey};
 
 /// Per-type counts, gathered in the build pass.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -194,9 +194,85 @@ impl IntervalFinder {
 struct Builder {
     sys: DomainSystem,
     finder: Option<IntervalFinder>,
-    /// Dense slot -> column, `u32::MAX` when not seen yet.
-    slots: Vec<u32>,
+    /// Slot -> column.
+    slots: SlotTable,
     by_key: HashMap<TypeKey, u32>,
+}
+
+/// Slots (or worker ids) below this go through a flat table, the others through a map: ids
+/// are usually small and dense, but a trace may hold any `u32`, and an id must never size an
+/// array (worker 4294967295 would ask for tens of GiB).
+const DENSE_IDS: usize = 1 << 16;
+
+/// Slot -> column: a flat table for small slots (no hash on the hot path), a map above.
+#[derive(Default)]
+struct SlotTable {
+    /// Column of each small slot, `u32::MAX` when not seen yet; grows up to `DENSE_IDS`.
+    dense: Vec<u32>,
+    sparse: HashMap<usize, u32>,
+}
+
+impl SlotTable {
+    #[inline]
+    fn get(&self, slot: usize) -> Option<u32> {
+        if slot < DENSE_IDS {
+            self.dense.get(slot).copied().filter(|&c| c != u32::MAX)
+        } else {
+            self.sparse.get(&slot).copied()
+        }
+    }
+
+    fn insert(&mut self, slot: usize, column: u32) {
+        if slot < DENSE_IDS {
+            if slot >= self.dense.len() {
+                self.dense.resize(slot + 1, u32::MAX);
+            }
+            self.dense[slot] = column;
+        } else {
+            self.sparse.insert(slot, column);
+        }
+    }
+}
+
+/// Worker id -> the domains covering it: a flat table for small ids, a map above.
+struct WorkerCover {
+    dense: Vec<Vec<u32>>,
+    sparse: HashMap<u32, Vec<u32>>,
+}
+
+impl WorkerCover {
+    fn new(domains: &[DomainInfo]) -> WorkerCover {
+        let mut cover = WorkerCover {
+            dense: Vec::new(),
+            sparse: HashMap::new(),
+        };
+        for (di, d) in domains.iter().enumerate() {
+            for &w in &d.workers {
+                let list = if (w as usize) < DENSE_IDS {
+                    if w as usize >= cover.dense.len() {
+                        cover.dense.resize(w as usize + 1, Vec::new());
+                    }
+                    &mut cover.dense[w as usize]
+                } else {
+                    cover.sparse.entry(w).or_default()
+                };
+                if !list.contains(&(di as u32)) {
+                    list.push(di as u32);
+                }
+            }
+        }
+        cover
+    }
+
+    #[inline]
+    fn get(&self, worker: u32) -> &[u32] {
+        let list = if (worker as usize) < DENSE_IDS {
+            self.dense.get(worker as usize)
+        } else {
+            self.sparse.get(&worker)
+        };
+        list.map_or(&[][..], |v| &v[..])
+    }
 }
 
 impl Builder {
@@ -228,18 +304,16 @@ impl Builder {
                 task_span: None,
             },
             finder,
-            slots: Vec::new(),
+            slots: SlotTable::default(),
             by_key: HashMap::new(),
         }
     }
 
     #[inline]
-    fn column(&mut self, kind: KeyKind, t: &TaskRecord, names: &[Option<&str>]) -> usize {
+    fn column(&mut self, kind: KeyKind, t: &TaskRecord, names: &CodeletNames<'_>) -> usize {
         let slot = kind.slot(t);
-        if let Some(&c) = self.slots.get(slot) {
-            if c != u32::MAX {
-                return c as usize;
-            }
+        if let Some(c) = self.slots.get(slot) {
+            return c as usize;
         }
         self.new_column(slot, kind, t, names)
     }
@@ -250,11 +324,8 @@ impl Builder {
         slot: usize,
         kind: KeyKind,
         t: &TaskRecord,
-        names: &[Option<&str>],
+        names: &CodeletNames<'_>,
     ) -> usize {
-        if slot >= self.slots.len() {
-            self.slots.resize(slot + 1, u32::MAX);
-        }
         let key = kind.key_of(t, names);
         // Two codelet ids with one name share a column: the key is what a model matches on.
         let n = self.sys.energy_j.len();
@@ -270,7 +341,7 @@ impl Builder {
                 time_ns: vec![0; n],
             });
         }
-        self.slots[slot] = c;
+        self.slots.insert(slot, c);
         c as usize
     }
 
@@ -388,21 +459,8 @@ impl TraceSystems {
             })
             .collect();
 
-        // worker -> domains covering it, flattened: a worker is usually in 1 to 3 domains.
-        let workers = parts
-            .domains
-            .iter()
-            .flat_map(|d| d.workers.iter().map(|&w| w as usize + 1))
-            .max()
-            .unwrap_or(0);
-        let mut cover: Vec<Vec<u16>> = vec![Vec::new(); workers];
-        for (di, d) in parts.domains.iter().enumerate() {
-            for &w in &d.workers {
-                if !cover[w as usize].contains(&(di as u16)) {
-                    cover[w as usize].push(di as u16);
-                }
-            }
-        }
+        // worker -> domains covering it: a worker is usually in 1 to 3 domains.
+        let cover = WorkerCover::new(parts.domains);
 
         let (mut count, mut unmetered) = (0u64, 0u64);
         let mut span: Option<(u64, u64)> = None;
@@ -412,7 +470,7 @@ impl TraceSystems {
             let sp = span.get_or_insert((t.start.0, t.end.0));
             sp.0 = sp.0.min(t.start.0);
             sp.1 = sp.1.max(t.end.0);
-            let doms = cover.get(t.worker as usize).map_or(&[][..], |v| &v[..]);
+            let doms = cover.get(t.worker);
             if doms.is_empty() {
                 unmetered += 1;
             }

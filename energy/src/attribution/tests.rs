@@ -504,3 +504,62 @@ fn bad_inputs_give_errors_that_say_what_to_do() {
         Err(AttributionError::NothingToFit)
     ));
 }
+
+/// Ids are labels, not sizes: worker 4294967295 and codelet 4294967294 attribute like
+/// worker 7 and codelet 0 did, with every key kind, and without a table sized by an id
+/// (which would ask for tens of GiB and abort).
+#[test]
+fn huge_worker_and_codelet_ids_attribute_like_small_ones() {
+    let cfg = SynthConfig::two_packages(4);
+    let mut s = Synth::generate(&cfg);
+    let (big_worker, big_codelet) = (u32::MAX, u32::MAX - 1);
+    for d in &mut s.domains {
+        for w in &mut d.workers {
+            if *w == 7 {
+                *w = big_worker;
+            }
+        }
+    }
+    assert!(s.domains[1].workers.contains(&big_worker));
+    for t in &mut s.tasks {
+        if t.worker == 7 {
+            t.worker = big_worker;
+        }
+        if t.codelet == 0 {
+            t.codelet = big_codelet;
+        }
+    }
+    s.codelets[0].id = big_codelet;
+    for key in KeyKind::ALL {
+        let opts = AttributionOptions {
+            key,
+            ..AttributionOptions::default()
+        };
+        let a = attribute(&s.parts(), &s.tasks, &opts).unwrap();
+        for (di, d) in a.report.domains.iter().enumerate() {
+            assert!(rel(d.base.value_w, cfg.base_w[di]) < 1e-6, "{key}: {d:?}");
+            let gemm = d
+                .types
+                .iter()
+                .filter(|t| t.key.codelet == "gemm")
+                .collect::<Vec<_>>();
+            assert!(!gemm.is_empty(), "{key}: gemm lost: {:?}", d.types);
+            assert!(d.types.iter().all(|t| !t.key.codelet.contains('#')));
+            if key != KeyKind::CodeletFootprint {
+                assert!(
+                    rel(gemm[0].power.value_w, cfg.codelets[0].power_w[di]) < 1e-6,
+                    "{key}: {:?}",
+                    gemm[0]
+                );
+            }
+            // Worker 4294967295's tasks are metered: every task of domain 1 is counted.
+            let counted: u64 = d.types.iter().map(|t| t.count).sum();
+            let want = s
+                .tasks
+                .iter()
+                .filter(|t| s.domains[di].workers.contains(&t.worker))
+                .count() as u64;
+            assert_eq!(counted, want, "{key}, domain {di}");
+        }
+    }
+}

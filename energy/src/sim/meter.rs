@@ -31,6 +31,10 @@ use super::slots::{Snapshot, DRAM, GPU, GPU_STREAM, PKG, RAPL_STREAM};
 use crate::meter::{Coverage, DomainRead, DomainSpec, Meter, MeterDescription, RawReading};
 use crate::EnergyError;
 
+/// Worker ids the simulated meter accepts: `0..MAX_SIM_WORKERS` (its per-worker table is
+/// indexed by id; see [`EnergyError::SimWorkerId`]).
+pub const MAX_SIM_WORKERS: usize = 1 << 16;
+
 /// Where the simulated meter gets "now".
 pub trait SimClock: Send + Sync {
     /// The current time on the trace clock.
@@ -143,6 +147,14 @@ impl SimMeter {
         let t0 = clock.now().as_ns();
         let rapl_tick = config.rapl.update_interval_us * 1_000;
         let gpu_tick = config.gpu.update_interval_ms * 1_000_000;
+        // The observer's table is indexed by worker id (no hash on the workers' hot path):
+        // refuse an id that would size it absurdly rather than allocate for it.
+        if let Some(w) = workers.iter().find(|w| w.id as usize >= MAX_SIM_WORKERS) {
+            return Err(EnergyError::SimWorkerId {
+                worker: w.id,
+                limit: MAX_SIM_WORKERS,
+            });
+        }
         let slots = workers.iter().map(|w| w.id as usize + 1).max().unwrap_or(0);
         let observer = Arc::new(SimObserver::new(
             config.clone(),
@@ -702,5 +714,23 @@ mod tests {
         let obs = m.observer();
         obs.task_started(9, 0, Arch::Cpu, Clock::now());
         assert_eq!(obs.unknown_worker_events(), 1);
+    }
+
+    #[test]
+    fn a_huge_worker_id_is_refused_not_allocated_for() {
+        let e = SimMeter::new(quiet(), &[cpu(0, 0), cpu(u32::MAX, 0)]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                EnergyError::SimWorkerId {
+                    worker: u32::MAX,
+                    limit: MAX_SIM_WORKERS
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("4294967295"), "{e}");
+        let last = (MAX_SIM_WORKERS - 1) as u32;
+        assert!(SimMeter::new(quiet(), &[cpu(last, 0)]).is_ok());
     }
 }

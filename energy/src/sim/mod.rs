@@ -19,5 +19,5 @@ mod slots;
 pub use config::{
     ArchPowers, DomainPower, GpuSensor, GpuSimConfig, RaplSimConfig, SimConfig, TaskPower,
 };
-pub use meter::{ManualClock, SimClock, SimMeter, TraceClock};
+pub use meter::{ManualClock, SimClock, SimMeter, TraceClock, MAX_SIM_WORKERS};
 pub use observer::{SimObserver, MAX_SIM_CODELETS};
