@@ -140,7 +140,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
         if *p == fit_on {
             let t = read_trace(path)?;
             simulated |= t.is_simulated();
-            systems.push(TraceSystems::from_trace(&t, opts.key));
+            systems.push(TraceSystems::from_trace(&t, opts.key)?);
         }
     }
     let model = fit_model(&systems, None, &opts)?.model;

@@ -31,7 +31,7 @@ pub(crate) fn fit(a: FitArgs) -> CliResult {
     for p in &a.traces {
         let t = read_trace(p)?;
         simulated |= t.is_simulated();
-        systems.push(TraceSystems::from_trace(&t, opts.key));
+        systems.push(TraceSystems::from_trace(&t, opts.key)?);
     }
     let fit = fit_model(&systems, None, &opts)?;
     fit.model.save(&a.output)?;

@@ -30,7 +30,7 @@ pub fn attribute<B: Borrow<TaskRecord>>(
     tasks: impl IntoIterator<Item = B>,
     opts: &AttributionOptions,
 ) -> Result<Attribution, AttributionError> {
-    let systems = TraceSystems::build(parts, tasks, opts.key);
+    let systems = TraceSystems::build(parts, tasks, opts.key)?;
     attribute_systems(parts, systems, opts)
 }
 

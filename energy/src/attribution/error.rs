@@ -103,4 +103,61 @@ pub enum AttributionError {
         /// The trace's domains.
         trace: String,
     },
+    /// A domain's cumulative energy went down between two samples: a counter runs forward
+    /// only (wraps are undone before the attribution), so the trace is damaged or was
+    /// edited, and no interval energy computed from it can be trusted.
+    #[error(
+        "domain {domain}: the cumulative energy decreases from {previous_j} J at \
+         t = {previous_t_ns} ns to {energy_j} J at t = {t_ns} ns (by {drop_j} J, more than the \
+         domain's resolution); energy counters only run forward: fix or remove the sample at \
+         t = {t_ns} ns (or re-record the run)"
+    )]
+    EnergyDecreases {
+        /// The domain's name (e.g. `package-0`).
+        domain: String,
+        /// Time of the earlier sample, ns.
+        previous_t_ns: u64,
+        /// Its reading, J.
+        previous_j: f64,
+        /// Time of the sample that is lower, ns.
+        t_ns: u64,
+        /// Its reading, J.
+        energy_j: f64,
+        /// `previous_j - energy_j`.
+        drop_j: f64,
+    },
+    /// A task ends before it starts.
+    #[error(
+        "task {task} (codelet {codelet}, worker {worker}) ends at {end_ns} ns, before it \
+         starts at {start_ns} ns; a task's end must not precede its start: fix or remove \
+         that task record"
+    )]
+    TaskEndsBeforeStart {
+        /// The task's id.
+        task: u64,
+        /// Its codelet id.
+        codelet: u32,
+        /// Its worker id.
+        worker: u32,
+        /// Its start, ns.
+        start_ns: u64,
+        /// Its end, ns.
+        end_ns: u64,
+    },
+    /// A model file holds a power that prediction cannot multiply by.
+    #[error(
+        "model file {path}: domain {domain}, {what} has power {value} W; a power must be a \
+         finite number >= 0 (a negative power would predict negative energy): fix that value \
+         or re-fit the model (`taskwatt fit`)"
+    )]
+    ModelPower {
+        /// The file (`in-memory model` when not read from a file).
+        path: PathBuf,
+        /// The domain's name.
+        domain: String,
+        /// `base power` or `type <key>`.
+        what: String,
+        /// The value found.
+        value: f64,
+    },
 }

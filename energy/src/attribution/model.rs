@@ -101,7 +101,35 @@ impl EnergyModel {
                 supported: MODEL_FORMAT_VERSION,
             });
         }
-        serde_json::from_value(value).map_err(parse)
+        let model: EnergyModel = serde_json::from_value(value).map_err(parse)?;
+        model.validate(path)?;
+        Ok(model)
+    }
+
+    /// Checks every power that prediction multiplies by: it must be finite, and >= 0 unless
+    /// the model says it was fitted by ordinary least squares (`"solver": "ols"`), whose
+    /// coefficients may legitimately be negative (prediction then warns). `path` names the
+    /// source in the error ([`AttributionError::ModelPower`]).
+    pub fn validate(&self, path: &Path) -> Result<(), AttributionError> {
+        let negative_ok = self.solver == Solver::Ols;
+        for d in &self.domains {
+            let powers = std::iter::once(("base power".to_owned(), d.base.value_w)).chain(
+                d.types
+                    .iter()
+                    .map(|t| (format!("type {}", t.key), t.power.value_w)),
+            );
+            for (what, value) in powers {
+                if !value.is_finite() || (value < 0.0 && !negative_ok) {
+                    return Err(AttributionError::ModelPower {
+                        path: path.to_owned(),
+                        domain: d.name.clone(),
+                        what,
+                        value,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Reads a model file.
@@ -264,7 +292,7 @@ pub fn predict<B: Borrow<TaskRecord>>(
     parts: &TraceParts<'_>,
     tasks: impl IntoIterator<Item = B>,
 ) -> Result<Prediction, AttributionError> {
-    let systems = TraceSystems::build(parts, tasks, model.key);
+    let systems = TraceSystems::build(parts, tasks, model.key)?;
     predict_systems(model, &systems)
 }
 
@@ -282,6 +310,7 @@ pub fn predict_systems(
     systems: &TraceSystems,
 ) -> Result<Prediction, AttributionError> {
     let mut warnings = Vec::new();
+    model.validate(Path::new("(in memory)"))?;
     if systems.key != model.key {
         return Err(AttributionError::KeyKindMismatch {
             first: model.key,
@@ -373,6 +402,20 @@ fn predict_domain(
             "{}: the model's power for {} is marked unreliable",
             s.domain(),
             unreliable.join(", ")
+        ));
+    }
+    // Only an OLS model gets here with negative powers (see `EnergyModel::validate`).
+    let negative: Vec<String> = std::iter::once(("base".to_owned(), base_w))
+        .chain(m.types.iter().map(|t| (t.key.to_string(), t.power.value_w)))
+        .filter(|(_, p)| *p < 0.0)
+        .map(|(k, p)| format!("{k} ({p} W)"))
+        .collect();
+    if !negative.is_empty() {
+        warnings.push(format!(
+            "{}: the OLS model has negative power(s) {}: the prediction subtracts energy for \
+             them; fit with the default NNLS solver for physical powers",
+            s.domain(),
+            negative.join(", ")
         ));
     }
     let base_j = base_w * window_s;
@@ -505,6 +548,46 @@ mod tests {
             msg.contains("models/old.json") && msg.contains("not a taskwatt"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn impossible_powers_are_refused_naming_the_file_the_type_and_the_value() {
+        let path = Path::new("models/edited.json");
+        let mut v: serde_json::Value = serde_json::from_str(&sample_model().to_json()).unwrap();
+        v["domains"][0]["types"][0]["power"]["value_w"] = (-18985.0).into();
+        let err = EnergyModel::from_json(&v.to_string(), path).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(err, AttributionError::ModelPower { value, .. } if value == -18985.0),
+            "{msg}"
+        );
+        for part in ["models/edited.json", "package-0", "type gemm@cpu", "-18985"] {
+            assert!(msg.contains(part), "{part}: {msg}");
+        }
+        // A negative base power too.
+        let mut v: serde_json::Value = serde_json::from_str(&sample_model().to_json()).unwrap();
+        v["domains"][0]["base"]["value_w"] = (-1.0).into();
+        let msg = EnergyModel::from_json(&v.to_string(), path)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("base power has power -1 W"), "{msg}");
+        // Numbers JSON cannot hold (1e999) are refused by the parser.
+        let text = sample_model().to_json().replace("7.5", "1e999");
+        assert!(EnergyModel::from_json(&text, path).is_err());
+        // An OLS model may hold negative coefficients: that is what OLS gives.
+        let mut ols = sample_model();
+        ols.solver = Solver::Ols;
+        ols.domains[0].types[0].power.value_w = -2.0;
+        assert!(EnergyModel::from_json(&ols.to_json(), path).is_ok());
+        // Not a NaN or an infinity, even in memory and even from OLS.
+        for bad in [f64::NAN, f64::INFINITY] {
+            let mut m = ols.clone();
+            m.domains[0].types[0].power.value_w = bad;
+            assert!(matches!(
+                m.validate(path),
+                Err(AttributionError::ModelPower { .. })
+            ));
+        }
     }
 
     #[test]

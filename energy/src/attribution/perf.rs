@@ -142,7 +142,8 @@ fn run(tasks: u64, intervals: u64) {
         &parts,
         TaskStream::new(tasks, workers, run_ns),
         KeyKind::Codelet,
-    );
+    )
+    .unwrap();
     let build = t1.elapsed();
     let t2 = Instant::now();
     let a = attribute_systems(&parts, systems, &AttributionOptions::default()).unwrap();

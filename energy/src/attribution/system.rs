@@ -18,6 +18,7 @@ use std::collections::HashMap;
 
 use taskwatt_traces::{Domain, DomainInfo, TaskRecord};
 
+use super::error::AttributionError;
 use super::input::{TraceParts, IDLE_CALIBRATION};
 use super::key::{names_by_id, CodeletNames, KeyKind, TypeKey};
 
@@ -276,13 +277,30 @@ impl WorkerCover {
 }
 
 impl Builder {
-    fn new(info: &DomainInfo, mut samples: Vec<(u64, f64)>) -> Builder {
+    fn new(info: &DomainInfo, mut samples: Vec<(u64, f64)>) -> Result<Builder, AttributionError> {
         if !samples.is_sorted_by_key(|s| s.0) {
             samples.sort_by_key(|s| s.0);
         }
         let before = samples.len();
         samples.dedup_by_key(|s| s.0);
         let duplicate_samples = before - samples.len();
+        // Counters run forward (wraps were undone when the trace was recorded or read); a
+        // drop larger than one count of the counter is damage, not noise.
+        let tolerance = if info.resolution_j.is_finite() {
+            info.resolution_j.max(0.0)
+        } else {
+            0.0
+        };
+        if let Some(w) = samples.windows(2).find(|w| w[1].1 < w[0].1 - tolerance) {
+            return Err(AttributionError::EnergyDecreases {
+                domain: info.name.clone(),
+                previous_t_ns: w[0].0,
+                previous_j: w[0].1,
+                t_ns: w[1].0,
+                energy_j: w[1].1,
+                drop_j: w[0].1 - w[1].1,
+            });
+        }
         let (t_ns, energy_j) = if samples.len() >= 2 {
             let t: Vec<u64> = samples.iter().map(|s| s.0).collect();
             let e = samples.windows(2).map(|w| w[1].1 - w[0].1).collect();
@@ -291,7 +309,7 @@ impl Builder {
             (Vec::new(), Vec::new())
         };
         let finder = (t_ns.len() >= 2).then(|| IntervalFinder::new(&t_ns));
-        Builder {
+        Ok(Builder {
             sys: DomainSystem {
                 info: info.clone(),
                 t_ns,
@@ -306,7 +324,7 @@ impl Builder {
             finder,
             slots: SlotTable::default(),
             by_key: HashMap::new(),
-        }
+        })
     }
 
     #[inline]
@@ -412,8 +430,11 @@ impl Builder {
 }
 
 impl TraceSystems {
-    /// Builds the systems of a whole in-memory trace.
-    pub fn from_trace(trace: &taskwatt_traces::Trace, key: KeyKind) -> TraceSystems {
+    /// Builds the systems of a whole in-memory trace (errors: see [`TraceSystems::build`]).
+    pub fn from_trace(
+        trace: &taskwatt_traces::Trace,
+        key: KeyKind,
+    ) -> Result<TraceSystems, AttributionError> {
         TraceSystems::build(
             &TraceParts::from_trace(trace),
             super::input::trace_tasks(trace),
@@ -422,11 +443,16 @@ impl TraceSystems {
     }
 
     /// Builds every domain's system from one pass over `tasks` (any order).
+    ///
+    /// Refuses content that cannot be: a domain whose cumulative energy decreases by more
+    /// than its resolution ([`AttributionError::EnergyDecreases`], naming the domain and the
+    /// sample) and a task that ends before it starts
+    /// ([`AttributionError::TaskEndsBeforeStart`], naming the task).
     pub fn build<B: Borrow<TaskRecord>>(
         parts: &TraceParts<'_>,
         tasks: impl IntoIterator<Item = B>,
         key: KeyKind,
-    ) -> TraceSystems {
+    ) -> Result<TraceSystems, AttributionError> {
         let names = names_by_id(parts.codelets);
         let mut per_domain: Vec<Vec<(u64, f64)>> = vec![Vec::new(); parts.domains.len()];
         let mut invalid = vec![0usize; parts.domains.len()];
@@ -453,11 +479,11 @@ impl TraceSystems {
             .zip(per_domain)
             .zip(invalid)
             .map(|((info, samples), invalid)| {
-                let mut b = Builder::new(info, samples);
+                let mut b = Builder::new(info, samples)?;
                 b.sys.invalid_samples = invalid;
-                b
+                Ok(b)
             })
-            .collect();
+            .collect::<Result<_, AttributionError>>()?;
 
         // worker -> domains covering it: a worker is usually in 1 to 3 domains.
         let cover = WorkerCover::new(parts.domains);
@@ -466,6 +492,15 @@ impl TraceSystems {
         let mut span: Option<(u64, u64)> = None;
         for task in tasks {
             let t = task.borrow();
+            if t.end.0 < t.start.0 {
+                return Err(AttributionError::TaskEndsBeforeStart {
+                    task: t.id,
+                    codelet: t.codelet,
+                    worker: t.worker,
+                    start_ns: t.start.0,
+                    end_ns: t.end.0,
+                });
+            }
             count += 1;
             let sp = span.get_or_insert((t.start.0, t.end.0));
             sp.0 = sp.0.min(t.start.0);
@@ -483,13 +518,13 @@ impl TraceSystems {
         for b in &mut builders {
             b.mark_idle(parts.markers);
         }
-        TraceSystems {
+        Ok(TraceSystems {
             key,
             domains: builders.into_iter().map(|b| b.sys).collect(),
             tasks: count,
             unmetered_tasks: unmetered,
             span_ns: span,
-        }
+        })
     }
 }
 
@@ -545,7 +580,7 @@ mod tests {
             task(1, 1, 210, 260),
             task(0, 7, 100, 400),
         ];
-        let s = TraceSystems::build(&parts, tasks.iter(), KeyKind::Codelet);
+        let s = TraceSystems::build(&parts, tasks.iter(), KeyKind::Codelet).unwrap();
         let d = &s.domains[0];
         assert_eq!(d.energy_j(), &[1.0, 2.0, 3.0]);
         assert_eq!(d.columns().len(), 2);
@@ -566,7 +601,7 @@ mod tests {
         samples.swap(0, 3);
         samples.push(samples_for(0, &[250], &[f64::NAN])[0]);
         let parts = TraceParts::new(&domains, &samples, &[]);
-        let s = TraceSystems::build(&parts, [task(0, 0, 150, 250)], KeyKind::Codelet);
+        let s = TraceSystems::build(&parts, [task(0, 0, 150, 250)], KeyKind::Codelet).unwrap();
         let d = &s.domains[0];
         assert_eq!(d.sample_times_ns(), &[100, 200, 300]);
         assert_eq!(d.energy_j(), &[1.0, 5.0]);
@@ -574,6 +609,54 @@ mod tests {
         assert_eq!(d.invalid_samples, 1);
         assert_eq!(d.columns()[0].key, TypeKey::codelet("codelet#0"));
         assert_eq!(d.columns()[0].time_ns(), &[50, 50]);
+    }
+
+    #[test]
+    fn decreasing_energy_is_an_error_naming_the_domain_and_the_sample() {
+        let domains = [domain_info(0, Domain::CpuPackage { id: 0 }, &[0])];
+        // 996 J lost between t = 200 and t = 300 (in any sample order).
+        let samples = samples_for(0, &[300, 100, 200, 400], &[4.0, 0.0, 1000.0, 1010.0]);
+        let parts = TraceParts::new(&domains, &samples, &[]);
+        let err =
+            TraceSystems::build(&parts, [task(0, 0, 150, 250)], KeyKind::Codelet).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(
+                err,
+                AttributionError::EnergyDecreases {
+                    t_ns: 300,
+                    previous_t_ns: 200,
+                    ..
+                }
+            ),
+            "{msg}"
+        );
+        for part in ["package-0", "t = 300 ns", "by 996 J"] {
+            assert!(msg.contains(part), "{part}: {msg}");
+        }
+        // A drop within the counter's resolution (1 µJ here) is rounding, not damage.
+        let samples = samples_for(0, &[100, 200, 300], &[1.0, 2.0, 2.0 - 5e-7]);
+        let parts = TraceParts::new(&domains, &samples, &[]);
+        assert!(TraceSystems::build(&parts, [task(0, 0, 150, 250)], KeyKind::Codelet).is_ok());
+    }
+
+    #[test]
+    fn a_task_ending_before_it_starts_is_an_error_naming_it() {
+        let domains = [domain_info(0, Domain::Psys, &[0])];
+        let samples = samples_for(0, &[100, 200], &[0.0, 1.0]);
+        let parts = TraceParts::new(&domains, &samples, &[]);
+        let mut bad = task(2, 0, 180, 120);
+        bad.id = 41;
+        let err =
+            TraceSystems::build(&parts, [task(0, 0, 150, 160), bad], KeyKind::Codelet).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(err, AttributionError::TaskEndsBeforeStart { task: 41, .. }),
+            "{msg}"
+        );
+        assert!(msg.contains("task 41") && msg.contains("120 ns"), "{msg}");
+        // A zero-length task is fine.
+        assert!(TraceSystems::build(&parts, [task(0, 0, 150, 150)], KeyKind::Codelet).is_ok());
     }
 
     #[test]
@@ -603,7 +686,7 @@ mod tests {
             markers: &markers,
             ..TraceParts::new(&domains, &samples, &[])
         };
-        let s = TraceSystems::build(&parts, [task(0, 0, 250, 260)], KeyKind::Codelet);
+        let s = TraceSystems::build(&parts, [task(0, 0, 250, 260)], KeyKind::Codelet).unwrap();
         // Rows 0, 1, 2 (first marker) and 2, 3 (second): four distinct rows, one busy.
         assert_eq!(s.domains[0].idle_rows, 4);
         assert_eq!(s.domains[0].idle_rows_with_tasks, 1);
@@ -613,7 +696,7 @@ mod tests {
     fn a_domain_without_samples_still_counts_tasks() {
         let domains = [domain_info(0, Domain::Gpu { index: 0 }, &[0])];
         let parts = TraceParts::new(&domains, &[], &[]);
-        let s = TraceSystems::build(&parts, [task(0, 0, 10, 30)], KeyKind::CodeletArch);
+        let s = TraceSystems::build(&parts, [task(0, 0, 10, 30)], KeyKind::CodeletArch).unwrap();
         let d = &s.domains[0];
         assert_eq!(d.intervals(), 0);
         assert_eq!(d.columns()[0].stats.total_ns, 20);
@@ -657,7 +740,7 @@ mod tests {
                     r
                 })
                 .collect();
-            let sys = TraceSystems::build(&parts, recs.iter(), key);
+            let sys = TraceSystems::build(&parts, recs.iter(), key).unwrap();
             let d = &sys.domains[0];
             let (lo, hi) = (times[0], *times.last().unwrap());
             let names = names_by_id(&cl);

@@ -397,7 +397,7 @@ fn a_model_fitted_on_two_traces_predicts_a_third() {
     let key = KeyKind::CodeletArch;
     let systems: Vec<TraceSystems> = traces
         .iter()
-        .map(|s| TraceSystems::build(&s.parts(), &s.tasks, key))
+        .map(|s| TraceSystems::build(&s.parts(), &s.tasks, key).unwrap())
         .collect();
     let fit = fit_model(&systems, None, &AttributionOptions::default()).unwrap();
     let m = &fit.model;
@@ -467,7 +467,7 @@ fn a_model_fitted_on_two_traces_predicts_a_third() {
     assert_eq!(p.total_measured_j, None);
 
     // Mixed key kinds are refused.
-    let other = TraceSystems::build(&third.parts(), &third.tasks, KeyKind::Codelet);
+    let other = TraceSystems::build(&third.parts(), &third.tasks, KeyKind::Codelet).unwrap();
     assert!(matches!(
         fit_model(
             &[systems[0].clone(), other.clone()],
