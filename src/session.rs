@@ -13,19 +13,29 @@
 //! 5. Run the app (marked `graph`).
 //! 6. Idle calibration again, after the graph.
 //! 7. Shut the runtime down (flushes the workers' trace buffers), stop the sampler (last
-//!    reading), finish the writer (End chunk).
+//!    reading), finish the writer (End chunk, whose outcome says whether the run completed,
+//!    was interrupted or failed).
+//!
+//! # Interruption
+//! A [`StopSignal`] (the CLI triggers it on SIGINT or SIGTERM) ends the run early without
+//! losing what ran: calibration sleeps are cut short, the runtime is interrupted (workers
+//! finish the task they run, start no other, and hand their trace buffers over), and steps
+//! 7 run as usual with the End chunk marked `interrupted`. The trace then holds every task
+//! that finished before the signal, and `taskwatt report` reads it.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use taskwatt_energy::{
     detect, BackendStatus, DetectOptions, EnergyError, MeterChoice, Sampler, SamplerConfig,
     SamplerStats,
 };
-use taskwatt_runtime::{Runtime, RuntimeBuilder, RuntimeError, RuntimeStats};
+use taskwatt_runtime::{InterruptHandle, Runtime, RuntimeBuilder, RuntimeError, RuntimeStats};
 use taskwatt_traces::{
-    Chunk, Clock, ExecutionObserver, Marker, TraceError, TraceWriter, WorkerInfo, WriteSummary,
+    Chunk, Clock, ExecutionObserver, Marker, RunOutcome, TraceError, TraceWriter, WorkerInfo,
+    WriteSummary,
 };
 
 use crate::apps::{run_app, App, AppConfig, AppError, AppRun};
@@ -34,6 +44,69 @@ use crate::apps::{run_app, App, AppConfig, AppError, AppRun};
 pub const IDLE_CALIBRATION: &str = "idle-calibration";
 /// Name of the marker around the task graph.
 pub const GRAPH: &str = "graph";
+
+/// Ends a measured run early (see the module docs, "Interruption"). Cloneable and
+/// `Send + Sync`: the CLI keeps one clone in its signal-handling thread.
+#[derive(Clone, Debug, Default)]
+pub struct StopSignal(Arc<StopInner>);
+
+#[derive(Debug, Default)]
+struct StopInner {
+    stopped: AtomicBool,
+    /// The runtime of the run in progress, if any.
+    runtime: Mutex<Option<InterruptHandle>>,
+}
+
+impl StopSignal {
+    /// A signal that has not been triggered.
+    pub fn new() -> StopSignal {
+        StopSignal::default()
+    }
+
+    /// Ends the run in progress (and any run started after this call) early.
+    pub fn stop(&self) {
+        self.0.stopped.store(true, Ordering::SeqCst);
+        if let Some(h) = lock(&self.0.runtime).as_ref() {
+            h.interrupt();
+        }
+    }
+
+    /// Whether [`stop`](Self::stop) was called.
+    pub fn is_stopped(&self) -> bool {
+        self.0.stopped.load(Ordering::SeqCst)
+    }
+
+    /// Interrupts `rt` when the signal comes (at once if it came already).
+    fn attach(&self, h: InterruptHandle) {
+        let mut slot = lock(&self.0.runtime);
+        // Checked under the lock that `stop` takes, so a stop between the two cannot be
+        // missed.
+        if self.is_stopped() {
+            h.interrupt();
+        }
+        *slot = Some(h);
+    }
+
+    fn detach(&self) {
+        lock(&self.0.runtime).take();
+    }
+
+    /// Sleeps for `d`, or less if the signal comes first.
+    fn sleep(&self, d: Duration) {
+        let until = Instant::now() + d;
+        while !self.is_stopped() {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            std::thread::sleep((until - now).min(Duration::from_millis(10)));
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// What to run and how to measure it.
 #[derive(Clone, Debug)]
@@ -58,6 +131,8 @@ pub struct MeasuredRunOptions {
     pub idle_calibration: Option<Duration>,
     /// Type calibration before the graph: each codelet alone for this long.
     pub type_calibration: Option<Duration>,
+    /// Ends the run early when triggered (default: never triggered).
+    pub stop: StopSignal,
 }
 
 /// What a measured run produced.
@@ -71,8 +146,9 @@ pub struct MeasuredRun {
     pub workers: Vec<WorkerInfo>,
     /// Runtime counters.
     pub stats: RuntimeStats,
-    /// The trace written.
-    pub trace: WriteSummary,
+    /// The trace written, or why it could not be (a full disk, say): the run's results
+    /// stand either way.
+    pub trace: Result<WriteSummary, TraceError>,
     /// The sampler's counters, if it ran.
     pub sampler: Option<SamplerStats>,
     /// Every meter backend and why it was or was not used.
@@ -96,6 +172,18 @@ pub enum SessionError {
     /// The trace could not be written.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// The run was stopped by its [`StopSignal`]; the trace keeps what ran.
+    #[error("the run was interrupted after {} tasks ran; {}", .executed.map_or_else(|| "?".to_string(), |n| n.to_string()), match .trace {
+        Ok(t) => format!("the trace {} keeps {} tasks and {} energy samples (its End chunk says `interrupted`)", t.path.display(), t.tasks, t.samples),
+        Err(e) => format!("the trace could not be finished: {e}"),
+    })]
+    Interrupted {
+        /// Tasks the runtime ran (executed or failed) before it stopped, if its shutdown
+        /// could count them.
+        executed: Option<u64>,
+        /// The trace as finished after the interruption.
+        trace: Result<WriteSummary, TraceError>,
+    },
 }
 
 /// Runs `opts.app` with the sampler on, following the module's numbered steps.
@@ -151,6 +239,7 @@ pub fn measured_run<P>(
         b = b.observer(obs as Arc<dyn ExecutionObserver>);
     }
     let rt = b.build()?;
+    opts.stop.attach(rt.interrupt_handle());
     let policy = rt.policy_name().to_string();
     // 3.
     let sampler = match opts.period {
@@ -165,7 +254,7 @@ pub fn measured_run<P>(
     let calibrate = |sink: &taskwatt_traces::TraceSink| {
         if let Some(d) = opts.idle_calibration {
             let start = Clock::now();
-            std::thread::sleep(d);
+            opts.stop.sleep(d);
             sink.send(Chunk::Markers(vec![Marker {
                 name: IDLE_CALIBRATION.into(),
                 start,
@@ -175,34 +264,65 @@ pub fn measured_run<P>(
     };
     // 4.
     calibrate(&sink);
-    if let Some(each) = opts.type_calibration {
-        crate::apps::calibrate_types(opts.app, &rt, &opts.config, &sink, each)?;
-    }
-    // 5.
-    let graph_start = Clock::now();
-    let result = {
-        let _p = progress(&rt);
-        run_app(opts.app, &rt, &opts.config)
+    let calibrated = match opts.type_calibration {
+        Some(each) if !opts.stop.is_stopped() => {
+            crate::apps::calibrate_types(opts.app, &rt, &opts.config, &sink, each)
+        }
+        _ => Ok(()),
     };
-    sink.send(Chunk::Markers(vec![Marker {
-        name: GRAPH.into(),
-        start: graph_start,
-        end: Clock::now(),
-    }]));
+    // 5.
+    let result = calibrated.and_then(|()| {
+        if opts.stop.is_stopped() {
+            return Err(AppError::Runtime(RuntimeError::Interrupted {
+                finished: 0,
+                not_run: 0,
+            }));
+        }
+        let graph_start = Clock::now();
+        let result = {
+            let _p = progress(&rt);
+            run_app(opts.app, &rt, &opts.config)
+        };
+        sink.send(Chunk::Markers(vec![Marker {
+            name: GRAPH.into(),
+            start: graph_start,
+            end: Clock::now(),
+        }]));
+        result
+    });
     // 6.
     if result.is_ok() {
         calibrate(&sink);
     }
     // 7.
+    let interrupted = opts.stop.is_stopped()
+        || matches!(
+            result,
+            Err(AppError::Runtime(RuntimeError::Interrupted { .. }))
+        );
+    opts.stop.detach();
     let stats = rt.shutdown();
-    let sampler_stats = match sampler {
-        Some(s) => Some(s.stop()?),
-        None => None,
-    };
+    let sampler_stats = sampler.map(Sampler::stop);
     drop(sink);
-    let trace = writer.finish()?;
+    let outcome = if interrupted {
+        RunOutcome::Interrupted
+    } else if result.is_err() || stats.is_err() || matches!(sampler_stats, Some(Err(_))) {
+        RunOutcome::Failed
+    } else {
+        RunOutcome::Complete
+    };
+    let trace = writer.finish_with_outcome(outcome);
+    if interrupted {
+        let executed = match &stats {
+            Ok(s) => Some(s.executed + s.failed),
+            Err(RuntimeError::Interrupted { finished, .. }) => Some(*finished),
+            Err(_) => None,
+        };
+        return Err(SessionError::Interrupted { executed, trace });
+    }
     let app = result?;
     let stats = stats?;
+    let sampler_stats = sampler_stats.transpose()?;
     Ok(MeasuredRun {
         app,
         policy,

@@ -13,11 +13,12 @@ use serde::Serialize;
 use taskwatt::energy::attribution::{fit_model, predict_trace, TraceSystems};
 use taskwatt::plots;
 use taskwatt::scheduler::check_policy_name;
-use taskwatt::session::{measured_run, MeasuredRunOptions};
+use taskwatt::session::{measured_run, MeasuredRunOptions, SessionError, StopSignal};
 use taskwatt::traces::read_trace;
 
 use super::report::AttributionArgs;
 use super::run::{AppArgs, EnergyArgs, Progress};
+use super::signals::SignalWatch;
 use super::CliResult;
 
 #[derive(Args, Debug)]
@@ -108,7 +109,9 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
     super::output_dir(&dir, "--keep")?;
     let detect = a.energy.detect_options()?;
 
-    // 1. Run every policy, interleaved.
+    // 1. Run every policy, interleaved; a signal stops the run in progress and the rest.
+    let stop = StopSignal::new();
+    let watch = SignalWatch::start(stop.clone())?;
     let mut runs: Vec<(String, usize, f64, PathBuf)> = Vec::new();
     for r in 0..repeat {
         for k in 0..policies.len() {
@@ -125,9 +128,16 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 period: Some(a.energy.period),
                 idle_calibration: a.energy.idle_calibration,
                 type_calibration: a.energy.type_calibration,
+                stop: stop.clone(),
             };
             let label = format!("{} {policy} ({}/{})", a.app.app.name(), r + 1, repeat);
-            let run = measured_run(&opts, |b| b, |rt| Progress::start(rt, label))?;
+            let run = match measured_run(&opts, |b| b, |rt| Progress::start(rt, label)) {
+                Err(e @ SessionError::Interrupted { .. }) => {
+                    return Err(super::run::interrupted(&watch, &e, a.keep.is_some()).into())
+                }
+                r => r?,
+            };
+            run.trace?;
             runs.push((policy.clone(), r, run.app.makespan.as_secs_f64(), trace));
         }
     }

@@ -1,13 +1,11 @@
 //! `taskwatt export FILE --format chrome|csv -o OUT`.
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use taskwatt_traces::{
-    export_chrome, export_csv_samples, export_csv_tasks, recover_trace, write_chrome,
-    write_csv_samples, write_csv_tasks, Trace, TraceError,
+    export_chrome, export_csv_samples, export_csv_tasks, recover_trace, refuse_output_over_input,
+    write_chrome, write_csv_samples, write_csv_tasks, AtomicFile, Trace, TraceError,
 };
 
 use super::CliResult;
@@ -44,13 +42,18 @@ pub(crate) fn samples_path(out: &Path) -> PathBuf {
     out.with_file_name(format!("{stem}.samples.csv"))
 }
 
-fn create(path: &Path) -> Result<BufWriter<File>, Box<dyn std::error::Error>> {
-    File::create(path)
-        .map(BufWriter::new)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()).into())
+/// An output that appears only once complete: a failed export leaves no partial file and
+/// keeps one that was there.
+fn create(path: &Path) -> Result<AtomicFile, TraceError> {
+    AtomicFile::create(path)
 }
 
 pub(crate) fn export(a: ExportArgs) -> CliResult {
+    // Before anything is opened: `-o` naming the input would destroy it.
+    refuse_output_over_input(&a.output, &[&a.file])?;
+    if matches!(a.format, Format::Csv) {
+        refuse_output_over_input(&samples_path(&a.output), &[&a.file])?;
+    }
     if a.recover {
         let r = recover_trace(&a.file)?;
         if let Some(p) = &r.problem {
@@ -85,13 +88,18 @@ pub(crate) fn export(a: ExportArgs) -> CliResult {
 fn export_trace(a: &ExportArgs, trace: &Trace) -> CliResult {
     match a.format {
         Format::Chrome => {
-            let n = write_chrome(trace, create(&a.output)?)?;
+            let mut out = create(&a.output)?;
+            let n = write_chrome(trace, &mut out)?;
+            out.commit()?;
             eprintln!("wrote {} ({n} events)", a.output.display());
         }
         Format::Csv => {
-            let tasks = write_csv_tasks(trace, create(&a.output)?)?;
-            let sp = samples_path(&a.output);
-            let samples = write_csv_samples(trace, create(&sp)?)?;
+            let (mut out, sp) = (create(&a.output)?, samples_path(&a.output));
+            let mut sout = create(&sp)?;
+            let tasks = write_csv_tasks(trace, &mut out)?;
+            let samples = write_csv_samples(trace, &mut sout)?;
+            out.commit()?;
+            sout.commit()?;
             eprintln!(
                 "wrote {} ({tasks} tasks) and {} ({samples} energy readings)",
                 a.output.display(),
@@ -105,16 +113,21 @@ fn export_trace(a: &ExportArgs, trace: &Trace) -> CliResult {
 fn export_streaming(a: &ExportArgs) -> CliResult {
     match a.format {
         Format::Chrome => {
-            let n = export_chrome(&a.file, create(&a.output)?)?;
+            let mut out = create(&a.output)?;
+            let n = export_chrome(&a.file, &mut out)?;
+            out.commit()?;
             eprintln!(
                 "wrote {} ({n} events); open it in https://ui.perfetto.dev",
                 a.output.display()
             );
         }
         Format::Csv => {
-            let tasks = export_csv_tasks(&a.file, create(&a.output)?)?;
-            let sp = samples_path(&a.output);
-            let samples = export_csv_samples(&a.file, create(&sp)?)?;
+            let (mut out, sp) = (create(&a.output)?, samples_path(&a.output));
+            let mut sout = create(&sp)?;
+            let tasks = export_csv_tasks(&a.file, &mut out)?;
+            let samples = export_csv_samples(&a.file, &mut sout)?;
+            out.commit()?;
+            sout.commit()?;
             eprintln!(
                 "wrote {} ({tasks} tasks) and {} ({samples} energy readings)",
                 a.output.display(),

@@ -32,6 +32,12 @@ pub(crate) struct ImportArgs {
 }
 
 pub(crate) fn import(a: ImportArgs) -> CliResult {
+    let inputs: Vec<&std::path::Path> = [&a.tasks, &a.starpu, &a.samples, &a.workers]
+        .into_iter()
+        .flatten()
+        .map(|p| p.as_path())
+        .collect();
+    taskwatt_traces::refuse_output_over_input(&a.output, &inputs)?;
     let mut opts = ImportOptions::new(a.time_unit);
     if let Some(s) = &a.samples {
         opts = opts.samples(s);

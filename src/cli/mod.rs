@@ -8,6 +8,7 @@ mod meters;
 mod model;
 mod report;
 mod run;
+mod signals;
 
 use std::process::ExitCode;
 
@@ -93,6 +94,10 @@ pub(crate) type CliResult = Result<(), Box<dyn std::error::Error>>;
 
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = taskwatt_traces::Clock::check_env() {
+        eprintln!("taskwatt: {e}");
+        return ExitCode::FAILURE;
+    }
     let res = match cli.command {
         Command::Run(a) => run::run(a),
         Command::Export(a) => export::export(a),
@@ -108,6 +113,9 @@ pub(crate) fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("taskwatt: {e}");
+            if let Some(i) = e.downcast_ref::<signals::Interrupted>() {
+                return ExitCode::from(u8::try_from(128 + i.signal).unwrap_or(1));
+            }
             let mut src = e.source();
             while let Some(s) = src {
                 eprintln!("  caused by: {s}");

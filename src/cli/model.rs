@@ -25,6 +25,8 @@ pub(crate) struct FitArgs {
 }
 
 pub(crate) fn fit(a: FitArgs) -> CliResult {
+    let inputs: Vec<&std::path::Path> = a.traces.iter().map(|p| p.as_path()).collect();
+    taskwatt_traces::refuse_output_over_input(&a.output, &inputs)?;
     let opts = a.attribution.options();
     let mut systems = Vec::new();
     let mut simulated = false;

@@ -9,7 +9,7 @@ use taskwatt::energy::attribution::{
     attribute_trace, render_report, Attribution, AttributionOptions, KeyKind, RenderOptions, Solver,
 };
 use taskwatt::plots;
-use taskwatt::traces::{read_trace, Trace};
+use taskwatt::traces::{read_trace, RunOutcome, Trace};
 
 use super::CliResult;
 
@@ -75,8 +75,25 @@ pub(crate) struct ReportArgs {
 
 pub(crate) fn report(a: ReportArgs) -> CliResult {
     let trace = read_trace(&a.trace)?;
+    warn_outcome(&a.trace, &trace);
     let att = attribute_trace(&trace, &a.attribution.options())?;
     emit(&trace, &att, a.json, a.csv.as_deref(), a.svg.as_deref())
+}
+
+/// Says on stderr when a trace's run did not complete: its figures cover only what ran.
+pub(crate) fn warn_outcome(path: &Path, trace: &Trace) {
+    let outcome = trace.end.as_ref().map(|e| e.outcome);
+    match outcome {
+        Some(RunOutcome::Interrupted) => eprintln!(
+            "warning: {} is the trace of an interrupted run: the report covers the tasks that finished before the signal",
+            path.display()
+        ),
+        Some(RunOutcome::Failed) => eprintln!(
+            "warning: {} is the trace of a failed run (a task or the result check failed): the report covers what ran",
+            path.display()
+        ),
+        Some(RunOutcome::Complete) | None => {}
+    }
 }
 
 /// Prints (or writes) an attribution in the forms asked for.
@@ -179,10 +196,8 @@ fn write_csv(dir: &Path, att: &Attribution) -> CliResult {
             )?;
         }
     }
-    let write = |name: &str, text: &str| {
-        std::fs::write(dir.join(name), text)
-            .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
-    };
+    let write =
+        |name: &str, text: &str| taskwatt_traces::write_atomic(dir.join(name), text.as_bytes());
     write("types.csv", &types)?;
     write("intervals.csv", &rows)?;
     Ok(())

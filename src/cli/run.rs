@@ -14,10 +14,11 @@ use taskwatt::apps::{App, AppConfig, AppRun, Precision};
 use taskwatt::energy::attribution::attribute_trace;
 use taskwatt::energy::{DetectOptions, MeterChoice, SamplerStats};
 use taskwatt::runtime::Runtime;
-use taskwatt::session::{measured_run, MeasuredRun, MeasuredRunOptions};
+use taskwatt::session::{measured_run, MeasuredRun, MeasuredRunOptions, SessionError, StopSignal};
 use taskwatt::traces::{read_trace, WorkerInfo};
 
 use super::report::{self, AttributionArgs};
+use super::signals::{Interrupted, SignalWatch};
 use super::{parse_duration, CliResult};
 
 /// The app and its problem (shared by `run` and `compare`).
@@ -109,9 +110,9 @@ pub(crate) struct RunArgs {
     /// Write the trace to this file (.twt); default: a temporary file, removed after.
     #[arg(long)]
     trace: Option<PathBuf>,
-    /// Task records per worker trace buffer (default 4096): a worker sends its buffer when
-    /// full or when it parks, so smaller buffers reach the file sooner (and survive a crash).
-    #[arg(long, value_name = "RECORDS", value_parser = clap::value_parser!(u32).range(1..))]
+    /// Task records per worker trace buffer (default 4096, at most 1048576): a worker sends
+    /// its buffer when full, when it parks, and at least every 100 ms of its own tasks.
+    #[arg(long, value_name = "RECORDS", value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     trace_chunk: Option<u32>,
     /// Print the result as JSON on stdout.
     #[arg(long)]
@@ -233,6 +234,7 @@ impl Drop for Progress {
 }
 
 pub(crate) fn run(a: RunArgs) -> CliResult {
+    a.app.config().validate(a.app.app)?;
     let tmp;
     let trace_path = match &a.trace {
         Some(p) => p.clone(),
@@ -252,9 +254,11 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         period: (!a.no_energy).then_some(a.energy.period),
         idle_calibration: a.energy.idle_calibration,
         type_calibration: a.energy.type_calibration,
+        stop: StopSignal::new(),
     };
     let label = a.app.app.name().to_string();
     let chunk = a.trace_chunk;
+    let watch = SignalWatch::start(opts.stop.clone())?;
     let run = measured_run(
         &opts,
         |b| match chunk {
@@ -262,10 +266,17 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
             None => b,
         },
         |rt| Progress::start(rt, label),
-    )?;
+    );
+    let run = match run {
+        Err(e @ SessionError::Interrupted { .. }) => {
+            return Err(interrupted(&watch, &e, a.trace.is_some()).into())
+        }
+        r => r?,
+    };
+    drop(watch);
     let out = output(&a, &run);
-    let attribution = match (&out.energy, a.no_report) {
-        (Some(_), false) => {
+    let attribution = match (&out.energy, a.no_report, &run.trace) {
+        (Some(_), false, Ok(_)) => {
             let trace = read_trace(&trace_path)?;
             let att = attribute_trace(&trace, &a.attribution.options())?;
             Some((trace, att))
@@ -288,7 +299,22 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
     if let (Some(dir), Some((trace, att))) = (&a.svg, &attribution) {
         report::emit_svg_only(trace, att, dir)?;
     }
-    Ok(())
+    // The results above stand; a trace that could not be written (a full disk) is still
+    // an error.
+    run.trace
+        .map(drop)
+        .map_err(|e| format!("the run completed, but its trace could not be written: {e}").into())
+}
+
+/// The error of a run stopped by a signal, naming what the trace keeps.
+pub(crate) fn interrupted(watch: &SignalWatch, e: &SessionError, kept: bool) -> Interrupted {
+    let signal = watch.received().unwrap_or(signal_hook::consts::SIGINT);
+    let message = if kept {
+        format!("{e}; `taskwatt report` reads it")
+    } else {
+        "the run was interrupted (no --trace was given, so nothing was kept)".to_string()
+    };
+    Interrupted { signal, message }
 }
 
 fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
@@ -305,11 +331,19 @@ fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
             failed: run.stats.failed,
             cancelled: run.stats.cancelled,
         },
-        trace: TraceOut {
-            path: a.trace.clone(),
-            bytes: run.trace.bytes,
-            tasks: run.trace.tasks,
-            samples: run.trace.samples,
+        trace: match &run.trace {
+            Ok(t) => TraceOut {
+                path: a.trace.clone(),
+                bytes: t.bytes,
+                tasks: t.tasks,
+                samples: t.samples,
+            },
+            Err(_) => TraceOut {
+                path: None,
+                bytes: 0,
+                tasks: 0,
+                samples: 0,
+            },
         },
         energy: run.sampler.as_ref().map(|s| EnergyOut {
             meter: run

@@ -136,6 +136,10 @@ pub struct TaskGraph {
     pub nb_fields: i64,
 }
 
+/// The widest graph accepted, in points per time step: Task Bench's own runs use up to a
+/// few thousand, and the checks and buffers grow with it.
+pub(super) const MAX_WIDTH: i64 = 1 << 24;
+
 impl TaskGraph {
     /// Task Bench's `default_graph(graph_index)`: 4 x 4, trivial, radix 3, empty kernel,
     /// 16 output bytes.
@@ -181,6 +185,13 @@ impl TaskGraph {
         let name = self.dependence.name();
         if self.timesteps <= 0 || self.max_width <= 0 {
             return Err(self.invalid("-steps and -width must be > 0".into()));
+        }
+        if self.max_width > MAX_WIDTH {
+            return Err(self.invalid(format!(
+                "-width {}: at most {MAX_WIDTH} points per time step are supported (each \
+                 point has its own buffers and task per step)",
+                self.max_width
+            )));
         }
         if self.dependence.needs_period() && self.period == 0 {
             return Err(self.invalid(format!(

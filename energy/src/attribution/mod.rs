@@ -54,5 +54,5 @@ pub use model::{
 pub use nnls::{nnls, NnlsSolution};
 pub use render::{render_prediction, render_report, RenderOptions};
 pub use report::{AttributionReport, DomainReport, TruthComparison, TruthRow, TypeReport};
-pub use solve::{AttributionOptions, DomainFit, Estimate, RowWeights, Solver};
+pub use solve::{AttributionOptions, DomainFit, Estimate, RowWeights, Solver, MAX_TYPES};
 pub use system::{DomainSystem, TraceSystems, TypeColumn, TypeStats};

@@ -145,9 +145,15 @@ impl EnergyModel {
     /// Writes the model file.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), AttributionError> {
         let path = path.as_ref();
-        std::fs::write(path, self.to_json()).map_err(|source| AttributionError::ModelIo {
-            path: path.to_owned(),
-            source,
+        // Complete or absent: a failure keeps the file that was there.
+        taskwatt_traces::write_atomic(path, self.to_json().as_bytes()).map_err(|e| {
+            AttributionError::ModelIo {
+                path: path.to_owned(),
+                source: match e {
+                    taskwatt_traces::TraceError::Io { source, .. } => source,
+                    other => std::io::Error::other(other.to_string()),
+                },
+            }
         })
     }
 }

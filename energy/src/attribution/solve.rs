@@ -21,6 +21,11 @@ use super::nnls::{lstsq_min_norm, nnls};
 use super::qr::TriAccumulator;
 use super::system::{DomainSystem, TypeStats};
 
+/// The most task types one domain's fit takes: the normal equations and their
+/// cross-validation folds are dense, so memory grows with the square of the number of
+/// types and time with its cube (1024 types: about 50 MB and a second or two).
+pub const MAX_TYPES: usize = 1024;
+
 /// Relative singular-value cut-off below which a direction counts as exactly collinear.
 pub(crate) const RANK_TOL: f64 = 1e-9;
 
@@ -166,6 +171,7 @@ pub(crate) struct Stack<'a> {
 }
 
 impl<'a> Stack<'a> {
+    /// Refuses more than [`MAX_TYPES`] types ([`AttributionError::TooManyTypes`]).
     pub(crate) fn new(
         systems: Vec<&'a DomainSystem>,
         weights: &RowWeights,
@@ -191,6 +197,17 @@ impl<'a> Stack<'a> {
             }
             maps.push(map);
             offsets.push(offsets.last().unwrap() + s.intervals());
+            if keys.len() > MAX_TYPES {
+                // Refused before anything quadratic is allocated.
+                let p = keys.len() as u64 + 1;
+                let rows = *offsets.last().unwrap() as u64;
+                return Err(AttributionError::TooManyTypes {
+                    domain: s.info.name.clone(),
+                    types: keys.len(),
+                    max: MAX_TYPES,
+                    mib: (p * p * 8 * 6 + rows * p * 8) >> 20,
+                });
+            }
         }
         let rows = *offsets.last().unwrap();
         let domain = systems.first().map(|s| s.domain());
