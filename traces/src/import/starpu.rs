@@ -293,6 +293,18 @@ pub fn import_starpu(
             break;
         }
         line += 1;
+        // The file's last line, without its newline: cut in the middle of a line.
+        let cut = !raw.ends_with(b"\n");
+        let cut_short = |p: &Parser, what: &str| {
+            p.err(
+                line,
+                "(end of file)",
+                "a complete last line and a blank line after the last record, as \
+                 starpu_fxt_tool writes them: the file is cut short (regenerate it with \
+                 starpu_fxt_tool)",
+                what,
+            )
+        };
         let text = String::from_utf8_lossy(&raw);
         let text = text.trim_end_matches(['\n', '\r']);
         if text.trim().is_empty() {
@@ -306,6 +318,9 @@ pub fn import_starpu(
             continue;
         }
         let Some((key, value)) = text.split_once(':') else {
+            if cut {
+                return Err(cut_short(&p, text));
+            }
             return Err(p.err(
                 line,
                 "(line)",
@@ -318,7 +333,9 @@ pub fn import_starpu(
             ..Rec::default()
         });
         r.last_line = line;
-        p.field(r, line, key.trim(), value.trim())?;
+        if let Err(e) = p.field(r, line, key.trim(), value.trim()) {
+            return Err(if cut { cut_short(&p, text) } else { e });
+        }
     }
     if let Some(r) = rec.take() {
         // starpu_fxt_tool ends every record with a blank line: a record still open at the
@@ -445,7 +462,7 @@ Sizes: 100 28
             // Truncated: the last record stops after StartTime...
             ("Name: A\nJobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n\nName: B\nJobId: 2\nWorkerId: 0\nStartTime: 3\n", ":7: EndTime: expected WorkerId, StartTime and EndTime together"),
             // ... or inside a key.
-            ("Name: A\nJobId: 1\nWorkerId: 0\nStartTime: 1\nEndTi", ":5: (line): expected a `Key: value` line"),
+            ("Name: A\nJobId: 1\nWorkerId: 0\nStartTime: 1\nEndTi", ":5: (end of file): expected a complete last line"),
             ("Name: A\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n", ":1: JobId: expected a JobId in every executed task"),
             ("JobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n\nJobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n", ":6: JobId: expected a unique JobId (the record at line 1 has the same)"),
             ("JobId: 1\nWorkerId: 0\nStartTime: 3\nEndTime: 2\n", ":4: EndTime: expected a time at or after StartTime"),
