@@ -35,6 +35,8 @@ pub struct TraceReader {
     payload: Vec<u8>,
     /// The End chunk, once read: nothing may follow it.
     end: Option<RunEnd>,
+    /// The file's length when opened: a chunk stepped over must end within it.
+    file_len: u64,
     /// What the chunks read so far hold, to check the End chunk's counts against.
     tally: ReadTally,
 }
@@ -68,6 +70,7 @@ impl TraceReader {
     pub fn open(path: impl AsRef<Path>) -> Result<TraceReader, TraceError> {
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path).map_err(|e| TraceError::io(&path, e))?;
+        let file_len = file.metadata().map_err(|e| TraceError::io(&path, e))?.len();
         let mut src = BufReader::with_capacity(1 << 16, file);
         let mut h = [0u8; FILE_HEADER_LEN];
         let n = read_full(&mut src, &mut h).map_err(|e| TraceError::io(&path, e))?;
@@ -103,6 +106,7 @@ impl TraceReader {
             done: false,
             payload: Vec::new(),
             end: None,
+            file_len,
             tally: ReadTally::default(),
         })
     }
@@ -213,6 +217,16 @@ impl TraceReader {
                     Some(ChunkKind::Tasks) => self.tally.tasks_skipped = true,
                     Some(ChunkKind::Samples) => self.tally.samples_skipped = true,
                     _ => {}
+                }
+                if next > self.file_len {
+                    // Seeking past the end would not fail: the file is cut in this chunk.
+                    return Err(TraceError::Truncated {
+                        path: self.path.clone(),
+                        offset: start,
+                        what,
+                        needed: CHUNK_HEADER_LEN as u64 + u64::from(h.len),
+                        have: self.file_len.saturating_sub(start),
+                    });
                 }
                 self.src
                     .seek_relative(i64::from(h.len))
