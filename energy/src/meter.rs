@@ -131,9 +131,8 @@ pub trait Meter: Send {
 
     /// When the value domain `i` gave at the last [`Meter::read`] was current, on the trace
     /// clock, if the meter knows it exactly (a simulator knows its update ticks). `None`
-    /// (real sensors) makes the sampler estimate it: the middle of the read, less half the
-    /// domain's update interval (a counter read at `t` holds the value of its last update,
-    /// on average half an update earlier).
+    /// (real sensors) makes the sampler stamp the middle of the read; the attribution then
+    /// maps each read to the update it shows (`attribution/align.rs`).
     fn value_time(&self, i: usize) -> Option<Timestamp> {
         let _ = i;
         None

@@ -9,8 +9,9 @@
 //! 3. The thread sleeps to absolute deadlines `start + k·period` (no drift), reads every meter
 //!    at each, stamps every reading with the time its value was current on the trace clock
 //!    ([`Meter::value_time`] when the meter knows it, as the simulator does; otherwise the
-//!    middle of the `read` call less half the domain's update interval, since a counter
-//!    holds the value of its last update) and with the wall clock, unwraps them through
+//!    middle of the `read` call: a counter read then holds the value of its last update,
+//!    and the attribution aligns reads to the meter's updates, see
+//!    `attribution/align.rs`) and with the wall clock, unwraps them through
 //!    [`crate::wrap`], and sends `Chunk::Samples`
 //!    in batches (when a batch is full, and at least every second so that a crash loses
 //!    little). A deadline already past when the previous reading ends is skipped, not
@@ -138,8 +139,6 @@ struct MeterState {
     acc: Vec<Accumulator>,
     out: Vec<DomainRead>,
     fails: Vec<(u64, Option<String>)>,
-    /// Per domain: the sensor's update interval, ns, if known.
-    update_ns: Vec<Option<u64>>,
 }
 
 /// Everything the sampler thread owns.
@@ -168,13 +167,9 @@ impl Worker {
                 match r {
                     Ok(reading) => {
                         // When the value was current (see `Meter::value_time`).
-                        let t = m.meter.value_time(i).unwrap_or_else(|| {
-                            let lag = match (reading, m.update_ns[i]) {
-                                (RawReading::Counter(_), Some(u)) => u / 2,
-                                _ => 0,
-                            };
-                            Timestamp(mid.saturating_sub(lag))
-                        });
+                        // Otherwise the time of the read: the attribution finds the update
+                        // each read shows from the readings themselves (align.rs).
+                        let t = m.meter.value_time(i).unwrap_or(Timestamp(mid));
                         let energy_j = m.acc[i].update(t, reading);
                         self.batch.push(EnergySample {
                             domain: m.ids[i],
@@ -296,11 +291,6 @@ impl Sampler {
                     .collect(),
                 out: (0..n).map(|_| Ok(RawReading::Power(f64::NAN))).collect(),
                 fails: vec![(0, None); n],
-                update_ns: meter
-                    .domains()
-                    .iter()
-                    .map(|d| d.update_interval_ns)
-                    .collect(),
                 backend: desc.backend,
                 ids,
                 meter,

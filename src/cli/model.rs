@@ -40,6 +40,7 @@ pub(crate) fn fit(a: FitArgs) -> CliResult {
     let report = AttributionReport {
         key: opts.key,
         solver: opts.solver,
+        precision_pct: opts.precision_pct,
         tasks: systems.iter().map(|s| s.tasks).sum(),
         unmetered_tasks: systems.iter().map(|s| s.unmetered_tasks).sum(),
         domains: fit.reports,

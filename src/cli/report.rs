@@ -25,6 +25,25 @@ pub(crate) struct AttributionArgs {
     /// Weight rows by 1/interval length (intervals of uneven length).
     #[arg(long)]
     pub(crate) weight_by_duration: bool,
+    /// Show a power as a measurement only when its 95% interval is within this many
+    /// percent of it; anything wider is shown as a range and flagged.
+    #[arg(long, value_name = "PCT",
+          default_value_t = taskwatt::energy::attribution::DEFAULT_PRECISION_PCT,
+          value_parser = parse_precision)]
+    pub(crate) measured_within: f64,
+}
+
+fn parse_precision(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("`{s}` is not a percentage: give e.g. 5 or 2.5%"))?;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(format!(
+            "--measured-within {s}: give a percentage above 0, e.g. 5"
+        ));
+    }
+    Ok(v)
 }
 
 fn parse_key(s: &str) -> Result<KeyKind, String> {
@@ -47,6 +66,7 @@ impl AttributionArgs {
         let mut o = AttributionOptions {
             key: self.key,
             solver: self.solver,
+            precision_pct: self.measured_within,
             ..AttributionOptions::default()
         };
         if self.weight_by_duration {
@@ -150,29 +170,46 @@ pub(crate) fn emit_svg_only(trace: &Trace, att: &Attribution, dir: &Path) -> Cli
 fn write_csv(dir: &Path, att: &Attribution) -> CliResult {
     super::output_dir(dir, "--csv")?;
     let mut types = String::from(
-        "domain,type,count,mean_duration_s,power_w,power_se_w,reliable,dynamic_j_per_task,total_j_per_task,total_j,share_of_measured\n",
+        "domain,type,count,mean_duration_s,power_w,power_se_w,ci95_low_w,ci95_high_w,measurement,flags,dynamic_j_per_task,total_j_per_task,total_j,share_of_measured\n",
     );
+    let ci = |e: &taskwatt::energy::attribution::Estimate| {
+        e.ci95_w
+            .map_or(",".to_owned(), |[lo, hi]| format!("{lo},{hi}"))
+    };
+    let flags = |e: &taskwatt::energy::attribution::Estimate| {
+        csv_field(
+            &e.flags
+                .iter()
+                .map(|f| f.short())
+                .collect::<Vec<_>>()
+                .join(";"),
+        )
+    };
     for d in &att.report.domains {
         writeln!(
             types,
-            "{},base,,,{},{},{},,,{},",
+            "{},base,,,{},{},{},{},{},,,{},",
             d.name,
             d.base.value_w,
             d.base.se_w.map_or(String::new(), |v| v.to_string()),
+            ci(&d.base),
             d.base.reliable,
+            flags(&d.base),
             d.base_energy_j
         )?;
         for t in &d.types {
             writeln!(
                 types,
-                "{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 d.name,
                 csv_field(&t.key.to_string()),
                 t.count,
                 t.mean_duration_s,
                 t.power.value_w,
                 t.power.se_w.map_or(String::new(), |v| v.to_string()),
+                ci(&t.power),
                 t.power.reliable,
+                flags(&t.power),
                 t.dynamic_j_per_task,
                 t.total_j_per_task,
                 t.total_j,

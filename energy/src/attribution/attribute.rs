@@ -30,7 +30,7 @@ pub fn attribute<B: Borrow<TaskRecord>>(
     tasks: impl IntoIterator<Item = B>,
     opts: &AttributionOptions,
 ) -> Result<Attribution, AttributionError> {
-    let systems = TraceSystems::build(parts, tasks, opts.key)?;
+    let systems = TraceSystems::build_with(parts, tasks, opts.key, opts.align_to_meter)?;
     attribute_systems(parts, systems, opts)
 }
 
@@ -74,6 +74,7 @@ pub fn attribute_systems(
         report: AttributionReport {
             key: systems.key,
             solver: opts.solver,
+            precision_pct: opts.precision_pct,
             tasks: systems.tasks,
             unmetered_tasks: systems.unmetered_tasks,
             domains,

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::qr::TriAccumulator;
 use super::solve::{
-    fold_range, solve, AttributionOptions, Estimate, Solved, Solver, Stack, RANK_TOL,
+    fold_range, solve, AttributionOptions, Estimate, Flag, Solved, Solver, Stack, RANK_TOL,
 };
 
 /// Why a group of columns cannot be separated.
@@ -83,6 +83,10 @@ pub struct FitDiagnostics {
     pub idle_calibration_rows: usize,
     /// Whether such rows pinned the base power.
     pub base_pinned_by_idle: bool,
+    /// How the intervals were aligned to the meter's updates, in words (one line per
+    /// stacked trace that was aligned).
+    #[serde(default)]
+    pub alignment: Vec<String>,
     /// Sampling and data warnings, in words.
     pub warnings: Vec<String>,
 }
@@ -91,6 +95,11 @@ pub struct FitDiagnostics {
 pub(crate) struct Analysis {
     /// Base then types.
     pub(crate) estimates: Vec<Estimate>,
+    /// Covariance of the unconstrained coefficients, W², base then types; `None` when
+    /// some coefficient is not identifiable or no degree of freedom is left.
+    pub(crate) covariance: Option<Vec<Vec<f64>>>,
+    /// Student-t 95% quantile for the fit's residual degrees of freedom.
+    pub(crate) t95: f64,
     pub(crate) residuals_j: Vec<f64>,
     pub(crate) diagnostics: FitDiagnostics,
 }
@@ -113,12 +122,15 @@ pub(crate) fn analyse(
     // Residual pass.
     let mut residuals = vec![0.0; n];
     let (mut rss_w, mut sw, mut swy, mut rows_w) = (0.0, 0.0, 0.0, 0usize);
+    let mut rss_ols_w = 0.0;
     let mut ape = Ape::default();
     let mut negative = 0usize;
     stack.visit(0..n, |g, x, y, w| {
         let r = y - dot(x, b);
         residuals[g] = r;
         rss_w += w * r * r;
+        let r_ols = y - dot(x, &solved.ols);
+        rss_ols_w += w * r_ols * r_ols;
         sw += w;
         swy += w * y;
         rows_w += usize::from(w > 0.0);
@@ -134,18 +146,39 @@ pub(crate) fn analyse(
     let labels: Vec<String> = solved.included.iter().map(|&j| stack.label(j)).collect();
     let cond = conditioning(&solved.scaled, &labels, opts);
 
-    // Standard errors on the free set.
-    let free_cols: Vec<usize> = (0..solved.included.len())
-        .filter(|&k| solved.free[k])
-        .collect();
-    let dof = rows_w as f64 - free_cols.len() as f64;
-    let sigma2 = (dof > 0.0).then(|| rss_w / dof);
+    // Standard errors and intervals from the unconstrained fit on every included column
+    // (docs/attribution.md, "Intervals"): holding one coefficient at a bound must not make
+    // the others look more precise than the data allow.
+    let dof = rows_w as f64 - cond.rank as f64;
+    let sigma2 = (dof > 0.0).then(|| rss_ols_w / dof);
+    let t = t975(dof);
     let mut se: Vec<Option<f64>> = vec![None; p];
+    let mut ci: Vec<Option<[f64; 2]>> = vec![None; p];
+    let mut covariance = None;
     if let Some(s2) = sigma2 {
-        let var = scaled_variances(&solved.scaled.select_columns(&free_cols));
-        for (f, &k) in free_cols.iter().enumerate() {
-            let j = solved.included[k];
-            se[j] = var[f].map(|v| (s2 * v).sqrt() / solved.norms[k]);
+        covariance = scaled_inverse(&solved.scaled).map(|inv| {
+            let mut c = vec![vec![0.0; p]; p];
+            for (k1, &j1) in solved.included.iter().enumerate() {
+                for (k2, &j2) in solved.included.iter().enumerate() {
+                    c[j1][j2] = s2 * inv[(k1, k2)] / (solved.norms[k1] * solved.norms[k2]);
+                }
+            }
+            c
+        });
+        let var = scaled_variances(&solved.scaled);
+        for (k, &j) in solved.included.iter().enumerate() {
+            se[j] = var[k].map(|v| (s2 * v).sqrt() / solved.norms[k]);
+            ci[j] = se[j].map(|s| {
+                let centre = solved.ols[j];
+                let (mut lo, mut hi) = (centre - t * s, centre + t * s);
+                if opts.solver == Solver::Nnls {
+                    // Powers are physical: every true value the unconstrained interval
+                    // holds is also in its non-negative part.
+                    lo = lo.max(0.0);
+                    hi = hi.max(0.0);
+                }
+                [lo.min(b[j]), hi.max(b[j])]
+            });
         }
     }
 
@@ -189,9 +222,28 @@ pub(crate) fn analyse(
         }
     }
 
-    let estimates = estimates(stack, solved, &se, &inseparable);
+    let estimates = estimates(stack, solved, &se, &ci, &inseparable, opts);
+    // A near dependency whose members all came out precise is not a problem to report as
+    // inseparable: their intervals already account for it.
+    let mut near_ok = Vec::new();
+    inseparable.retain(|g| {
+        let keep = !matches!(g.reason, InseparableReason::NearlyCollinear { .. })
+            || g.members
+                .iter()
+                .any(|m| (0..p).any(|j| stack.label(j) == *m && !estimates[j].reliable));
+        if !keep {
+            near_ok.push(g.members.join(", "));
+        }
+        keep
+    });
     let idle_rows: usize = stack.systems.iter().map(|s| s.idle_rows).sum();
     let mut warnings = cond_warnings;
+    for m in near_ok {
+        warnings.push(format!(
+            "near dependency between {m}: their 95% intervals are still within the precision \
+             threshold"
+        ));
+    }
     warnings.extend(sampling_warnings(stack, &estimates, opts));
     if negative > 0 {
         warnings.push(format!(
@@ -225,6 +277,8 @@ pub(crate) fn analyse(
 
     Analysis {
         estimates,
+        covariance,
+        t95: t,
         residuals_j: residuals,
         diagnostics: FitDiagnostics {
             solver: opts.solver,
@@ -242,6 +296,11 @@ pub(crate) fn analyse(
             inseparable,
             idle_calibration_rows: idle_rows,
             base_pinned_by_idle: idle_rows > 0,
+            alignment: stack
+                .systems
+                .iter()
+                .filter_map(|s| s.alignment.as_ref().map(|a| a.describe()))
+                .collect(),
             warnings,
         },
     }
@@ -392,6 +451,26 @@ fn merge_overlapping(found: Vec<(Vec<usize>, bool, f64)>) -> Vec<(Vec<usize>, bo
     merged
 }
 
+/// `(AᵀA)⁻¹` for a column-scaled `A` of full column rank, by SVD; `None` otherwise.
+fn scaled_inverse(a: &DMatrix<f64>) -> Option<DMatrix<f64>> {
+    let m = a.ncols();
+    if m == 0 {
+        return Some(DMatrix::zeros(0, 0));
+    }
+    let svd = a.clone().svd(false, true);
+    let s = &svd.singular_values;
+    let v_t = svd.v_t.as_ref()?;
+    let smax = s.max();
+    if s.iter().any(|&x| x <= RANK_TOL * smax) {
+        return None;
+    }
+    Some(DMatrix::from_fn(m, m, |i, j| {
+        (0..s.len())
+            .map(|k| v_t[(k, i)] * v_t[(k, j)] / (s[k] * s[k]))
+            .sum()
+    }))
+}
+
 /// Diagonal of `(AᵀA)⁻¹` for a column-scaled `A`, by SVD; `None` for coefficients that
 /// load on a null direction (not identifiable).
 fn scaled_variances(a: &DMatrix<f64>) -> Vec<Option<f64>> {
@@ -421,59 +500,155 @@ fn scaled_variances(a: &DMatrix<f64>) -> Vec<Option<f64>> {
         .collect()
 }
 
-/// Base then type estimates, with reliability decided from the groups and SEs.
+/// Two-sided 95% quantile of Student's t with `dof` degrees of freedom (a table to 10,
+/// then the Cornish-Fisher expansion, within 2e-4 of the exact value); infinite below 1.
+pub(crate) fn t975(dof: f64) -> f64 {
+    const TABLE: [f64; 10] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    ];
+    if dof.is_nan() || dof < 1.0 {
+        return f64::INFINITY;
+    }
+    if dof < 11.0 {
+        return TABLE[dof as usize - 1];
+    }
+    let z: f64 = 1.959_963_984_540_054;
+    let (z3, z5, z7) = (z.powi(3), z.powi(5), z.powi(7));
+    z + (z3 + z) / (4.0 * dof)
+        + (5.0 * z5 + 16.0 * z3 + 3.0 * z) / (96.0 * dof * dof)
+        + (3.0 * z7 + 19.0 * z5 + 17.0 * z3 - 15.0 * z) / (384.0 * dof.powi(3))
+}
+
+/// Base then type estimates, each with its interval and the flags that keep it from being
+/// shown as a measurement.
 fn estimates(
     stack: &Stack<'_>,
     solved: &Solved,
     se: &[Option<f64>],
+    ci: &[Option<[f64; 2]>],
     groups: &[InseparableGroup],
+    opts: &AttributionOptions,
 ) -> Vec<Estimate> {
     let p = stack.unknowns();
     (0..p)
         .map(|j| {
             let label = stack.label(j);
+            let value = solved.coef[j];
             let pos = solved.included.iter().position(|&i| i == j);
             let at_bound = pos.is_some_and(|k| !solved.free[k]);
-            let mut issues = Vec::new();
+            let mut flags = Vec::new();
+            let mut near = None;
             for g in groups.iter().filter(|g| g.members.contains(&label)) {
-                let others: Vec<&str> = g
-                    .members
-                    .iter()
-                    .filter(|m| **m != label)
-                    .map(String::as_str)
-                    .collect();
-                issues.push(match &g.reason {
-                    InseparableReason::ExactlyCollinear => format!(
-                        "exactly collinear with {}: only their combination is identified",
-                        others.join(", ")
-                    ),
-                    InseparableReason::NearlyCollinear { condition_index } => format!(
-                        "nearly collinear with {} (condition index {condition_index:.0})",
-                        others.join(", ")
-                    ),
+                let with: Vec<String> =
+                    g.members.iter().filter(|m| **m != label).cloned().collect();
+                match &g.reason {
+                    InseparableReason::ExactlyCollinear => flags.push(Flag::Inseparable { with }),
+                    InseparableReason::NearlyCollinear { condition_index } => {
+                        near = Some(Flag::NearlyCollinear {
+                            with,
+                            condition_index: *condition_index,
+                        })
+                    }
                     InseparableReason::TooFewTasks { count, minimum } => {
-                        format!("only {count} task(s) in the sampled window (minimum {minimum})")
+                        flags.push(Flag::TooFewTasks {
+                            count: *count,
+                            minimum: *minimum,
+                        })
                     }
-                    InseparableReason::NoTimeInWindow => {
-                        "never ran inside the sampled window".to_owned()
+                    InseparableReason::NoTimeInWindow => flags.push(Flag::NoTimeInWindow),
+                }
+            }
+            if at_bound {
+                flags.push(Flag::AtBound);
+            }
+            if value < 0.0 {
+                flags.push(Flag::Negative);
+            }
+            let interval = ci[j];
+            match interval {
+                None => {
+                    if pos.is_some() && !flags.iter().any(|f| matches!(f, Flag::Inseparable { .. }))
+                    {
+                        flags.push(Flag::NoInterval);
                     }
-                });
+                }
+                Some([lo, hi]) if !at_bound && value >= 0.0 => {
+                    let half = (value - lo).max(hi - value);
+                    let pct = if value > 0.0 {
+                        100.0 * half / value
+                    } else {
+                        f64::INFINITY
+                    };
+                    if pct > opts.precision_pct {
+                        flags.push(Flag::Imprecise {
+                            half_width_pct: pct,
+                            threshold_pct: opts.precision_pct,
+                        });
+                    }
+                }
+                Some(_) => {}
             }
-            if pos.is_some() && !at_bound && se[j].is_none() && issues.is_empty() {
-                issues.push(
-                    "standard error undefined (not identifiable, or no residual degree of freedom)"
-                        .to_owned(),
-                );
+            if !flags.is_empty() {
+                // A near dependency is named when it is the likely cause of a flag.
+                flags.extend(near.take());
             }
+            let issues = flags
+                .iter()
+                .map(|f| describe(f, interval, solved.ols[j]))
+                .collect();
             Estimate {
-                value_w: solved.coef[j],
+                value_w: value,
                 se_w: se[j],
+                ci95_w: interval,
                 at_bound,
-                reliable: issues.is_empty(),
+                reliable: flags.is_empty(),
+                flags,
                 issues,
             }
         })
         .collect()
+}
+
+/// A flag in words.
+fn describe(f: &Flag, ci: Option<[f64; 2]>, unconstrained: f64) -> String {
+    let range = ci.map_or(String::new(), |[lo, hi]| {
+        format!(" (95% interval {} to {})", w(lo), w(hi))
+    });
+    match f {
+        Flag::Imprecise {
+            half_width_pct,
+            threshold_pct,
+        } => format!(
+            "imprecise: 95% interval +-{half_width_pct:.0}%, wider than +-{threshold_pct}%{range}"
+        ),
+        Flag::AtBound => format!(
+            "held at 0 W by the non-negativity constraint (unconstrained fit {}){range}",
+            w(unconstrained)
+        ),
+        Flag::Negative => format!("negative power{range}: not physical"),
+        Flag::Inseparable { with } => format!(
+            "exactly collinear with {}: only their combination is identified",
+            with.join(", ")
+        ),
+        Flag::NearlyCollinear {
+            with,
+            condition_index,
+        } => format!(
+            "nearly collinear with {} (condition index {condition_index:.0})",
+            with.join(", ")
+        ),
+        Flag::TooFewTasks { count, minimum } => {
+            format!("only {count} task(s) in the sampled window (minimum {minimum})")
+        }
+        Flag::NoTimeInWindow => "never ran inside the sampled window".to_owned(),
+        Flag::NoInterval => {
+            "no interval (not identifiable, or no residual degree of freedom)".to_owned()
+        }
+    }
+}
+
+fn w(v: f64) -> String {
+    super::render::si(v, "W")
 }
 
 /// Warnings about the sampling period, the sensor and the task durations.

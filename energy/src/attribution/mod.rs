@@ -22,6 +22,7 @@
 //! (options and fitting), `diagnostics`, `report` (energy accounting), `render` (text),
 //! `model` (model files and prediction), `attribute` (the one-trace entry point).
 
+mod align;
 mod attribute;
 mod diagnostics;
 mod error;
@@ -42,6 +43,7 @@ mod testkit;
 #[cfg(test)]
 mod tests;
 
+pub use align::Alignment;
 pub use attribute::{attribute, attribute_systems, attribute_trace, Attribution};
 pub use diagnostics::{FitDiagnostics, InseparableGroup, InseparableReason};
 pub use error::AttributionError;
@@ -54,5 +56,8 @@ pub use model::{
 pub use nnls::{nnls, NnlsSolution};
 pub use render::{render_prediction, render_report, RenderOptions};
 pub use report::{AttributionReport, DomainReport, TruthComparison, TruthRow, TypeReport};
-pub use solve::{AttributionOptions, DomainFit, Estimate, RowWeights, Solver, MAX_TYPES};
+pub use solve::{
+    AttributionOptions, DomainFit, Estimate, Flag, RowWeights, Solver, DEFAULT_PRECISION_PCT,
+    MAX_TYPES,
+};
 pub use system::{DomainSystem, TraceSystems, TypeColumn, TypeStats};

@@ -59,6 +59,14 @@ pub struct DomainModel {
     pub r2: Option<f64>,
     /// Cross-validated MAPE of the fit, %.
     pub cv_mape_pct: Option<f64>,
+    /// Covariance of the powers, W², base first then `types` in order: what prediction
+    /// intervals are computed from. Absent in models written before it existed, or when
+    /// a power was not identifiable (then predictions have no interval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub covariance_w2: Option<Vec<Vec<f64>>>,
+    /// Student-t 95% quantile for the fit's residual degrees of freedom.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t95: Option<f64>,
 }
 
 /// The model of one task type.
@@ -236,6 +244,8 @@ pub fn fit_model(
             rows: fit.diagnostics.rows,
             r2: fit.diagnostics.r2,
             cv_mape_pct: fit.diagnostics.cv_mape_pct,
+            covariance_w2: fit.covariance_w2.clone(),
+            t95: Some(fit.t95).filter(|t| t.is_finite()),
         });
         out.fits.push(fit);
         out.reports.push(report);
@@ -256,6 +266,10 @@ pub struct Prediction {
     pub total_measured_j: Option<f64>,
     /// `100 · (predicted − measured) / measured` over the total.
     pub total_error_pct: Option<f64>,
+    /// 95% interval of `total_predicted_j` from the models' parameter uncertainty
+    /// (domains taken as independent); `None` when a counted domain has none.
+    #[serde(default)]
+    pub total_interval_j: Option<[f64; 2]>,
     /// Domains not in the model, types not in the model, unreliable powers used.
     pub warnings: Vec<String>,
 }
@@ -278,6 +292,14 @@ pub struct DomainPrediction {
     pub dynamic_j: f64,
     /// `base_j + dynamic_j`, J.
     pub predicted_j: f64,
+    /// 95% interval of `predicted_j` from the model's parameter uncertainty (its
+    /// covariance): how far the powers could be off, not the run-to-run noise. `None`
+    /// when the model carries no covariance.
+    #[serde(default)]
+    pub interval_j: Option<[f64; 2]>,
+    /// Half-width of the covariance-based interval, J (kept for the totals).
+    #[serde(skip)]
+    pub half_width_j: Option<f64>,
     /// Measured energy over the window, J.
     pub measured_j: Option<f64>,
     /// `100 · (predicted − measured) / measured`.
@@ -288,7 +310,8 @@ pub struct DomainPrediction {
     pub in_total: bool,
     /// Types of the run that the model does not know (predicted with 0 W dynamic power).
     pub missing_types: Vec<String>,
-    /// Types whose model power is marked unreliable.
+    /// Powers the prediction used that the model flags (not shown as measurements), with
+    /// the flag: `potrf@cpu (imprecise)`, `base (held at 0)`.
     pub unreliable_types: Vec<String>,
 }
 
@@ -346,9 +369,18 @@ pub fn predict_systems(
     }
     mark_nested(&mut domains);
     let counted: Vec<&DomainPrediction> = domains.iter().filter(|d| d.in_total).collect();
-    let total_predicted_j = counted.iter().map(|d| d.predicted_j).sum();
+    let total_predicted_j: f64 = counted.iter().map(|d| d.predicted_j).sum();
     let total_measured_j = counted.iter().map(|d| d.measured_j).sum::<Option<f64>>();
+    let total_interval_j = counted
+        .iter()
+        .map(|d| d.half_width_j.map(|h| h * h))
+        .sum::<Option<f64>>()
+        .map(|v| {
+            let h = v.sqrt();
+            [(total_predicted_j - h).max(0.0), total_predicted_j + h]
+        });
     Ok(Prediction {
+        total_interval_j,
         key: model.key,
         total_error_pct: total_measured_j
             .and_then(|m| (m != 0.0).then(|| 100.0 * (total_predicted_j - m) / m)),
@@ -372,23 +404,39 @@ fn predict_domain(
     let base_w = m.base.value_w;
     let mut coef = Vec::with_capacity(s.columns.len());
     let (mut missing, mut unreliable) = (Vec::new(), Vec::new());
+    let flag_of = |e: &Estimate| e.flags.first().map_or("unreliable", |f| f.short());
+    if !m.base.reliable {
+        unreliable.push(format!("base ({})", flag_of(&m.base)));
+    }
+    // Model-order times, for the covariance: base window then each model type.
+    let index: HashMap<&TypeKey, usize> = m
+        .types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (&t.key, i))
+        .collect();
+    let mut c = vec![0.0; m.types.len() + 1];
+    c[0] = window_s;
     let mut dynamic_j = 0.0;
-    for c in &s.columns {
+    for col in &s.columns {
         let ns = if sampled {
-            c.stats.clipped_ns
+            col.stats.clipped_ns
         } else {
-            c.stats.total_ns
+            col.stats.total_ns
         };
-        let p = match powers.get(&c.key) {
+        let p = match powers.get(&col.key) {
             Some(e) => {
-                if !e.reliable {
-                    unreliable.push(c.key.to_string());
+                if !e.reliable && ns > 0 {
+                    unreliable.push(format!("{} ({})", col.key, flag_of(e)));
+                }
+                if let Some(&i) = index.get(&col.key) {
+                    c[i + 1] += ns as f64 * 1e-9;
                 }
                 e.value_w
             }
             None => {
                 if ns > 0 {
-                    missing.push(c.key.to_string());
+                    missing.push(col.key.to_string());
                 }
                 0.0
             }
@@ -396,6 +444,19 @@ fn predict_domain(
         dynamic_j += p * ns as f64 * 1e-9;
         coef.push(p);
     }
+    let half_width_j = m.covariance_w2.as_ref().and_then(|cov| {
+        if cov.len() != c.len() || cov.iter().any(|r| r.len() != c.len()) {
+            return None;
+        }
+        let mut v = 0.0;
+        for (i, row) in cov.iter().enumerate() {
+            for (j, x) in row.iter().enumerate() {
+                v += c[i] * x * c[j];
+            }
+        }
+        let t = m.t95.unwrap_or(1.96);
+        (v.is_finite() && v >= 0.0).then(|| t * v.sqrt())
+    });
     if !missing.is_empty() {
         warnings.push(format!(
             "{}: type(s) {} are not in the model: predicted with base power only",
@@ -405,9 +466,15 @@ fn predict_domain(
     }
     if !unreliable.is_empty() {
         warnings.push(format!(
-            "{}: the model's power for {} is marked unreliable",
+            "{}: the model's power(s) for {} are flagged, not measurements: this domain's \
+             prediction rests on them{}",
             s.domain(),
-            unreliable.join(", ")
+            unreliable.join(", "),
+            if half_width_j.is_some() {
+                " (its interval includes their uncertainty)"
+            } else {
+                ""
+            }
         ));
     }
     // Only an OLS model gets here with negative powers (see `EnergyModel::validate`).
@@ -452,6 +519,8 @@ fn predict_domain(
         base_j,
         dynamic_j,
         predicted_j,
+        interval_j: half_width_j.map(|h| [(predicted_j - h).max(0.0), predicted_j + h]),
+        half_width_j,
         error_pct: measured_j.and_then(|mj| (mj != 0.0).then(|| 100.0 * (predicted_j - mj) / mj)),
         measured_j,
         interval_mape_pct,
@@ -485,8 +554,10 @@ mod tests {
         let est = |v| Estimate {
             value_w: v,
             se_w: Some(0.1),
+            ci95_w: Some([v - 0.2, v + 0.2]),
             at_bound: false,
             reliable: true,
+            flags: vec![],
             issues: vec![],
         };
         EnergyModel {
@@ -508,6 +579,8 @@ mod tests {
                 rows: 100,
                 r2: Some(0.99),
                 cv_mape_pct: None,
+                covariance_w2: Some(vec![vec![0.01, -0.002], vec![-0.002, 0.01]]),
+                t95: Some(1.97),
             }],
         }
     }
@@ -606,6 +679,8 @@ mod tests {
             base_j: 1.0,
             dynamic_j: 0.0,
             predicted_j: 1.0,
+            interval_j: None,
+            half_width_j: None,
             measured_j: None,
             error_pct: None,
             interval_mape_pct: None,

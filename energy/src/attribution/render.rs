@@ -1,7 +1,8 @@
 //! Plain-text rendering of reports and predictions, in tables that fit 80 columns.
 //!
-//! Unreliable numbers are printed in parentheses with no standard error and a note, so
-//! that nobody copies them as if they were measurements. Output is ASCII only.
+//! A coefficient shown as a measurement prints as `value` with `+-half-width` of its 95%
+//! interval. Anything flagged prints in parentheses with its interval as a range and the
+//! flag, so that nobody copies it as a measurement. Output is ASCII only.
 
 use std::fmt::Write as _;
 
@@ -32,6 +33,16 @@ pub fn render_report(report: &AttributionReport, opts: &RenderOptions) -> String
         report.key,
         report.solver.name()
     );
+    wrap(
+        &mut out,
+        &format!(
+            "a power is shown as a measurement when its 95% interval is within +-{}% of it \
+             (--measured-within); anything else is in (parentheses) with its interval and why",
+            report.precision_pct
+        ),
+        "",
+        "  ",
+    );
     list(&mut out, "warnings", &report.warnings);
     for d in &report.domains {
         out.push('\n');
@@ -51,9 +62,10 @@ pub fn render_prediction(pred: &Prediction, opts: &RenderOptions) -> String {
         ("base", true),
         ("dynamic", true),
         ("predicted", true),
+        ("+-95%", true),
         ("measured", true),
         ("error", true),
-        ("int.MAPE", true),
+        ("iMAPE", true),
     ]);
     for d in &pred.domains {
         let mut name = d.domain.to_string();
@@ -66,6 +78,9 @@ pub fn render_prediction(pred: &Prediction, opts: &RenderOptions) -> String {
             si(d.base_j, "J"),
             si(d.dynamic_j, "J"),
             si(d.predicted_j, "J"),
+            d.half_width_j
+                .or(d.interval_j.map(|[lo, hi]| (hi - lo) / 2.0))
+                .map_or("-".into(), |h| si(h, "J")),
             d.measured_j.map_or("-".into(), |m| si(m, "J")),
             d.error_pct.map_or("-".into(), signed_pct),
             d.interval_mape_pct.map_or("-".into(), pct),
@@ -77,6 +92,8 @@ pub fn render_prediction(pred: &Prediction, opts: &RenderOptions) -> String {
         String::new(),
         String::new(),
         si(pred.total_predicted_j, "J"),
+        pred.total_interval_j
+            .map_or("-".into(), |[lo, hi]| si((hi - lo) / 2.0, "J")),
         pred.total_measured_j.map_or("-".into(), |m| si(m, "J")),
         pred.total_error_pct.map_or("-".into(), signed_pct),
         String::new(),
@@ -153,7 +170,7 @@ fn domain(out: &mut String, d: &DomainReport) {
             pct(100.0 * d.idle_share)
         ),
     ];
-    for l in &lines {
+    for l in lines.iter().chain(&f.alignment) {
         wrap(out, l, "", "  ");
     }
     out.push('\n');
@@ -163,17 +180,17 @@ fn domain(out: &mut String, d: &DomainReport) {
         ("count", true),
         ("mean dur", true),
         ("power", true),
-        ("+-SE", true),
+        ("95% interval", true),
         ("note", false),
     ]);
     for ty in &d.types {
-        let (value, se) = value_se(&ty.power);
+        let (value, range) = value_range(&ty.power);
         t.row(vec![
             ty.key.to_string(),
             ty.count.to_string(),
             fmt_ns((ty.mean_duration_s * 1e9).round() as u64),
             value,
-            se,
+            range,
             note(&ty.power),
         ]);
     }
@@ -212,7 +229,16 @@ fn domain(out: &mut String, d: &DomainReport) {
     ]);
     t.render(out);
     if d.types.iter().any(|t| !t.power.reliable) || !d.base.reliable {
-        out.push_str("(...) unreliable: the data cannot separate this value, see below\n");
+        out.push_str(
+            "(...) not a measurement: its 95% interval is wider than the precision threshold\n\
+             or it is flagged (held at 0, collinear, few tasks...); see the notes below\n",
+        );
+        let notes: Vec<String> = std::iter::once(("base".to_owned(), &d.base))
+            .chain(d.types.iter().map(|t| (t.key.to_string(), &t.power)))
+            .filter(|(_, e)| !e.reliable)
+            .map(|(name, e)| format!("{name}: {}", e.issues.join("; ")))
+            .collect();
+        list(out, "flagged", &notes);
     }
 
     let groups: Vec<String> = f
@@ -253,8 +279,8 @@ fn truth(out: &mut String, tr: &TruthComparison) {
         ("truth", true),
         ("error", true),
         ("error%", true),
-        ("+-SE", true),
-        ("in 95%", true),
+        ("95% interval", true),
+        ("in", true),
     ]);
     for r in &tr.rows {
         let est = if r.reliable {
@@ -268,7 +294,7 @@ fn truth(out: &mut String, tr: &TruthComparison) {
             r.truth_w.map_or("?".into(), |v| si(v, "W")),
             r.error_w.map_or("-".into(), |v| si(v, "W")),
             r.error_pct.map_or("-".into(), signed_pct),
-            r.se_w.map_or("-".into(), |v| si(v, "W")),
+            r.ci95_w.map_or("-".into(), |[lo, hi]| range(lo, hi)),
             r.covered
                 .map_or("-", |c| if c { "yes" } else { "NO" })
                 .to_owned(),
@@ -277,42 +303,54 @@ fn truth(out: &mut String, tr: &TruthComparison) {
     t.render(out);
 }
 
-/// `12.3 W +- 50.0 mW`, or `(12.3 W) unreliable`.
+/// `12.3 W +- 50.0 mW`, or `(12.3 W) 8.00 W..15.1 W imprecise`.
 fn estimate(e: &Estimate) -> String {
-    let (v, se) = value_se(e);
-    if e.reliable && e.se_w.is_some() {
-        format!("{v} +- {se}")
+    let (v, r) = value_range(e);
+    if e.reliable {
+        format!("{v} {r}")
     } else {
-        format!("{v} {}", note(e))
+        format!("{v} {r} {}", note(e))
     }
 }
 
-fn value_se(e: &Estimate) -> (String, String) {
-    if !e.reliable {
-        return (format!("({})", si(e.value_w, "W")), "-".into());
+/// A measurement: `12.3 W`, `+-50.0 mW` (the larger side of its 95% interval). Flagged:
+/// `(12.3 W)`, `8.00 W..15.1 W`.
+fn value_range(e: &Estimate) -> (String, String) {
+    if e.reliable {
+        let half = e
+            .ci95_w
+            .map(|[lo, hi]| (e.value_w - lo).max(hi - e.value_w));
+        return (
+            si(e.value_w, "W"),
+            half.map_or("-".into(), |h| format!("+-{}", si(h, "W"))),
+        );
     }
     (
-        si(e.value_w, "W"),
-        e.se_w.map_or("-".into(), |s| si(s, "W")),
+        format!("({})", si(e.value_w, "W")),
+        e.ci95_w.map_or("-".into(), |[lo, hi]| range(lo, hi)),
     )
 }
 
-fn note(e: &Estimate) -> String {
-    let first = e.issues.first().map(String::as_str).unwrap_or("");
-    if first.starts_with("exactly") {
-        "collinear".into()
-    } else if first.starts_with("nearly") {
-        "near-collinear".into()
-    } else if first.starts_with("only") {
-        "few tasks".into()
-    } else if first.starts_with("never") {
-        "no time".into()
-    } else if !e.reliable {
-        "unreliable".into()
-    } else if e.at_bound {
-        "held at 0".into()
+/// `8.00 W..15.1 W`, or `0..2.10 W`.
+fn range(lo: f64, hi: f64) -> String {
+    if lo == 0.0 {
+        format!("0..{}", si(hi, "W"))
     } else {
-        String::new()
+        format!("{}..{}", si(lo, "W"), si(hi, "W"))
+    }
+}
+
+/// The first flag, short: `imprecise +-23%`, `held at 0`, `collinear`...
+fn note(e: &Estimate) -> String {
+    match e.flags.first() {
+        Some(super::solve::Flag::Imprecise { half_width_pct, .. })
+            if half_width_pct.is_finite() =>
+        {
+            format!("imprecise +-{half_width_pct:.0}%")
+        }
+        Some(f) => f.short().to_owned(),
+        None if !e.reliable => "unreliable".into(),
+        None => String::new(),
     }
 }
 

@@ -24,6 +24,10 @@ pub struct AttributionReport {
     pub key: KeyKind,
     /// The solver used.
     pub solver: Solver,
+    /// The precision threshold: a coefficient is shown as a measurement only when its
+    /// 95% interval lies within this many percent of its value.
+    #[serde(default = "default_precision")]
+    pub precision_pct: f64,
     /// Tasks read.
     pub tasks: u64,
     /// Tasks on workers no domain covers (not attributed anywhere).
@@ -32,6 +36,10 @@ pub struct AttributionReport {
     pub domains: Vec<DomainReport>,
     /// Warnings that concern the whole trace (domains skipped, unmetered tasks).
     pub warnings: Vec<String>,
+}
+
+fn default_precision() -> f64 {
+    super::solve::DEFAULT_PRECISION_PCT
 }
 
 /// One domain's attribution.
@@ -125,8 +133,11 @@ pub struct TruthRow {
     pub se_w: Option<f64>,
     /// `(estimate − truth) / SE`.
     pub z: Option<f64>,
-    /// Whether `estimate ± 1.96 SE` (a 95% interval) contains the truth.
+    /// Whether the estimate's 95% interval (`ci95_w`) contains the truth.
     pub covered: Option<bool>,
+    /// The estimate's 95% interval, W.
+    #[serde(default)]
+    pub ci95_w: Option<[f64; 2]>,
     /// Whether the estimate was marked reliable.
     pub reliable: bool,
 }
@@ -311,7 +322,8 @@ fn truth_row(name: String, est: &Estimate, truth_w: Option<f64>) -> TruthRow {
             .and_then(|(t, e)| (t != 0.0).then(|| 100.0 * e / t)),
         se_w: est.se_w,
         z: z.filter(|z| z.is_finite()),
-        covered: z.map(|z| z.abs() <= 1.96),
+        covered: truth_w.and_then(|t| est.covers(t)),
+        ci95_w: est.ci95_w,
         reliable: est.reliable,
     }
 }
@@ -353,8 +365,10 @@ mod tests {
         let est = Estimate {
             value_w: 10.5,
             se_w: Some(0.5),
+            ci95_w: Some([9.52, 11.48]),
             at_bound: false,
             reliable: true,
+            flags: vec![],
             issues: vec![],
         };
         let r = truth_row("x".into(), &est, Some(10.0));
@@ -369,10 +383,17 @@ mod tests {
         let held = Estimate {
             value_w: 0.0,
             se_w: None,
+            ci95_w: None,
             at_bound: true,
             ..est
         };
         let r = truth_row("x".into(), &held, Some(1.0));
         assert_eq!((r.z, r.covered), (None, None));
+        // An interval held at the bound covers a small true power.
+        let held = Estimate {
+            ci95_w: Some([0.0, 2.0]),
+            ..held
+        };
+        assert_eq!(truth_row("x".into(), &held, Some(1.0)).covered, Some(true));
     }
 }

@@ -26,6 +26,9 @@ use super::system::{DomainSystem, TypeStats};
 /// types and time with its cube (1024 types: about 50 MB and a second or two).
 pub const MAX_TYPES: usize = 1024;
 
+/// The default [`AttributionOptions::precision_pct`]: 95% intervals within ±5%.
+pub const DEFAULT_PRECISION_PCT: f64 = 5.0;
+
 /// Relative singular-value cut-off below which a direction counts as exactly collinear.
 pub(crate) const RANK_TOL: f64 = 1e-9;
 
@@ -100,6 +103,13 @@ pub struct AttributionOptions {
     pub variance_proportion: f64,
     /// Fewer intervals than this per unknown triggers a "sampling period too long" warning.
     pub min_rows_per_unknown: f64,
+    /// A coefficient is shown as a measurement only when its 95% interval lies within
+    /// this many percent of its value on both sides (default 5): a number quoted as
+    /// "8.9 W" is then good to about ±5%. Anything wider is shown as a range, flagged
+    /// [`Flag::Imprecise`].
+    pub precision_pct: f64,
+    /// Align intervals to the meters' updates (default; see `Alignment`).
+    pub align_to_meter: bool,
 }
 
 impl Default for AttributionOptions {
@@ -109,30 +119,119 @@ impl Default for AttributionOptions {
             solver: Solver::default(),
             weights: RowWeights::default(),
             cv_folds: 5,
-            min_tasks: 20,
+            min_tasks: 10,
             collinearity_index: 100.0,
             collinearity_warn_index: 30.0,
             variance_proportion: 0.5,
             min_rows_per_unknown: 10.0,
+            precision_pct: DEFAULT_PRECISION_PCT,
+            align_to_meter: true,
         }
     }
 }
 
 /// One coefficient (base power or a type's power) with its uncertainty.
+///
+/// A coefficient is *shown as a measurement* (`reliable`) only when nothing is flagged:
+/// it has a finite 95% interval, that interval lies within
+/// [`AttributionOptions::precision_pct`] of the value, it is not held at a bound, not
+/// negative and rests on enough tasks. Otherwise `flags` says why, and the value and its
+/// interval are still given: a flag never hides them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
-    /// The estimate, W. For an unreliable coefficient this is only the value the solver
-    /// happened to pick; do not quote it.
+    /// The estimate, W (the solver's solution: non-negative under NNLS).
     pub value_w: f64,
-    /// Standard error, W: `sqrt(σ̂² [(XᵀWX)⁻¹]_kk)` on the free set; `None` when the
-    /// coefficient is held at zero by NNLS or is not identifiable.
+    /// Standard error, W, from the covariance of the unconstrained least-squares fit on
+    /// every column that entered the solve (`sqrt(σ̂² [(XᵀWX)⁻¹]_kk)`), so that it does
+    /// not shrink when another coefficient is held at a bound; `None` when the
+    /// coefficient is not identifiable (exact collinearity) or no degree of freedom is
+    /// left.
     pub se_w: Option<f64>,
+    /// 95% confidence interval `[low, high]`, W: the unconstrained fit's Student-t
+    /// interval, intersected with `[0, ∞)` under NNLS (powers are physical) and widened,
+    /// if needed, to contain `value_w`. See docs/attribution.md, "Intervals".
+    #[serde(default)]
+    pub ci95_w: Option<[f64; 2]>,
     /// Held at zero by the non-negativity constraint.
     pub at_bound: bool,
-    /// Whether the number can be trusted (see `issues` when not).
+    /// Shown as a measurement: no flag (see the type's docs).
     pub reliable: bool,
-    /// Why it is unreliable, in words.
+    /// Why it is not shown as a measurement, machine-readable; empty when `reliable`.
+    #[serde(default)]
+    pub flags: Vec<Flag>,
+    /// The same reasons in words.
     pub issues: Vec<String>,
+}
+
+impl Estimate {
+    /// Half-width of the 95% interval relative to the value, % (the larger side);
+    /// `None` without an interval or for a zero value.
+    pub fn relative_half_width_pct(&self) -> Option<f64> {
+        let [lo, hi] = self.ci95_w?;
+        let v = self.value_w;
+        (v != 0.0).then(|| 100.0 * (v - lo).max(hi - v) / v.abs())
+    }
+
+    /// Whether the 95% interval contains `w`.
+    pub fn covers(&self, w: f64) -> Option<bool> {
+        self.ci95_w.map(|[lo, hi]| lo <= w && w <= hi)
+    }
+}
+
+/// Why a coefficient is not shown as a measurement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Flag {
+    /// Its 95% interval is wider than the precision threshold.
+    Imprecise {
+        /// Half-width of the interval, % of the value.
+        half_width_pct: f64,
+        /// The threshold, %.
+        threshold_pct: f64,
+    },
+    /// Held at zero by NNLS: the data put the unconstrained value at or below zero.
+    AtBound,
+    /// Negative (OLS only): the data cannot separate the type, or the model is wrong.
+    Negative,
+    /// Exactly collinear with other columns: only a combination is identified.
+    Inseparable {
+        /// The other columns.
+        with: Vec<String>,
+    },
+    /// Nearly collinear with other columns (given with `Imprecise`, as its cause).
+    NearlyCollinear {
+        /// The other columns.
+        with: Vec<String>,
+        /// Condition index of the dependency.
+        condition_index: f64,
+    },
+    /// Too few tasks inside the sampled window.
+    TooFewTasks {
+        /// Tasks seen.
+        count: u64,
+        /// The configured minimum.
+        minimum: u64,
+    },
+    /// The type never ran inside the sampled window.
+    NoTimeInWindow,
+    /// No interval can be given (not identifiable, or no residual degree of freedom).
+    NoInterval,
+}
+
+impl Flag {
+    /// A short note for tables: `imprecise`, `held at 0`, `collinear`...
+    pub fn short(&self) -> &'static str {
+        match self {
+            Flag::Imprecise { .. } => "imprecise",
+            Flag::AtBound => "held at 0",
+            Flag::Negative => "negative",
+            Flag::Inseparable { .. } => "collinear",
+            Flag::NearlyCollinear { .. } => "near-collinear",
+            Flag::TooFewTasks { .. } => "few tasks",
+            Flag::NoTimeInWindow => "no time",
+            Flag::NoInterval => "no interval",
+        }
+    }
 }
 
 /// The fit of one domain.
@@ -152,6 +251,11 @@ pub struct DomainFit {
     pub stats: Vec<TypeStats>,
     /// `E_i − Ê_i`, J, one per interval (stacked traces one after the other).
     pub residuals_j: Vec<f64>,
+    /// Covariance of the unconstrained coefficients, W², base then types (the matrix
+    /// behind every interval); `None` when a coefficient is not identifiable.
+    pub covariance_w2: Option<Vec<Vec<f64>>>,
+    /// Student-t 95% quantile for the fit's residual degrees of freedom.
+    pub t95: f64,
     /// Fit quality and warnings.
     pub diagnostics: FitDiagnostics,
 }
@@ -361,6 +465,9 @@ pub(crate) struct Solved {
     pub(crate) free: Vec<bool>,
     /// `R[:, included] · diag(1/norms)`.
     pub(crate) scaled: DMatrix<f64>,
+    /// The unconstrained least-squares solution, W (0 for excluded columns): equal to
+    /// `coef` under OLS, and the centre of every interval under NNLS.
+    pub(crate) ols: Vec<f64>,
 }
 
 /// Solves the accumulated least-squares problem with the chosen solver.
@@ -372,16 +479,19 @@ pub(crate) fn solve(acc: &TriAccumulator, p: usize, solver: Solver) -> Solved {
         a.column_mut(k).unscale_mut(*d);
     }
     let z = acc.z();
+    let unconstrained = ols(&a, &z);
     let (xs, free) = match solver {
         Solver::Nnls => {
             let s = nnls(&a, &z);
             (s.x, s.passive)
         }
-        Solver::Ols => (ols(&a, &z), vec![true; included.len()]),
+        Solver::Ols => (unconstrained.clone(), vec![true; included.len()]),
     };
     let mut coef = vec![0.0; p];
+    let mut ols_coef = vec![0.0; p];
     for (k, &j) in included.iter().enumerate() {
         coef[j] = xs[k] / norms[k];
+        ols_coef[j] = unconstrained[k] / norms[k];
     }
     Solved {
         coef,
@@ -389,6 +499,7 @@ pub(crate) fn solve(acc: &TriAccumulator, p: usize, solver: Solver) -> Solved {
         norms,
         free,
         scaled: a,
+        ols: ols_coef,
     }
 }
 
@@ -442,6 +553,8 @@ pub(crate) fn fit_stack(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainF
         types: out.estimates,
         stats: stack.stats.clone(),
         residuals_j: out.residuals_j,
+        covariance_w2: out.covariance,
+        t95: out.t95,
         diagnostics: out.diagnostics,
     }
 }

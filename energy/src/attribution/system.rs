@@ -78,6 +78,8 @@ pub struct DomainSystem {
     pub(crate) invalid_samples: usize,
     /// First task start and last task end on the domain's workers, ns.
     pub(crate) task_span: Option<(u64, u64)>,
+    /// How the samples were aligned to the meter's updates, if they were.
+    pub(crate) alignment: Option<super::align::Alignment>,
 }
 
 impl DomainSystem {
@@ -130,6 +132,12 @@ impl DomainSystem {
     /// First task start and last task end on this domain's workers, ns.
     pub fn task_span_ns(&self) -> Option<(u64, u64)> {
         self.task_span
+    }
+
+    /// How the samples were aligned to the meter's updates (see `align.rs`); `None` when
+    /// the meter's update interval is unknown or it reports power.
+    pub fn alignment(&self) -> Option<&super::align::Alignment> {
+        self.alignment.as_ref()
     }
 }
 
@@ -277,7 +285,11 @@ impl WorkerCover {
 }
 
 impl Builder {
-    fn new(info: &DomainInfo, mut samples: Vec<(u64, f64)>) -> Result<Builder, AttributionError> {
+    fn new(
+        info: &DomainInfo,
+        mut samples: Vec<(u64, f64)>,
+        align_to_meter: bool,
+    ) -> Result<Builder, AttributionError> {
         if !samples.is_sorted_by_key(|s| s.0) {
             samples.sort_by_key(|s| s.0);
         }
@@ -301,6 +313,11 @@ impl Builder {
                 drop_j: w[0].1 - w[1].1,
             });
         }
+        let alignment = if align_to_meter {
+            super::align::align(info, &mut samples)
+        } else {
+            None
+        };
         let (t_ns, energy_j) = if samples.len() >= 2 {
             let t: Vec<u64> = samples.iter().map(|s| s.0).collect();
             let e = samples.windows(2).map(|w| w[1].1 - w[0].1).collect();
@@ -320,6 +337,7 @@ impl Builder {
                 duplicate_samples,
                 invalid_samples: 0,
                 task_span: None,
+                alignment,
             },
             finder,
             slots: SlotTable::default(),
@@ -448,10 +466,24 @@ impl TraceSystems {
     /// than its resolution ([`AttributionError::EnergyDecreases`], naming the domain and the
     /// sample) and a task that ends before it starts
     /// ([`AttributionError::TaskEndsBeforeStart`], naming the task).
+    ///
+    /// Samples are aligned to each meter's updates (see [`super::Alignment`]); use
+    /// [`TraceSystems::build_with`] to take the sample times as they are.
     pub fn build<B: Borrow<TaskRecord>>(
         parts: &TraceParts<'_>,
         tasks: impl IntoIterator<Item = B>,
         key: KeyKind,
+    ) -> Result<TraceSystems, AttributionError> {
+        TraceSystems::build_with(parts, tasks, key, true)
+    }
+
+    /// [`TraceSystems::build`], choosing whether samples are aligned to the meters'
+    /// updates (`align_to_meter`).
+    pub fn build_with<B: Borrow<TaskRecord>>(
+        parts: &TraceParts<'_>,
+        tasks: impl IntoIterator<Item = B>,
+        key: KeyKind,
+        align_to_meter: bool,
     ) -> Result<TraceSystems, AttributionError> {
         let names = names_by_id(parts.codelets);
         let mut per_domain: Vec<Vec<(u64, f64)>> = vec![Vec::new(); parts.domains.len()];
@@ -479,7 +511,7 @@ impl TraceSystems {
             .zip(per_domain)
             .zip(invalid)
             .map(|((info, samples), invalid)| {
-                let mut b = Builder::new(info, samples)?;
+                let mut b = Builder::new(info, samples, align_to_meter)?;
                 b.sys.invalid_samples = invalid;
                 Ok(b)
             })

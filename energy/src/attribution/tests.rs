@@ -131,7 +131,12 @@ fn trace_and_parts_give_the_same_report() {
 /// Workers 0-3 run ordinary tasks; `x` on worker 4 always runs with `y` on workers 5
 /// and 6 over the same span (`T_y = 2 T_x` in every interval); `rare` runs 3 times.
 fn co_running(seed: u64, jitter: f64) -> (SynthConfig, Synth) {
+    co_running_noisy(seed, jitter, 0.0)
+}
+
+fn co_running_noisy(seed: u64, jitter: f64, noise_w: f64) -> (SynthConfig, Synth) {
     let mut cfg = SynthConfig::two_packages(seed);
+    cfg.noise_w = noise_w;
     cfg.domains = vec![(Domain::CpuPackage { id: 0 }, (0..8).collect())];
     cfg.base_w = vec![20.0];
     for c in &mut cfg.codelets {
@@ -189,7 +194,7 @@ fn co_running_types_and_rare_types_are_flagged_not_quoted() {
         && g.reason
             == InseparableReason::TooFewTasks {
                 count: 3,
-                minimum: 20
+                minimum: 10
             }));
     assert_eq!(f.rank, f.unknowns - 1);
     assert_eq!(f.condition_number, None);
@@ -212,14 +217,29 @@ fn co_running_types_and_rare_types_are_flagged_not_quoted() {
     let text = render_report(&a.report, &RenderOptions::default());
     assert_fits_80(&text);
     assert!(text.contains("exactly collinear"));
-    assert!(text.contains("(...) unreliable"));
+    assert!(text.contains("(...) not a measurement"));
     let line = text.lines().find(|l| l.starts_with("x@cpu")).unwrap();
     assert!(line.contains('(') && line.contains("collinear"), "{line}");
 }
 
 #[test]
 fn nearly_co_running_types_are_named_from_variance_proportions() {
+    // Without noise a near dependency costs no precision: x and y are measured, and the
+    // dependency is only mentioned.
     let (_, s) = co_running(4, 0.01);
+    let a = attribute(&s.parts(), &s.tasks, &AttributionOptions::default()).unwrap();
+    let d = &a.report.domains[0];
+    assert!(power(d, "x@cpu").power.reliable, "{:?}", power(d, "x@cpu"));
+    assert!(
+        d.fit
+            .warnings
+            .iter()
+            .any(|w| w.contains("near dependency between x@cpu, y@cpu")),
+        "{:?}",
+        d.fit.warnings
+    );
+    // With noise, it makes their intervals wide: flagged, with the dependency as cause.
+    let (_, s) = co_running_noisy(4, 0.01, 2.0);
     let a = attribute(&s.parts(), &s.tasks, &AttributionOptions::default()).unwrap();
     let f = &a.report.domains[0].fit;
     let g = f
@@ -232,10 +252,16 @@ fn nearly_co_running_types_are_named_from_variance_proportions() {
         matches!(g.reason, InseparableReason::NearlyCollinear { condition_index } if condition_index > 30.0)
     );
     assert_eq!(f.rank, f.unknowns);
-    assert!(!power(&a.report.domains[0], "x@cpu").power.reliable);
+    let x = &power(&a.report.domains[0], "x@cpu").power;
+    assert!(!x.reliable);
+    assert!(
+        x.flags
+            .iter()
+            .any(|f| matches!(f, Flag::NearlyCollinear { .. })),
+        "{x:?}"
+    );
     // The ordinary types keep workers 0-3 busy most of the time, so their columns and the
     // base form a moderate dependency: a warning, not a verdict.
-    assert!(power(&a.report.domains[0], "gemm@cpu").power.reliable);
     assert!(
         f.warnings.iter().any(|w| w.contains("moderate dependency")),
         "{:?}",
@@ -258,7 +284,12 @@ fn nnls_holds_at_zero_what_ols_makes_negative() {
     let n = power(&a_nnls.report.domains[0], "copy@cpu");
     assert!(rel(o.power.value_w, -2.0) < 1e-6, "{o:?}");
     assert_eq!(n.power.value_w, 0.0);
-    assert!(n.power.at_bound && n.power.se_w.is_none());
+    assert!(n.power.at_bound && n.power.flags.contains(&Flag::AtBound));
+    // Held at 0, the power still has an interval, from the unconstrained fit: [0, hi].
+    let [lo, hi] = n.power.ci95_w.expect("an interval");
+    assert!(lo == 0.0 && hi >= 0.0, "{:?}", n.power);
+    // OLS's negative power is flagged, never shown as a measurement.
+    assert!(!o.power.reliable && o.power.flags.contains(&Flag::Negative));
     let d = &a_nnls.report.domains[0];
     assert!(d.base.value_w >= 0.0 && d.types.iter().all(|t| t.power.value_w >= 0.0));
     // NNLS pays for the constraint with a worse fit; OLS is exact.
@@ -327,7 +358,22 @@ fn sampling_problems_are_warned_about() {
     let mut s = Synth::generate(&cfg);
     s.domains[0].update_interval_ns = Some(2_000_000);
     s.domains[1].resolution_j = 0.01;
+    // Aligned to the meter (the default), 1 ms reads of a 2 ms counter whose phase the
+    // synthetic readings do not show are merged into 20 ms intervals, and the report says
+    // so.
     let a = attribute(&s.parts(), &s.tasks, &AttributionOptions::default()).unwrap();
+    let al = &a.report.domains[0].fit.alignment;
+    assert!(al.len() == 1 && al[0].contains("merged"), "{al:?}");
+    assert!(
+        a.report.domains[0].intervals <= 2,
+        "{}",
+        a.report.domains[0].intervals
+    );
+    let raw = AttributionOptions {
+        align_to_meter: false,
+        ..AttributionOptions::default()
+    };
+    let a = attribute(&s.parts(), &s.tasks, &raw).unwrap();
     let w0 = &a.report.domains[0].fit.warnings;
     assert!(
         w0.iter().any(|w| w.contains("too long or run too short")),
