@@ -62,6 +62,7 @@ mod import;
 mod model;
 mod observe;
 mod reader;
+mod region;
 #[cfg(test)]
 mod testgen;
 mod trace;
@@ -79,5 +80,6 @@ pub use import::{import_csv, import_starpu, ImportOptions, StarpuImport, StarpuS
 pub use model::*;
 pub use observe::ExecutionObserver;
 pub use reader::{read_trace, recover_trace, Recovered, TraceReader};
+pub use region::{Region, REGION_PREFIX};
 pub use trace::{Trace, UNKNOWN_CODELET};
 pub use writer::{MemoryTrace, TraceSink, TraceWriter, WriteSummary, WRITER_FLUSH};

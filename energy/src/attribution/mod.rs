@@ -55,9 +55,12 @@ pub use model::{
 };
 pub use nnls::{nnls, NnlsSolution};
 pub use render::{render_prediction, render_report, RenderOptions};
-pub use report::{AttributionReport, DomainReport, TruthComparison, TruthRow, TypeReport};
+pub use report::{
+    AttributionReport, DomainReport, RegionReport, RegionType, TruthComparison, TruthRow,
+    TypeReport,
+};
 pub use solve::{
     AttributionOptions, DomainFit, Estimate, Flag, RowWeights, Solver, DEFAULT_PRECISION_PCT,
     MAX_TYPES,
 };
-pub use system::{DomainSystem, TraceSystems, TypeColumn, TypeStats};
+pub use system::{regions_of, DomainSystem, RegionDef, TraceSystems, TypeColumn, TypeStats};

@@ -43,6 +43,22 @@ pub fn render_report(report: &AttributionReport, opts: &RenderOptions) -> String
         "",
         "  ",
     );
+    if let Some(app) = report
+        .domains
+        .first()
+        .and_then(|d| d.regions.iter().find(|r| r.name == "application"))
+    {
+        wrap(
+            &mut out,
+            &format!(
+                "headline: the application's task graph, {} task(s) in {:.3} s; calibration \
+                 and other regions are listed per domain",
+                app.tasks, app.window_s
+            ),
+            "",
+            "  ",
+        );
+    }
     list(&mut out, "warnings", &report.warnings);
     for d in &report.domains {
         out.push('\n');
@@ -197,37 +213,87 @@ fn domain(out: &mut String, d: &DomainReport) {
     t.render(out);
     out.push('\n');
 
-    let mut t = Table::new(&[
-        ("type", false),
-        ("dyn/task", true),
-        ("total/task", true),
-        ("total", true),
-        ("share", true),
-    ]);
-    for ty in &d.types {
-        let shown = |v: f64| {
-            if ty.power.reliable {
-                si(v, "J")
-            } else {
-                format!("({})", si(v, "J"))
-            }
-        };
-        t.row(vec![
-            ty.key.to_string(),
-            shown(ty.dynamic_j_per_task),
-            shown(ty.total_j_per_task),
-            shown(ty.total_j),
-            pct(100.0 * ty.share_of_measured),
+    if !d.regions.is_empty() {
+        let mut t = Table::new(&[
+            ("region", false),
+            ("window", true),
+            ("tasks", true),
+            ("energy", true),
+            ("+-95%", true),
+            ("measured", true),
         ]);
+        for r in &d.regions {
+            t.row(vec![
+                r.name.clone(),
+                format!("{:.3} s", r.window_s),
+                r.tasks.to_string(),
+                si(r.energy_j, "J"),
+                r.interval_j
+                    .map_or("-".into(), |[lo, hi]| si((hi - lo) / 2.0, "J")),
+                r.measured_j.map_or("-".into(), |m| si(m, "J")),
+            ]);
+        }
+        t.row(vec![
+            "whole trace".into(),
+            format!("{:.3} s", d.window_s),
+            d.types.iter().map(|t| t.count).sum::<u64>().to_string(),
+            si(d.fitted_j, "J"),
+            String::new(),
+            si(d.measured_j, "J"),
+        ]);
+        t.render(out);
+        out.push('\n');
     }
-    t.row(vec![
-        "idle (base)".into(),
-        String::new(),
-        String::new(),
-        si(d.idle_j, "J"),
-        pct(100.0 * d.idle_share),
-    ]);
-    t.render(out);
+    match d.regions.iter().find(|r| r.name == "application") {
+        Some(app) => {
+            let _ = writeln!(
+                out,
+                "energy of the application ({} task(s), {:.3} s):",
+                app.tasks, app.window_s
+            );
+            let mut t = Table::new(&[
+                ("type", false),
+                ("count", true),
+                ("total/task", true),
+                ("total", true),
+                ("share", true),
+            ]);
+            for ty in &app.types {
+                let shown = |v: f64| {
+                    if ty.measured {
+                        si(v, "J")
+                    } else {
+                        format!("({})", si(v, "J"))
+                    }
+                };
+                t.row(vec![
+                    ty.key.to_string(),
+                    ty.count.to_string(),
+                    shown(if ty.count > 0 {
+                        ty.total_j / ty.count as f64
+                    } else {
+                        0.0
+                    }),
+                    shown(ty.total_j),
+                    pct(100.0 * ty.share),
+                ]);
+            }
+            let share = if app.energy_j != 0.0 {
+                app.idle_j / app.energy_j
+            } else {
+                0.0
+            };
+            t.row(vec![
+                "idle (base)".into(),
+                String::new(),
+                String::new(),
+                si(app.idle_j, "J"),
+                pct(100.0 * share),
+            ]);
+            t.render(out);
+        }
+        None => whole_trace_energy(out, d),
+    }
     if d.types.iter().any(|t| !t.power.reliable) || !d.base.reliable {
         out.push_str(
             "(...) not a measurement: its 95% interval is wider than the precision threshold\n\
@@ -265,6 +331,41 @@ fn domain(out: &mut String, d: &DomainReport) {
     if let Some(tr) = &d.truth {
         truth(out, tr);
     }
+}
+
+/// The energy table over the whole trace (when the trace marks no application region).
+fn whole_trace_energy(out: &mut String, d: &DomainReport) {
+    let mut t = Table::new(&[
+        ("type", false),
+        ("dyn/task", true),
+        ("total/task", true),
+        ("total", true),
+        ("share", true),
+    ]);
+    for ty in &d.types {
+        let shown = |v: f64| {
+            if ty.power.reliable {
+                si(v, "J")
+            } else {
+                format!("({})", si(v, "J"))
+            }
+        };
+        t.row(vec![
+            ty.key.to_string(),
+            shown(ty.dynamic_j_per_task),
+            shown(ty.total_j_per_task),
+            shown(ty.total_j),
+            pct(100.0 * ty.share_of_measured),
+        ]);
+    }
+    t.row(vec![
+        "idle (base)".into(),
+        String::new(),
+        String::new(),
+        si(d.idle_j, "J"),
+        pct(100.0 * d.idle_share),
+    ]);
+    t.render(out);
 }
 
 fn truth(out: &mut String, tr: &TruthComparison) {

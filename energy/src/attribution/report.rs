@@ -79,6 +79,51 @@ pub struct DomainReport {
     pub fit: FitDiagnostics,
     /// Error against the simulated meter's truth, when the trace has one.
     pub truth: Option<TruthComparison>,
+    /// Energy per region of the run (application first, then calibration, then user
+    /// regions); empty when the trace marks none.
+    #[serde(default)]
+    pub regions: Vec<RegionReport>,
+}
+
+/// The energy of one region of the run on one domain, from the fitted powers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegionReport {
+    /// `application`, `calibration` or a user region's name.
+    pub name: String,
+    /// Its length (union of its spans), s.
+    pub window_s: f64,
+    /// Tasks on the domain's workers that started in it.
+    pub tasks: u64,
+    /// `P_base · window + Σ_k p_k · T_k(region)`, J.
+    pub energy_j: f64,
+    /// 95% interval of `energy_j` from the fit's covariance; `None` without one.
+    pub interval_j: Option<[f64; 2]>,
+    /// Measured energy over the region's spans (cumulative readings interpolated at
+    /// their ends), J; `None` when a span lies outside the sampled window.
+    pub measured_j: Option<f64>,
+    /// `P_base · window`, J.
+    pub base_j: f64,
+    /// Base energy no task of the region holds, J.
+    pub idle_j: f64,
+    /// Per task type with time in the region.
+    pub types: Vec<RegionType>,
+}
+
+/// One task type within a region.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegionType {
+    /// The type.
+    pub key: TypeKey,
+    /// Tasks that started in the region.
+    pub count: u64,
+    /// Task time inside the region, summed over workers, s.
+    pub busy_s: f64,
+    /// `(p_k + P_base / W) · busy`, J.
+    pub total_j: f64,
+    /// `total_j` over the region's energy.
+    pub share: f64,
+    /// Whether the type's power is shown as a measurement.
+    pub measured: bool,
 }
 
 /// One task type in one domain.
@@ -225,6 +270,10 @@ pub(crate) fn domain_report(
         (Some(t), [one]) => Some(compare_truth(fit, one.info.id, t)),
         _ => None,
     };
+    let regions = match systems {
+        [one] => region_reports(fit, one, workers),
+        _ => Vec::new(),
+    };
     DomainReport {
         domain: first.domain(),
         id: first.info.id,
@@ -243,7 +292,121 @@ pub(crate) fn domain_report(
         types,
         fit: fit.diagnostics.clone(),
         truth,
+        regions,
     }
+}
+
+/// Each region's energy from the fitted powers, with its interval and measured energy.
+fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<RegionReport> {
+    let p_base = fit.base.value_w;
+    let per_worker = if workers > 0 {
+        p_base / workers as f64
+    } else {
+        0.0
+    };
+    // Fit columns by key (the system's columns are the fit's for a single trace, but
+    // match by key to be safe).
+    let index: std::collections::HashMap<&TypeKey, usize> =
+        fit.keys.iter().enumerate().map(|(i, k)| (k, i)).collect();
+    // Cumulative measured energy at each sample.
+    let t = sys.sample_times_ns();
+    let mut cum = Vec::with_capacity(t.len());
+    let mut acc = 0.0;
+    if !t.is_empty() {
+        cum.push(0.0);
+        for e in sys.energy_j() {
+            acc += e;
+            cum.push(acc);
+        }
+    }
+    let energy_at = |x: u64| -> Option<f64> {
+        if t.len() < 2 || x < t[0] || x > t[t.len() - 1] {
+            return None;
+        }
+        let i = t.partition_point(|&s| s <= x).clamp(1, t.len() - 1);
+        let (t0, t1) = (t[i - 1], t[i]);
+        let f = (x - t0) as f64 / (t1 - t0) as f64;
+        Some(cum[i - 1] + f * (cum[i] - cum[i - 1]))
+    };
+    sys.regions()
+        .iter()
+        .zip(sys.region_time())
+        .map(|(r, times)| {
+            let window_s = r.length_ns() as f64 * 1e-9;
+            let mut c = vec![0.0; fit.keys.len() + 1];
+            c[0] = window_s;
+            let mut types = Vec::new();
+            let mut tasks = 0;
+            let mut busy_total = 0.0;
+            for (col, &(count, ns)) in sys.columns().iter().zip(times) {
+                let Some(&k) = index.get(&col.key) else {
+                    continue;
+                };
+                tasks += count;
+                if ns == 0 && count == 0 {
+                    continue;
+                }
+                let busy_s = ns as f64 * 1e-9;
+                busy_total += busy_s;
+                c[k + 1] = busy_s;
+                let est = &fit.types[k];
+                types.push(RegionType {
+                    key: col.key.clone(),
+                    count,
+                    busy_s,
+                    total_j: (est.value_w + per_worker) * busy_s,
+                    share: 0.0,
+                    measured: est.reliable,
+                });
+            }
+            let dynamic: f64 = types
+                .iter()
+                .map(|ty| fit.types[index[&ty.key]].value_w * ty.busy_s)
+                .sum();
+            let base_j = p_base * window_s;
+            let energy_j = base_j + dynamic;
+            for ty in &mut types {
+                ty.share = if energy_j != 0.0 {
+                    ty.total_j / energy_j
+                } else {
+                    0.0
+                };
+            }
+            let interval_j = fit.covariance_w2.as_ref().and_then(|cov| {
+                let mut v = 0.0;
+                for (i, row) in cov.iter().enumerate() {
+                    for (j, x) in row.iter().enumerate() {
+                        v += c[i] * x * c[j];
+                    }
+                }
+                (v.is_finite() && v >= 0.0 && fit.t95.is_finite()).then(|| {
+                    let h = fit.t95 * v.sqrt();
+                    [(energy_j - h).max(0.0), energy_j + h]
+                })
+            });
+            let measured_j = r
+                .spans
+                .iter()
+                .map(|&(a, b)| Some(energy_at(b)? - energy_at(a)?))
+                .sum::<Option<f64>>();
+            let idle_j = if workers > 0 {
+                p_base * (window_s - busy_total / workers as f64)
+            } else {
+                base_j
+            };
+            RegionReport {
+                name: r.name.clone(),
+                window_s,
+                tasks,
+                energy_j,
+                interval_j,
+                measured_j,
+                base_j,
+                idle_j,
+                types,
+            }
+        })
+        .collect()
 }
 
 fn compare_truth(fit: &DomainFit, id: DomainId, truth: &GroundTruth) -> TruthComparison {

@@ -80,6 +80,73 @@ pub struct DomainSystem {
     pub(crate) task_span: Option<(u64, u64)>,
     /// How the samples were aligned to the meter's updates, if they were.
     pub(crate) alignment: Option<super::align::Alignment>,
+    /// The trace's regions (see [`Regions`]), and per region and column: tasks starting
+    /// in it and their time inside it, ns.
+    pub(crate) regions: Vec<RegionDef>,
+    pub(crate) region_time: Vec<Vec<(u64, u64)>>,
+}
+
+/// One region of a run: a name and the time spans it covers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegionDef {
+    /// `application`, `calibration`, or a user region's name.
+    pub name: String,
+    /// Disjoint spans, ns, sorted.
+    pub spans: Vec<(u64, u64)>,
+}
+
+impl RegionDef {
+    /// Total length, ns.
+    pub fn length_ns(&self) -> u64 {
+        self.spans.iter().map(|(a, b)| b - a).sum()
+    }
+}
+
+/// The regions of a trace, from its markers: `graph` is the `application`,
+/// `idle-calibration` and `type-calibration:*` together are `calibration`, and
+/// `region:<name>` markers (see `taskwatt_traces::Region`) are user regions.
+pub fn regions_of(markers: &[taskwatt_traces::Marker]) -> Vec<RegionDef> {
+    let mut out: Vec<RegionDef> = Vec::new();
+    for m in markers {
+        let name = if m.name == "graph" {
+            "application"
+        } else if m.name == IDLE_CALIBRATION || m.name.starts_with("type-calibration:") {
+            "calibration"
+        } else if let Some(n) = m.name.strip_prefix(taskwatt_traces::REGION_PREFIX) {
+            n
+        } else {
+            continue;
+        };
+        if m.end.0 <= m.start.0 {
+            continue;
+        }
+        match out.iter_mut().find(|r| r.name == name) {
+            Some(r) => r.spans.push((m.start.0, m.end.0)),
+            None => out.push(RegionDef {
+                name: name.to_owned(),
+                spans: vec![(m.start.0, m.end.0)],
+            }),
+        }
+    }
+    for r in &mut out {
+        // Union of the spans, so that overlapping markers count once.
+        r.spans.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(r.spans.len());
+        for &(a, b) in &r.spans {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        r.spans = merged;
+    }
+    // The application first, then calibration, then user regions in first-seen order.
+    out.sort_by_key(|r| match r.name.as_str() {
+        "application" => 0,
+        "calibration" => 1,
+        _ => 2,
+    });
+    out
 }
 
 impl DomainSystem {
@@ -132,6 +199,17 @@ impl DomainSystem {
     /// First task start and last task end on this domain's workers, ns.
     pub fn task_span_ns(&self) -> Option<(u64, u64)> {
         self.task_span
+    }
+
+    /// The trace's regions.
+    pub fn regions(&self) -> &[RegionDef] {
+        &self.regions
+    }
+
+    /// Per region (in [`DomainSystem::regions`] order) and column: tasks starting in the
+    /// region and their time inside it, ns.
+    pub fn region_time(&self) -> &[Vec<(u64, u64)>] {
+        &self.region_time
     }
 
     /// How the samples were aligned to the meter's updates (see `align.rs`); `None` when
@@ -338,6 +416,8 @@ impl Builder {
                 invalid_samples: 0,
                 task_span: None,
                 alignment,
+                regions: Vec::new(),
+                region_time: Vec::new(),
             },
             finder,
             slots: SlotTable::default(),
@@ -368,6 +448,9 @@ impl Builder {
         let next = self.sys.columns.len() as u32;
         let c = *self.by_key.entry(key.clone()).or_insert(next);
         if c == next {
+            for r in &mut self.sys.region_time {
+                r.push((0, 0));
+            }
             self.sys.columns.push(TypeColumn {
                 key,
                 stats: TypeStats {
@@ -394,6 +477,16 @@ impl Builder {
         st.total_ns += dur;
         st.min_ns = st.min_ns.min(dur);
         st.max_ns = st.max_ns.max(dur);
+        for (r, acc) in self.sys.regions.iter().zip(&mut self.sys.region_time) {
+            let acc = &mut acc[col];
+            for &(a, b) in &r.spans {
+                let (s, e) = (start.max(a), end.min(b));
+                if s < e {
+                    acc.1 += e - s;
+                }
+                acc.0 += u64::from(a <= start && start < b);
+            }
+        }
         let Some(finder) = &self.finder else { return };
         let (t0, tn) = (t[0], t[t.len() - 1]);
         let (s, e) = (start.max(t0), end.min(tn));
@@ -486,6 +579,7 @@ impl TraceSystems {
         align_to_meter: bool,
     ) -> Result<TraceSystems, AttributionError> {
         let names = names_by_id(parts.codelets);
+        let regions = regions_of(parts.markers);
         let mut per_domain: Vec<Vec<(u64, f64)>> = vec![Vec::new(); parts.domains.len()];
         let mut invalid = vec![0usize; parts.domains.len()];
         let index: HashMap<u16, usize> = parts
@@ -513,6 +607,8 @@ impl TraceSystems {
             .map(|((info, samples), invalid)| {
                 let mut b = Builder::new(info, samples, align_to_meter)?;
                 b.sys.invalid_samples = invalid;
+                b.sys.regions = regions.clone();
+                b.sys.region_time = vec![Vec::new(); regions.len()];
                 Ok(b)
             })
             .collect::<Result<_, AttributionError>>()?;

@@ -609,3 +609,50 @@ fn huge_worker_and_codelet_ids_attribute_like_small_ones() {
         }
     }
 }
+
+#[test]
+fn regions_split_the_energy_and_match_the_measured() {
+    let cfg = SynthConfig::two_packages(9);
+    let mut s = Synth::generate(&cfg);
+    let half = cfg.run_ns / 2;
+    s.markers = vec![
+        taskwatt_traces::Marker {
+            name: "graph".into(),
+            start: taskwatt_traces::Timestamp(0),
+            end: taskwatt_traces::Timestamp(half),
+        },
+        taskwatt_traces::Marker {
+            name: "region:second-half".into(),
+            start: taskwatt_traces::Timestamp(half),
+            end: taskwatt_traces::Timestamp(cfg.run_ns),
+        },
+    ];
+    let a = attribute(&s.parts(), &s.tasks, &AttributionOptions::default()).unwrap();
+    for d in &a.report.domains {
+        let names: Vec<&str> = d.regions.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["application", "second-half"]);
+        let (app, second) = (&d.regions[0], &d.regions[1]);
+        // Together the two halves are the whole window (up to its first/last sample).
+        let sum = app.energy_j + second.energy_j;
+        assert!(rel(sum, d.fitted_j) < 0.02, "{sum} vs {}", d.fitted_j);
+        for r in &d.regions {
+            let m = r.measured_j.expect("inside the sampled window");
+            assert!(
+                rel(r.energy_j, m) < 0.02,
+                "{}: {} vs {m}",
+                r.name,
+                r.energy_j
+            );
+            let [lo, hi] = r.interval_j.expect("an interval");
+            assert!(lo < r.energy_j && r.energy_j < hi);
+            let typed: f64 = r.types.iter().map(|t| t.total_j).sum();
+            assert!(rel(typed + r.idle_j, r.energy_j) < 1e-9);
+        }
+        let tasks: u64 = d.types.iter().map(|t| t.count).sum();
+        assert!(app.tasks + second.tasks <= tasks && app.tasks + second.tasks + 50 >= tasks);
+    }
+    let text = render_report(&a.report, &RenderOptions::default());
+    assert_fits_80(&text);
+    assert!(text.contains("energy of the application"), "{text}");
+    assert!(text.contains("second-half"));
+}
