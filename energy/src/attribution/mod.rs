@@ -33,6 +33,7 @@ mod nnls;
 mod qr;
 mod render;
 mod report;
+pub mod scenario;
 mod solve;
 mod system;
 
