@@ -22,10 +22,17 @@ pub(crate) struct ImportArgs {
     /// workers.csv: columns worker, domain (which workers each domain covers).
     #[arg(long)]
     workers: Option<PathBuf>,
-    /// Unit of the CSV times: s, ms, us or ns (tasks.rec times are always ms; this then
-    /// applies to the samples CSV only).
-    #[arg(long, default_value = "s")]
-    time_unit: TimeUnit,
+    /// Unit of the CSV times: s, ms, us or ns. Default: s with --tasks; ms with --starpu
+    /// (tasks.rec times are always ms, and the samples must be on the same clock).
+    #[arg(long)]
+    time_unit: Option<TimeUnit>,
+    /// The meter's update interval (e.g. 1ms for RAPL): lets the attribution align the
+    /// intervals to the meter's updates.
+    #[arg(long, value_parser = super::parse_duration)]
+    update_interval: Option<std::time::Duration>,
+    /// The meter's energy resolution in J (one counter step; RAPL: 0.000061).
+    #[arg(long)]
+    energy_resolution: Option<f64>,
     /// The trace to write.
     #[arg(short, long)]
     output: PathBuf,
@@ -38,7 +45,24 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
         .map(|p| p.as_path())
         .collect();
     taskwatt_traces::refuse_output_over_input(&a.output, &inputs)?;
-    let mut opts = ImportOptions::new(a.time_unit);
+    let unit = a.time_unit.unwrap_or(if a.starpu.is_some() {
+        TimeUnit::Ms
+    } else {
+        TimeUnit::S
+    });
+    let mut opts = ImportOptions::new(unit);
+    if let Some(u) = a.update_interval {
+        opts = opts.update_interval_ns(u.as_nanos().min(u64::MAX as u128) as u64);
+    }
+    if let Some(r) = a.energy_resolution {
+        if !(r.is_finite() && r >= 0.0) {
+            return Err(format!(
+                "--energy-resolution {r}: give the counter's step in J (>= 0), e.g. 0.000061"
+            )
+            .into());
+        }
+        opts = opts.resolution_j(r);
+    }
     if let Some(s) = &a.samples {
         opts = opts.samples(s);
     }
@@ -63,6 +87,7 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
         }
         (None, None) => unreachable!("clap requires --tasks or --starpu"),
     };
+    warn_if_disjoint(&trace, unit);
     let s = trace.save(&a.output)?;
     eprintln!(
         "wrote {} ({} tasks, {} energy samples, {} domains)",
@@ -72,4 +97,29 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
         trace.domains.len()
     );
     Ok(())
+}
+
+/// Says when no energy sample falls within the tasks' span: almost always a wrong
+/// `--time-unit` (the attribution would then see no task in any interval).
+fn warn_if_disjoint(trace: &taskwatt::traces::Trace, unit: TimeUnit) {
+    let (Some(first), Some(last)) = (
+        trace.tasks().map(|(t, _)| t.start.0).min(),
+        trace.tasks().map(|(t, _)| t.end.0).max(),
+    ) else {
+        return;
+    };
+    let times = trace.samples.iter().map(|s| s.t.0);
+    let (Some(s0), Some(s1)) = (times.clone().min(), times.max()) else {
+        return;
+    };
+    if s1 < first || s0 > last {
+        eprintln!(
+            "warning: no energy sample falls within the tasks' span (tasks {:.6} s to {:.6} s, \
+             samples {:.6} s to {:.6} s, times read as {unit:?}): check --time-unit",
+            first as f64 * 1e-9,
+            last as f64 * 1e-9,
+            s0 as f64 * 1e-9,
+            s1 as f64 * 1e-9
+        );
+    }
 }

@@ -105,7 +105,9 @@ pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace
         )?),
         None => None,
     };
-    Ok(b.build("csv", path, energy))
+    let mut trace = b.build("csv", path, energy);
+    opts.apply_meter(&mut trace);
+    Ok(trace)
 }
 
 #[cfg(test)]

@@ -116,7 +116,7 @@ impl std::fmt::Display for TimeUnit {
 }
 
 /// Where an import finds its optional files, and the unit of their times.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ImportOptions {
     /// Unit of the times in `tasks.csv` and `samples.csv` (StarPU's `tasks.rec` is always
     /// in ms, and its samples must be on the same clock).
@@ -125,6 +125,30 @@ pub struct ImportOptions {
     pub samples: Option<PathBuf>,
     /// A `workers.csv` mapping workers to the domains that cover them.
     pub workers: Option<PathBuf>,
+    /// The meter's update interval, ns, if known: lets the attribution align intervals to
+    /// the meter's updates (`docs/attribution.md`, "Intervals aligned to the meter").
+    pub update_interval_ns: Option<u64>,
+    /// The meter's energy resolution (one count), J, if known (RAPL: 2^-14 J ≈ 61 µJ).
+    pub resolution_j: Option<f64>,
+}
+
+/// Opens `path` for reading, decompressing it on the fly when it starts with gzip's magic
+/// bytes (`.rec.gz`, `.csv.gz`, whatever the name).
+pub(crate) fn open_text(
+    path: &std::path::Path,
+) -> Result<Box<dyn std::io::BufRead>, crate::TraceError> {
+    use std::io::{BufRead, BufReader};
+    let file = std::fs::File::open(path).map_err(|e| crate::TraceError::io(path, e))?;
+    let mut r = BufReader::new(file);
+    let gz = r
+        .fill_buf()
+        .map_err(|e| crate::TraceError::io(path, e))?
+        .starts_with(&[0x1f, 0x8b]);
+    Ok(if gz {
+        Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(r)))
+    } else {
+        Box::new(r)
+    })
 }
 
 impl ImportOptions {
@@ -134,6 +158,8 @@ impl ImportOptions {
             time_unit,
             samples: None,
             workers: None,
+            update_interval_ns: None,
+            resolution_j: None,
         }
     }
 
@@ -141,6 +167,30 @@ impl ImportOptions {
     pub fn samples(mut self, path: impl Into<PathBuf>) -> Self {
         self.samples = Some(path.into());
         self
+    }
+
+    /// Sets the meter's update interval (ns) on every imported domain.
+    pub fn update_interval_ns(mut self, ns: u64) -> Self {
+        self.update_interval_ns = Some(ns);
+        self
+    }
+
+    /// Sets the meter's energy resolution (J) on every imported domain.
+    pub fn resolution_j(mut self, j: f64) -> Self {
+        self.resolution_j = Some(j);
+        self
+    }
+
+    /// Writes what is known of the meter into the imported domains.
+    pub(crate) fn apply_meter(&self, trace: &mut crate::Trace) {
+        for d in &mut trace.domains {
+            if let Some(u) = self.update_interval_ns {
+                d.update_interval_ns = Some(u);
+            }
+            if let Some(r) = self.resolution_j {
+                d.resolution_j = r;
+            }
+        }
     }
 
     /// Adds a `workers.csv`.

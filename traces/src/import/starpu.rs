@@ -17,8 +17,7 @@
 //! time. A worker is a GPU worker when its `MemoryNode` is above 0 (node 0 is main RAM).
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use super::energy::read_energy;
@@ -271,8 +270,7 @@ pub fn import_starpu(
     opts: &ImportOptions,
 ) -> Result<StarpuImport, TraceError> {
     let path = tasks_rec.as_ref();
-    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let mut src = BufReader::new(file);
+    let mut src = super::open_text(path)?;
     let mut p = Parser {
         path: path.to_path_buf(),
         b: TraceBuilder::new(),
@@ -362,8 +360,10 @@ pub fn import_starpu(
         )?),
         None => None,
     };
+    let mut trace = p.b.build("starpu tasks.rec", path, energy);
+    opts.apply_meter(&mut trace);
     Ok(StarpuImport {
-        trace: p.b.build("starpu tasks.rec", path, energy),
+        trace,
         skipped: p.skipped,
         named_from_model: p.named_from_model,
         unnamed: p.unnamed,

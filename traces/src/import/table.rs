@@ -6,8 +6,7 @@
 //! Column names match case-insensitively and columns may come in any order; columns the
 //! importer does not know are ignored.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use crate::error::shorten;
@@ -29,22 +28,30 @@ impl Row {
     }
 }
 
-#[derive(Debug)]
 pub(super) struct Table {
     path: PathBuf,
-    src: BufReader<File>,
+    src: Box<dyn BufRead>,
     line_no: u64,
     header: Vec<String>,
     buf: String,
 }
 
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("path", &self.path)
+            .field("line_no", &self.line_no)
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Table {
     /// Opens `path` and reads its header, which must hold every column of `required`.
     pub(super) fn open(path: &Path, required: &[&str]) -> Result<Table, TraceError> {
-        let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
         let mut t = Table {
             path: path.to_path_buf(),
-            src: BufReader::new(file),
+            src: super::open_text(path)?,
             line_no: 0,
             header: Vec::new(),
             buf: String::new(),
