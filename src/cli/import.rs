@@ -33,6 +33,10 @@ pub(crate) struct ImportArgs {
     /// The meter's energy resolution in J (one counter step; RAPL: 0.000061).
     #[arg(long)]
     energy_resolution: Option<f64>,
+    /// The samples' energy_j column is a raw counter (J) that wraps after this many J
+    /// (RAPL: max_energy_range_uj / 1e6): each step back is undone.
+    #[arg(long, value_name = "J")]
+    counter_wrap: Option<f64>,
     /// The trace to write.
     #[arg(short, long)]
     output: PathBuf,
@@ -62,6 +66,12 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
             .into());
         }
         opts = opts.resolution_j(r);
+    }
+    if let Some(w) = a.counter_wrap {
+        if !(w.is_finite() && w > 0.0) {
+            return Err(format!("--counter-wrap {w}: give the counter's range in J (> 0)").into());
+        }
+        opts = opts.counter_wrap_j(w);
     }
     if let Some(s) = &a.samples {
         opts = opts.samples(s);

@@ -53,3 +53,38 @@ fn gzipped_csv_and_tasks_rec_import_like_plain_ones() {
         assert_eq!(task_of(&a.trace), task_of(&b.trace));
     }
 }
+
+#[test]
+fn unsorted_samples_are_sorted_and_a_wrapping_counter_is_unwrapped() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.csv");
+    std::fs::write(&t, "type,worker,start,end\ngemm,0,0.001,0.004\n").unwrap();
+    // Rows out of order, and a raw counter that wraps at 10 J between 0.002 s and 0.003 s.
+    let s = dir.path().join("s.csv");
+    std::fs::write(
+        &s,
+        "time,domain,energy_j\n0.003,package-0,1.5\n0,package-0,8\n0.004,package-0,2.5\n0.002,package-0,9.5\n",
+    )
+    .unwrap();
+    // Sorted, but without the wrap range the step back is refused with what to do.
+    let e = import_csv(&t, &ImportOptions::new(TimeUnit::S).samples(&s)).unwrap_err();
+    assert!(e.to_string().contains("--counter-wrap"), "{e}");
+    let tr = import_csv(
+        &t,
+        &ImportOptions::new(TimeUnit::S)
+            .samples(&s)
+            .counter_wrap_j(10.0),
+    )
+    .unwrap();
+    let got: Vec<(u64, f64)> = tr.samples.iter().map(|x| (x.t.0, x.energy_j)).collect();
+    assert_eq!(
+        got,
+        [
+            (0, 8.0),
+            (2_000_000, 9.5),
+            (3_000_000, 11.5),
+            (4_000_000, 12.5)
+        ]
+    );
+    assert_eq!(tr.domains[0].wrap_range_j, Some(10.0));
+}

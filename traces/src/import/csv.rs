@@ -102,6 +102,7 @@ pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace
             unit,
             &b.workers(),
             "csv",
+            opts.wrap_range_j,
         )?),
         None => None,
     };

@@ -53,6 +53,7 @@ pub(super) fn read_energy(
     unit: TimeUnit,
     all_workers: &BTreeSet<WorkerId>,
     source: &str,
+    wrap_j: Option<f64>,
 ) -> Result<Energy, TraceError> {
     let mut t = Table::open(samples, &["time", "domain", "energy_j"])?;
     let (c_time, c_dom, c_e) = (
@@ -62,9 +63,9 @@ pub(super) fn read_energy(
     );
     let mut domains: Vec<DomainInfo> = Vec::new();
     let mut ids: HashMap<String, DomainId> = HashMap::new();
-    // Per domain: the last reading (line, t, energy), for the monotonicity checks.
-    let mut last: Vec<(u64, u64, f64)> = Vec::new();
-    let mut out = Vec::new();
+    // Every reading as (domain, time, line, energy): rows may come in any order; they are
+    // sorted by time per domain, then unwrapped and checked.
+    let mut rows: Vec<(DomainId, u64, u64, f64)> = Vec::new();
     while let Some(row) = t.next_row()? {
         let time = row.get(c_time);
         let ns = unit.parse_ns(time).ok_or_else(|| {
@@ -104,7 +105,6 @@ pub(super) fn read_energy(
                     sensor: SensorKind::EnergyCounter,
                     workers: Vec::new(),
                 });
-                last.push((0, 0, f64::NEG_INFINITY));
                 id
             }
         };
@@ -114,35 +114,53 @@ pub(super) fn read_energy(
             .ok()
             .filter(|e| e.is_finite())
             .ok_or_else(|| t.err(row.line, "energy_j", "a finite number of joules", e_text))?;
-        let (pline, pt, pe) = last[id as usize];
-        if pline > 0 && ns < pt {
-            return Err(t.err(
-                row.line,
-                "time",
-                &format!("times that do not go back for domain {name} (line {pline} has a later one); sort the file by time"),
-                time,
-            ));
+        rows.push((id, ns, row.line, energy));
+    }
+    rows.sort_unstable_by_key(|r| (r.0, r.1, r.2));
+    let mut out = Vec::with_capacity(rows.len());
+    // Per domain, in time order: the previous (line, raw, unwrapped) and the wrap offset.
+    let mut prev: Option<(DomainId, u64, f64, f64)> = None;
+    let mut offset = 0.0;
+    for &(id, ns, line, raw) in &rows {
+        let mut energy = raw;
+        match prev {
+            Some((pd, pline, praw, pe)) if pd == id => {
+                if let Some(w) = wrap_j.filter(|_| raw < praw) {
+                    offset += w;
+                    let _ = pline;
+                }
+                energy = raw + offset;
+                if energy < pe {
+                    let name = &domains[id as usize].name;
+                    return Err(t.err(
+                        line,
+                        "energy_j",
+                        &format!(
+                            "cumulative energy, at least the {pe} J of line {pline} (an earlier \
+                             time) for domain {name}; if the column is a raw counter that \
+                             wraps, give its range with --counter-wrap"
+                        ),
+                        &raw.to_string(),
+                    ));
+                }
+            }
+            _ => offset = 0.0,
         }
-        if energy < pe {
-            return Err(t.err(
-                row.line,
-                "energy_j",
-                &format!(
-                    "cumulative energy, at least the {pe} J of line {pline} for domain {name}"
-                ),
-                e_text,
-            ));
-        }
-        last[id as usize] = (row.line, ns, energy);
+        prev = Some((id, line, raw, energy));
         out.push(EnergySample {
             domain: id,
             t: Timestamp(ns),
             wall_unix_ns: 0,
             energy_j: energy,
-            raw: energy,
+            raw,
         });
     }
     out.sort_by_key(|s| s.t);
+    if let Some(w) = wrap_j {
+        for d in &mut domains {
+            d.wrap_range_j = Some(w);
+        }
+    }
 
     match workers {
         Some(w) => map_workers(w, &ids, &mut domains)?,
@@ -231,13 +249,13 @@ mod tests {
         );
         let w = file("worker,domain\n0,package-0\n1,package-0\n1,dram-0\n");
         let all = BTreeSet::from([0, 1, 2]);
-        let e = read_energy(s.path(), Some(w.path()), TimeUnit::Ms, &all, "csv").unwrap();
+        let e = read_energy(s.path(), Some(w.path()), TimeUnit::Ms, &all, "csv", None).unwrap();
         assert_eq!(e.domains.len(), 2);
         assert_eq!(e.domains[0].workers, [0, 1]);
         assert_eq!(e.domains[1].workers, [1]);
         assert_eq!(e.samples[2].t, Timestamp(1_500_000));
         assert!(!e.meter.simulated && e.meter.backend == "import");
-        let e = read_energy(s.path(), None, TimeUnit::Ms, &all, "csv").unwrap();
+        let e = read_energy(s.path(), None, TimeUnit::Ms, &all, "csv", None).unwrap();
         assert_eq!(e.domains[1].workers, [0, 1, 2]);
     }
 
@@ -250,8 +268,10 @@ mod tests {
                 ":3: energy_j: expected cumulative energy",
             ),
             (
+                // Rows out of order are sorted by time first: then line 2's energy is
+                // below line 3's, which comes earlier.
                 "time,domain,energy_j\n2,package-0,5\n1,package-0,6\n",
-                ":3: time: expected times that do not go back",
+                ":2: energy_j: expected cumulative energy, at least the 6 J of line 3",
             ),
             (
                 "time,domain,energy_j\n0,fan,5\n",
@@ -268,12 +288,12 @@ mod tests {
         ];
         for (text, want) in cases {
             let f = file(text);
-            let e = read_energy(f.path(), None, TimeUnit::Ms, &all, "csv").unwrap_err();
+            let e = read_energy(f.path(), None, TimeUnit::Ms, &all, "csv", None).unwrap_err();
             assert!(e.to_string().contains(want), "{e} / {want}");
         }
         let s = file("time,domain,energy_j\n0,package-0,0\n");
         let w = file("worker,domain\n0,gpu-0\n");
-        let e = read_energy(s.path(), Some(w.path()), TimeUnit::Ms, &all, "csv").unwrap_err();
+        let e = read_energy(s.path(), Some(w.path()), TimeUnit::Ms, &all, "csv", None).unwrap_err();
         assert!(
             e.to_string()
                 .contains(":2: domain: expected a domain of the samples file (package-0)"),

@@ -130,6 +130,9 @@ pub struct ImportOptions {
     pub update_interval_ns: Option<u64>,
     /// The meter's energy resolution (one count), J, if known (RAPL: 2^-14 J ≈ 61 µJ).
     pub resolution_j: Option<f64>,
+    /// The samples' `energy_j` column is a raw counter (in J) that wraps after this many
+    /// J: each step back is undone by adding the range (RAPL's `max_energy_range_uj`).
+    pub wrap_range_j: Option<f64>,
 }
 
 /// Opens `path` for reading, decompressing it on the fly when it starts with gzip's magic
@@ -160,7 +163,14 @@ impl ImportOptions {
             workers: None,
             update_interval_ns: None,
             resolution_j: None,
+            wrap_range_j: None,
         }
+    }
+
+    /// The samples' energy is a raw counter wrapping after `range_j` J.
+    pub fn counter_wrap_j(mut self, range_j: f64) -> Self {
+        self.wrap_range_j = Some(range_j);
+        self
     }
 
     /// Adds a `samples.csv`.

@@ -357,6 +357,7 @@ pub fn import_starpu(
             opts.time_unit,
             &p.b.workers(),
             "starpu",
+            opts.wrap_range_j,
         )?),
         None => None,
     };
