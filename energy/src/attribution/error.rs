@@ -109,6 +109,17 @@ pub enum AttributionError {
         /// The key kind found.
         other: super::key::KeyKind,
     },
+    /// The trace has no energy domain (an import without samples) and the model has
+    /// several CPU packages or GPUs: which workers each covered cannot be guessed.
+    #[error(
+        "the trace has no energy domain, and the model's domains [{model}] include several \
+         packages or GPUs: which workers each covers is unknown; import the trace with \
+         --workers workers.csv (docs/import.md) or fit a single-package model"
+    )]
+    NoWorkerMap {
+        /// The model's domains.
+        model: String,
+    },
     /// None of the trace's domains is in the model.
     #[error(
         "the model knows domains [{model}] but the trace has [{trace}]: no domain to predict; \

@@ -326,11 +326,67 @@ pub fn predict<B: Borrow<TaskRecord>>(
 }
 
 /// Predicts a whole in-memory trace's energy with a model.
+///
+/// A trace with no energy domain at all (an import of tasks without samples) is predicted
+/// on the model's domains, each taken to cover every worker: right for a model of one
+/// package (with its DRAM, cores, uncore or psys), refused
+/// ([`AttributionError::NoWorkerMap`]) when the model has several packages or GPUs.
 pub fn predict_trace(
     model: &EnergyModel,
     trace: &taskwatt_traces::Trace,
 ) -> Result<Prediction, AttributionError> {
-    predict(model, &TraceParts::from_trace(trace), trace_tasks(trace))
+    if !trace.domains.is_empty() {
+        return predict(model, &TraceParts::from_trace(trace), trace_tasks(trace));
+    }
+    let count = |f: fn(&Domain) -> bool| model.domains.iter().filter(|d| f(&d.domain)).count();
+    let packages = count(|d| matches!(d, Domain::CpuPackage { .. }));
+    let gpus = count(|d| matches!(d, Domain::Gpu { .. }));
+    if packages > 1 || gpus > 0 {
+        return Err(AttributionError::NoWorkerMap {
+            model: model
+                .domains
+                .iter()
+                .map(|d| d.domain.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    let mut workers: Vec<u32> = trace.meta.workers.iter().map(|w| w.id).collect();
+    workers.extend(trace_tasks(trace).map(|t| t.worker));
+    workers.sort_unstable();
+    workers.dedup();
+    let domains: Vec<taskwatt_traces::DomainInfo> = model
+        .domains
+        .iter()
+        .enumerate()
+        .map(|(i, d)| taskwatt_traces::DomainInfo {
+            id: i as u16,
+            meter: 0,
+            domain: d.domain,
+            name: d.name.clone(),
+            unit: "J".into(),
+            resolution_j: 0.0,
+            wrap_range_j: None,
+            update_interval_ns: None,
+            sensor: taskwatt_traces::SensorKind::EnergyCounter,
+            workers: workers.clone(),
+        })
+        .collect();
+    let parts = TraceParts {
+        domains: &domains,
+        samples: &[],
+        codelets: &trace.codelets,
+        markers: &trace.markers,
+        truth: None,
+    };
+    let mut p = predict(model, &parts, trace_tasks(trace))?;
+    p.warnings.insert(
+        0,
+        "the trace has no energy domain: every worker is taken as covered by each of the \
+         model's domains, over the run's task span"
+            .to_owned(),
+    );
+    Ok(p)
 }
 
 /// Predicts from systems built with the model's key kind.

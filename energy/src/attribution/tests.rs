@@ -656,3 +656,50 @@ fn regions_split_the_energy_and_match_the_measured() {
     assert!(text.contains("energy of the application"), "{text}");
     assert!(text.contains("second-half"));
 }
+
+#[test]
+fn a_trace_without_samples_is_predicted_on_a_one_package_model() {
+    // One package covering every worker.
+    let mut cfg = SynthConfig::two_packages(21);
+    cfg.domains = vec![(Domain::CpuPackage { id: 0 }, (0..8).collect())];
+    cfg.base_w = vec![20.0];
+    for c in &mut cfg.codelets {
+        c.power_w.truncate(1);
+    }
+    let s = Synth::generate(&cfg);
+    let sys = TraceSystems::build(&s.parts(), &s.tasks, KeyKind::CodeletArch).unwrap();
+    let fit = fit_model(&[sys], None, &AttributionOptions::default()).unwrap();
+    let with = predict(&fit.model, &s.parts(), &s.tasks).unwrap();
+    // The same tasks, imported without samples or domains.
+    let mut chunk = TaskChunk::default();
+    for r in &s.tasks {
+        chunk.push(*r, &[]);
+    }
+    let bare = Trace {
+        codelets: s.codelets.clone(),
+        tasks: vec![chunk],
+        ..Trace::default()
+    };
+    let p = predict_trace(&fit.model, &bare).unwrap();
+    assert_eq!(p.domains.len(), 1);
+    assert!(!p.domains[0].sampled);
+    assert!(
+        p.warnings[0].contains("no energy domain"),
+        "{:?}",
+        p.warnings
+    );
+    // Over the task span instead of the sampled window: close to the sampled prediction.
+    assert!(
+        rel(p.total_predicted_j, with.total_predicted_j) < 0.02,
+        "{} vs {}",
+        p.total_predicted_j,
+        with.total_predicted_j
+    );
+    // Two packages: which worker each covered is unknown, and the error says what to do.
+    let s2 = Synth::generate(&SynthConfig::two_packages(22));
+    let sys2 = TraceSystems::build(&s2.parts(), &s2.tasks, KeyKind::CodeletArch).unwrap();
+    let m2 = fit_model(&[sys2], None, &AttributionOptions::default()).unwrap();
+    let e = predict_trace(&m2.model, &bare).unwrap_err();
+    assert!(matches!(e, AttributionError::NoWorkerMap { .. }));
+    assert!(e.to_string().contains("--workers"), "{e}");
+}
