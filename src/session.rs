@@ -129,10 +129,54 @@ pub struct MeasuredRunOptions {
     pub period: Option<Duration>,
     /// Idle calibration before and after the graph.
     pub idle_calibration: Option<Duration>,
-    /// Type calibration before the graph: each codelet alone for this long.
-    pub type_calibration: Option<Duration>,
+    /// Type calibration: each codelet alone for a fixed time before the graph, or only
+    /// the types the fit could not pin down, after it ([`TypeCalibration::Auto`]).
+    pub type_calibration: Option<TypeCalibration>,
     /// Ends the run early when triggered (default: never triggered).
     pub stop: StopSignal,
+}
+
+/// How to calibrate task types (see `apps/calibrate.rs`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum TypeCalibration {
+    /// Each of the app's codelets alone on every worker for this long, before the graph.
+    Fixed(Duration),
+    /// After the graph: fit what the trace holds so far, calibrate only the types whose
+    /// power is not shown as a measurement, for `step` each, and repeat until every type
+    /// is precise or `budget` is spent (`--type-calibration auto`).
+    Auto {
+        /// Time it may spend calibrating, in all.
+        budget: Duration,
+        /// Calibration of each flagged type per round.
+        step: Duration,
+        /// The precision threshold the types must reach, % (as `--measured-within`).
+        precision_pct: f64,
+    },
+}
+
+impl TypeCalibration {
+    /// `auto` with its defaults: a 3 s budget, 250 ms steps, the report's 5% threshold.
+    pub fn auto() -> TypeCalibration {
+        TypeCalibration::Auto {
+            budget: Duration::from_secs(3),
+            step: Duration::from_millis(250),
+            precision_pct: taskwatt_energy::attribution::DEFAULT_PRECISION_PCT,
+        }
+    }
+}
+
+/// What adaptive type calibration did.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct AutoCalibrationReport {
+    /// One entry per round: the types calibrated and the time it took, s.
+    pub rounds: Vec<(Vec<String>, f64)>,
+    /// Time spent, fits included, s.
+    pub spent_s: f64,
+    /// Types still not shown as measurements after the last fit (budget spent, or types
+    /// the app cannot run alone).
+    pub still_flagged: Vec<String>,
+    /// Why it stopped early, if a fit failed.
+    pub error: Option<String>,
 }
 
 /// What a measured run produced.
@@ -155,6 +199,8 @@ pub struct MeasuredRun {
     pub meters: Vec<BackendStatus>,
     /// Whether the energy came from the simulated meter.
     pub simulated: bool,
+    /// What `--type-calibration auto` did, if asked.
+    pub auto_calibration: Option<AutoCalibrationReport>,
 }
 
 /// Errors of a measured run.
@@ -222,8 +268,12 @@ pub fn measured_run<P>(
     if let Some(d) = opts.idle_calibration {
         b = b.param("idle_calibration_s", d.as_secs_f64());
     }
-    if let Some(d) = opts.type_calibration {
-        b = b.param("type_calibration_s", d.as_secs_f64());
+    match opts.type_calibration {
+        Some(TypeCalibration::Fixed(d)) => b = b.param("type_calibration_s", d.as_secs_f64()),
+        Some(TypeCalibration::Auto { budget, .. }) => {
+            b = b.param("type_calibration_auto_budget_s", budget.as_secs_f64())
+        }
+        None => {}
     }
     let workers = b.worker_plan()?;
     let (detected, sampler_meters) = match opts.period {
@@ -265,7 +315,7 @@ pub fn measured_run<P>(
     // 4.
     calibrate(&sink);
     let calibrated = match opts.type_calibration {
-        Some(each) if !opts.stop.is_stopped() => {
+        Some(TypeCalibration::Fixed(each)) if !opts.stop.is_stopped() => {
             crate::apps::calibrate_types(opts.app, &rt, &opts.config, &sink, each)
         }
         _ => Ok(()),
@@ -291,8 +341,18 @@ pub fn measured_run<P>(
         result
     });
     // 6.
+    let mut auto_calibration = None;
     if result.is_ok() {
         calibrate(&sink);
+        if let Some(TypeCalibration::Auto {
+            budget,
+            step,
+            precision_pct,
+        }) = opts.type_calibration
+        {
+            let auto = auto_calibrate(opts, &rt, &sink, budget, step, precision_pct);
+            auto_calibration = Some(auto);
+        }
     }
     // 7.
     let interrupted = opts.stop.is_stopped()
@@ -332,5 +392,80 @@ pub fn measured_run<P>(
         sampler: sampler_stats,
         meters: detected.map(|d| d.statuses).unwrap_or_default(),
         simulated,
+        auto_calibration,
     })
+}
+
+/// Adaptive type calibration: fit what the trace file holds so far (the runtime and the
+/// writer put everything in it within 100 ms), calibrate the types whose power is not
+/// shown as a measurement, repeat within `budget`.
+fn auto_calibrate(
+    opts: &MeasuredRunOptions,
+    rt: &Runtime,
+    sink: &taskwatt_traces::TraceSink,
+    budget: Duration,
+    step: Duration,
+    precision_pct: f64,
+) -> AutoCalibrationReport {
+    let t0 = Instant::now();
+    let mut report = AutoCalibrationReport::default();
+    loop {
+        // The runtime's flusher and the writer each flush within 50 ms.
+        opts.stop
+            .sleep(taskwatt_runtime::DEFAULT_TRACE_FLUSH + taskwatt_traces::WRITER_FLUSH * 2);
+        if opts.stop.is_stopped() {
+            break;
+        }
+        let flagged = match flagged_types(&opts.trace, precision_pct) {
+            Ok(f) => f,
+            Err(e) => {
+                report.error = Some(e);
+                break;
+            }
+        };
+        report.still_flagged = flagged.clone();
+        if flagged.is_empty() || t0.elapsed() + step * flagged.len() as u32 > budget {
+            break;
+        }
+        let start = Instant::now();
+        if let Err(e) = crate::apps::calibrate_some_types(
+            opts.app,
+            rt,
+            &opts.config,
+            sink,
+            step,
+            Some(&flagged),
+        ) {
+            report.error = Some(e.to_string());
+            break;
+        }
+        report.rounds.push((flagged, start.elapsed().as_secs_f64()));
+    }
+    report.spent_s = t0.elapsed().as_secs_f64();
+    report
+}
+
+/// Codelets with a power, on any domain, that the fit of the trace so far does not show
+/// as a measurement.
+fn flagged_types(path: &std::path::Path, precision_pct: f64) -> Result<Vec<String>, String> {
+    use taskwatt_energy::attribution::{attribute_trace, AttributionOptions, Flag};
+    let rec = taskwatt_traces::recover_trace(path).map_err(|e| e.to_string())?;
+    let opts = AttributionOptions {
+        precision_pct,
+        ..AttributionOptions::default()
+    };
+    let att = attribute_trace(&rec.trace, &opts).map_err(|e| e.to_string())?;
+    let mut out: Vec<String> = Vec::new();
+    for d in &att.report.domains {
+        for t in &d.types {
+            let e = &t.power;
+            if !e.reliable
+                && !e.flags.contains(&Flag::NoTimeInWindow)
+                && !out.contains(&t.key.codelet)
+            {
+                out.push(t.key.codelet.clone());
+            }
+        }
+    }
+    Ok(out)
 }

@@ -222,3 +222,50 @@ fn type_calibration_runs_each_codelet_alone_and_marks_it() {
         assert!(t["count"].as_u64().unwrap() > 20, "{t}");
     }
 }
+
+#[test]
+fn auto_type_calibration_calibrates_only_flagged_types_within_its_budget() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.twt");
+    let v = json(&[
+        "run",
+        "cholesky",
+        "--n",
+        "1024",
+        "--tile",
+        "128",
+        "--meter",
+        "sim",
+        "--period",
+        "5ms",
+        "--type-calibration",
+        "auto:1500ms",
+        "--trace",
+        s(&trace),
+        "--json",
+    ]);
+    let auto = &v["type_calibration_auto"];
+    assert!(auto.is_object(), "{v}");
+    let spent = auto["spent_s"].as_f64().unwrap();
+    // The budget bounds the calibration (plus one fit and one flush per round).
+    assert!(spent < 1.5 + 1.0, "{auto}");
+    let rounds = auto["rounds"].as_array().unwrap();
+    // A 1024-order Cholesky alone leaves some type imprecise: at least one round ran, and
+    // each round calibrated only named codelets of the app.
+    assert!(!rounds.is_empty(), "{auto}");
+    for r in rounds {
+        for t in r[0].as_array().unwrap() {
+            assert!(
+                ["potrf", "trsm", "syrk", "gemm"].contains(&t.as_str().unwrap()),
+                "{r}"
+            );
+        }
+    }
+    assert!(auto["error"].is_null(), "{auto}");
+    // The calibration ran after the graph, marked like fixed calibration.
+    let chrome = d.path().join("t.json");
+    ok(&["export", s(&trace), "--format", "chrome", "-o", s(&chrome)]);
+    let text = std::fs::read_to_string(&chrome).unwrap();
+    assert!(text.contains("type-calibration:"));
+    assert_eq!(v["app"]["tasks"], 120);
+}

@@ -76,7 +76,9 @@ pub use nvml::{
 };
 pub use perf::{PerfEventDesc, PerfMeter, PowerPmu, DEFAULT_CPU_SYSFS, DEFAULT_PERF_PMU_DIR};
 pub use powercap::{PowercapMeter, DEFAULT_POWERCAP_ROOT};
-pub use sampler::{ReadFailure, Sampler, SamplerConfig, SamplerStats, MAX_PERIOD, MIN_PERIOD};
+pub use sampler::{
+    ReadFailure, Sampler, SamplerConfig, SamplerStats, MAX_PERIOD, MIN_PERIOD, SAMPLE_FLUSH,
+};
 pub use sim::{
     ArchPowers, DomainPower, GpuSensor, GpuSimConfig, ManualClock, RaplSimConfig, SimClock,
     SimConfig, SimMeter, SimObserver, TaskPower, TraceClock, MAX_SIM_CODELETS, MAX_SIM_WORKERS,

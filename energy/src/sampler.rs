@@ -13,7 +13,7 @@
 //!    and the attribution aligns reads to the meter's updates, see
 //!    `attribution/align.rs`) and with the wall clock, unwraps them through
 //!    [`crate::wrap`], and sends `Chunk::Samples`
-//!    in batches (when a batch is full, and at least every second so that a crash loses
+//!    in batches (when a batch is full, and at least every [`SAMPLE_FLUSH`] so that a crash loses
 //!    little). A deadline already past when the previous reading ends is skipped, not
 //!    caught up, and counted as an overrun: readings are never assumed periodic, each has
 //!    its own timestamp.
@@ -42,6 +42,11 @@ use crate::EnergyError;
 pub const MIN_PERIOD: Duration = Duration::from_millis(1);
 /// The longest sampling period: slower risks a RAPL wrap between reads on big parts.
 pub const MAX_PERIOD: Duration = Duration::from_secs(1);
+
+/// Readings reach the trace sink at most this long after they were taken (a batch is also
+/// sent when full): what a killed run can lose of its energy readings, and how soon a
+/// trace being written can be fitted (adaptive type calibration).
+pub const SAMPLE_FLUSH: Duration = Duration::from_millis(50);
 
 /// How the sampler runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,9 +194,7 @@ impl Worker {
                 }
             }
         }
-        if self.batch.len() >= self.batch_size
-            || self.last_flush.elapsed() >= Duration::from_secs(1)
-        {
+        if self.batch.len() >= self.batch_size || self.last_flush.elapsed() >= SAMPLE_FLUSH {
             self.flush();
         }
     }

@@ -296,11 +296,24 @@ pub fn calibrate_types(
     sink: &taskwatt_traces::TraceSink,
     each: std::time::Duration,
 ) -> Result<(), AppError> {
+    calibrate_some_types(app, rt, config, sink, each, None)
+}
+
+/// [`calibrate_types`] for the codelets named in `only` (all when `None`); names the app
+/// does not have are ignored.
+pub fn calibrate_some_types(
+    app: App,
+    rt: &Runtime,
+    config: &AppConfig,
+    sink: &taskwatt_traces::TraceSink,
+    each: std::time::Duration,
+    only: Option<&[String]>,
+) -> Result<(), AppError> {
     config.validate(app)?;
     taskwatt_kernels::init();
     match (app, config.precision) {
-        (App::Cholesky, Precision::F64) => cholesky::calibrate::<f64>(rt, config, sink, each),
-        (App::Cholesky, Precision::F32) => cholesky::calibrate::<f32>(rt, config, sink, each),
+        (App::Cholesky, Precision::F64) => cholesky::calibrate::<f64>(rt, config, sink, each, only),
+        (App::Cholesky, Precision::F32) => cholesky::calibrate::<f32>(rt, config, sink, each, only),
         (App::Gemm | App::Stencil, _) => Ok(()),
     }
 }

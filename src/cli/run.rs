@@ -14,7 +14,9 @@ use taskwatt::apps::{App, AppConfig, AppRun, Precision};
 use taskwatt::energy::attribution::attribute_trace;
 use taskwatt::energy::{DetectOptions, MeterChoice, SamplerStats};
 use taskwatt::runtime::Runtime;
-use taskwatt::session::{measured_run, MeasuredRun, MeasuredRunOptions, SessionError, StopSignal};
+use taskwatt::session::{
+    measured_run, MeasuredRun, MeasuredRunOptions, SessionError, StopSignal, TypeCalibration,
+};
 use taskwatt::traces::{read_trace, WorkerInfo};
 
 use super::report::{self, AttributionArgs};
@@ -81,13 +83,37 @@ pub(crate) struct EnergyArgs {
     /// graph, to pin the base power (e.g. 1s).
     #[arg(long, value_parser = parse_duration)]
     pub(crate) idle_calibration: Option<Duration>,
-    /// Before the graph, run each of the app's task types alone on every worker for this
-    /// long (e.g. 300ms), so that types that co-run in fixed proportion can be separated.
-    #[arg(long, value_parser = parse_duration)]
-    pub(crate) type_calibration: Option<Duration>,
+    /// Run the app's task types alone on every worker, so that types that co-run in fixed
+    /// proportion can be separated: a duration (e.g. 300ms) runs each type that long
+    /// before the graph; `auto` (or `auto:5s`, a budget) calibrates after the graph only
+    /// the types whose power the fit could not pin down, until their 95% intervals are
+    /// within --measured-within or the budget (default 3s) is spent.
+    #[arg(long, value_parser = parse_type_calibration)]
+    pub(crate) type_calibration: Option<TypeCalibration>,
     /// The simulated meter's configuration (TOML); default: the embedded one.
     #[arg(long)]
     pub(crate) sim_config: Option<PathBuf>,
+}
+
+fn parse_type_calibration(s: &str) -> Result<TypeCalibration, String> {
+    let Some(rest) = s.strip_prefix("auto") else {
+        return parse_duration(s).map(TypeCalibration::Fixed);
+    };
+    let mut auto = TypeCalibration::auto();
+    if let Some(b) = rest.strip_prefix(':') {
+        let budget = parse_duration(b)?;
+        if let TypeCalibration::Auto {
+            budget: ref mut x, ..
+        } = auto
+        {
+            *x = budget;
+        }
+    } else if !rest.is_empty() {
+        return Err(format!(
+            "`{s}`: give a duration (300ms), `auto` or `auto:<budget>` (auto:5s)"
+        ));
+    }
+    Ok(auto)
 }
 
 impl EnergyArgs {
@@ -143,6 +169,8 @@ struct RunOutput<'a> {
     stats: StatsJson,
     trace: TraceOut,
     energy: Option<EnergyOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    type_calibration_auto: Option<&'a taskwatt::session::AutoCalibrationReport>,
 }
 
 #[derive(Serialize)]
@@ -253,7 +281,14 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         detect: a.energy.detect_options()?,
         period: (!a.no_energy).then_some(a.energy.period),
         idle_calibration: a.energy.idle_calibration,
-        type_calibration: a.energy.type_calibration,
+        type_calibration: a.energy.type_calibration.map(|t| match t {
+            TypeCalibration::Auto { budget, step, .. } => TypeCalibration::Auto {
+                budget,
+                step,
+                precision_pct: a.attribution.measured_within,
+            },
+            fixed => fixed,
+        }),
         stop: StopSignal::new(),
     };
     let label = a.app.app.name().to_string();
@@ -325,6 +360,7 @@ fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
         policy: &run.policy,
         workers: &run.workers,
         kernels: taskwatt::kernels::backend(),
+        type_calibration_auto: run.auto_calibration.as_ref(),
         stats: StatsJson {
             submitted: run.stats.submitted,
             executed: run.stats.executed,
@@ -407,6 +443,31 @@ fn print_table(o: &RunOutput<'_>) {
         }
     } else {
         println!("  {:<10} not sampled", "energy");
+    }
+    if let Some(auto) = o.type_calibration_auto {
+        let rounds: Vec<String> = auto
+            .rounds
+            .iter()
+            .map(|(types, s)| format!("{} ({s:.2} s)", types.join("+")))
+            .collect();
+        println!(
+            "  {:<10} auto, {:.2} s: {}; {}",
+            "calibrated",
+            auto.spent_s,
+            if rounds.is_empty() {
+                "nothing needed".to_owned()
+            } else {
+                rounds.join(", ")
+            },
+            if auto.still_flagged.is_empty() {
+                "every type precise".to_owned()
+            } else {
+                format!("still imprecise: {}", auto.still_flagged.join(", "))
+            }
+        );
+        if let Some(e) = &auto.error {
+            println!("  {:<10} stopped: {e}", "");
+        }
     }
     if let Some(p) = &o.trace.path {
         println!(
