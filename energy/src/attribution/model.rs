@@ -500,19 +500,10 @@ fn predict_domain(
         dynamic_j += p * ns as f64 * 1e-9;
         coef.push(p);
     }
-    let half_width_j = m.covariance_w2.as_ref().and_then(|cov| {
-        if cov.len() != c.len() || cov.iter().any(|r| r.len() != c.len()) {
-            return None;
-        }
-        let mut v = 0.0;
-        for (i, row) in cov.iter().enumerate() {
-            for (j, x) in row.iter().enumerate() {
-                v += c[i] * x * c[j];
-            }
-        }
-        let t = m.t95.unwrap_or(1.96);
-        (v.is_finite() && v >= 0.0).then(|| t * v.sqrt())
-    });
+    let half_width_j = m
+        .covariance_w2
+        .as_ref()
+        .and_then(|cov| super::solve::half_width(cov, &c, m.t95.unwrap_or(1.96)));
     if !missing.is_empty() {
         warnings.push(format!(
             "{}: type(s) {} are not in the model: predicted with base power only",

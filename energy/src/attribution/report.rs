@@ -372,18 +372,11 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
                     0.0
                 };
             }
-            let interval_j = fit.covariance_w2.as_ref().and_then(|cov| {
-                let mut v = 0.0;
-                for (i, row) in cov.iter().enumerate() {
-                    for (j, x) in row.iter().enumerate() {
-                        v += c[i] * x * c[j];
-                    }
-                }
-                (v.is_finite() && v >= 0.0 && fit.t95.is_finite()).then(|| {
-                    let h = fit.t95 * v.sqrt();
-                    [(energy_j - h).max(0.0), energy_j + h]
-                })
-            });
+            let interval_j = fit
+                .covariance_w2
+                .as_ref()
+                .and_then(|cov| super::solve::half_width(cov, &c, fit.t95))
+                .map(|h| [(energy_j - h).max(0.0), energy_j + h]);
             let measured_j = r
                 .spans
                 .iter()

@@ -260,6 +260,22 @@ pub struct DomainFit {
     pub diagnostics: FitDiagnostics,
 }
 
+/// Half-width of the 95% interval of `cᵀ b` for coefficients `b` with covariance `cov`
+/// (W², base then types) and Student quantile `t`: `t · sqrt(cᵀ cov c)`, with `c` in
+/// seconds (so the result is in J). `None` when the shapes differ or the variance is not a
+/// finite non-negative number.
+pub(crate) fn half_width(cov: &[Vec<f64>], c: &[f64], t: f64) -> Option<f64> {
+    if cov.len() != c.len() || cov.iter().any(|r| r.len() != c.len()) || !t.is_finite() {
+        return None;
+    }
+    let v: f64 = cov
+        .iter()
+        .zip(c)
+        .map(|(row, ci)| ci * row.iter().zip(c).map(|(x, cj)| x * cj).sum::<f64>())
+        .sum();
+    (v.is_finite() && v >= 0.0).then(|| t * v.sqrt())
+}
+
 /// One domain's rows, stacked over one or more traces, with a shared column set.
 /// Column 0 is the base (Δt); column `1 + k` is type `keys[k]`.
 pub(crate) struct Stack<'a> {

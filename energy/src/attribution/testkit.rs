@@ -258,9 +258,4 @@ impl Synth {
     }
 }
 
-/// A standard normal draw (Box-Muller).
-pub(crate) fn gaussian(rng: &mut StdRng) -> f64 {
-    let u1: f64 = rng.random::<f64>().max(f64::MIN_POSITIVE);
-    let u2: f64 = rng.random();
-    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-}
+pub(crate) use super::scenario::gaussian;
