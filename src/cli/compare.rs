@@ -57,8 +57,16 @@ struct RunRow {
     measured_j: f64,
     predicted_j: f64,
     error_pct: f64,
+    /// The application region (the task graph without its calibration), when marked.
+    application: Option<RegionRow>,
     fitted_on: bool,
     trace: PathBuf,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct RegionRow {
+    predicted_j: f64,
+    measured_j: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -70,6 +78,8 @@ struct PolicyRow {
     predicted_j: f64,
     error_pct: f64,
     max_abs_error_pct: f64,
+    /// Mean energy of the application region (the graph alone), when every run marks it.
+    application: Option<RegionRow>,
     fitted_on: bool,
 }
 
@@ -170,6 +180,10 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
             measured_j: measured,
             predicted_j: pred.total_predicted_j,
             error_pct: pred.total_error_pct.unwrap_or(f64::NAN),
+            application: pred.region_total("application").map(|(p, m)| RegionRow {
+                predicted_j: p,
+                measured_j: m,
+            }),
             fitted_on: *policy == fit_on,
             trace: path.clone(),
         });
@@ -188,6 +202,18 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 predicted_j: mean(&|r| r.predicted_j),
                 error_pct: mean(&|r| r.error_pct),
                 max_abs_error_pct: rs.iter().map(|r| r.error_pct.abs()).fold(0.0, f64::max),
+                application: rs
+                    .iter()
+                    .map(|r| r.application)
+                    .collect::<Option<Vec<RegionRow>>>()
+                    .map(|v| RegionRow {
+                        predicted_j: v.iter().map(|x| x.predicted_j).sum::<f64>() / n,
+                        measured_j: v
+                            .iter()
+                            .map(|x| x.measured_j)
+                            .sum::<Option<f64>>()
+                            .map(|m| m / n),
+                    }),
                 fitted_on: *p == fit_on,
             }
         })
@@ -256,5 +282,26 @@ fn print_table(o: &CompareOut, repeat: usize) {
             r.max_abs_error_pct,
             if r.fitted_on { "  (fitted on)" } else { "" }
         );
+    }
+    if o.policies.iter().all(|r| r.application.is_some()) {
+        println!("the application alone (the graph, without calibration):");
+        println!(
+            "{:<8} {:>12} {:>12} {:>9}",
+            "policy", "measured", "predicted", "error"
+        );
+        for r in &o.policies {
+            let app = r.application.expect("checked");
+            let m = app.measured_j;
+            println!(
+                "{:<8} {:>12} {:>10.2} J {:>9}",
+                r.policy,
+                m.map_or("-".to_owned(), |m| format!("{m:.2} J")),
+                app.predicted_j,
+                m.filter(|&m| m != 0.0).map_or("-".to_owned(), |m| format!(
+                    "{:.2}%",
+                    100.0 * (app.predicted_j - m) / m
+                ))
+            );
+        }
     }
 }

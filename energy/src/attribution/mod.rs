@@ -52,7 +52,7 @@ pub use input::{trace_tasks, TraceParts, IDLE_CALIBRATION};
 pub use key::{footprint_class, KeyKind, TypeKey};
 pub use model::{
     fit_model, predict, predict_systems, predict_trace, DomainModel, DomainPrediction, EnergyModel,
-    ModelFit, Prediction, TypeModel, MODEL_FORMAT_VERSION,
+    ModelFit, Prediction, RegionPrediction, TypeModel, MODEL_FORMAT_VERSION,
 };
 pub use nnls::{nnls, NnlsSolution};
 pub use render::{render_prediction, render_report, RenderOptions};

@@ -313,6 +313,46 @@ pub struct DomainPrediction {
     /// Powers the prediction used that the model flags (not shown as measurements), with
     /// the flag: `potrf@cpu (imprecise)`, `base (held at 0)`.
     pub unreliable_types: Vec<String>,
+    /// The same prediction per region of the run (application, calibration, user
+    /// regions); empty when the run marks none.
+    #[serde(default)]
+    pub regions: Vec<RegionPrediction>,
+}
+
+/// The prediction of one region of a run on one domain.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegionPrediction {
+    /// The region's name.
+    pub name: String,
+    /// Its length, s.
+    pub window_s: f64,
+    /// `P_base · window + Σ_k p_k · T_k(region)`, J.
+    pub predicted_j: f64,
+    /// 95% interval from the model's covariance.
+    pub interval_j: Option<[f64; 2]>,
+    /// Measured over the region's spans, when the run sampled the domain there.
+    pub measured_j: Option<f64>,
+    /// `100 · (predicted − measured) / measured`.
+    pub error_pct: Option<f64>,
+}
+
+impl Prediction {
+    /// A region's predicted and measured energy summed over the domains counted in the
+    /// totals: `(predicted, measured)`; `None` when no counted domain has the region.
+    pub fn region_total(&self, name: &str) -> Option<(f64, Option<f64>)> {
+        let rs: Vec<&RegionPrediction> = self
+            .domains
+            .iter()
+            .filter(|d| d.in_total)
+            .flat_map(|d| d.regions.iter().filter(|r| r.name == name))
+            .collect();
+        (!rs.is_empty()).then(|| {
+            (
+                rs.iter().map(|r| r.predicted_j).sum(),
+                rs.iter().map(|r| r.measured_j).sum(),
+            )
+        })
+    }
 }
 
 /// Predicts a run's energy per domain with a model. `tasks` is read once.
@@ -558,7 +598,49 @@ fn predict_domain(
             (n > 0).then(|| 100.0 * sum / n as f64)
         })
         .flatten();
+    let t95 = m.t95.unwrap_or(1.96);
+    let regions = s
+        .regions()
+        .iter()
+        .zip(s.region_time())
+        .map(|(r, times)| {
+            let window = r.length_ns() as f64 * 1e-9;
+            let mut c = vec![0.0; m.types.len() + 1];
+            c[0] = window;
+            let mut predicted_j = base_w * window;
+            for ((col, &(_, ns)), p) in s.columns.iter().zip(times).zip(&coef) {
+                let busy = ns as f64 * 1e-9;
+                predicted_j += p * busy;
+                if let Some(&i) = index.get(&col.key) {
+                    c[i + 1] += busy;
+                }
+            }
+            let interval_j = m
+                .covariance_w2
+                .as_ref()
+                .and_then(|cov| super::solve::half_width(cov, &c, t95))
+                .map(|h| [(predicted_j - h).max(0.0), predicted_j + h]);
+            let measured_j = sampled
+                .then(|| {
+                    r.spans
+                        .iter()
+                        .map(|&(a, b)| Some(s.energy_at(b)? - s.energy_at(a)?))
+                        .sum::<Option<f64>>()
+                })
+                .flatten();
+            RegionPrediction {
+                name: r.name.clone(),
+                window_s: window,
+                predicted_j,
+                interval_j,
+                error_pct: measured_j
+                    .and_then(|mj| (mj != 0.0).then(|| 100.0 * (predicted_j - mj) / mj)),
+                measured_j,
+            }
+        })
+        .collect();
     DomainPrediction {
+        regions,
         domain: s.domain(),
         name: s.info.name.clone(),
         sampled,
@@ -734,6 +816,7 @@ mod tests {
             in_total: true,
             missing_types: vec![],
             unreliable_types: vec![],
+            regions: vec![],
         };
         let mut v = vec![
             d(Domain::CpuPackage { id: 0 }),

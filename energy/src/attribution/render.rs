@@ -118,6 +118,33 @@ pub fn render_prediction(pred: &Prediction, opts: &RenderOptions) -> String {
     if pred.domains.iter().any(|d| !d.in_total) {
         out.push_str("* contained in another domain: not counted in the total\n");
     }
+    if pred.domains.iter().any(|d| !d.regions.is_empty()) {
+        out.push('\n');
+        let mut t = Table::new(&[
+            ("domain", false),
+            ("region", false),
+            ("window", true),
+            ("predicted", true),
+            ("+-95%", true),
+            ("measured", true),
+            ("error", true),
+        ]);
+        for d in &pred.domains {
+            for r in &d.regions {
+                t.row(vec![
+                    d.domain.to_string(),
+                    r.name.clone(),
+                    format!("{:.3} s", r.window_s),
+                    si(r.predicted_j, "J"),
+                    r.interval_j
+                        .map_or("-".into(), |[lo, hi]| si((hi - lo) / 2.0, "J")),
+                    r.measured_j.map_or("-".into(), |m| si(m, "J")),
+                    r.error_pct.map_or("-".into(), signed_pct),
+                ]);
+            }
+        }
+        t.render(&mut out);
+    }
     list(&mut out, "warnings", &pred.warnings);
     out
 }

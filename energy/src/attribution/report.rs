@@ -308,26 +308,6 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
     // match by key to be safe).
     let index: std::collections::HashMap<&TypeKey, usize> =
         fit.keys.iter().enumerate().map(|(i, k)| (k, i)).collect();
-    // Cumulative measured energy at each sample.
-    let t = sys.sample_times_ns();
-    let mut cum = Vec::with_capacity(t.len());
-    let mut acc = 0.0;
-    if !t.is_empty() {
-        cum.push(0.0);
-        for e in sys.energy_j() {
-            acc += e;
-            cum.push(acc);
-        }
-    }
-    let energy_at = |x: u64| -> Option<f64> {
-        if t.len() < 2 || x < t[0] || x > t[t.len() - 1] {
-            return None;
-        }
-        let i = t.partition_point(|&s| s <= x).clamp(1, t.len() - 1);
-        let (t0, t1) = (t[i - 1], t[i]);
-        let f = (x - t0) as f64 / (t1 - t0) as f64;
-        Some(cum[i - 1] + f * (cum[i] - cum[i - 1]))
-    };
     sys.regions()
         .iter()
         .zip(sys.region_time())
@@ -380,7 +360,7 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
             let measured_j = r
                 .spans
                 .iter()
-                .map(|&(a, b)| Some(energy_at(b)? - energy_at(a)?))
+                .map(|&(a, b)| Some(sys.energy_at(b)? - sys.energy_at(a)?))
                 .sum::<Option<f64>>();
             let idle_j = if workers > 0 {
                 p_base * (window_s - busy_total / workers as f64)

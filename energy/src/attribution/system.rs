@@ -201,6 +201,32 @@ impl DomainSystem {
         self.task_span
     }
 
+    /// Measured energy from the first sample to `t_ns`, J, interpolated linearly between
+    /// the two samples around it; a time less than one interval outside the sampled window
+    /// is taken at its edge (a run's last reading may land just before the end of its
+    /// graph); `None` further out.
+    pub fn energy_at(&self, t_ns: u64) -> Option<f64> {
+        let t = &self.t_ns;
+        let n = t.len();
+        if n < 2 {
+            return None;
+        }
+        let t_ns = if t_ns < t[0] && t[0] - t_ns <= t[1] - t[0] {
+            t[0]
+        } else if t_ns > t[n - 1] && t_ns - t[n - 1] <= t[n - 1] - t[n - 2] {
+            t[n - 1]
+        } else {
+            t_ns
+        };
+        if t_ns < t[0] || t_ns > t[n - 1] {
+            return None;
+        }
+        let i = t.partition_point(|&s| s <= t_ns).clamp(1, t.len() - 1);
+        let before: f64 = self.energy_j[..i - 1].iter().sum();
+        let f = (t_ns - t[i - 1]) as f64 / (t[i] - t[i - 1]) as f64;
+        Some(before + f * self.energy_j[i - 1])
+    }
+
     /// The trace's regions.
     pub fn regions(&self) -> &[RegionDef] {
         &self.regions

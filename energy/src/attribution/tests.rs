@@ -655,6 +655,22 @@ fn regions_split_the_energy_and_match_the_measured() {
     assert_fits_80(&text);
     assert!(text.contains("energy of the application"), "{text}");
     assert!(text.contains("second-half"));
+    // Prediction works per region too, and agrees with what was measured there.
+    let sys = TraceSystems::build(&s.parts(), &s.tasks, KeyKind::CodeletArch).unwrap();
+    let m = fit_model(&[sys], None, &AttributionOptions::default()).unwrap();
+    let p = predict(&m.model, &s.parts(), &s.tasks).unwrap();
+    for d in &p.domains {
+        assert_eq!(d.regions.len(), 2);
+        for r in &d.regions {
+            assert!(r.error_pct.unwrap().abs() < 2.0, "{r:?}");
+            assert!(r.interval_j.is_some());
+        }
+    }
+    let (pred, meas) = p.region_total("application").unwrap();
+    assert!(rel(pred, meas.unwrap()) < 0.02);
+    let text = render_prediction(&p, &RenderOptions::default());
+    assert_fits_80(&text);
+    assert!(text.contains("second-half"), "{text}");
 }
 
 #[test]
