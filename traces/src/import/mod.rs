@@ -214,8 +214,11 @@ impl ImportOptions {
 struct TraceBuilder {
     codelets: Vec<CodeletInfo>,
     by_name: HashMap<String, CodeletId>,
-    /// Records per worker, with their predecessors.
-    records: BTreeMap<WorkerId, Vec<(TaskRecord, Vec<TaskId>)>>,
+    /// Records per worker, in blocks of [`RECORDS_PER_CHUNK`] (72 bytes a task and no
+    /// growth slack: a single growing vector would hold up to twice that).
+    records: BTreeMap<WorkerId, Vec<Vec<TaskRecord>>>,
+    /// Predecessors of the tasks that have some (StarPU's `DependsOn`; CSV has none).
+    preds: HashMap<TaskId, Vec<TaskId>>,
     archs: BTreeMap<WorkerId, Arch>,
 }
 
@@ -225,6 +228,7 @@ impl TraceBuilder {
             codelets: Vec::new(),
             by_name: HashMap::new(),
             records: BTreeMap::new(),
+            preds: HashMap::new(),
             archs: BTreeMap::new(),
         }
     }
@@ -254,10 +258,18 @@ impl TraceBuilder {
 
     fn push(&mut self, record: TaskRecord, preds: Vec<TaskId>) {
         self.archs.entry(record.worker).or_insert(record.arch);
-        self.records
-            .entry(record.worker)
-            .or_default()
-            .push((record, preds));
+        if !preds.is_empty() {
+            self.preds.insert(record.id, preds);
+        }
+        let blocks = self.records.entry(record.worker).or_default();
+        match blocks.last_mut() {
+            Some(b) if b.len() < RECORDS_PER_CHUNK => b.push(record),
+            _ => {
+                let mut b = Vec::with_capacity(RECORDS_PER_CHUNK);
+                b.push(record);
+                blocks.push(b);
+            }
+        }
     }
 
     fn workers(&self) -> BTreeSet<WorkerId> {
@@ -289,12 +301,18 @@ impl TraceBuilder {
             ..RunMeta::default()
         };
         let mut chunks = vec![Chunk::Meta(meta), Chunk::Codelets(self.codelets)];
-        for (_, mut recs) in self.records {
-            recs.sort_by_key(|(r, _)| (r.end, r.start, r.id));
+        let no_preds: Vec<TaskId> = Vec::new();
+        for (_, blocks) in self.records {
+            // One worker at a time is made contiguous (each block freed as it is copied).
+            let mut recs = Vec::with_capacity(blocks.iter().map(Vec::len).sum());
+            for b in blocks {
+                recs.extend(b);
+            }
+            recs.sort_unstable_by_key(|r| (r.end, r.start, r.id));
             for part in recs.chunks(RECORDS_PER_CHUNK) {
                 let mut c = TaskChunk::with_capacity(part.len(), 0);
-                for (r, preds) in part {
-                    c.push(*r, preds);
+                for r in part {
+                    c.push(*r, self.preds.get(&r.id).unwrap_or(&no_preds));
                 }
                 chunks.push(Chunk::Tasks(c));
             }
