@@ -81,8 +81,12 @@ pub struct FitDiagnostics {
     pub inseparable: Vec<InseparableGroup>,
     /// Rows entirely inside idle-calibration markers.
     pub idle_calibration_rows: usize,
-    /// Whether such rows pinned the base power.
+    /// Whether rows without any task time (inside idle-calibration markers or not)
+    /// pinned the base power.
     pub base_pinned_by_idle: bool,
+    /// Rows without any task time, idle-calibration rows included.
+    #[serde(default)]
+    pub idle_rows: usize,
     /// How the intervals were aligned to the meter's updates, in words (one line per
     /// stacked trace that was aligned).
     #[serde(default)]
@@ -237,6 +241,11 @@ pub(crate) fn analyse(
         keep
     });
     let idle_rows: usize = stack.systems.iter().map(|s| s.idle_rows).sum();
+    // Any row without task time pins the base, marked or not.
+    let mut empty_rows = 0usize;
+    stack.visit(0..n, |_, x, _, w| {
+        empty_rows += usize::from(w > 0.0 && x[1..].iter().all(|&v| v == 0.0));
+    });
     let mut warnings = cond_warnings;
     for m in near_ok {
         warnings.push(format!(
@@ -295,7 +304,8 @@ pub(crate) fn analyse(
             cv_folds: folds,
             inseparable,
             idle_calibration_rows: idle_rows,
-            base_pinned_by_idle: idle_rows > 0,
+            base_pinned_by_idle: empty_rows > 0,
+            idle_rows: empty_rows,
             alignment: stack
                 .systems
                 .iter()

@@ -198,11 +198,11 @@ fn domain(out: &mut String, d: &DomainReport) {
                 .map_or("inf".into(), |c| format!("{c:.1}")),
             if f.base_pinned_by_idle {
                 format!(
-                    "base pinned by {} idle interval(s)",
-                    f.idle_calibration_rows
+                    "base pinned by {} idle interval(s) ({} in idle calibration)",
+                    f.idle_rows, f.idle_calibration_rows
                 )
             } else {
-                "base not pinned (no idle interval)".to_owned()
+                "base not pinned (no interval without tasks)".to_owned()
             }
         ),
         format!(

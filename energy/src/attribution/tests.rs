@@ -347,8 +347,26 @@ fn idle_calibration_pins_the_base() {
         "{:?}",
         f.warnings
     );
+    assert!(f.idle_rows >= 50, "{}", f.idle_rows);
     let text = render_report(&a.report, &RenderOptions::default());
-    assert!(text.contains("base pinned by 50 idle interval(s)"));
+    assert!(
+        text.contains(&format!(
+            "base pinned by {} idle interval(s) (50 in idle",
+            f.idle_rows
+        )),
+        "{text}"
+    );
+    // Idle intervals pin the base without markers too.
+    let mut unmarked = s.clone();
+    unmarked.markers.clear();
+    let a = attribute(
+        &unmarked.parts(),
+        &unmarked.tasks,
+        &AttributionOptions::default(),
+    )
+    .unwrap();
+    let f = &a.report.domains[0].fit;
+    assert!(f.base_pinned_by_idle && f.idle_rows >= 50 && f.idle_calibration_rows == 0);
 }
 
 #[test]
