@@ -21,17 +21,16 @@ pub enum AttributionError {
     },
     /// A domain has more task types than the fit supports.
     #[error(
-        "{types} task types in domain {domain}: the fit supports at most {max} per domain (its \
-         memory and time grow with the square and the cube of the number of types: {types} \
-         would need about {mib} MiB); group tasks into fewer types (`--key codelet` rather \
-         than `codelet+footprint`), or check the trace's codelet names"
+        "{types} task types in domain {domain}: the fit supports at most {max} per domain \
+         ({types} would need about {mib} MiB); group tasks into fewer types (`--key codelet` \
+         rather than `codelet+footprint`), or check the trace's codelet names"
     )]
     TooManyTypes {
         /// The domain (e.g. `package-0`).
         domain: String,
         /// Types found.
         types: usize,
-        /// The limit ([`MAX_TYPES`](crate::attribution::MAX_TYPES)).
+        /// The limit ([`MAX_SPARSE_TYPES`](crate::attribution::MAX_SPARSE_TYPES)).
         max: usize,
         /// Estimated memory of the fit, MiB.
         mib: u64,

@@ -28,6 +28,7 @@ mod diagnostics;
 mod error;
 mod input;
 mod key;
+mod large;
 mod model;
 mod nnls;
 mod qr;
@@ -62,6 +63,6 @@ pub use report::{
 };
 pub use solve::{
     AttributionOptions, DomainFit, Estimate, Flag, RowWeights, Solver, DEFAULT_PRECISION_PCT,
-    MAX_TYPES,
+    MAX_SPARSE_TYPES, MAX_TYPES,
 };
 pub use system::{regions_of, DomainSystem, RegionDef, TraceSystems, TypeColumn, TypeStats};

@@ -21,10 +21,16 @@ use super::nnls::{lstsq_min_norm, nnls};
 use super::qr::TriAccumulator;
 use super::system::{DomainSystem, TypeStats};
 
-/// The most task types one domain's fit takes: the normal equations and their
-/// cross-validation folds are dense, so memory grows with the square of the number of
-/// types and time with its cube (1024 types: about 50 MB and a second or two).
+/// The most task types one domain's dense fit takes: its triangle and cross-validation
+/// folds are dense, so memory grows with the square of the number of types and time with
+/// its cube (1024 types: about 50 MB and a second or two). More types are fitted by
+/// coordinate descent on the sparse system (`large.rs`): linear in the non-zeros, without
+/// intervals.
 pub const MAX_TYPES: usize = 1024;
+
+/// The most task types one domain takes at all (2^20): past it the input is refused
+/// ([`AttributionError::TooManyTypes`]).
+pub const MAX_SPARSE_TYPES: usize = 1 << 20;
 
 /// The default [`AttributionOptions::precision_pct`]: 95% intervals within ±5%.
 pub const DEFAULT_PRECISION_PCT: f64 = 5.0;
@@ -291,7 +297,7 @@ pub(crate) struct Stack<'a> {
 }
 
 impl<'a> Stack<'a> {
-    /// Refuses more than [`MAX_TYPES`] types ([`AttributionError::TooManyTypes`]).
+    /// Refuses more than [`MAX_SPARSE_TYPES`] types ([`AttributionError::TooManyTypes`]).
     pub(crate) fn new(
         systems: Vec<&'a DomainSystem>,
         weights: &RowWeights,
@@ -317,15 +323,14 @@ impl<'a> Stack<'a> {
             }
             maps.push(map);
             offsets.push(offsets.last().unwrap() + s.intervals());
-            if keys.len() > MAX_TYPES {
-                // Refused before anything quadratic is allocated.
+            if keys.len() > MAX_SPARSE_TYPES {
                 let p = keys.len() as u64 + 1;
                 let rows = *offsets.last().unwrap() as u64;
                 return Err(AttributionError::TooManyTypes {
                     domain: s.info.name.clone(),
                     types: keys.len(),
-                    max: MAX_TYPES,
-                    mib: (p * p * 8 * 6 + rows * p * 8) >> 20,
+                    max: MAX_SPARSE_TYPES,
+                    mib: (rows * p * 8) >> 20,
                 });
             }
         }
@@ -544,6 +549,11 @@ fn ols(a: &DMatrix<f64>, z: &DVector<f64>) -> DVector<f64> {
 
 /// Fits one domain from its rows stacked over one or more traces.
 pub(crate) fn fit_stack(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainFit {
+    if stack.keys.len() > MAX_TYPES {
+        let mut fit = super::large::fit_large(stack, opts);
+        fit.diagnostics.weights = opts.weights.describe().to_owned();
+        return fit;
+    }
     let p = stack.unknowns();
     let n = stack.rows();
     // Contiguous-block cross-validation needs at least two rows per fold to mean anything.

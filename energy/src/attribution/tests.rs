@@ -737,3 +737,73 @@ fn a_trace_without_samples_is_predicted_on_a_one_package_model() {
     assert!(matches!(e, AttributionError::NoWorkerMap { .. }));
     assert!(e.to_string().contains("--workers"), "{e}");
 }
+
+#[test]
+fn more_types_than_the_dense_fit_takes_are_solved_by_coordinate_descent() {
+    use super::testkit::domain_info;
+    let k = MAX_TYPES + 476; // 1500 types
+    let n = 3_000u64; // 1 ms intervals
+    let power = |c: u64| 1.0 + (c % 10) as f64;
+    let mut tasks = Vec::new();
+    let mut cum = vec![0.0];
+    let mut e = 0.0;
+    for i in 0..n {
+        let t0 = i * 1_000_000;
+        if i % 11 == 10 {
+            // Idle intervals pin the base (else the base and the sum of the types would be
+            // collinear).
+            e += 20.0 * 1e-3;
+            cum.push(e);
+            continue;
+        }
+        // Type i mod k alone, and every 7th interval with a second type: each type runs
+        // alone in at least one interval (k = 1500 is not a multiple of 7 or 11), so the
+        // system is identified. The iterative path cannot tell otherwise.
+        let a = i % k as u64;
+        tasks.push(task(a as u32, 0, t0 + 100_000, t0 + 500_000));
+        e += 20.0 * 1e-3 + power(a) * 4e-4;
+        if i % 7 == 0 {
+            let b = (i * 7 + 3) % k as u64;
+            tasks.push(task(b as u32, 1, t0 + 200_000, t0 + 500_000));
+            e += power(b) * 3e-4;
+        }
+        cum.push(e);
+    }
+    let times: Vec<u64> = (0..=n).map(|i| i * 1_000_000).collect();
+    let domains = vec![domain_info(0, Domain::CpuPackage { id: 0 }, &[0, 1, 2, 3])];
+    let samples = super::system::samples_for(0, &times, &cum);
+    let codelets: Vec<taskwatt_traces::CodeletInfo> = (0..k as u32)
+        .map(|c| taskwatt_traces::CodeletInfo {
+            id: c,
+            name: format!("t{c}"),
+            archs: vec![Arch::Cpu],
+        })
+        .collect();
+    let parts = TraceParts::new(&domains, &samples, &codelets);
+    let a = attribute(&parts, &tasks, &AttributionOptions::default()).unwrap();
+    let d = &a.report.domains[0];
+    assert_eq!(d.types.len(), k);
+    assert!(rel(d.base.value_w, 20.0) < 1e-6, "{:?}", d.base);
+    for t in &d.types {
+        let c: u64 = t.key.codelet[1..].parse().unwrap();
+        assert!(
+            rel(t.power.value_w, power(c)) < 1e-6,
+            "{} {:?} {:?}",
+            t.key,
+            t.power,
+            d.fit.warnings
+        );
+        // No interval without the dense inverse: never shown as a measurement.
+        assert!(!t.power.reliable && t.power.flags.contains(&Flag::NoInterval));
+    }
+    assert!(
+        d.fit
+            .warnings
+            .iter()
+            .any(|w| w.contains("coordinate descent")),
+        "{:?}",
+        d.fit.warnings
+    );
+    let text = render_report(&a.report, &RenderOptions::default());
+    assert_fits_80(&text);
+}
