@@ -20,6 +20,7 @@
 //! ```
 
 pub mod apps;
+mod measure;
 pub mod plots;
 pub mod session;
 pub mod taskbench;
@@ -29,6 +30,10 @@ pub use taskwatt_kernels as kernels;
 pub use taskwatt_runtime as runtime;
 pub use taskwatt_scheduler as scheduler;
 pub use taskwatt_traces as traces;
+
+pub use measure::{EnergyReport, Measure, MeasureError, Measured};
+pub use taskwatt_energy::MeterChoice;
+pub use taskwatt_traces::Region;
 
 pub use taskwatt_runtime::{
     Access, Codelet, Handle, Runtime, RuntimeBuilder, RuntimeError, Task, TaskCtx, TaskHandle,

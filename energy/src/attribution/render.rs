@@ -419,7 +419,13 @@ fn truth(out: &mut String, tr: &TruthComparison) {
         t.row(vec![
             r.name.clone(),
             est,
-            r.truth_w.map_or("?".into(), |v| si(v, "W")),
+            r.truth_w.map_or("?".into(), |v| {
+                if r.truth_is_default {
+                    format!("{}*", si(v, "W"))
+                } else {
+                    si(v, "W")
+                }
+            }),
             r.error_w.map_or("-".into(), |v| si(v, "W")),
             r.error_pct.map_or("-".into(), signed_pct),
             r.ci95_w.map_or("-".into(), |[lo, hi]| range(lo, hi)),
@@ -429,6 +435,12 @@ fn truth(out: &mut String, tr: &TruthComparison) {
         ]);
     }
     t.render(out);
+    if tr.rows.iter().any(|r| r.truth_is_default) {
+        out.push_str(
+            "* the simulator's default power: its configuration does not name this codelet\n\
+             (give it one in --sim-config to test the attribution against a chosen truth)\n",
+        );
+    }
 }
 
 /// `12.3 W +- 50.0 mW`, or `(12.3 W) 8.00 W..15.1 W imprecise`.

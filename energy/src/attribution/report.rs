@@ -185,6 +185,10 @@ pub struct TruthRow {
     pub ci95_w: Option<[f64; 2]>,
     /// Whether the estimate was marked reliable.
     pub reliable: bool,
+    /// The truth is the simulator's default power (codelet `*`): its configuration does not
+    /// name this codelet.
+    #[serde(default)]
+    pub truth_is_default: bool,
 }
 
 /// Builds one domain's report from its fit and the system(s) it was fitted on.
@@ -386,7 +390,14 @@ fn compare_truth(fit: &DomainFit, id: DomainId, truth: &GroundTruth) -> TruthCom
     let base_truth = truth.base_w.iter().find(|(d, _)| *d == id).map(|&(_, w)| w);
     let mut rows = vec![truth_row("base".to_owned(), &fit.base, base_truth)];
     for (key, est) in fit.keys.iter().zip(&fit.types) {
-        rows.push(truth_row(key.to_string(), est, type_truth(truth, id, key)));
+        let mut row = truth_row(key.to_string(), est, type_truth(truth, id, key));
+        // A codelet the simulator's configuration does not name draws its default power:
+        // the truth is a placeholder, not something anyone configured for this type.
+        row.truth_is_default = !truth
+            .task_w
+            .iter()
+            .any(|t| t.domain == id && t.codelet == key.codelet);
+        rows.push(row);
     }
     TruthComparison {
         noise_sigma_w: truth.noise_sigma_w,
@@ -461,6 +472,7 @@ fn truth_row(name: String, est: &Estimate, truth_w: Option<f64>) -> TruthRow {
         covered: truth_w.and_then(|t| est.covers(t)),
         ci95_w: est.ci95_w,
         reliable: est.reliable,
+        truth_is_default: false,
     }
 }
 

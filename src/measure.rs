@@ -1,0 +1,328 @@
+//! Energy of your own task graph, in one call: [`Measure`] builds the runtime with tracing,
+//! the meter's observer and the sampler wired in; [`Measured::finish`] shuts it down and
+//! returns the per-task-type energy report, headed by your graph (the `application`
+//! region) and split by the regions you open.
+//!
+//! ```
+//! use taskwatt::{Codelet, Measure, Runtime, Task};
+//!
+//! let m = Measure::new().start(Runtime::builder().workers(2)).unwrap();
+//! let rt = m.runtime();
+//! let work = Codelet::new("work").cpu(|ctx| {
+//!     let v = ctx.rw::<Vec<f64>>(0);
+//!     for x in v.iter_mut() {
+//!         *x = x.sqrt() + 1.0;
+//!     }
+//! });
+//! let data: Vec<_> = (0..8).map(|_| rt.register(vec![2.0f64; 1 << 12])).collect();
+//! for _ in 0..20 {
+//!     for d in &data {
+//!         rt.submit(Task::new(&work).rw(d)).unwrap();
+//!     }
+//! }
+//! rt.wait_all().unwrap();
+//! let report = m.finish().unwrap();
+//! assert!(report.simulated); // no RAPL or NVML here: the simulated meter, labelled so
+//! println!("{}", report.text());
+//! ```
+//!
+//! What it does, in order: creates the trace (a temporary file unless
+//! [`Measure::trace`] names one), detects the meters for the builder's workers
+//! ([`Measure::meter`]: RAPL, NVML, or the simulated meter, whose observer it hands to the
+//! runtime), starts the sampler ([`Measure::period`]), parks every worker for
+//! [`Measure::idle_calibration`] if asked (it pins the base power), and opens the
+//! `application` region. [`Measured::finish`] closes it, parks again for the idle
+//! calibration, shuts the runtime down, stops the sampler, finishes the trace, and
+//! attributes it. Every domain that saw no task is named in the report's warnings (a meter
+//! covering the wrong workers, or a graph shorter than one sampling period).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use taskwatt_energy::attribution::{
+    attribute_trace, render_report, Attribution, AttributionError, AttributionOptions,
+    RenderOptions,
+};
+use taskwatt_energy::{detect, DetectOptions, EnergyError, MeterChoice, Sampler, SamplerConfig};
+use taskwatt_runtime::{Runtime, RuntimeBuilder, RuntimeError};
+use taskwatt_traces::{
+    read_trace, Chunk, Clock, ExecutionObserver, Marker, Region, Timestamp, TraceError, TraceSink,
+    TraceWriter,
+};
+
+/// How to measure (see the module docs). `Measure::new()` samples the best available
+/// meter every 10 ms, without idle calibration, into a temporary trace.
+#[derive(Clone, Debug)]
+pub struct Measure {
+    meter: MeterChoice,
+    period: Duration,
+    idle_calibration: Option<Duration>,
+    trace: Option<PathBuf>,
+    detect: DetectOptions,
+    attribution: AttributionOptions,
+}
+
+impl Default for Measure {
+    fn default() -> Self {
+        Measure::new()
+    }
+}
+
+impl Measure {
+    /// The defaults: `MeterChoice::Auto`, 10 ms, no idle calibration, a temporary trace.
+    pub fn new() -> Measure {
+        Measure {
+            meter: MeterChoice::Auto,
+            period: Duration::from_millis(10),
+            idle_calibration: None,
+            trace: None,
+            detect: DetectOptions::default(),
+            attribution: AttributionOptions::default(),
+        }
+    }
+
+    /// Which meter (`MeterChoice::Auto` falls back to the simulated one, labelled so).
+    pub fn meter(mut self, meter: MeterChoice) -> Measure {
+        self.meter = meter;
+        self
+    }
+
+    /// Sampling period (1 ms to 1 s).
+    pub fn period(mut self, period: Duration) -> Measure {
+        self.period = period;
+        self
+    }
+
+    /// Park every worker this long before and after the graph, to pin the base power.
+    pub fn idle_calibration(mut self, d: Duration) -> Measure {
+        self.idle_calibration = Some(d);
+        self
+    }
+
+    /// Keep the trace at `path` (default: a temporary file, removed with the report).
+    pub fn trace(mut self, path: impl Into<PathBuf>) -> Measure {
+        self.trace = Some(path.into());
+        self
+    }
+
+    /// Where the meters live, and the simulator's configuration.
+    pub fn detect_options(mut self, d: DetectOptions) -> Measure {
+        self.detect = d;
+        self
+    }
+
+    /// How to attribute (key kind, solver, precision threshold...).
+    pub fn attribution(mut self, o: AttributionOptions) -> Measure {
+        self.attribution = o;
+        self
+    }
+
+    /// Builds the runtime from `builder` with tracing, the meter's observer and the
+    /// sampler wired in, and opens the `application` region.
+    ///
+    /// # Errors
+    /// [`MeasureError`]: the trace cannot be created, no meter can be opened (a named one
+    /// that is missing says what is missing), the runtime cannot start.
+    pub fn start(self, builder: RuntimeBuilder) -> Result<Measured, MeasureError> {
+        let (path, temp) = match &self.trace {
+            Some(p) => (p.clone(), None),
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix("taskwatt-")
+                    .suffix(".twt")
+                    .tempfile()
+                    .map_err(|source| TraceError::Io {
+                        path: std::env::temp_dir(),
+                        source,
+                    })?
+                    .into_temp_path();
+                (t.to_path_buf(), Some(t))
+            }
+        };
+        let writer = TraceWriter::create(&path)?;
+        let sink = writer.sink();
+        let mut b = builder.trace(sink.clone());
+        let workers = b.worker_plan()?;
+        let mut detected = detect(self.meter, &workers, &self.detect)?;
+        let simulated = detected.observer.is_some();
+        if let Some(obs) = detected.observer.clone() {
+            b = b.observer(obs as Arc<dyn ExecutionObserver>);
+        }
+        let rt = b.build()?;
+        let meters = std::mem::take(&mut detected.meters);
+        let sampler = Sampler::start(
+            meters,
+            &workers,
+            sink.clone(),
+            SamplerConfig::with_period(self.period)?,
+        )?;
+        let m = Measured {
+            rt: Some(rt),
+            sink,
+            writer: Some(writer),
+            sampler: Some(sampler),
+            simulated,
+            path,
+            _temp: temp,
+            app_start: Clock::now(),
+            measure: self,
+        };
+        m.idle();
+        Ok(Measured {
+            app_start: Clock::now(),
+            ..m
+        })
+    }
+}
+
+/// A runtime being measured: submit to [`Measured::runtime`], open regions with
+/// [`Measured::region`], and call [`Measured::finish`] for the report.
+pub struct Measured {
+    rt: Option<Runtime>,
+    sink: TraceSink,
+    writer: Option<TraceWriter>,
+    sampler: Option<Sampler>,
+    simulated: bool,
+    path: PathBuf,
+    _temp: Option<tempfile::TempPath>,
+    app_start: Timestamp,
+    measure: Measure,
+}
+
+impl std::fmt::Debug for Measured {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Measured")
+            .field("trace", &self.path)
+            .field("simulated", &self.simulated)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Measured {
+    /// The runtime to submit to.
+    pub fn runtime(&self) -> &Runtime {
+        self.rt.as_ref().expect("the runtime lives until finish")
+    }
+
+    /// Opens a named region (closed when the guard drops): the report gives its energy per
+    /// domain, split into task types and base.
+    pub fn region(&self, name: &str) -> Region {
+        Region::open(&self.sink, name)
+    }
+
+    /// Whether the energies come from the simulated meter.
+    pub fn is_simulated(&self) -> bool {
+        self.simulated
+    }
+
+    fn idle(&self) {
+        if let Some(d) = self.measure.idle_calibration {
+            let start = Clock::now();
+            std::thread::sleep(d);
+            self.sink.send(Chunk::Markers(vec![Marker {
+                name: taskwatt_energy::attribution::IDLE_CALIBRATION.into(),
+                start,
+                end: Clock::now(),
+            }]));
+        }
+    }
+
+    /// Waits for every task, closes the `application` region, shuts the runtime down, stops
+    /// the sampler, finishes the trace and attributes it.
+    ///
+    /// # Errors
+    /// A failed task or runtime error, a sampler or trace error, or an attribution error
+    /// (for instance no energy sample at all: a graph shorter than one period).
+    pub fn finish(mut self) -> Result<EnergyReport, MeasureError> {
+        let rt = self.rt.take().expect("finish runs once");
+        let waited = rt.wait_all();
+        self.sink.send(Chunk::Markers(vec![Marker {
+            name: "graph".into(),
+            start: self.app_start,
+            end: Clock::now(),
+        }]));
+        self.idle();
+        let stats = rt.shutdown();
+        let sampled = self.sampler.take().map(Sampler::stop).transpose();
+        let writer = self.writer.take().expect("finish runs once");
+        let outcome = if waited.is_err() || stats.is_err() || sampled.is_err() {
+            taskwatt_traces::RunOutcome::Failed
+        } else {
+            taskwatt_traces::RunOutcome::Complete
+        };
+        drop(std::mem::replace(&mut self.sink, TraceSink::null()));
+        let summary = writer.finish_with_outcome(outcome);
+        waited?;
+        stats?;
+        sampled?;
+        summary?;
+        let trace = read_trace(&self.path)?;
+        let mut attribution = attribute_trace(&trace, &self.measure.attribution)?;
+        for d in &attribution.report.domains {
+            if d.workers > 0 && d.types.iter().all(|t| t.busy_s == 0.0) {
+                attribution.report.warnings.push(format!(
+                    "domain {} saw no task: its workers ran nothing while it was sampled (a \
+                     graph shorter than one sampling period, or a meter covering other \
+                     workers)",
+                    d.name
+                ));
+            }
+        }
+        Ok(EnergyReport {
+            attribution,
+            simulated: self.simulated,
+            trace: self.measure.trace.clone(),
+            _temp: self._temp.take(),
+        })
+    }
+}
+
+/// What [`Measured::finish`] returns.
+#[derive(Debug)]
+pub struct EnergyReport {
+    /// The attribution (report, fits, systems).
+    pub attribution: Attribution,
+    /// Whether the energies come from the simulated meter (every rendering says so).
+    pub simulated: bool,
+    /// The trace, when [`Measure::trace`] asked to keep it.
+    pub trace: Option<PathBuf>,
+    _temp: Option<tempfile::TempPath>,
+}
+
+impl EnergyReport {
+    /// The 80-column text report.
+    pub fn text(&self) -> String {
+        render_report(
+            &self.attribution.report,
+            &RenderOptions {
+                simulated: self.simulated,
+            },
+        )
+    }
+
+    /// The report as JSON (with `simulated`).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "simulated": self.simulated,
+            "report": self.attribution.report,
+        })
+    }
+}
+
+/// Errors of a measured run.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    /// The runtime failed to start, or a task failed.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// A meter could not be opened or read.
+    #[error(transparent)]
+    Energy(#[from] EnergyError),
+    /// The trace could not be written or read back.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The attribution failed (no energy sample, for instance).
+    #[error(transparent)]
+    Attribution(#[from] AttributionError),
+}

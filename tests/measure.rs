@@ -1,0 +1,86 @@
+//! `Measure`: energy of a user's own graph in one call.
+
+use std::time::Duration;
+
+use taskwatt::{Codelet, Measure, MeterChoice, Runtime, Task};
+
+#[test]
+fn a_three_codelet_graph_gets_its_report_per_type_and_region() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.twt");
+    let m = Measure::new()
+        .meter(MeterChoice::Sim)
+        .period(Duration::from_millis(2))
+        .idle_calibration(Duration::from_millis(50))
+        .trace(&path)
+        .start(Runtime::builder().workers(2))
+        .unwrap();
+    assert!(m.is_simulated());
+    let rt = m.runtime();
+    let spin = |us: u64| {
+        move |_: &taskwatt::TaskCtx<'_>| {
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_micros(us) {
+                std::hint::spin_loop();
+            }
+        }
+    };
+    let a = Codelet::new("a").cpu(spin(300));
+    let b = Codelet::new("b").cpu(spin(500));
+    let c = Codelet::new("c").cpu(spin(200));
+    let x = rt.register(0u8);
+    let y = rt.register(0u8);
+    {
+        let _r = m.region("first-half");
+        for _ in 0..60 {
+            rt.submit(Task::new(&a).rw(&x)).unwrap();
+            rt.submit(Task::new(&b).rw(&y)).unwrap();
+        }
+        rt.wait_all().unwrap();
+    }
+    for _ in 0..60 {
+        rt.submit(Task::new(&c).r(&x)).unwrap();
+        rt.submit(Task::new(&c).r(&y)).unwrap();
+    }
+    rt.wait_all().unwrap();
+    let report = m.finish().unwrap();
+    assert!(report.simulated);
+    assert_eq!(report.trace.as_deref(), Some(path.as_path()));
+    assert!(path.exists());
+    let d = &report.attribution.report.domains[0];
+    let mut names: Vec<String> = d.types.iter().map(|t| t.key.codelet.clone()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "b", "c"]);
+    let regions: Vec<&str> = d.regions.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(regions, ["application", "calibration", "first-half"]);
+    let app = &d.regions[0];
+    assert_eq!(app.tasks, 240);
+    let text = report.text();
+    assert!(text.contains("SIMULATED"));
+    assert!(
+        text.contains("energy of the application (240 task(s)"),
+        "{text}"
+    );
+    assert!(report.json()["report"]["domains"].is_array());
+}
+
+#[test]
+fn a_graph_that_runs_nothing_is_warned_about() {
+    let m = Measure::new()
+        .meter(MeterChoice::Sim)
+        .period(Duration::from_millis(2))
+        .start(Runtime::builder().workers(1))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    let report = m.finish().unwrap();
+    assert!(
+        report
+            .attribution
+            .report
+            .warnings
+            .iter()
+            .any(|w| w.contains("saw no task")),
+        "{:?}",
+        report.attribution.report.warnings
+    );
+}
