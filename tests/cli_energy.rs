@@ -269,3 +269,66 @@ fn auto_type_calibration_calibrates_only_flagged_types_within_its_budget() {
     assert!(text.contains("type-calibration:"));
     assert_eq!(v["app"]["tasks"], 120);
 }
+
+#[test]
+fn export_csv_then_import_then_report_reproduces_the_powers() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.twt");
+    let v = json(&[
+        "run",
+        "cholesky",
+        "--n",
+        "1024",
+        "--tile",
+        "128",
+        "--meter",
+        "sim",
+        "--period",
+        "2ms",
+        "--iterations",
+        "3",
+        "--trace",
+        s(&trace),
+        "--json",
+    ]);
+    let csv = d.path().join("t.csv");
+    ok(&["export", s(&trace), "--format", "csv", "-o", s(&csv)]);
+    let back = d.path().join("back.twt");
+    ok(&[
+        "import",
+        "--tasks",
+        s(&csv),
+        "--samples",
+        s(&d.path().join("t.samples.csv")),
+        "-o",
+        s(&back),
+    ]);
+    let r = json(&["report", s(&back), "--json"]);
+    let powers = |report: &serde_json::Value| -> Vec<(String, f64)> {
+        let mut out = Vec::new();
+        for dom in report["domains"].as_array().unwrap() {
+            out.push((
+                format!("{} base", dom["domain"]),
+                dom["base"]["value_w"].as_f64().unwrap(),
+            ));
+            for t in dom["types"].as_array().unwrap() {
+                out.push((
+                    format!("{} {}", dom["domain"], t["key"]),
+                    t["power"]["value_w"].as_f64().unwrap(),
+                ));
+            }
+        }
+        // Types are listed in first-seen order, which the import's per-worker order changes.
+        out.sort_by(|x, y| x.0.cmp(&y.0));
+        out
+    };
+    let (a, b) = (powers(&v["attribution"]), powers(&r["report"]));
+    assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
+    for ((ka, pa), (kb, pb)) in a.iter().zip(&b) {
+        assert_eq!(ka, kb);
+        assert!(
+            (pa - pb).abs() <= 1e-9 * pa.abs().max(1.0),
+            "{ka}: {pa} before, {pb} after the round trip"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 //!
 //! Tasks: `id,codelet,arch,worker,status,priority,footprint,submit_ns,ready_ns,start_ns,end_ns,preds`
 //! with the codelet by name and the predecessors joined by `;`. Samples:
-//! `domain,domain_name,t_ns,wall_unix_ns,energy_j,raw`. Times are integer ns on the trace
+//! `domain,domain_name,domain_key,t_ns,wall_unix_ns,energy_j,raw` (`domain_key` is what the domain measures, `package-0`: `taskwatt import` reads these files back). Times are integer ns on the trace
 //! clock; floats are written in Rust's shortest round-trip form (`NaN` for an
 //! integrated-power domain's raw value). Fields are quoted (RFC 4180) only when they hold a
 //! comma, a quote or a line break.
@@ -20,7 +20,7 @@ use super::{read_metadata, stream};
 const TASKS_HEADER: &str =
     "id,codelet,arch,worker,status,priority,footprint,submit_ns,ready_ns,start_ns,end_ns,preds\n";
 /// Header row of the samples CSV.
-const SAMPLES_HEADER: &str = "domain,domain_name,t_ns,wall_unix_ns,energy_j,raw\n";
+const SAMPLES_HEADER: &str = "domain,domain_name,domain_key,t_ns,wall_unix_ns,energy_j,raw\n";
 
 /// Exports the tasks of the trace file at `path` as CSV, streaming; returns the rows
 /// written (header excluded).
@@ -90,7 +90,8 @@ struct Csv<W: Write> {
     what: &'static str,
     rows: u64,
     codelets: HashMap<u32, String>,
-    domains: HashMap<u16, String>,
+    /// Per domain id: its sensor name and what it measures (`package-0`: what `import` reads).
+    domains: HashMap<u16, (String, String)>,
     line: Vec<u8>,
 }
 
@@ -108,7 +109,7 @@ impl<W: Write> Csv<W> {
             domains: meta
                 .domains
                 .iter()
-                .map(|d| (d.id, field(&d.name)))
+                .map(|d| (d.id, (field(&d.name), d.domain.to_string())))
                 .collect(),
             line: Vec::with_capacity(256),
         }
@@ -165,10 +166,13 @@ impl<W: Write> Csv<W> {
         for s in samples {
             let l = &mut self.line;
             l.clear();
-            let name = self.domains.get(&s.domain).map_or("", String::as_str);
+            let (name, key) = self
+                .domains
+                .get(&s.domain)
+                .map_or(("", ""), |(n, k)| (n.as_str(), k.as_str()));
             let _ = writeln!(
                 l,
-                "{},{name},{},{},{},{}",
+                "{},{name},{key},{},{},{},{}",
                 s.domain, s.t.0, s.wall_unix_ns, s.energy_j, s.raw
             );
             self.out.write_all(&self.line).map_err(|e| self.err(e))?;
@@ -261,7 +265,10 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(write_csv_samples(&trace(), &mut out).unwrap(), 1);
         let s = String::from_utf8(out.clone()).unwrap();
-        assert_eq!(s, format!("{SAMPLES_HEADER}2,NVIDIA A100,5,6,0.1,NaN\n"));
+        assert_eq!(
+            s,
+            format!("{SAMPLES_HEADER}2,NVIDIA A100,gpu-0,5,6,0.1,NaN\n")
+        );
 
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.twt");

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::energy::read_energy;
 use super::table::Table;
-use super::{ImportOptions, TraceBuilder};
+use super::{ImportOptions, TimeUnit, TraceBuilder};
 use crate::{Arch, TaskRecord, Timestamp, Trace, TraceError, WorkerId};
 
 /// Builds a trace from a `tasks.csv` and the optional `samples.csv` and `workers.csv` of
@@ -19,13 +19,31 @@ use crate::{Arch, TaskRecord, Timestamp, Trace, TraceError, WorkerId};
 pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace, TraceError> {
     let path = tasks.as_ref();
     let unit = opts.time_unit;
-    let mut t = Table::open(path, &["type", "worker", "start", "end"])?;
-    let (c_type, c_worker, c_start, c_end) = (
-        t.required("type"),
-        t.required("worker"),
-        t.required("start"),
-        t.required("end"),
-    );
+    // The documented format, or taskwatt's own CSV export (times in ns whatever the unit).
+    let (mut t, format) = Table::open_any(
+        path,
+        &[
+            &["type", "worker", "start", "end"],
+            &["codelet", "worker", "start_ns", "end_ns"],
+        ],
+    )?;
+    let exported = format == 1;
+    let unit = if exported { TimeUnit::Ns } else { unit };
+    let (c_type, c_worker, c_start, c_end) = if exported {
+        (
+            t.required("codelet"),
+            t.required("worker"),
+            t.required("start_ns"),
+            t.required("end_ns"),
+        )
+    } else {
+        (
+            t.required("type"),
+            t.required("worker"),
+            t.required("start"),
+            t.required("end"),
+        )
+    };
     let (c_id, c_arch) = (t.column("id"), t.column("arch"));
     let mut b = TraceBuilder::new();
     // With an id column, ids must be unique: (id, line) pairs, sorted and checked once at

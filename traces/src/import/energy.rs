@@ -55,12 +55,29 @@ pub(super) fn read_energy(
     source: &str,
     wrap_j: Option<f64>,
 ) -> Result<Energy, TraceError> {
-    let mut t = Table::open(samples, &["time", "domain", "energy_j"])?;
-    let (c_time, c_dom, c_e) = (
-        t.required("time"),
-        t.required("domain"),
-        t.required("energy_j"),
-    );
+    // The documented format, or taskwatt's own samples export (`t_ns`, `domain_key`).
+    let (mut t, format) = Table::open_any(
+        samples,
+        &[
+            &["time", "domain", "energy_j"],
+            &["t_ns", "domain_key", "energy_j"],
+        ],
+    )?;
+    let exported = format == 1;
+    let unit = if exported { TimeUnit::Ns } else { unit };
+    let (c_time, c_dom, c_e) = if exported {
+        (
+            t.required("t_ns"),
+            t.required("domain_key"),
+            t.required("energy_j"),
+        )
+    } else {
+        (
+            t.required("time"),
+            t.required("domain"),
+            t.required("energy_j"),
+        )
+    };
     let mut domains: Vec<DomainInfo> = Vec::new();
     let mut ids: HashMap<String, DomainId> = HashMap::new();
     // Every reading as (domain, time, line, energy): rows may come in any order; they are

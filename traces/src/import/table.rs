@@ -49,6 +49,14 @@ impl std::fmt::Debug for Table {
 impl Table {
     /// Opens `path` and reads its header, which must hold every column of `required`.
     pub(super) fn open(path: &Path, required: &[&str]) -> Result<Table, TraceError> {
+        Table::open_any(path, &[required]).map(|(t, _)| t)
+    }
+
+    /// Opens `path` and reads its header, which must hold every column of one of the
+    /// `formats` (the first that matches is returned with its index); the error names the
+    /// first format's columns.
+    pub(super) fn open_any(path: &Path, formats: &[&[&str]]) -> Result<(Table, usize), TraceError> {
+        let required = formats[0];
         let mut t = Table {
             path: path.to_path_buf(),
             src: super::open_text(path)?,
@@ -65,6 +73,12 @@ impl Table {
             ));
         };
         t.header = header.into_iter().map(|h| h.to_ascii_lowercase()).collect();
+        if let Some(k) = formats
+            .iter()
+            .position(|f| f.iter().all(|c| t.column(c).is_some()))
+        {
+            return Ok((t, k));
+        }
         for col in required {
             if t.column(col).is_none() {
                 return Err(t.err(
@@ -75,7 +89,7 @@ impl Table {
                 ));
             }
         }
-        Ok(t)
+        unreachable!("the first format's columns are all present, or an error was returned")
     }
 
     /// The index of column `name`, if the header has it.
