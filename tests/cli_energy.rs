@@ -332,3 +332,33 @@ fn export_csv_then_import_then_report_reproduces_the_powers() {
         );
     }
 }
+
+#[test]
+fn report_recover_reads_a_cut_trace_that_plain_report_refuses() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.twt");
+    ok(&[
+        "run",
+        "cholesky",
+        "--n",
+        "1024",
+        "--tile",
+        "128",
+        "--meter",
+        "sim",
+        "--period",
+        "2ms",
+        "--no-report",
+        "--trace",
+        s(&trace),
+    ]);
+    // A killed run: the End chunk and part of the last chunk are gone.
+    let bytes = std::fs::read(&trace).unwrap();
+    std::fs::write(&trace, &bytes[..bytes.len() - 200]).unwrap();
+    let r = taskwatt(&["report", s(&trace)]);
+    assert!(!r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("--recover"), "{err}");
+    let out = ok(&["report", s(&trace), "--recover"]);
+    assert!(out.contains("energy attribution"), "{out}");
+}

@@ -89,12 +89,42 @@ pub(crate) struct ReportArgs {
     /// Also write SVG plots into this directory.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Read every complete chunk of a trace that was cut short or is damaged at its tail
+    /// (a killed run), instead of refusing it.
+    #[arg(long)]
+    recover: bool,
     #[command(flatten)]
     attribution: AttributionArgs,
 }
 
 pub(crate) fn report(a: ReportArgs) -> CliResult {
-    let trace = read_trace(&a.trace)?;
+    let trace = if a.recover {
+        let r = taskwatt::traces::recover_trace(&a.trace)?;
+        if let Some(p) = &r.problem {
+            eprintln!(
+                "warning: {p}\n  reporting on the {} complete chunks ({} tasks, {} energy readings) before byte {}",
+                r.complete_chunks,
+                r.trace.task_count(),
+                r.trace.samples.len(),
+                r.valid_bytes
+            );
+        }
+        r.trace
+    } else {
+        match read_trace(&a.trace) {
+            Ok(t) => t,
+            Err(
+                e @ (taskwatt::traces::TraceError::Truncated { .. }
+                | taskwatt::traces::TraceError::Corrupt { .. }
+                | taskwatt::traces::TraceError::CutShort { .. }),
+            ) => {
+                return Err(
+                    format!("{e}\n  rerun with --recover to report on its complete chunks").into(),
+                )
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
     warn_outcome(&a.trace, &trace);
     let att = attribute_trace(&trace, &a.attribution.options())?;
     emit(&trace, &att, a.json, a.csv.as_deref(), a.svg.as_deref())

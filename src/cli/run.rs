@@ -263,6 +263,12 @@ impl Drop for Progress {
 
 pub(crate) fn run(a: RunArgs) -> CliResult {
     a.app.config().validate(a.app.app)?;
+    if a.no_energy && (a.svg.is_some() || a.energy.idle_calibration.is_some()) {
+        eprintln!(
+            "warning: --no-energy samples no meter, so --svg writes no energy plots and \
+             calibration measures nothing"
+        );
+    }
     let tmp;
     let trace_path = match &a.trace {
         Some(p) => p.clone(),
@@ -426,15 +432,22 @@ fn print_table(o: &RunOutput<'_>) {
     }
     if let Some(e) = &o.energy {
         println!(
-            "  {:<10} {}{} every {} ms: {} samples, {} overruns, {} read errors",
+            "  {:<10} {}{} every {} ms: {} samples, {} read errors",
             "energy",
             e.meter,
             if e.simulated { " (SIMULATED)" } else { "" },
             e.period_ms,
             e.sampler.samples,
-            e.sampler.overruns,
             e.sampler.read_errors
         );
+        if e.sampler.overruns > 0 {
+            println!(
+                "  {:<10} {} reading(s) skipped: the sampler thread woke after their deadline \
+                 (a loaded machine, or a period too short for it); each reading keeps its own \
+                 time, so the attribution is not biased, only given fewer intervals",
+                "", e.sampler.overruns
+            );
+        }
         if e.simulated && e.backends.iter().any(|b| b.backend != "sim" && !b.used) {
             println!(
                 "  {:<10} no real energy sensor was used: `taskwatt meters` says why",

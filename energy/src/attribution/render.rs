@@ -43,6 +43,14 @@ pub fn render_report(report: &AttributionReport, opts: &RenderOptions) -> String
         "",
         "  ",
     );
+    wrap(
+        &mut out,
+        "legend: power = extra watts while one task of the type runs; base = the \
+         domain's power with nothing running; idle = base energy no running task holds; \
+         total/task = a task's own energy plus its workers' share of the base",
+        "",
+        "  ",
+    );
     if let Some(app) = report
         .domains
         .first()
@@ -504,11 +512,30 @@ fn list(out: &mut String, title: &str, items: &[String]) {
     }
 }
 
-/// Word-wraps `text` to [`WIDTH`].
+/// Whether `w` is a unit that must stay on the line of the number before it (`J`, `mW`,
+/// `ms`, `W)`...).
+fn is_unit(w: &str) -> bool {
+    let core = w.trim_end_matches([',', ';', '.', ')', ':']);
+    let base = core.trim_start_matches(['k', 'm', 'u', 'n', 'p', 'M', 'G', 'T']);
+    !core.is_empty() && matches!(base, "J" | "W" | "s" | "Hz") && core.len() <= base.len() + 1
+}
+
+/// Word-wraps `text` to [`WIDTH`], never splitting a number from its unit.
 fn wrap(out: &mut String, text: &str, first: &str, rest: &str) {
+    let mut words: Vec<String> = Vec::new();
+    for w in text.split_whitespace() {
+        match words.last_mut() {
+            Some(prev) if is_unit(w) && prev.ends_with(|c: char| c.is_ascii_digit()) => {
+                prev.push(' ');
+                prev.push_str(w);
+            }
+            _ => words.push(w.to_owned()),
+        }
+    }
     let mut line = first.to_owned();
     let mut empty = true;
-    for word in text.split_whitespace() {
+    for word in &words {
+        let word = word.as_str();
         if !empty && line.len() + 1 + word.len() > WIDTH {
             let _ = writeln!(out, "{line}");
             line = rest.to_owned();
@@ -660,6 +687,19 @@ mod tests {
         }
         assert!(out.contains("x~"));
         assert!(out.lines().nth(2).unwrap().starts_with("short"));
+    }
+
+    #[test]
+    fn wrapping_never_splits_a_number_from_its_unit() {
+        let mut out = String::new();
+        let text = format!("{} measured 36.7 J, fitted 36.5 J at 12 mW", "x".repeat(66));
+        wrap(&mut out, &text, "", "  ");
+        for l in out.lines() {
+            assert!(!l.trim_start().starts_with("J"), "{out}");
+            assert!(l.len() <= WIDTH);
+        }
+        assert!(out.contains("36.7 J"), "{out}");
+        assert!(is_unit("mJ,") && is_unit("W)") && !is_unit("Joules") && !is_unit("max"));
     }
 
     #[test]
