@@ -16,6 +16,8 @@ pub(crate) enum Format {
     Chrome,
     /// CSV: one row per task in OUT, one row per energy reading in OUT with `.samples.csv`.
     Csv,
+    /// Graphviz DOT: the task graph, one node per task, one edge per dependency.
+    Dot,
 }
 
 #[derive(Args, Debug)]
@@ -87,6 +89,12 @@ pub(crate) fn export(a: ExportArgs) -> CliResult {
 
 fn export_trace(a: &ExportArgs, trace: &Trace) -> CliResult {
     match a.format {
+        Format::Dot => {
+            let mut out = create(&a.output)?;
+            let n = taskwatt::traces::write_dot(trace, &mut out)?;
+            out.commit()?;
+            eprintln!("wrote {} ({n} tasks)", a.output.display());
+        }
         Format::Chrome => {
             let mut out = create(&a.output)?;
             let n = write_chrome(trace, &mut out)?;
@@ -112,6 +120,16 @@ fn export_trace(a: &ExportArgs, trace: &Trace) -> CliResult {
 
 fn export_streaming(a: &ExportArgs) -> CliResult {
     match a.format {
+        Format::Dot => {
+            let mut out = create(&a.output)?;
+            let n = taskwatt::traces::export_dot(&a.file, &mut out)?;
+            out.commit()?;
+            eprintln!(
+                "wrote {} ({n} tasks); draw it with `dot -Tsvg {} -o graph.svg`",
+                a.output.display(),
+                a.output.display()
+            );
+        }
         Format::Chrome => {
             let mut out = create(&a.output)?;
             let n = export_chrome(&a.file, &mut out)?;

@@ -9,6 +9,9 @@
 //!   footprint, predecessors, submit→ready and ready→start delays (µs) and status;
 //! - each energy domain a `C` (counter) track `power <domain>` in W, one value per pair of
 //!   consecutive samples of that domain, placed at the first sample of the pair;
+//! - each dependency a flow arrow (Perfetto's flow events: `s` at the end of the
+//!   predecessor, `f` with `bp: "e"` at the start of the successor, sharing an `id`),
+//!   emitted as soon as both ends have been read, whatever the order of the chunks;
 //! - markers as `X` events on their own tracks (tid 1000000 and up): overlapping markers
 //!   go to separate lanes because Perfetto only draws properly nested slices on one track;
 //! - run metadata (version, policy, host...) in the top-level `otherData` (flat strings,
@@ -126,6 +129,12 @@ struct Chrome<W: Write> {
     counters: HashMap<DomainId, String>,
     /// Last sample of each domain: (t, energy).
     last: HashMap<DomainId, (Timestamp, f64)>,
+    /// Tasks read so far: id -> (worker, end), for the dependency arrows (16 bytes a task).
+    ends: HashMap<u64, (u32, Timestamp)>,
+    /// Successors waiting for a predecessor not read yet: pred id -> (worker, start).
+    waiting: HashMap<u64, Vec<(u32, Timestamp)>>,
+    /// Flow arrows written.
+    flows: u64,
     buf: Vec<u8>,
 }
 
@@ -139,6 +148,9 @@ impl<W: Write> Chrome<W> {
             named: std::collections::HashSet::new(),
             counters: HashMap::new(),
             last: HashMap::new(),
+            ends: HashMap::new(),
+            waiting: HashMap::new(),
+            flows: 0,
             buf: Vec::with_capacity(256),
         };
         let m = &meta.meta;
@@ -302,8 +314,48 @@ impl<W: Write> Chrome<W> {
                 };
                 write!(o, ",\"status\":\"{status}\"}}}}")
             })?;
+            // Dependency arrows: to this task from each predecessor read so far; the
+            // others wait for their predecessor.
+            for &p in preds {
+                match self.ends.get(&p).copied() {
+                    Some((pw, pend)) => self.flow((pw, pend), (r.worker, r.start))?,
+                    None => self.waiting.entry(p).or_default().push((r.worker, r.start)),
+                }
+            }
+            self.ends.insert(r.id, (r.worker, r.end));
+            if let Some(succ) = self.waiting.remove(&r.id) {
+                for to in succ {
+                    self.flow((r.worker, r.end), to)?;
+                }
+            }
         }
         Ok(())
+    }
+
+    /// One dependency arrow from the end of a task to the start of another.
+    fn flow(&mut self, from: (u32, Timestamp), to: (u32, Timestamp)) -> io::Result<()> {
+        self.flows += 1;
+        let id = self.flows;
+        // The start binds to the slice that encloses it: a hair before the predecessor's end.
+        let start = from.1 .0.saturating_sub(1);
+        self.event(|o| {
+            write!(
+                o,
+                "{{\"ph\":\"s\",\"pid\":{PID},\"tid\":{},\"id\":{id},\"cat\":\"dependency\",\"name\":\"dependency\",\"ts\":",
+                from.0
+            )?;
+            us(o, start)?;
+            o.write_all(b"}")
+        })?;
+        self.event(|o| {
+            write!(
+                o,
+                "{{\"ph\":\"f\",\"bp\":\"e\",\"pid\":{PID},\"tid\":{},\"id\":{id},\"cat\":\"dependency\",\"name\":\"dependency\",\"ts\":",
+                to.0
+            )?;
+            us(o, to.1 .0)?;
+            o.write_all(b"}")
+        })
     }
 
     fn samples(&mut self, samples: &[EnergySample]) -> io::Result<()> {
@@ -489,6 +541,17 @@ mod tests {
         assert!(names.contains(&"markers") && names.contains(&"markers 2"));
         let markers = ev.iter().filter(|e| e["cat"] == "marker").count();
         assert_eq!(markers, 2);
+        // The dependency 0 -> 1 is one flow arrow: `s` on task 0's track at its end, `f` on
+        // task 1's at its start, one id.
+        let flow: Vec<&Value> = ev.iter().filter(|e| e["cat"] == "dependency").collect();
+        assert_eq!(flow.len(), 2, "{flow:?}");
+        let (s, f) = (flow[0], flow[1]);
+        assert_eq!((s["ph"].as_str(), f["ph"].as_str()), (Some("s"), Some("f")));
+        assert_eq!(s["id"], f["id"]);
+        assert_eq!(f["bp"], "e");
+        assert_eq!(s["tid"], x[0]["tid"]);
+        assert_eq!(f["tid"], x[1]["tid"]);
+        assert_eq!(f["ts"], x[1]["ts"]);
         assert_eq!(v["otherData"]["policy"], "lws");
         assert_eq!(v["otherData"]["simulated_energy"], "true");
         assert_eq!(v["metadata"]["run"]["host"], "h\"1");

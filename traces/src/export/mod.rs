@@ -1,4 +1,4 @@
-//! Exporters: Chrome trace event JSON (for Perfetto) and CSV.
+//! Exporters: Chrome trace event JSON (for Perfetto), CSV, and the task graph as DOT.
 //!
 //! The `export_*` functions stream from a trace file in two passes: a cheap first pass
 //! reads only the metadata chunks (codelet and domain names, workers, markers), stepping
@@ -17,9 +17,11 @@ use crate::{Chunk, Trace, TraceError, TraceReader};
 
 mod chrome;
 mod csv;
+mod dot;
 
 pub use chrome::{export_chrome, write_chrome};
 pub use csv::{export_csv_samples, export_csv_tasks, write_csv_samples, write_csv_tasks};
+pub use dot::{export_dot, write_dot};
 
 /// The first pass: every chunk but tasks and samples, assembled.
 fn read_metadata(path: &Path) -> Result<Trace, TraceError> {
