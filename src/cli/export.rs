@@ -18,6 +18,8 @@ pub(crate) enum Format {
     Csv,
     /// Graphviz DOT: the task graph, one node per task, one edge per dependency.
     Dot,
+    /// Paje, for ViTE (and PajeNG's pj_dump): worker states, power variables, markers.
+    Paje,
 }
 
 #[derive(Args, Debug)]
@@ -89,6 +91,12 @@ pub(crate) fn export(a: ExportArgs) -> CliResult {
 
 fn export_trace(a: &ExportArgs, trace: &Trace) -> CliResult {
     match a.format {
+        Format::Paje => {
+            let mut out = create(&a.output)?;
+            let n = taskwatt::traces::write_paje(trace, &mut out)?;
+            out.commit()?;
+            eprintln!("wrote {} ({n} tasks)", a.output.display());
+        }
         Format::Dot => {
             let mut out = create(&a.output)?;
             let n = taskwatt::traces::write_dot(trace, &mut out)?;
@@ -120,6 +128,16 @@ fn export_trace(a: &ExportArgs, trace: &Trace) -> CliResult {
 
 fn export_streaming(a: &ExportArgs) -> CliResult {
     match a.format {
+        Format::Paje => {
+            let mut out = create(&a.output)?;
+            let n = taskwatt::traces::export_paje(&a.file, &mut out)?;
+            out.commit()?;
+            eprintln!(
+                "wrote {} ({n} tasks); open it with `vite {}`",
+                a.output.display(),
+                a.output.display()
+            );
+        }
         Format::Dot => {
             let mut out = create(&a.output)?;
             let n = taskwatt::traces::export_dot(&a.file, &mut out)?;

@@ -1,4 +1,5 @@
-//! Exporters: Chrome trace event JSON (for Perfetto), CSV, and the task graph as DOT.
+//! Exporters: Chrome trace event JSON (for Perfetto), CSV, the task graph as DOT, and
+//! Paje (for ViTE).
 //!
 //! The `export_*` functions stream from a trace file in two passes: a cheap first pass
 //! reads only the metadata chunks (codelet and domain names, workers, markers), stepping
@@ -18,10 +19,12 @@ use crate::{Chunk, Trace, TraceError, TraceReader};
 mod chrome;
 mod csv;
 mod dot;
+mod paje;
 
 pub use chrome::{export_chrome, write_chrome};
 pub use csv::{export_csv_samples, export_csv_tasks, write_csv_samples, write_csv_tasks};
 pub use dot::{export_dot, write_dot};
+pub use paje::{export_paje, write_paje};
 
 /// The first pass: every chunk but tasks and samples, assembled.
 fn read_metadata(path: &Path) -> Result<Trace, TraceError> {
