@@ -25,11 +25,21 @@ pub mod plots;
 pub mod session;
 pub mod taskbench;
 
+#[doc(inline)]
 pub use taskwatt_energy as energy;
+#[doc(inline)]
 pub use taskwatt_kernels as kernels;
+#[doc(inline)]
 pub use taskwatt_runtime as runtime;
+#[doc(inline)]
 pub use taskwatt_scheduler as scheduler;
+#[doc(inline)]
 pub use taskwatt_traces as traces;
+
+/// What a user needs from the other crates, on this page: the trace sink, clock and
+/// markers, the meter choice, and the one-trace attribution.
+pub use taskwatt_energy::attribution::{attribute_trace, AttributionOptions, AttributionReport};
+pub use taskwatt_traces::{Clock, Marker, Trace, TraceSink};
 
 pub use measure::{EnergyReport, Measure, MeasureError, Measured};
 pub use taskwatt_energy::MeterChoice;

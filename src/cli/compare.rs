@@ -31,8 +31,9 @@ pub(crate) struct CompareArgs {
     /// The policy whose runs the model is fitted on (default: the first).
     #[arg(long)]
     fit_on: Option<String>,
-    /// Runs per policy (at least 1).
-    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    /// Runs per policy (at least 1; default 3, so that the error's spread, max|err|, means
+    /// something).
+    #[arg(long, default_value_t = 3, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     repeat: usize,
     /// Keep the traces in this directory (default: a temporary one).
     #[arg(long)]

@@ -235,12 +235,19 @@ impl Progress {
         );
         bar.set_message(label);
         let stats = rt.stats_probe();
+        // Count the application's tasks only: what ran before (calibration) is not its.
+        let before = stats();
+        let (sub0, done0) = (
+            before.submitted,
+            before.executed + before.failed + before.cancelled,
+        );
+        bar.reset_elapsed();
         let s = stop.clone();
         let thread = std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
                 let st = stats();
-                bar.set_length(st.submitted);
-                bar.set_position(st.executed + st.failed + st.cancelled);
+                bar.set_length(st.submitted.saturating_sub(sub0));
+                bar.set_position((st.executed + st.failed + st.cancelled).saturating_sub(done0));
                 std::thread::sleep(Duration::from_millis(100));
             }
             bar.finish_and_clear();
@@ -332,6 +339,7 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print_table(&out);
+        warn_if_loaded();
         if let Some((trace, att)) = &attribution {
             println!();
             report::emit(trace, att, false, None, None)?;
@@ -400,6 +408,31 @@ fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
             sampler: s.into(),
             backends: &run.meters,
         }),
+    }
+}
+
+/// Warns when other work competed for the cores during the run: timings and GFlop/s then
+/// move from run to run (the one-minute load average, Linux only).
+fn warn_if_loaded() {
+    let Ok(text) = std::fs::read_to_string("/proc/loadavg") else {
+        return;
+    };
+    let Some(load) = text
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse::<f64>().ok())
+    else {
+        return;
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    // The run itself keeps every core busy: more than one extra runnable thread per two
+    // cores means something else ran.
+    if load > cores * 1.5 {
+        println!(
+            "  {:<10} the machine was loaded (load average {load:.1} on {cores} cores): \
+             makespan and GFlop/s may differ from an idle machine's",
+            "warning"
+        );
     }
 }
 
