@@ -420,3 +420,47 @@ fn paje_export_parses_with_pj_dump() {
     assert_eq!(busy, 120, "{dump}");
     assert!(dump.lines().any(|l| l.starts_with("Variable,")));
 }
+
+#[test]
+fn chrome_export_carries_dependency_arrows_and_task_energy() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.twt");
+    ok(&[
+        "run",
+        "cholesky",
+        "--n",
+        "1024",
+        "--tile",
+        "128",
+        "--meter",
+        "sim",
+        "--period",
+        "2ms",
+        "--no-report",
+        "--trace",
+        s(&trace),
+    ]);
+    let out = d.path().join("t.json");
+    ok(&["export", s(&trace), "-o", s(&out)]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let ev = v["traceEvents"].as_array().unwrap();
+    let tasks: Vec<&serde_json::Value> = ev
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "cpu")
+        .collect();
+    assert_eq!(tasks.len(), 120);
+    for t in &tasks {
+        let mj = t["args"]["energy_mJ"].as_f64().unwrap_or(-1.0);
+        assert!(mj > 0.0, "{t}");
+    }
+    // Every dependency of the Cholesky graph is one s/f pair.
+    let preds: usize = tasks
+        .iter()
+        .map(|t| t["args"]["preds"].as_array().unwrap().len())
+        .sum();
+    let starts = ev.iter().filter(|e| e["ph"] == "s").count();
+    let ends = ev.iter().filter(|e| e["ph"] == "f").count();
+    assert!(preds > 0);
+    assert_eq!((starts, ends), (preds, preds));
+}

@@ -105,7 +105,10 @@ fn export_trace(a: &ExportArgs, trace: &Trace) -> CliResult {
         }
         Format::Chrome => {
             let mut out = create(&a.output)?;
-            let n = write_chrome(trace, &mut out)?;
+            let n = match energy_of(trace) {
+                Some(f) => taskwatt::traces::write_chrome_with(trace, &mut out, &f)?,
+                None => write_chrome(trace, &mut out)?,
+            };
             out.commit()?;
             eprintln!("wrote {} ({n} events)", a.output.display());
         }
@@ -150,7 +153,11 @@ fn export_streaming(a: &ExportArgs) -> CliResult {
         }
         Format::Chrome => {
             let mut out = create(&a.output)?;
-            let n = export_chrome(&a.file, &mut out)?;
+            let energy = task_energy(&a.file);
+            let n = match &energy {
+                Some(f) => taskwatt::traces::export_chrome_with(&a.file, &mut out, f)?,
+                None => export_chrome(&a.file, &mut out)?,
+            };
             out.commit()?;
             eprintln!(
                 "wrote {} ({n} events); open it in https://ui.perfetto.dev",
@@ -172,4 +179,84 @@ fn export_streaming(a: &ExportArgs) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// Each task's energy from the attribution of the trace at `path` (None without energy
+/// samples, or when the attribution fails: the export then goes without, with a warning).
+fn task_energy(
+    path: &std::path::Path,
+) -> Option<Box<dyn Fn(&taskwatt::traces::TaskRecord) -> Option<f64>>> {
+    let trace = taskwatt::traces::read_trace(path).ok()?;
+    energy_of(&trace)
+}
+
+/// Per task: `Σ_d (p_k,d + P_base,d / W_d) · duration` over the package, DRAM and GPU
+/// domains covering its worker (psys only when no package does; core and uncore are inside
+/// their package), with the attribution's powers: what `report` calls total energy per task.
+fn energy_of(trace: &Trace) -> Option<Box<dyn Fn(&taskwatt::traces::TaskRecord) -> Option<f64>>> {
+    use std::collections::HashMap;
+    use taskwatt::traces::{Arch, Domain};
+    if trace.samples.is_empty() {
+        return None;
+    }
+    let att = match taskwatt::attribute_trace(trace, &taskwatt::AttributionOptions::default()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("warning: no per-task energy in the export: {e}");
+            return None;
+        }
+    };
+    let has_package = att
+        .report
+        .domains
+        .iter()
+        .any(|d| matches!(d.domain, Domain::CpuPackage { .. }));
+    // worker -> [(base share, powers by (codelet, arch))]
+    type Powers = HashMap<(String, Option<Arch>), f64>;
+    let mut by_worker: HashMap<u32, Vec<(f64, std::sync::Arc<Powers>)>> = HashMap::new();
+    for d in &att.report.domains {
+        let counted = match d.domain {
+            Domain::CpuPackage { .. } | Domain::Dram { .. } | Domain::Gpu { .. } => true,
+            Domain::Psys => !has_package,
+            _ => false,
+        };
+        if !counted || d.workers == 0 {
+            continue;
+        }
+        let powers: Powers = d
+            .types
+            .iter()
+            .map(|t| ((t.key.codelet.clone(), t.key.arch), t.power.value_w))
+            .collect();
+        let powers = std::sync::Arc::new(powers);
+        let share = d.base.value_w / d.workers as f64;
+        let Some(info) = trace.domains.iter().find(|i| i.id == d.id) else {
+            continue;
+        };
+        for &w in &info.workers {
+            by_worker
+                .entry(w)
+                .or_default()
+                .push((share, powers.clone()));
+        }
+    }
+    let names: HashMap<u32, String> = trace
+        .codelets
+        .iter()
+        .map(|c| (c.id, c.name.clone()))
+        .collect();
+    Some(Box::new(move |r: &taskwatt::traces::TaskRecord| {
+        let doms = by_worker.get(&r.worker)?;
+        let name = names
+            .get(&r.codelet)
+            .cloned()
+            .unwrap_or_else(|| format!("codelet#{}", r.codelet));
+        let secs = r.end.0.saturating_sub(r.start.0) as f64 * 1e-9;
+        let key = (name, Some(r.arch));
+        Some(
+            doms.iter()
+                .map(|(share, p)| (share + p.get(&key).copied().unwrap_or(0.0)) * secs)
+                .sum(),
+        )
+    }))
 }

@@ -34,12 +34,26 @@ const PID: u32 = 1;
 const MARKER_TID: u64 = 1_000_000;
 const WHAT: &str = "Chrome trace JSON";
 
+/// Each task's energy in J, when known (from an attribution): shown in the task's `args`
+/// as `energy_mJ`.
+pub type TaskEnergy<'a> = &'a dyn Fn(&crate::TaskRecord) -> Option<f64>;
+
 /// Exports the trace file at `path` as Chrome trace event JSON, streaming; returns the
 /// number of trace events written.
 pub fn export_chrome(path: impl AsRef<Path>, out: impl Write) -> Result<u64, TraceError> {
+    export_chrome_with(path, out, &|_| None)
+}
+
+/// [`export_chrome`], with each task's energy (see [`TaskEnergy`]).
+pub fn export_chrome_with(
+    path: impl AsRef<Path>,
+    out: impl Write,
+    energy: TaskEnergy<'_>,
+) -> Result<u64, TraceError> {
     let path = path.as_ref();
     let meta = read_metadata(path)?;
     let mut w = Chrome::begin(&meta, out).map_err(err)?;
+    w.energy = Some(energy);
     stream(
         path,
         |k| matches!(k, ChunkKind::Tasks | ChunkKind::Samples),
@@ -58,8 +72,18 @@ pub fn export_chrome(path: impl AsRef<Path>, out: impl Write) -> Result<u64, Tra
 /// Exports an in-memory trace as Chrome trace event JSON; returns the number of trace
 /// events written.
 pub fn write_chrome(trace: &Trace, out: impl Write) -> Result<u64, TraceError> {
+    write_chrome_with(trace, out, &|_| None)
+}
+
+/// [`write_chrome`], with each task's energy (see [`TaskEnergy`]).
+pub fn write_chrome_with(
+    trace: &Trace,
+    out: impl Write,
+    energy: TaskEnergy<'_>,
+) -> Result<u64, TraceError> {
     let go = || -> io::Result<u64> {
         let mut w = Chrome::begin(trace, out)?;
+        w.energy = Some(energy);
         for t in &trace.tasks {
             w.tasks(t)?;
         }
@@ -116,9 +140,11 @@ fn marker_lanes(markers: &[Marker]) -> Vec<(u64, &Marker)> {
         .collect()
 }
 
-struct Chrome<W: Write> {
+struct Chrome<'e, W: Write> {
     out: BufWriter<W>,
     events: u64,
+    /// Each task's energy, if known.
+    energy: Option<TaskEnergy<'e>>,
     /// Codelet names by id, already JSON-escaped.
     names: HashMap<u32, String>,
     /// Workers that have a thread_name event.
@@ -138,12 +164,13 @@ struct Chrome<W: Write> {
     buf: Vec<u8>,
 }
 
-impl<W: Write> Chrome<W> {
+impl<'e, W: Write> Chrome<'e, W> {
     /// Writes the header, the metadata events and the markers.
-    fn begin(meta: &Trace, out: W) -> io::Result<Chrome<W>> {
+    fn begin(meta: &Trace, out: W) -> io::Result<Chrome<'e, W>> {
         let mut w = Chrome {
             out: BufWriter::with_capacity(1 << 16, out),
             events: 0,
+            energy: None,
             names: HashMap::new(),
             named: std::collections::HashSet::new(),
             counters: HashMap::new(),
@@ -284,6 +311,7 @@ impl<W: Write> Chrome<W> {
                     n
                 }
             };
+            let joules = self.energy.and_then(|f| f(r)).filter(|j| j.is_finite());
             self.event(|o| {
                 write!(
                     o,
@@ -312,6 +340,9 @@ impl<W: Write> Chrome<W> {
                     TaskStatus::Ok => "ok",
                     TaskStatus::Failed => "failed",
                 };
+                if let Some(j) = joules {
+                    write!(o, ",\"energy_mJ\":{}", j * 1e3)?;
+                }
                 write!(o, ",\"status\":\"{status}\"}}}}")
             })?;
             // Dependency arrows: to this task from each predecessor read so far; the

@@ -21,7 +21,7 @@ mod csv;
 mod dot;
 mod paje;
 
-pub use chrome::{export_chrome, write_chrome};
+pub use chrome::{export_chrome, export_chrome_with, write_chrome, write_chrome_with, TaskEnergy};
 pub use csv::{export_csv_samples, export_csv_tasks, write_csv_samples, write_csv_tasks};
 pub use dot::{export_dot, write_dot};
 pub use paje::{export_paje, write_paje};
