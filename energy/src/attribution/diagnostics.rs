@@ -129,7 +129,10 @@ pub(crate) fn analyse(
     let mut rss_ols_w = 0.0;
     let mut ape = Ape::default();
     let mut negative = 0usize;
+    // Rows without task time: they pin the base, marked as idle calibration or not.
+    let mut empty_rows = 0usize;
     stack.visit(0..n, |g, x, y, w| {
+        empty_rows += usize::from(w > 0.0 && x[1..].iter().all(|&v| v == 0.0));
         let r = y - dot(x, b);
         residuals[g] = r;
         rss_w += w * r * r;
@@ -241,11 +244,6 @@ pub(crate) fn analyse(
         keep
     });
     let idle_rows: usize = stack.systems.iter().map(|s| s.idle_rows).sum();
-    // Any row without task time pins the base, marked or not.
-    let mut empty_rows = 0usize;
-    stack.visit(0..n, |_, x, _, w| {
-        empty_rows += usize::from(w > 0.0 && x[1..].iter().all(|&v| v == 0.0));
-    });
     let mut warnings = cond_warnings;
     for m in near_ok {
         warnings.push(format!(
