@@ -46,5 +46,6 @@ pub use taskwatt_energy::MeterChoice;
 pub use taskwatt_traces::Region;
 
 pub use taskwatt_runtime::{
-    Access, Codelet, Handle, Runtime, RuntimeBuilder, RuntimeError, Task, TaskCtx, TaskHandle,
+    Access, Codelet, Filter, Handle, Matrix, MatrixPart, Partitioned, Runtime, RuntimeBuilder,
+    RuntimeError, Task, TaskCtx, TaskHandle, VectorPart,
 };

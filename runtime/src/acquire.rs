@@ -40,7 +40,7 @@ pub struct ReadGuard<'rt, T: 'static> {
 pub struct WriteGuard<'rt, T: 'static> {
     rt: &'rt Runtime,
     node: Arc<TaskNode>,
-    core: Arc<HandleCore>,
+    pub(crate) core: Arc<HandleCore>,
     _t: PhantomData<&'rt mut T>,
 }
 
@@ -67,15 +67,20 @@ impl Runtime {
         if sh.interrupted.load(Ordering::SeqCst) {
             return Err(sh.interrupted_error());
         }
+        if let Some(ext) = core.ext() {
+            if ext.partitioned.load(Ordering::Acquire) {
+                return Err(RuntimeError::Partitioned {
+                    operation: operation.into(),
+                    handle: core.id,
+                });
+            }
+            // The data includes the contributions of a pending REDUX group.
+            self.reduce_pending(core)?;
+        }
         // What the acquisition will wait for, collected only when this thread holds a
         // guard that it could wait for in turn.
         let preds: Vec<Arc<TaskNode>> = if deadlock::holds_guard(sh.epoch) {
-            let deps = core.deps.lock();
-            if mode.writes() && !deps.readers.is_empty() {
-                deps.readers.iter().cloned().collect()
-            } else {
-                deps.last_writer.iter().cloned().collect()
-            }
+            crate::modes::waited_for(core, mode)
         } else {
             Vec::new()
         };

@@ -8,8 +8,9 @@ use taskwatt_traces::{TaskId, WorkerId};
 use crate::handle::Access;
 use crate::task::Body;
 
-/// Most data accesses one task may declare.
-pub const MAX_ACCESSES: usize = 64;
+/// Most data accesses one task may declare (their modes are packed three bits each, in
+/// two words of the task node).
+pub const MAX_ACCESSES: usize = 42;
 
 /// The context of one running task.
 ///
@@ -93,7 +94,14 @@ impl<'a> TaskCtx<'a> {
     /// If `i` is out of range, the buffer is not a `T`, it was already borrowed mutably,
     /// or the handle was unregistered.
     pub fn r<T: Any>(&self, i: usize) -> &T {
-        let (core, _) = self.slot(i);
+        let (core, mode) = self.slot(i);
+        if mode == Access::Redux {
+            self.fail(
+                i,
+                "was declared REDUX: its value is known only after the reduction; write \
+                 this task's contribution with `w` or `rw`",
+            );
+        }
         let bit = 1u64 << i;
         if self.mut_borrowed.get() & bit != 0 {
             self.fail(i, "is already borrowed mutably in this task");
@@ -110,7 +118,8 @@ impl<'a> TaskCtx<'a> {
         }
     }
 
-    /// Exclusive access to buffer `i`, declared W or RW.
+    /// Exclusive access to buffer `i`, declared W, RW or COMMUTE; for a buffer declared
+    /// REDUX, this worker's contribution to the reduction (see [`Access::Redux`]).
     ///
     /// # Panics
     /// As [`TaskCtx::r`], and if the buffer was declared R or was already borrowed.
@@ -125,6 +134,18 @@ impl<'a> TaskCtx<'a> {
             self.fail(i, "is already borrowed in this task");
         }
         self.mut_borrowed.set(self.mut_borrowed.get() | bit);
+        if mode == Access::Redux {
+            let red = core
+                .ext()
+                .and_then(|e| e.reduction.get())
+                .expect("a REDUX access is accepted only on a handle with a reduction");
+            // SAFETY: this is the REDUX task running on this worker, and the flag above
+            // makes this the only reference to the slot handed out by this context.
+            let slot = unsafe { red.slot(self.worker as usize) };
+            return slot
+                .downcast_mut::<T>()
+                .unwrap_or_else(|| self.wrong_type::<T>(i));
+        }
         // SAFETY: the task holds write rights (a W/RW access runs with no other task
         // accessing the handle), and the flag above makes this the only reference to buffer
         // `i` handed out by this context.

@@ -171,6 +171,50 @@ pub enum RuntimeError {
         reason: String,
     },
 
+    /// A REDUX access to a handle that has no reduction.
+    #[error(
+        "task of codelet `{codelet}` accesses data handle {handle} in REDUX mode, but the \
+         handle has no reduction: call Runtime::set_reduction on it first (how to make a \
+         contribution and how to combine two)"
+    )]
+    NoReduction {
+        /// The codelet's name.
+        codelet: String,
+        /// The handle's id.
+        handle: u64,
+    },
+
+    /// `set_reduction` on a handle that already has one.
+    #[error(
+        "data handle {handle} already has a reduction: set it once, before the first REDUX \
+         access (register the data again to change it)"
+    )]
+    ReductionAlreadySet {
+        /// The handle's id.
+        handle: u64,
+    },
+
+    /// An access to a partitioned handle, whose children hold the data.
+    #[error(
+        "{operation}: data handle {handle} is partitioned; access its parts, or unpartition \
+         it first (Runtime::unpartition)"
+    )]
+    Partitioned {
+        /// What was attempted.
+        operation: String,
+        /// The handle's id.
+        handle: u64,
+    },
+
+    /// A partitioning that cannot be done on this data.
+    #[error("cannot partition data handle {handle}: {reason}")]
+    BadPartition {
+        /// The handle's id.
+        handle: u64,
+        /// Why, and what would work.
+        reason: String,
+    },
+
     /// The trace chunk size is out of range.
     #[error(
         "trace chunk of {records} records: at most {max} are supported (each worker \

@@ -27,8 +27,9 @@ use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use crate::modes::HandleExt;
 use crate::sync::SpinLock;
 use smallvec::SmallVec;
 
@@ -38,6 +39,7 @@ use crate::task::TaskNode;
 
 /// How a task accesses a handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Access {
     /// Read only.
     R,
@@ -45,6 +47,17 @@ pub enum Access {
     W,
     /// Read and write.
     RW,
+    /// Read and write, in any order among consecutive `Commute` accesses (StarPU's
+    /// `STARPU_RW|STARPU_COMMUTE`): such tasks do not depend on one another, only on the
+    /// accesses before the group, and never run at the same time (each holds the handle's
+    /// commute lock while it runs). What comes after the group waits for all of it.
+    Commute,
+    /// A contribution to a reduction (StarPU's `STARPU_REDUX`): consecutive `Redux` tasks
+    /// run in parallel, each writing into a private copy of its worker, initialised by the
+    /// handle's reduction (see [`Runtime::set_reduction`](crate::Runtime::set_reduction));
+    /// the copies are combined into the data by a reduction task that the runtime submits
+    /// before the next other access (a task, an acquisition or the unregistration).
+    Redux,
 }
 
 impl Access {
@@ -52,6 +65,13 @@ impl Access {
     #[inline]
     pub fn writes(self) -> bool {
         !matches!(self, Access::R)
+    }
+
+    /// Whether tasks with this access form a group with the consecutive ones of the same
+    /// mode (`Commute`, `Redux`) instead of being ordered one after the other.
+    #[inline]
+    pub fn groups(self) -> bool {
+        matches!(self, Access::Commute | Access::Redux)
     }
 }
 
@@ -101,6 +121,8 @@ pub(crate) struct HandleCore {
     /// Where the nodes this handle still holds go when it is dropped (the runtime's pool).
     pool: Option<Arc<NodePool>>,
     pub(crate) unregistered: AtomicBool,
+    /// Group state, reduction and partitioning (modes.rs): made on first use only.
+    ext: OnceLock<Box<HandleExt>>,
 }
 
 /// A value that starts a cache line (and so ends the fields before it in `HandleCore`).
@@ -153,7 +175,19 @@ impl HandleCore {
             ],
             data: UnsafeCell::new(Value::new(value)),
             pool,
+            ext: OnceLock::new(),
         }
+    }
+
+    /// The handle's extension, if it had a grouping access, a reduction or a partitioning.
+    #[inline]
+    pub(crate) fn ext(&self) -> Option<&HandleExt> {
+        self.ext.get().map(|b| &**b)
+    }
+
+    /// The handle's extension, made if needed.
+    pub(crate) fn ext_or_init(&self) -> &HandleExt {
+        self.ext.get_or_init(Box::default)
     }
 
     /// Whether the handle was registered with the runtime whose node pool is `pool`
@@ -241,6 +275,7 @@ impl HandleCore {
         // The value's drop may panic: the handle is then freed by the unwinding, and the
         // assignment has already stored the empty value, so nothing is dropped twice.
         *c.data.get_mut() = Value::NONE;
+        c.ext.take();
         let deps = c.deps.get_mut();
         let readers = std::mem::take(&mut deps.readers);
         pool.recycle(deps.last_writer.take().into_iter().chain(readers));
@@ -381,6 +416,7 @@ mod tests {
             offset_of!(HandleCore, type_name),
             offset_of!(HandleCore, pool),
             offset_of!(HandleCore, unregistered),
+            offset_of!(HandleCore, ext),
         ] {
             assert_eq!(line(offset), 2);
         }

@@ -41,7 +41,9 @@ mod error;
 mod handle;
 mod inline;
 mod loom_shim;
+mod modes;
 mod panics;
+mod partition;
 mod pool;
 mod prefetch;
 mod runtime;
@@ -55,6 +57,7 @@ pub use codelet::{Codelet, ImplFn};
 pub use context::{TaskCtx, MAX_ACCESSES};
 pub use error::{RuntimeError, TaskFailure};
 pub use handle::{Access, Handle, ReplicaState, MAX_MEMORY_NODES};
+pub use partition::{Filter, Matrix, MatrixPart, Partition, Partitioned, VectorPart};
 pub use runtime::{
     InterruptHandle, PolicyFactory, Runtime, RuntimeBuilder, RuntimeStats, DEFAULT_TRACE_FLUSH,
     IDLE_ENV, MAX_TRACE_CHUNK, MAX_WORKERS, STAGING_ENV,

@@ -262,7 +262,7 @@ impl NodePool {
 
     /// A node for a new task: a recycled one rewritten by `renew` (see
     /// [`TaskNode::renew`]) when one is available, else `make()` in a new allocation.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn node(
         &self,
         make: impl FnOnce() -> TaskNode,

@@ -1031,7 +1031,8 @@ impl Runtime {
         }
         check_distinct(&codelet.name, accesses.handles())?;
         let mut footprint = 0;
-        for core in accesses.handles() {
+        let grouping = accesses.has_grouping();
+        for (i, core) in accesses.handles().iter().enumerate() {
             if !core.belongs_to(&sh.nodes) {
                 return Err(RuntimeError::ForeignHandle {
                     operation: format!("submit of codelet `{}`", codelet.name),
@@ -1043,6 +1044,10 @@ impl Runtime {
                     codelet: codelet.name.clone(),
                     handle: core.id,
                 });
+            }
+            if grouping || core.ext().is_some() {
+                let mode = accesses.get(i).map_or(Access::R, |(_, m)| m);
+                self.check_grouped(core, mode, codelet)?;
             }
             footprint += core.bytes;
         }
@@ -1101,6 +1106,108 @@ impl Runtime {
             node,
             runtime: sh.epoch,
         })
+    }
+
+    /// The checks of an access to a handle with an extension (modes.rs), or in REDUX
+    /// mode; before an access other than REDUX, submits the reduction of a pending REDUX
+    /// group. Out of line: plain handles never come here.
+    #[cold]
+    #[inline(never)]
+    fn check_grouped(
+        &self,
+        core: &Arc<HandleCore>,
+        mode: Access,
+        codelet: &Arc<CodeletInner>,
+    ) -> Result<(), RuntimeError> {
+        let ext = core.ext();
+        let codelet_ptr = codelet;
+        let codelet = &codelet.name;
+        if ext.is_some_and(|e| e.partitioned.load(Ordering::Acquire)) {
+            return Err(RuntimeError::Partitioned {
+                operation: format!("submit of codelet `{codelet}`"),
+                handle: core.id,
+            });
+        }
+        if mode == Access::Redux {
+            if ext.and_then(|e| e.reduction.get()).is_none() {
+                return Err(RuntimeError::NoReduction {
+                    codelet: codelet.to_string(),
+                    handle: core.id,
+                });
+            }
+            return Ok(());
+        }
+        let red = ext.and_then(|e| e.reduction.get());
+        if red.is_some_and(|r| Arc::ptr_eq(&r.codelet.inner, codelet_ptr)) {
+            // The reduction task itself, which closes the group.
+            return Ok(());
+        }
+        self.reduce_pending(core)
+    }
+
+    /// Submits the reduction task of `core` if a REDUX group waits for it.
+    pub(crate) fn reduce_pending(&self, core: &Arc<HandleCore>) -> Result<(), RuntimeError> {
+        if !crate::modes::reduction_pending(core) {
+            return Ok(());
+        }
+        let red = core
+            .ext()
+            .and_then(|e| e.reduction.get())
+            .expect("a REDUX access is accepted only on a handle with a reduction")
+            .clone();
+        let mut accesses = crate::task::Accesses::new();
+        accesses.push(core.clone(), Access::RW);
+        self.submit(Task {
+            codelet: &red.codelet,
+            accesses,
+            after: Vec::new(),
+            arg: crate::inline::Arg::new(red.clone()),
+            priority: 0,
+        })?;
+        Ok(())
+    }
+
+    /// Gives `handle` a reduction, for REDUX accesses (StarPU's
+    /// `starpu_data_set_reduction_methods`): `init` makes a worker's empty contribution
+    /// (the neutral element), `combine(acc, x)` folds contribution `x` into `acc`. The
+    /// reduction tasks that fold the contributions into the data are tasks of a codelet
+    /// named `name`, recorded in the trace as any other.
+    ///
+    /// ```
+    /// # use taskwatt_runtime::{Codelet, Runtime, Task};
+    /// let rt = Runtime::builder().workers(2).build().unwrap();
+    /// let sum = rt.register(0u64);
+    /// rt.set_reduction(&sum, "sum", || 0u64, |acc, x| *acc += x).unwrap();
+    /// let add = Codelet::new("add").cpu(|ctx| *ctx.w::<u64>(0) += *ctx.arg::<u64>());
+    /// for i in 1..=100u64 {
+    ///     rt.submit(Task::new(&add).redux(&sum).arg(i)).unwrap();
+    /// }
+    /// assert_eq!(rt.unregister(sum).unwrap(), 5050);
+    /// ```
+    pub fn set_reduction<T: Send + Sync + 'static>(
+        &self,
+        handle: &Handle<T>,
+        name: &str,
+        init: impl Fn() -> T + Send + Sync + 'static,
+        combine: impl Fn(&mut T, T) + Send + Sync + 'static,
+    ) -> Result<(), RuntimeError> {
+        let core = &handle.core;
+        if !core.belongs_to(&self.shared.nodes) {
+            return Err(RuntimeError::ForeignHandle {
+                operation: "set_reduction".into(),
+                handle: core.id,
+            });
+        }
+        let red = Arc::new(crate::modes::Reduction::new(
+            name,
+            self.workers().len(),
+            init,
+            combine,
+        ));
+        core.ext_or_init()
+            .reduction
+            .set(red)
+            .map_err(|_| RuntimeError::ReductionAlreadySet { handle: core.id })
     }
 
     /// Drops the submission guard of `node` (see task.rs, step 2). `waits`: whether an
@@ -1357,6 +1464,10 @@ pub(crate) fn link(
     preds: &mut Preds,
 ) -> bool {
     let mut deps = core.deps.lock();
+    if mode.groups() || core.ext().is_some() {
+        let ext = core.ext_or_init();
+        return crate::modes::link_grouped(&mut deps, &mut ext.groups.lock(), mode, node, preds);
+    }
     let mut waits = false;
     if mode.writes() {
         if deps.readers.is_empty() {

@@ -37,15 +37,31 @@ use crate::inline::Arg;
 use crate::loom_shim::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, SpinLock, UnsafeCell};
 
 /// A task's data accesses, in declaration order: the handles, inline up to 4 (no
-/// allocation), and their modes packed two bits each beside them. A list of (handle, mode)
+/// allocation), and their modes packed three bits each beside them. A list of (handle, mode)
 /// pairs took 16 bytes per access for 9 bytes of content: packing the modes brings the task
 /// node from 256 to 240 bytes, 256 with the `Arc`'s counts, so that it fills four cache
 /// lines instead of straddling five or six.
 pub(crate) struct Accesses {
     handles: SmallVec<[Arc<HandleCore>; 4]>,
-    /// Bits `2i..2i+2`: the mode of access `i`, for the first [`MAX_ACCESSES`] accesses (a
-    /// task with more is refused at submission, so later modes are never read).
+    /// Bits `3k..3k+3` of word `i / 21`, `k = i % 21`: the mode of access `i`, for the first
+    /// [`MAX_ACCESSES`] accesses (a task with more is refused at submission, so later modes
+    /// are never read).
     modes: [u64; 2],
+}
+
+/// Modes per word of [`Accesses::modes`].
+const MODES_PER_WORD: usize = 21;
+/// Bit 0 of every mode field.
+const FIELD_LOW: u64 = 0o111_111_111_111_111_111_111;
+
+const fn mode_code(mode: Access) -> u64 {
+    match mode {
+        Access::R => 0,
+        Access::W => 1,
+        Access::RW => 2,
+        Access::Commute => 3,
+        Access::Redux => 4,
+    }
 }
 
 impl Accesses {
@@ -62,14 +78,18 @@ impl Accesses {
     pub(crate) fn push(&mut self, core: Arc<HandleCore>, mode: Access) {
         let i = self.handles.len();
         if i < MAX_ACCESSES {
-            let code = match mode {
-                Access::R => 0u64,
-                Access::W => 1,
-                Access::RW => 2,
-            };
-            self.modes[i / 32] |= code << (2 * (i % 32));
+            self.modes[i / MODES_PER_WORD] |= mode_code(mode) << (3 * (i % MODES_PER_WORD));
         }
         self.handles.push(core);
+    }
+
+    /// Whether some access is COMMUTE or REDUX (a code of 3 or more: bits 0 and 1, or bit
+    /// 2, of its field).
+    #[inline]
+    pub(crate) fn has_grouping(&self) -> bool {
+        self.modes
+            .iter()
+            .any(|&w| (w & (w >> 1) & FIELD_LOW) | ((w >> 2) & FIELD_LOW) != 0)
     }
 
     #[inline]
@@ -85,10 +105,12 @@ impl Accesses {
 
     #[inline]
     fn mode(&self, i: usize) -> Access {
-        match (self.modes[i / 32] >> (2 * (i % 32))) & 3 {
+        match (self.modes[i / MODES_PER_WORD] >> (3 * (i % MODES_PER_WORD))) & 7 {
             0 => Access::R,
             1 => Access::W,
-            _ => Access::RW,
+            2 => Access::RW,
+            3 => Access::Commute,
+            _ => Access::Redux,
         }
     }
 
@@ -177,6 +199,20 @@ impl<'a> Task<'a> {
     #[inline]
     pub fn rw<T>(self, handle: &Handle<T>) -> Task<'a> {
         self.access(handle, Access::RW)
+    }
+
+    /// Adds a COMMUTE access: read and write, in any order among the consecutive COMMUTE
+    /// accesses to the handle, one at a time (see [`Access::Commute`]).
+    #[inline]
+    pub fn commute<T>(self, handle: &Handle<T>) -> Task<'a> {
+        self.access(handle, Access::Commute)
+    }
+
+    /// Adds a REDUX access: the task's contribution to the handle's reduction (see
+    /// [`Access::Redux`]; the handle needs [`Runtime::set_reduction`](crate::Runtime::set_reduction)).
+    #[inline]
+    pub fn redux<T>(self, handle: &Handle<T>) -> Task<'a> {
+        self.access(handle, Access::Redux)
     }
 
     /// Runs only after `pred` finished: an explicit dependency, for graphs without data.
@@ -558,14 +594,21 @@ mod tests {
         let cores: Vec<Arc<HandleCore>> = (0..MAX_ACCESSES + 2)
             .map(|i| Arc::new(HandleCore::new(i as u64, 8, None)))
             .collect();
-        let mode = |i: usize| [Access::R, Access::W, Access::RW][(i * 7 + i / 5) % 3];
+        let all = [
+            Access::R,
+            Access::W,
+            Access::RW,
+            Access::Commute,
+            Access::Redux,
+        ];
+        let mode = |i: usize| all[(i * 7 + i / 5) % 5];
         let mut a = Accesses::new();
         for (i, c) in cores.iter().enumerate() {
             a.push(c.clone(), mode(i));
         }
         assert_eq!(a.len(), MAX_ACCESSES + 2);
         // Across the two words of modes, and at both ends of each.
-        for i in [0, 1, 30, 31, 32, 33, 62, 63] {
+        for i in [0, 1, 19, 20, 21, 22, 40, 41] {
             let (core, m) = a.get(i).expect("declared");
             assert_eq!(core.id, cores[i].id);
             assert_eq!(m, mode(i), "access {i}");
@@ -576,6 +619,28 @@ mod tests {
         );
         let listed: Vec<Access> = a.iter().map(|(_, m)| m).collect();
         assert_eq!(listed, (0..MAX_ACCESSES).map(mode).collect::<Vec<_>>());
+        assert!(a.has_grouping());
+    }
+
+    #[test]
+    fn a_grouping_mode_is_seen_in_any_field() {
+        let core = Arc::new(HandleCore::new(0u64, 8, None));
+        for plain in [Access::R, Access::W, Access::RW] {
+            for special in [Access::Commute, Access::Redux] {
+                for at in 0..MAX_ACCESSES {
+                    let mut a = Accesses::new();
+                    for i in 0..MAX_ACCESSES {
+                        a.push(core.clone(), if i == at { special } else { plain });
+                    }
+                    assert!(a.has_grouping(), "{special:?} at {at} among {plain:?}");
+                }
+                let mut a = Accesses::new();
+                for _ in 0..MAX_ACCESSES {
+                    a.push(core.clone(), plain);
+                }
+                assert!(!a.has_grouping(), "only {plain:?}");
+            }
+        }
     }
 
     #[test]

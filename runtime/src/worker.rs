@@ -369,6 +369,13 @@ fn execute(
             core.note_access(ctx.memory_node, mode);
         }
     }
+    // COMMUTE tasks of one handle run one at a time: the wait for the lock is not the
+    // task's time.
+    let commute = if body.accesses.has_grouping() {
+        crate::modes::CommuteGuard::take(body.accesses.iter())
+    } else {
+        crate::modes::CommuteGuard::none()
+    };
     let cid = node.codelet_id;
     let start = sh.now();
     if let Some(o) = &sh.observer {
@@ -393,6 +400,7 @@ fn execute(
         (Ok(()), Ok(())) => Ok(()),
     };
     let end = sh.now();
+    drop(commute);
     if let Some(o) = &sh.observer {
         o.task_ended(ctx.id, cid, ctx.arch, end);
     }

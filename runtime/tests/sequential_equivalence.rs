@@ -1,5 +1,11 @@
-//! Property: a random graph with random R/W/RW accesses leaves the same final data as a
-//! sequential execution in submission order, under every policy, at 1, 2 and 4 workers.
+//! Property: a random graph with random R, W, RW, COMMUTE and REDUX accesses leaves the
+//! same final data as a sequential execution in submission order, under every policy, at
+//! 1, 2 and 4 workers.
+//!
+//! A COMMUTE or REDUX contribution is added (wrapping) to the handle and depends only on
+//! what the task reads through its other accesses, so any order of a group gives the
+//! sequential result; a COMMUTE task reads the handle, yields the processor, then writes,
+//! so two members running at once would lose an update and the comparison would fail.
 
 use proptest::prelude::*;
 use taskwatt_runtime::{Access, Codelet, Runtime, Task};
@@ -13,47 +19,48 @@ struct Spec {
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
-    (2usize..8).prop_flat_map(|handles| {
-        let access = (
-            0..handles,
-            prop_oneof![Just(Access::R), Just(Access::W), Just(Access::RW)],
-        );
-        let task = proptest::collection::vec(access, 1..4).prop_map(|mut v| {
+    (2usize..6).prop_flat_map(|handles| {
+        // Grouping modes twice as likely, so that groups of several form.
+        let mode = prop_oneof![
+            1 => Just(Access::R),
+            1 => Just(Access::W),
+            1 => Just(Access::RW),
+            2 => Just(Access::Commute),
+            2 => Just(Access::Redux),
+        ];
+        let task = proptest::collection::vec((0..handles, mode), 1..4).prop_map(|mut v| {
             v.sort_by_key(|a| a.0);
             v.dedup_by_key(|a| a.0);
             v
         });
-        proptest::collection::vec(task, 1..60).prop_map(move |tasks| Spec { handles, tasks })
+        proptest::collection::vec(task, 1..50).prop_map(move |tasks| Spec { handles, tasks })
     })
 }
 
-/// What task `id` does: mixes the values it reads into a digest, then writes.
-/// Returns the (buffer, value) writes.
-fn apply(id: u64, modes: &[Access], read: &dyn Fn(usize) -> u64) -> Vec<(usize, u64)> {
-    let mut writes = Vec::new();
-    let mut digest = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+/// What task `id` reads from its ordered accesses.
+fn digest(id: u64, modes: &[Access], read: &dyn Fn(usize) -> u64) -> u64 {
+    let mut d = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     for (i, m) in modes.iter().enumerate() {
-        if *m != Access::W {
-            digest = digest.rotate_left(7) ^ read(i);
+        if matches!(m, Access::R | Access::RW) {
+            d = d.rotate_left(7) ^ read(i);
         }
     }
-    for (i, m) in modes.iter().enumerate() {
-        match m {
-            Access::R => {}
-            Access::W => writes.push((i, digest ^ i as u64)),
-            Access::RW => writes.push((i, read(i).wrapping_mul(31).wrapping_add(digest))),
-        }
-    }
-    writes
+    d
 }
 
 fn sequential(spec: &Spec) -> Vec<u64> {
     let mut data: Vec<u64> = (0..spec.handles as u64).collect();
     for (id, accesses) in spec.tasks.iter().enumerate() {
         let modes: Vec<Access> = accesses.iter().map(|a| a.1).collect();
-        let writes = apply(id as u64, &modes, &|i| data[accesses[i].0]);
-        for (i, v) in writes {
-            data[accesses[i].0] = v;
+        let d = digest(id as u64, &modes, &|i| data[accesses[i].0]);
+        for (i, &(h, m)) in accesses.iter().enumerate() {
+            let x = d ^ i as u64;
+            match m {
+                Access::R => {}
+                Access::W => data[h] = x,
+                Access::RW => data[h] = data[h].wrapping_mul(31).wrapping_add(d),
+                _ => data[h] = data[h].wrapping_add(x),
+            }
         }
     }
     data
@@ -66,9 +73,15 @@ fn parallel(spec: &Spec, policy: &str, workers: usize) -> Vec<u64> {
         .build()
         .unwrap();
     let handles: Vec<_> = (0..spec.handles as u64).map(|v| rt.register(v)).collect();
+    for h in &handles {
+        rt.set_reduction(h, "sum", || 0u64, |acc, x| *acc = acc.wrapping_add(x))
+            .unwrap();
+    }
     let cl = Codelet::new("mix").cpu(|ctx| {
-        let modes: &Vec<Access> = ctx.arg();
-        // One borrow per buffer: shared for R, exclusive for W/RW (read through it).
+        // The task's index in the spec (ids also count the reduction tasks).
+        let (id, modes): &(u64, Vec<Access>) = ctx.arg();
+        // One borrow per buffer: shared for R, exclusive otherwise (for REDUX, this
+        // worker's contribution).
         let mut slots: Vec<Result<&u64, &mut u64>> = modes
             .iter()
             .enumerate()
@@ -80,23 +93,32 @@ fn parallel(spec: &Spec, policy: &str, workers: usize) -> Vec<u64> {
                 }
             })
             .collect();
-        let writes = apply(ctx.task_id(), modes, &|i| match &slots[i] {
+        let d = digest(*id, modes, &|i| match &slots[i] {
             Ok(r) => **r,
             Err(w) => **w,
         });
-        for (i, v) in writes {
-            if let Err(w) = &mut slots[i] {
-                **w = v;
+        for (i, m) in modes.iter().enumerate() {
+            let x = d ^ i as u64;
+            let Err(v) = &mut slots[i] else { continue };
+            match m {
+                Access::W => **v = x,
+                Access::RW => **v = v.wrapping_mul(31).wrapping_add(d),
+                Access::Commute => {
+                    let old = **v;
+                    std::thread::yield_now();
+                    **v = old.wrapping_add(x);
+                }
+                _ => **v = v.wrapping_add(x),
             }
         }
     });
-    for accesses in &spec.tasks {
+    for (id, accesses) in spec.tasks.iter().enumerate() {
         let modes: Vec<Access> = accesses.iter().map(|a| a.1).collect();
         let mut t = Task::new(&cl);
         for &(h, m) in accesses {
             t = t.access(&handles[h], m);
         }
-        rt.submit(t.arg(modes)).unwrap();
+        rt.submit(t.arg((id as u64, modes))).unwrap();
     }
     rt.wait_all().unwrap();
     handles
@@ -106,7 +128,7 @@ fn parallel(spec: &Spec, policy: &str, workers: usize) -> Vec<u64> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     #[test]
     fn parallel_runs_match_sequential(spec in spec()) {
@@ -117,4 +139,5 @@ proptest! {
             }
         }
     }
+
 }

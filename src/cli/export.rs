@@ -181,11 +181,12 @@ fn export_streaming(a: &ExportArgs) -> CliResult {
     Ok(())
 }
 
+/// A task's energy in joules, if the attribution gives one.
+type EnergyOf = Box<dyn Fn(&taskwatt::traces::TaskRecord) -> Option<f64>>;
+
 /// Each task's energy from the attribution of the trace at `path` (None without energy
 /// samples, or when the attribution fails: the export then goes without, with a warning).
-fn task_energy(
-    path: &std::path::Path,
-) -> Option<Box<dyn Fn(&taskwatt::traces::TaskRecord) -> Option<f64>>> {
+fn task_energy(path: &std::path::Path) -> Option<EnergyOf> {
     let trace = taskwatt::traces::read_trace(path).ok()?;
     energy_of(&trace)
 }
@@ -193,7 +194,7 @@ fn task_energy(
 /// Per task: `Σ_d (p_k,d + P_base,d / W_d) · duration` over the package, DRAM and GPU
 /// domains covering its worker (psys only when no package does; core and uncore are inside
 /// their package), with the attribution's powers: what `report` calls total energy per task.
-fn energy_of(trace: &Trace) -> Option<Box<dyn Fn(&taskwatt::traces::TaskRecord) -> Option<f64>>> {
+fn energy_of(trace: &Trace) -> Option<EnergyOf> {
     use std::collections::HashMap;
     use taskwatt::traces::{Arch, Domain};
     if trace.samples.is_empty() {

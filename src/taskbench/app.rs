@@ -472,6 +472,33 @@ pub fn c_exp(v: f64) -> String {
     )
 }
 
+/// Refuses a graph whose per-point buffers would not fit in this machine's available
+/// memory (or overflow), before anything is allocated: each point of the widest timestep
+/// keeps `-field` output buffers and a scratch buffer, plus a data handle per output.
+fn check_memory(g: &TaskGraph) -> Result<(), TaskBenchError> {
+    /// What a registered output costs beyond its bytes (handle, task node share).
+    const PER_OUTPUT_OVERHEAD: u64 = 256;
+    let per_point = (g.output_bytes_per_task as u64)
+        .checked_add(PER_OUTPUT_OVERHEAD)
+        .and_then(|b| b.checked_mul(g.nb_fields as u64))
+        .and_then(|b| b.checked_add(g.scratch_bytes_per_task as u64));
+    let bytes = per_point.and_then(|b| b.checked_mul(g.max_width as u64));
+    let available = crate::apps::available_memory_bytes();
+    match bytes {
+        Some(b) if available.is_none_or(|a| b <= a) => Ok(()),
+        _ => Err(TaskBenchError::InvalidValue {
+            flag: "-width".into(),
+            value: g.max_width.to_string(),
+            reason: format!(
+                "graph {} needs {} for its points' buffers (-width x -field x -output, plus -scratch), more than {}; use a smaller -width",
+                g.graph_index,
+                bytes.map_or_else(|| "more than 2^64 bytes".to_string(), crate::apps::gib),
+                available.map_or_else(|| "the address space".to_string(), |a| format!("the {} of memory available here", crate::apps::gib(a))),
+            ),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,32 +590,5 @@ mod tests {
         );
         assert!(d.contains("      Fraction Connected: 0.250000\n"), "{d}");
         assert!(d.contains("        Iterations: 0\n"), "{d}");
-    }
-}
-
-/// Refuses a graph whose per-point buffers would not fit in this machine's available
-/// memory (or overflow), before anything is allocated: each point of the widest timestep
-/// keeps `-field` output buffers and a scratch buffer, plus a data handle per output.
-fn check_memory(g: &TaskGraph) -> Result<(), TaskBenchError> {
-    /// What a registered output costs beyond its bytes (handle, task node share).
-    const PER_OUTPUT_OVERHEAD: u64 = 256;
-    let per_point = (g.output_bytes_per_task as u64)
-        .checked_add(PER_OUTPUT_OVERHEAD)
-        .and_then(|b| b.checked_mul(g.nb_fields as u64))
-        .and_then(|b| b.checked_add(g.scratch_bytes_per_task as u64));
-    let bytes = per_point.and_then(|b| b.checked_mul(g.max_width as u64));
-    let available = crate::apps::available_memory_bytes();
-    match bytes {
-        Some(b) if available.is_none_or(|a| b <= a) => Ok(()),
-        _ => Err(TaskBenchError::InvalidValue {
-            flag: "-width".into(),
-            value: g.max_width.to_string(),
-            reason: format!(
-                "graph {} needs {} for its points' buffers (-width x -field x -output, plus -scratch), more than {}; use a smaller -width",
-                g.graph_index,
-                bytes.map_or_else(|| "more than 2^64 bytes".to_string(), crate::apps::gib),
-                available.map_or_else(|| "the address space".to_string(), |a| format!("the {} of memory available here", crate::apps::gib(a))),
-            ),
-        }),
     }
 }

@@ -323,7 +323,7 @@ mod tests {
                     now.store(t, Ordering::Release);
                     // On one CPU, let the reader in now and then (it yields back when it
                     // has nothing new to check); on several, this costs nothing.
-                    if rounds % 1024 == 0 {
+                    if rounds.is_multiple_of(1024) {
                         std::thread::yield_now();
                     }
                 }
