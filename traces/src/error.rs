@@ -51,13 +51,13 @@ pub enum TraceError {
     },
 
     /// A text file (CSV, tasks.rec) holds bytes that are not UTF-8.
-    #[error("{}:{line}: not UTF-8 text (byte 0x{byte:02x} at column {column}); save the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 IN > OUT`", path.display())]
+    #[error("{}:{line}: not UTF-8 text (byte 0x{byte:02x} in field {column}); save the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 IN > OUT`", path.display())]
     NotUtf8 {
         /// The file.
         path: PathBuf,
         /// Line number, from 1.
         line: u64,
-        /// Byte column in the line, from 1.
+        /// The field, from 1.
         column: usize,
         /// The first byte that is not valid UTF-8.
         byte: u8,

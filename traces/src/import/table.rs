@@ -1,13 +1,17 @@
-//! A small CSV reader for the import files: a header row naming the columns, then rows,
-//! with errors that name the file, the line and the column.
+//! The import files' CSV reader: a header row naming the columns, then rows, with errors
+//! that name the file, the line and the column.
 //!
-//! RFC 4180 quoting on one line (`"a, b"`, `""` for a quote); unquoted fields are trimmed;
-//! blank lines and lines starting with `#` are skipped; a UTF-8 byte-order mark is ignored.
-//! Column names match case-insensitively and columns may come in any order; columns the
-//! importer does not know are ignored.
+//! Parsing is the `csv` crate's (RFC 4180: quoted fields, `""` for a quote, line breaks
+//! inside quotes); on top of it, fields are trimmed, blank lines and lines starting with
+//! `#` are skipped, and a UTF-8 byte-order mark is ignored. Column names match
+//! case-insensitively and columns may come in any order; columns the importer does not know
+//! are ignored.
 
-use std::io::BufRead;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use crate::error::shorten;
 use crate::TraceError;
@@ -17,30 +21,55 @@ use crate::TraceError;
 pub(super) struct Row {
     /// Line number, from 1.
     pub(super) line: u64,
-    fields: Vec<String>,
+    fields: csv::StringRecord,
 }
 
 impl Row {
     /// The field in column `i` (the empty string if the row is short: `Table::next_row`
     /// already refused rows with a wrong field count).
     pub(super) fn get(&self, i: usize) -> &str {
-        self.fields.get(i).map_or("", String::as_str)
+        self.fields.get(i).unwrap_or("")
     }
 }
 
 pub(super) struct Table {
     path: PathBuf,
-    src: Box<dyn BufRead>,
-    line_no: u64,
+    reader: csv::Reader<LineEnds>,
     header: Vec<String>,
-    buf: String,
+    /// The offsets of the line ends the parser has not yet passed.
+    ends: Rc<RefCell<VecDeque<(u64, u8)>>>,
+    /// Line feeds before the first offset in `ends`.
+    lines_before: u64,
+}
+
+/// The input, noting the offset of every `\r` and `\n` as it goes by: the `csv` crate's
+/// record positions do not count the blank lines it skips (nor CRLF ends as one line), so
+/// the lines an error names are counted here instead. Only the ends between the parser and
+/// the read-ahead are kept.
+struct LineEnds {
+    inner: Box<dyn BufRead>,
+    offset: u64,
+    ends: Rc<RefCell<VecDeque<(u64, u8)>>>,
+}
+
+impl Read for LineEnds {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut ends = self.ends.borrow_mut();
+        for (i, &b) in buf[..n].iter().enumerate() {
+            if b == b'\n' || b == b'\r' {
+                ends.push_back((self.offset + i as u64, b));
+            }
+        }
+        self.offset += n as u64;
+        Ok(n)
+    }
 }
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Table")
             .field("path", &self.path)
-            .field("line_no", &self.line_no)
             .field("header", &self.header)
             .finish_non_exhaustive()
     }
@@ -57,12 +86,25 @@ impl Table {
     /// first format's columns.
     pub(super) fn open_any(path: &Path, formats: &[&[&str]]) -> Result<(Table, usize), TraceError> {
         let required = formats[0];
+        let ends = Rc::new(RefCell::new(VecDeque::new()));
+        let input = LineEnds {
+            inner: super::open_text(path)?,
+            offset: 0,
+            ends: Rc::clone(&ends),
+        };
+        let reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            // Comments are skipped in `next_fields`, not by the `csv` crate, whose line
+            // numbers leave comment lines out.
+            .trim(csv::Trim::All)
+            .from_reader(input);
         let mut t = Table {
             path: path.to_path_buf(),
-            src: super::open_text(path)?,
-            line_no: 0,
+            reader,
             header: Vec::new(),
-            buf: String::new(),
+            ends,
+            lines_before: 0,
         };
         let Some((line, header)) = t.next_fields()? else {
             return Err(t.err(
@@ -72,6 +114,18 @@ impl Table {
                 "an empty file",
             ));
         };
+        let header: Vec<String> = header
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                if i == 0 {
+                    h.trim_start_matches('\u{feff}')
+                } else {
+                    h
+                }
+            })
+            .map(str::to_string)
+            .collect();
         t.header = header.into_iter().map(|h| h.to_ascii_lowercase()).collect();
         if let Some(k) = formats
             .iter()
@@ -130,90 +184,66 @@ impl Table {
         }
     }
 
-    /// The next non-blank, non-comment line, split into fields.
-    fn next_fields(&mut self) -> Result<Option<(u64, Vec<String>)>, TraceError> {
+    /// The line, from 1, of a record the parser began looking for at byte `from`: past the
+    /// blank lines there, which the parser skipped.
+    fn line_at(&mut self, from: u64) -> u64 {
+        let mut ends = self.ends.borrow_mut();
+        while let Some(&(at, b)) = ends.front() {
+            if at >= from {
+                break;
+            }
+            self.lines_before += u64::from(b == b'\n');
+            ends.pop_front();
+        }
+        let mut at_record = from;
+        while let Some(&(at, b)) = ends.front() {
+            if at != at_record {
+                break;
+            }
+            self.lines_before += u64::from(b == b'\n');
+            at_record += 1;
+            ends.pop_front();
+        }
+        self.lines_before + 1
+    }
+
+    /// The next record that is not blank or a comment, with its line number.
+    fn next_fields(&mut self) -> Result<Option<(u64, csv::StringRecord)>, TraceError> {
+        let mut bytes = csv::ByteRecord::new();
         loop {
-            let mut raw = std::mem::take(&mut self.buf).into_bytes();
-            raw.clear();
-            let n = self
-                .src
-                .read_until(b'\n', &mut raw)
-                .map_err(|e| TraceError::io(&self.path, e))?;
-            if n == 0 {
+            let read = self.reader.read_byte_record(&mut bytes);
+            let more = read.map_err(|e| {
+                let line = e.position().map_or(0, |p| self.line_at(p.byte()));
+                match e.into_kind() {
+                    csv::ErrorKind::Io(e) => TraceError::io(&self.path, e),
+                    other => self.err(line, "(row)", "a CSV record", &format!("{other:?}")),
+                }
+            })?;
+            if !more {
                 return Ok(None);
             }
-            self.line_no += 1;
-            self.buf = String::from_utf8(raw).map_err(|e| {
-                let at = e.utf8_error().valid_up_to();
-                TraceError::NotUtf8 {
-                    path: self.path.clone(),
-                    line: self.line_no,
-                    column: at + 1,
-                    byte: e.as_bytes()[at],
-                }
-            })?;
-            let mut line = self.buf.trim_end_matches(['\n', '\r']);
-            if self.line_no == 1 {
-                line = line.trim_start_matches('\u{feff}');
-            }
-            if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            let line = bytes.position().map_or(0, |p| self.line_at(p.byte()));
+            // A line of spaces, or one whose first field starts with `#` after them.
+            if bytes.iter().all(<[u8]>::is_empty)
+                || bytes.get(0).is_some_and(|f| f.starts_with(b"#"))
+            {
                 continue;
             }
-            let fields = split(line).map_err(|(pos, expected)| {
-                self.err(self.line_no, "(row)", expected, &line[pos..])
-            })?;
-            return Ok(Some((self.line_no, fields)));
-        }
-    }
-}
-
-const UNCLOSED: &str = "a closing quote for the field opened here";
-const AFTER_QUOTE: &str = "a comma or the end of the line after a closing quote";
-
-/// Splits one CSV line; the error gives the byte position and what was expected there.
-fn split(line: &str) -> Result<Vec<String>, (usize, &'static str)> {
-    let mut out = Vec::new();
-    let mut rest = line;
-    loop {
-        let start = line.len() - rest.len();
-        let trimmed = rest.trim_start();
-        if let Some(q) = trimmed.strip_prefix('"') {
-            let mut field = String::new();
-            let mut chars = q.char_indices();
-            let after = loop {
-                match chars.next() {
-                    None => return Err((start, UNCLOSED)),
-                    Some((i, '"')) => {
-                        if q[i + 1..].starts_with('"') {
-                            field.push('"');
-                            chars.next();
-                        } else {
-                            break &q[i + 1..];
-                        }
-                    }
-                    Some((_, c)) => field.push(c),
+            return match csv::StringRecord::from_byte_record(bytes) {
+                Ok(fields) => Ok(Some((line, fields))),
+                Err(e) => {
+                    let field = e.utf8_error().field();
+                    let at = e.utf8_error().valid_up_to();
+                    let raw = e.into_byte_record();
+                    let bad = raw.get(field).unwrap_or_default();
+                    Err(TraceError::NotUtf8 {
+                        path: self.path.clone(),
+                        line,
+                        column: field + 1,
+                        byte: bad.get(at).copied().unwrap_or(0),
+                    })
                 }
             };
-            out.push(field);
-            let after = after.trim_start();
-            if after.is_empty() {
-                return Ok(out);
-            }
-            match after.strip_prefix(',') {
-                Some(r) => rest = r,
-                None => return Err((line.len() - after.len(), AFTER_QUOTE)),
-            }
-        } else {
-            match rest.split_once(',') {
-                Some((f, r)) => {
-                    out.push(f.trim().to_string());
-                    rest = r;
-                }
-                None => {
-                    out.push(rest.trim().to_string());
-                    return Ok(out);
-                }
-            }
         }
     }
 }
@@ -224,12 +254,59 @@ mod tests {
     use std::io::Write;
 
     #[test]
-    fn split_handles_quotes_and_spaces() {
-        assert_eq!(split("a, b ,c").unwrap(), ["a", "b", "c"]);
-        assert_eq!(split("\"x, y\",\"q\"\"q\",").unwrap(), ["x, y", "q\"q", ""]);
-        assert_eq!(split("").unwrap(), [""]);
-        assert_eq!(split("1,\"open").unwrap_err(), (2, UNCLOSED));
-        assert_eq!(split("\"a\"b,c").unwrap_err(), (3, AFTER_QUOTE));
+    fn quotes_spaces_and_line_breaks_in_fields() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        write!(
+            f,
+            "a,b,c\n x ,\"y, z\",\"q\"\"q\"\n\"two\nlines\",2,3\n1,\"open\n"
+        )
+        .unwrap();
+        let mut t = Table::open(f.path(), &["a"]).unwrap();
+        let r = t.next_row().unwrap().unwrap();
+        assert_eq!(
+            (r.line, r.get(0), r.get(1), r.get(2)),
+            (2, "x", "y, z", "q\"q")
+        );
+        let r = t.next_row().unwrap().unwrap();
+        assert_eq!((r.line, r.get(0)), (3, "two\nlines"));
+        // An unclosed quote runs to the end of the file: one field short.
+        let e = t.next_row().unwrap_err();
+        assert!(
+            e.to_string().contains(":5: (row): expected 3 fields"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn line_numbers_count_blank_lines_and_crlf() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        write!(f, "a,b\r\n\r\n\r\n1,2\r\n\n\"x\r\ny\",4\n\r\n5,6\n7\n").unwrap();
+        let mut t = Table::open(f.path(), &["a"]).unwrap();
+        let mut lines = Vec::new();
+        let e = loop {
+            match t.next_row() {
+                Ok(Some(r)) => lines.push(r.line),
+                Ok(None) => panic!("the short row is an error"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(lines, [4, 6, 9]);
+        assert!(e.to_string().contains(":10: (row)"), "{e}");
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_line_and_field() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(b"a,b\n1,x\xffy\n").unwrap();
+        let mut t = Table::open(f.path(), &["a"]).unwrap();
+        match t.next_row().unwrap_err() {
+            TraceError::NotUtf8 {
+                line, column, byte, ..
+            } => {
+                assert_eq!((line, column, byte), (2, 2, 0xff))
+            }
+            e => panic!("{e}"),
+        }
     }
 
     #[test]
