@@ -83,12 +83,12 @@ fn drop_payload(payload: Box<dyn Any + Send>) {
 }
 
 /// Drops `value` (data references, an argument) of task `task`; a panic in a `Drop` is
-/// reported on stderr instead of ending the thread.
+/// reported through `log` (error level) instead of ending the thread.
 pub(crate) fn drop_quietly<T>(value: T, task: Option<TaskId>) {
     if let Err(message) = catch(move || drop(value)) {
         match task {
-            Some(id) => eprintln!("taskwatt: dropping the data of task {id} panicked: {message}"),
-            None => eprintln!("taskwatt: dropping task data on a worker panicked: {message}"),
+            Some(id) => log::error!("dropping the data of task {id} panicked: {message}"),
+            None => log::error!("dropping task data on a worker panicked: {message}"),
         }
     }
 }

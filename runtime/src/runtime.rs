@@ -1418,13 +1418,13 @@ impl Drop for Runtime {
                 Err(RuntimeError::Deadlock { .. }) => {
                     // Dropped inside one of its own tasks (moved into one): waiting would
                     // never end. The workers are left to exit with the process.
-                    eprintln!(
-                        "taskwatt: a runtime was dropped inside one of its own tasks; its \
-                         workers are left running"
+                    log::error!(
+                        "a runtime was dropped inside one of its own tasks; its workers are \
+                         left running"
                     );
                     return;
                 }
-                Err(e) => eprintln!("taskwatt: runtime dropped with unreported failures: {e}"),
+                Err(e) => log::error!("runtime dropped with unreported failures: {e}"),
             }
             self.stop_workers();
         } else if let Some(f) = self.flusher.take() {
