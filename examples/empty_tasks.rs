@@ -12,8 +12,8 @@
 //! handle, tasks/2 tasks that each read two of those; the handles are registered in the
 //! timed region, as there). Defaults: `chain lws 20000 5`, traced into a temporary file.
 //! `--latency` first prints what one cache line takes to move between the first two CPUs,
-//! the unit in which a task's hand-off is paid (see `taskwatt::taskbench::core_to_core_ns`),
-//! and what one reading of the trace clock costs (`taskwatt::taskbench::clock_read_ns`).
+//! the unit in which a task's hand-off is paid (see `taskwatt_taskbench::core_to_core_ns`),
+//! and what one reading of the trace clock costs (`taskwatt_taskbench::clock_read_ns`).
 //! `--gated` holds the workers back while the graph is submitted (its first task, or every
 //! independent task, also reads a handle the main thread has acquired for writing), and
 //! prints the submission's cost alone before the total: the difference is what running
@@ -29,13 +29,13 @@ fn main() {
     let trace = !args.iter().any(|a| a == "--no-trace");
     let gated = args.iter().any(|a| a == "--gated");
     if args.iter().any(|a| a == "--latency") {
-        match taskwatt::taskbench::core_to_core_first_pair() {
+        match taskwatt_taskbench::core_to_core_first_pair() {
             Some((a, b, ns)) => {
                 println!("core to core: {ns:.0} ns per cache-line transfer (CPUs {a} and {b})")
             }
             None => println!("core to core: not measured (fewer than two CPUs to pin to)"),
         }
-        if let Some(ns) = taskwatt::taskbench::clock_read_ns(1_000_000, 3) {
+        if let Some(ns) = taskwatt_taskbench::clock_read_ns(1_000_000, 3) {
             println!("trace clock: {ns:.1} ns per reading (3 per traced task)");
         }
     }

@@ -9,6 +9,12 @@
 //! This crate is the facade: it re-exports the workspace crates and holds the built-in
 //! applications that the `taskwatt` CLI runs.
 //!
+//! Features: `cli` (default) builds the `taskwatt` command line and what only it needs
+//! (clap, indicatif, the Task Bench harness of the `taskwatt-taskbench` crate, ...), and
+//! `plots` (in `cli`) the SVG plots of `taskwatt::plots`. A library user turns the
+//! default off: `taskwatt = { version = "0.1", default-features = false }`. `hwloc` takes
+//! the topology from hwloc, `blas` the tile kernels from the system's BLAS.
+//!
 //! ```
 //! use taskwatt::{Codelet, Runtime, Task};
 //!
@@ -21,9 +27,9 @@
 
 pub mod apps;
 mod measure;
+#[cfg(feature = "plots")]
 pub mod plots;
 pub mod session;
-pub mod taskbench;
 
 #[doc(inline)]
 pub use taskwatt_energy as energy;
@@ -47,5 +53,5 @@ pub use taskwatt_traces::Region;
 
 pub use taskwatt_runtime::{
     Access, Codelet, Filter, Handle, Matrix, MatrixPart, Partitioned, Runtime, RuntimeBuilder,
-    RuntimeError, Task, TaskCtx, TaskHandle, VectorPart,
+    RuntimeError, Task, TaskCtx, TaskHandle, VectorPart, MAX_ACCESSES,
 };

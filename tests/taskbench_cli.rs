@@ -220,12 +220,15 @@ fn unknown_pattern_flag_and_policy_are_clear_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("fifo"));
 
-    // all_to_all of width 64 would declare 65 accesses: refused with the way out.
+    // all_to_all of width 64 would declare 65 accesses (more than MAX_ACCESSES): refused
+    // with the way out.
     let out = taskwatt(&["bench", "taskbench", "-type", "all_to_all", "-width", "64"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("64 accesses") && err.contains("--system rayon"),
+        err.contains("reads 64 outputs")
+            && err.contains(&format!("at most {} accesses", taskwatt::MAX_ACCESSES))
+            && err.contains("--system rayon"),
         "{err}"
     );
 }

@@ -63,7 +63,7 @@ pub use runtime::{
     IDLE_ENV, MAX_TRACE_CHUNK, MAX_WORKERS, STAGING_ENV,
 };
 pub use task::{ReadyTask, Task, TaskHandle};
-pub use topology::{from_sysfs as topology_from_sysfs, Pu, Topology};
+pub use topology::{available_memory_bytes, from_sysfs as topology_from_sysfs, Pu, Topology};
 
 pub use taskwatt_scheduler as scheduler;
 pub use taskwatt_traces as traces;

@@ -241,6 +241,15 @@ pub(crate) fn parse_cpulist(s: &str) -> Vec<u32> {
     out
 }
 
+/// The memory available to a new program, in bytes (Linux's `MemAvailable`), if known: to
+/// refuse a graph whose data would not fit before allocating any of it.
+pub fn available_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,8 @@ use taskwatt_kernels::{KernelError, Scalar};
 use taskwatt_runtime::{Runtime, RuntimeError};
 
 /// A built-in application.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum App {
     /// Tiled Cholesky factorization (potrf, trsm, syrk, gemm), checked against the input.
@@ -50,7 +51,8 @@ impl App {
 }
 
 /// The element type an app computes in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// Double precision (`f64`), the default.
@@ -161,7 +163,7 @@ impl AppConfig {
             .checked_mul(self.n as u64)
             .and_then(|e| e.checked_mul(elem))
             .and_then(|b| b.checked_mul(Self::matrices(app, self.check)));
-        let available = available_memory_bytes();
+        let available = taskwatt_runtime::available_memory_bytes();
         match bytes {
             Some(b) if available.is_none_or(|a| b <= a) => Ok(()),
             _ => Err(invalid(format!(
@@ -183,13 +185,6 @@ impl AppConfig {
 }
 
 /// `MemAvailable` from /proc/meminfo (Linux), if it can be read.
-pub(crate) fn available_memory_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
-}
-
 pub(crate) fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }

@@ -6,12 +6,12 @@
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use taskwatt::taskbench::{
+use taskwatt::traces::Clock;
+use taskwatt_taskbench::{
     clock_read_ns, core_to_core_first_pair, help, measure_peak, median, summarise, sweep,
-    wants_help, App, CpuTicks, Dependence, KernelType, MetgConfig, Peak, Sample, System,
+    wants_help, App, CpuTicks, Dependence, KernelType, MetgConfig, Peak, Sample, SweepEta, System,
     SystemMetg, Tracing,
 };
-use taskwatt::traces::Clock;
 
 use super::CliResult;
 
@@ -127,10 +127,52 @@ fn taskbench(a: TaskbenchArgs) -> CliResult {
     Ok(())
 }
 
-fn load_average() -> String {
+/// The load averages over 1, 5 and 15 minutes (Linux), as /proc/loadavg gives them.
+fn load_average() -> Option<String> {
     std::fs::read_to_string("/proc/loadavg")
+        .ok()
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unavailable".into())
+}
+
+/// The first of [`load_average`]'s figures.
+fn load_1min(load: Option<&str>) -> Option<f64> {
+    load?.split_whitespace().next()?.parse().ok()
+}
+
+/// Before the sweep nothing of ours runs: a one-minute load of half a core or more is
+/// other work, which takes the cores the systems are timed on.
+fn warn_if_busy(load: Option<&str>, workers: usize) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(l) = load_1min(load).filter(|l| *l >= 0.5) {
+        println!(
+            "warning: the machine is busy before the sweep (load average {l:.1} on {cpus} \
+             CPUs, for {workers} workers): other work competes for the cores, so times are \
+             longer and noisier than on an idle machine; stop it, or read the figures as \
+             this machine's under load"
+        );
+    }
+}
+
+/// After the sweep the load includes the sweep's own threads (up to `workers` runnable):
+/// more than that, by a core, means other work ran meanwhile.
+fn warn_if_others_ran(load: Option<&str>, workers: usize) {
+    if let Some(l) = load_1min(load).filter(|l| *l > workers as f64 + 1.0) {
+        println!(
+            "warning: other work ran during the sweep (load average {l:.1} for {workers} \
+             workers of ours): compare systems within this sweep only, and prefer the \
+             median column"
+        );
+    }
+}
+
+/// `t` seconds as `1m05s` or `42s`.
+fn mm_ss(t: f64) -> String {
+    let s = t.round() as u64;
+    if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
 }
 
 #[derive(Serialize)]
@@ -140,8 +182,8 @@ struct MetgReport<'a> {
     peak: Peak,
     /// Measured again after the sweep.
     peak_after: Peak,
-    load_average_before: String,
-    load_average_after: String,
+    load_average_before: Option<String>,
+    load_average_after: Option<String>,
     /// Share of the CPU time the host stole over the whole sweep (`null`: unknown).
     host_steal: Option<f64>,
     /// One cache-line transfer between the first two CPUs, in ns (`null`: fewer than two
@@ -241,16 +283,32 @@ fn metg(a: MetgArgs) -> CliResult {
                 }
             );
         }
-        println!("load average before: {load_before}");
+        println!(
+            "load average before: {}",
+            load_before.as_deref().unwrap_or("unavailable")
+        );
     }
 
+    if !a.json {
+        warn_if_busy(load_before.as_deref(), workers);
+    }
     let bar = ProgressBar::new(cfg.runs() as u64);
+    // Not indicatif's {eta}: runs get shorter as the sweep goes on (see SweepEta).
     bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed_precise} < {eta}]")
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {msg} [{elapsed_precise}]")
             .expect("a valid progress template"),
     );
+    let mut eta = SweepEta::new(&cfg);
     let samples = sweep(&cfg, &peak, &mut |s: &Sample| {
-        bar.set_message(format!("{} 2^{}", s.system, s.iterations.trailing_zeros()));
+        eta.record(s);
+        let left = eta
+            .remaining_s()
+            .map_or_else(String::new, |t| format!(", about {} left", mm_ss(t)));
+        bar.set_message(format!(
+            "{} 2^{}{left}",
+            s.system,
+            s.iterations.trailing_zeros()
+        ));
         bar.inc(1);
     })?;
     bar.finish_and_clear();
@@ -288,7 +346,11 @@ fn metg(a: MetgArgs) -> CliResult {
             moved * 100.0
         );
     }
-    println!("load average after: {load_after}");
+    println!(
+        "load average after: {}",
+        load_after.as_deref().unwrap_or("unavailable")
+    );
+    warn_if_others_ran(load_after.as_deref(), workers);
     print_steal(&cfg, &samples, host_steal);
     println!();
     print_efficiency_table(&cfg, &samples);
@@ -320,6 +382,23 @@ fn metg(a: MetgArgs) -> CliResult {
             opt(s.median_us),
             s.taskbench.display()
         );
+    }
+    println!(
+        "min and median: of the METGs of each repetition; Task Bench mean: the METG of the \
+         mean time per point (Task Bench's own figure), which one slow repetition moves"
+    );
+    for s in &summary {
+        if let (Some(m), Some(tb)) = (s.median_us, s.taskbench.us()) {
+            if tb > 2.0 * m || tb < 0.5 * m {
+                println!(
+                    "  {}: the mean-based METG ({tb:.3} µs) is {:.1}× the median ({m:.3} \
+                     µs): some repetitions were much slower or faster than the others (a \
+                     descheduled worker, a busy machine); the median is the figure to quote",
+                    s.system,
+                    tb / m
+                );
+            }
+        }
     }
     Ok(())
 }

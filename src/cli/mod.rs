@@ -4,6 +4,7 @@ mod bench;
 mod compare;
 mod export;
 mod import;
+mod logger;
 mod meters;
 mod model;
 mod report;
@@ -44,35 +45,32 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
-/// Parses `10ms`, `1s`, `500us`, `2.5s` (a number and a unit: ns, us, ms, s).
+/// Parses a duration the way `humantime` does: `10ms`, `1s`, `500us`, `2.5s`, `1min 30s`
+/// (units ns, us or µs, ms, s, min, h, ...); a bare number is refused, since a period in
+/// milliseconds and one in seconds differ by a thousand.
 pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("`{s}` has no unit: write e.g. 10ms, 1s, 500us"))?;
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{num}` in `{s}` is not a number"))?;
-    let secs = match unit.trim() {
-        "ns" => v * 1e-9,
-        "us" | "µs" => v * 1e-6,
-        "ms" => v * 1e-3,
-        "s" => v,
-        u => return Err(format!("unknown unit `{u}` in `{s}`: use ns, us, ms or s")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("`{s}` is not a valid duration"));
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!("`{s}` has no unit: write e.g. 10ms, 1s, 500us"));
     }
-    // A week is far beyond any period or calibration that makes sense, and keeps the
-    // conversion (which panics past u64::MAX seconds) and every sum of durations safe.
-    const MAX_S: f64 = 7.0 * 24.0 * 3600.0;
-    if secs > MAX_S {
+    let d = humantime::parse_duration(s).map_err(|e| match e {
+        // Too large, or finer than a nanosecond.
+        humantime::DurationError::NumberOverflow => format!(
+            "`{s}` is out of range: taskwatt accepts durations from 1ns to one week (604800s)"
+        ),
+        e => {
+            format!("`{s}` is not a duration ({e}): write e.g. 10ms, 1s, 500us, 2.5s or 1min 30s")
+        }
+    })?;
+    // A week is far beyond any period or calibration that makes sense, and keeps every
+    // sum of durations safe.
+    const MAX: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+    if d > MAX {
         return Err(format!(
             "`{s}` is longer than the longest duration taskwatt accepts (one week, 604800s)"
         ));
     }
-    Ok(std::time::Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// Creates the directory an option names for its output files (`--svg DIR`, `--csv DIR`,
@@ -94,6 +92,10 @@ pub(crate) type CliResult = Result<(), Box<dyn std::error::Error>>;
 
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = logger::init() {
+        eprintln!("taskwatt: {e}");
+        return ExitCode::FAILURE;
+    }
     if let Err(e) = taskwatt_traces::Clock::check_env() {
         eprintln!("taskwatt: {e}");
         return ExitCode::FAILURE;
@@ -123,5 +125,25 @@ pub(crate) fn main() -> ExitCode {
             }
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_need_a_unit_and_stay_under_a_week() {
+        assert_eq!(parse_duration("10ms"), Ok(Duration::from_millis(10)));
+        assert_eq!(parse_duration(" 2.5s "), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
+        assert_eq!(parse_duration("1min 30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("10").unwrap_err().contains("no unit"));
+        assert!(parse_duration("10 parsecs")
+            .unwrap_err()
+            .contains("not a duration"));
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("8 days").unwrap_err().contains("one week"));
     }
 }

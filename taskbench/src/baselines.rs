@@ -211,7 +211,7 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::taskbench::graph::Dependence;
+    use crate::graph::Dependence;
 
     fn graph(index: i64, dependence: Dependence, steps: i64) -> TaskGraph {
         let mut g = TaskGraph::new(index);

@@ -13,7 +13,7 @@
 //! - [`metg`](fn@metg) and [`sweep`]: METG(50 %) as Task Bench's scripts compute it.
 //!
 //! ```
-//! use taskwatt::taskbench::App;
+//! use taskwatt_taskbench::App;
 //!
 //! let args: Vec<String> = "-steps 10 -width 4 -type stencil_1d -kernel compute_bound -iter 64 -worker 2"
 //!     .split(' ').map(String::from).collect();
@@ -38,12 +38,18 @@ mod stf;
 mod system;
 
 pub use app::{c_exp, help, wants_help, App, Totals};
+
+/// `bytes` in GiB, one decimal.
+pub(crate) fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
 pub use error::TaskBenchError;
 pub use graph::{Dependence, TaskGraph};
 pub use kernel::{busy_wait, compute_bound, compute_bound_impl, Kernel, KernelType};
 pub use latency::{clock_read_ns, core_to_core_first_pair, core_to_core_ns, first_two_cpus};
 pub use metg::{
-    measure_peak, median, metg, summarise, sweep, Metg, MetgConfig, Peak, Sample, SystemMetg,
+    measure_peak, median, metg, summarise, sweep, Metg, MetgConfig, Peak, Sample, SweepEta,
+    SystemMetg,
 };
 pub use point::{execute_point, PointOutput};
 pub use steal::CpuTicks;

@@ -215,7 +215,7 @@ pub(crate) fn combine(sums: impl IntoIterator<Item = (u64, u64)>) -> (u64, u64) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::taskbench::graph::Dependence;
+    use crate::graph::Dependence;
 
     fn g(dep: Dependence) -> TaskGraph {
         let mut g = TaskGraph::new(0);

@@ -483,7 +483,7 @@ fn check_memory(g: &TaskGraph) -> Result<(), TaskBenchError> {
         .and_then(|b| b.checked_mul(g.nb_fields as u64))
         .and_then(|b| b.checked_add(g.scratch_bytes_per_task as u64));
     let bytes = per_point.and_then(|b| b.checked_mul(g.max_width as u64));
-    let available = crate::apps::available_memory_bytes();
+    let available = taskwatt_runtime::available_memory_bytes();
     match bytes {
         Some(b) if available.is_none_or(|a| b <= a) => Ok(()),
         _ => Err(TaskBenchError::InvalidValue {
@@ -492,8 +492,8 @@ fn check_memory(g: &TaskGraph) -> Result<(), TaskBenchError> {
             reason: format!(
                 "graph {} needs {} for its points' buffers (-width x -field x -output, plus -scratch), more than {}; use a smaller -width",
                 g.graph_index,
-                bytes.map_or_else(|| "more than 2^64 bytes".to_string(), crate::apps::gib),
-                available.map_or_else(|| "the address space".to_string(), |a| format!("the {} of memory available here", crate::apps::gib(a))),
+                bytes.map_or_else(|| "more than 2^64 bytes".to_string(), crate::gib),
+                available.map_or_else(|| "the address space".to_string(), |a| format!("the {} of memory available here", crate::gib(a))),
             ),
         }),
     }

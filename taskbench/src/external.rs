@@ -126,7 +126,7 @@ pub(crate) fn parse_report(stdout: &str, graphs: &[TaskGraph]) -> Result<RunOutc
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::taskbench::{Dependence, KernelType};
+    use crate::{Dependence, KernelType};
 
     fn graph() -> TaskGraph {
         let mut g = TaskGraph::new(0);

@@ -85,6 +85,99 @@ impl MetgConfig {
     }
 }
 
+/// The time left in a sweep, from the runs done so far.
+///
+/// A run's time is nearly affine in the kernel's iterations per task: a fixed cost per task
+/// (the runtime's overhead) plus the work. The sweep goes from the largest iteration count
+/// down, so a rate taken from the first runs, as a plain progress bar's ETA is, predicts
+/// the last ones many times too long (42 to 69 minutes were once shown for a 5-minute
+/// sweep). Here each system's runs are fitted as `a + b · iterations` by least squares,
+/// from the first two distinct iteration counts on; with one, the time is taken as
+/// proportional to the iterations (an underestimate: the fixed cost is then unknown).
+#[derive(Debug)]
+pub struct SweepEta {
+    /// Per system: the runs left at each iteration count, and the (iterations, seconds)
+    /// of the runs done.
+    systems: Vec<SystemEta>,
+}
+
+/// One system's name, runs left per iteration count, and (iterations, seconds) done.
+type SystemEta = (String, Vec<(i64, usize)>, Vec<(f64, f64)>);
+
+impl SweepEta {
+    /// Every run of `cfg` still to come.
+    pub fn new(cfg: &MetgConfig) -> SweepEta {
+        let left: Vec<(i64, usize)> = cfg
+            .iterations()
+            .into_iter()
+            .map(|i| (i, cfg.repeat))
+            .collect();
+        SweepEta {
+            systems: cfg
+                .systems
+                .iter()
+                .map(|s| (s.label(), left.clone(), Vec::new()))
+                .collect(),
+        }
+    }
+
+    /// Counts `sample` as done.
+    pub fn record(&mut self, sample: &Sample) {
+        if let Some((_, left, done)) = self
+            .systems
+            .iter_mut()
+            .find(|(label, _, _)| *label == sample.system)
+        {
+            if let Some((_, n)) = left.iter_mut().find(|(i, _)| *i == sample.iterations) {
+                *n = n.saturating_sub(1);
+            }
+            done.push((sample.iterations as f64, sample.elapsed_s));
+        }
+    }
+
+    /// Seconds left, if every system with runs left has one done.
+    pub fn remaining_s(&self) -> Option<f64> {
+        let mut total = 0.0;
+        for (_, left, done) in &self.systems {
+            let runs: usize = left.iter().map(|(_, n)| n).sum();
+            if runs == 0 {
+                continue;
+            }
+            let (a, b) = affine_fit(done)?;
+            total += left
+                .iter()
+                .map(|&(i, n)| n as f64 * (a + b * i as f64).max(0.0))
+                .sum::<f64>();
+        }
+        Some(total)
+    }
+}
+
+/// `y = a + b·x` by least squares over `points`, with `a ≥ 0` and `b ≥ 0`; proportional
+/// (`a = 0`) when every point has the same `x`. None without a point.
+fn affine_fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    if points.is_empty() {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx <= f64::EPSILON * mx * mx * n || sxx == 0.0 {
+        return Some((0.0, if mx > 0.0 { my / mx } else { 0.0 }));
+    }
+    let b = (sxy / sxx).max(0.0);
+    let a = my - b * mx;
+    if a < 0.0 {
+        // Through the origin instead.
+        let sxy0: f64 = points.iter().map(|p| p.0 * p.1).sum();
+        let sxx0: f64 = points.iter().map(|p| p.0 * p.0).sum();
+        return Some((0.0, (sxy0 / sxx0).max(0.0)));
+    }
+    Some((a, b))
+}
+
 /// The machine's peak: the compute kernel alone, best of `tries` runs of 2^20 iterations,
 /// on one core, and on `cores_together` cores at once.
 ///
@@ -561,6 +654,66 @@ mod tests {
             one.flops_per_core_together, one.flops_per_core,
             "one core: the same run"
         );
+    }
+
+    #[test]
+    fn the_eta_fits_a_fixed_cost_per_run_and_counts_what_is_left() {
+        let cfg = MetgConfig {
+            repeat: 2,
+            workers: 2,
+            max_log2: 10,
+            min_log2: 4,
+            ..small(vec![System::Sequential, System::Rayon])
+        };
+        let mut eta = SweepEta::new(&cfg);
+        assert_eq!(eta.remaining_s(), None, "nothing measured yet");
+        // Runs take 0.5 s + 1 ms per iteration (sequential) and twice that (rayon).
+        let time = |sys: &str, i: i64| {
+            let k = if sys == "sequential" { 1.0 } else { 2.0 };
+            k * (0.5 + 1e-3 * i as f64)
+        };
+        let sample = |sys: &str, i: i64| Sample {
+            system: sys.into(),
+            rep: 0,
+            iterations: i,
+            cores: 1,
+            tasks: 8,
+            flops: 0,
+            elapsed_s: time(sys, i),
+            granularity_us: 0.0,
+            efficiency: 1.0,
+            steal: None,
+            repeats: 0,
+        };
+        let all: Vec<(String, i64)> = cfg
+            .iterations()
+            .into_iter()
+            .flat_map(|i| {
+                ["sequential", "rayon", "rayon", "sequential"]
+                    .into_iter()
+                    .map(move |s| (s.to_string(), i))
+            })
+            .collect();
+        for (k, (sys, i)) in all.iter().enumerate() {
+            eta.record(&sample(sys, *i));
+            if k == 0 {
+                assert_eq!(eta.remaining_s(), None, "rayon not measured yet");
+                continue;
+            }
+            let left: f64 = all[k + 1..].iter().map(|(s, i)| time(s, *i)).sum();
+            let got = eta.remaining_s().expect("both systems measured");
+            if k >= 5 {
+                // Two iteration counts seen for both: the fit is exact.
+                assert!(
+                    (got - left).abs() < 1e-9 * left.max(1.0),
+                    "after {k}: {got} vs {left}"
+                );
+            } else {
+                // One: proportional, so an underestimate, never an overestimate.
+                assert!(got <= left + 1e-9, "after {k}: {got} vs {left}");
+            }
+        }
+        assert_eq!(eta.remaining_s(), Some(0.0));
     }
 
     #[test]
