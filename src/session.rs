@@ -328,16 +328,29 @@ pub fn measured_run<P>(
                 not_run: 0,
             }));
         }
-        let graph_start = Clock::now();
+        let app_start = Clock::now();
         let result = {
             let _p = progress(&rt);
             run_app(opts.app, &rt, &opts.config)
         };
-        sink.send(Chunk::Markers(vec![Marker {
-            name: GRAPH.into(),
-            start: graph_start,
-            end: Clock::now(),
-        }]));
+        // The application region is the task graph, from its first submission to the end
+        // of its wait (per iteration): the makespan's window, not the input's generation
+        // or the check. A run that failed or was interrupted has no such windows: its
+        // region is the whole attempt.
+        let spans = match &result {
+            Ok(run) => run.graph.clone(),
+            Err(_) => vec![(app_start, Clock::now())],
+        };
+        sink.send(Chunk::Markers(
+            spans
+                .into_iter()
+                .map(|(start, end)| Marker {
+                    name: GRAPH.into(),
+                    start,
+                    end,
+                })
+                .collect(),
+        ));
         result
     });
     // 6.

@@ -165,7 +165,7 @@ pub(super) fn run<T: AppScalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun,
     }
     let at = |i: usize, j: usize| h[i + j * nt].as_ref().expect("lower tile");
 
-    let start = Instant::now();
+    let (start, graph_start) = (Instant::now(), taskwatt_traces::Clock::now());
     let mut tasks = 0u64;
     for k in 0..nt {
         let base = 3 * (nt - k) as i32;
@@ -194,7 +194,7 @@ pub(super) fn run<T: AppScalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun,
             1 + 2 * (nt - k - 1) as u64 + ((nt - k - 1) * (nt - k).saturating_sub(2) / 2) as u64;
     }
     rt.wait_all()?;
-    let makespan = start.elapsed();
+    let (makespan, graph_end) = (start.elapsed(), taskwatt_traces::Clock::now());
 
     for j in 0..nt {
         for i in j..nt {
@@ -221,6 +221,7 @@ pub(super) fn run<T: AppScalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun,
         tasks,
         flops: flops::cholesky(n),
         makespan,
+        graph: vec![(graph_start, graph_end)],
         check,
     })
 }

@@ -46,7 +46,7 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
     let (ha, hb) = (register(a), register(b));
     let hc = register(TiledMatrix::zeros(n, nb).map_err(&err)?);
 
-    let start = Instant::now();
+    let (start, graph_start) = (Instant::now(), taskwatt_traces::Clock::now());
     for l in 0..nt {
         for j in 0..nt {
             for i in 0..nt {
@@ -60,7 +60,7 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
         }
     }
     rt.wait_all()?;
-    let makespan = start.elapsed();
+    let (makespan, graph_end) = (start.elapsed(), taskwatt_traces::Clock::now());
 
     let mut c = TiledMatrix::empty(n, nb).map_err(&err)?;
     for (idx, h) in hc.into_iter().enumerate() {
@@ -87,6 +87,7 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
         tasks: (nt * nt * nt) as u64,
         flops: flops::gemm_total(n),
         makespan,
+        graph: vec![(graph_start, graph_end)],
         check,
     })
 }

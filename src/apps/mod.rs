@@ -216,6 +216,11 @@ pub struct AppRun {
     /// From the first submission to the end of `wait_all` (summed over iterations).
     #[serde(with = "duration_s")]
     pub makespan: Duration,
+    /// The same spans on the trace clock, one per iteration: the measured run's
+    /// `application` region, so that its energy covers the makespan and not the input's
+    /// generation or the result's check.
+    #[serde(skip)]
+    pub graph: Vec<(taskwatt_traces::Timestamp, taskwatt_traces::Timestamp)>,
     /// The result check, if asked for.
     pub check: Option<Check>,
 }
@@ -360,6 +365,7 @@ pub fn run_app(app: App, rt: &Runtime, config: &AppConfig) -> Result<AppRun, App
                 t.tasks += run.tasks;
                 t.flops += run.flops;
                 t.makespan += run.makespan;
+                t.graph.extend(run.graph);
                 if let (Some(a), Some(b)) = (&t.check, &run.check) {
                     if b.value > a.value {
                         t.check = run.check.clone();

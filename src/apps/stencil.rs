@@ -86,7 +86,7 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     }
     let idx = |i: usize, j: usize| i + j * nt;
 
-    let start = Instant::now();
+    let (start, graph_start) = (Instant::now(), taskwatt_traces::Clock::now());
     for _ in 0..steps {
         for j in 0..nt {
             for i in 0..nt {
@@ -107,7 +107,7 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
         std::mem::swap(&mut cur, &mut nxt);
     }
     rt.wait_all()?;
-    let makespan = start.elapsed();
+    let (makespan, graph_end) = (start.elapsed(), taskwatt_traces::Clock::now());
 
     let mut result = TiledMatrix::empty(n, nb).map_err(&err)?;
     for (k, h) in cur.into_iter().enumerate() {
@@ -139,6 +139,7 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
         tasks: (steps * nt * nt) as u64,
         flops: flops::heat_step(nb) * (steps * nt * nt) as f64,
         makespan,
+        graph: vec![(graph_start, graph_end)],
         check,
     })
 }
