@@ -48,6 +48,20 @@ pub struct Codelet {
     pub(crate) inner: Arc<CodeletInner>,
 }
 
+impl CodeletInner {
+    /// The architectures with an implementation, as a policy sees them.
+    #[inline]
+    pub(crate) fn arch_mask(&self) -> taskwatt_scheduler::ArchMask {
+        let mut m = taskwatt_scheduler::ArchMask::NONE;
+        for a in Arch::ALL {
+            if self.impls[a.index()].is_some() {
+                m = m.or(taskwatt_scheduler::ArchMask::of_index(a.index()));
+            }
+        }
+        m
+    }
+}
+
 impl Codelet {
     /// A codelet with no implementation yet. Add at least one with [`Codelet::cpu`].
     pub fn new(name: impl Into<String>) -> Codelet {

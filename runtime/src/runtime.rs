@@ -38,7 +38,7 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use taskwatt_scheduler::{
-    create_policy, policy_from_env, Local, Origin, Policy, WorkerDesc, DEFAULT_POLICY,
+    create_policy, policy_from_env, ArchMask, Local, Origin, Policy, WorkerDesc, DEFAULT_POLICY,
 };
 use taskwatt_traces::{
     Arch, Chunk, Clock, CodeletInfo, ExecutionObserver, RunMeta, TaskChunk, TaskId, Timestamp,
@@ -285,10 +285,9 @@ impl RuntimeBuilder {
         };
         let descs: Vec<WorkerDesc> = workers
             .iter()
-            .map(|w| WorkerDesc {
-                id: w.id as usize,
-                package: w.package,
-                numa: w.numa,
+            .map(|w| {
+                WorkerDesc::new(w.id as usize, w.package, w.numa)
+                    .with_arch(ArchMask::of_index(w.arch.index()))
             })
             .collect();
         let policy: Box<dyn Policy<ReadyTask>> = match self.policy {

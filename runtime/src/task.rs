@@ -544,6 +544,12 @@ impl SchedTask for ReadyTask {
     fn priority(&self) -> i32 {
         self.0.priority
     }
+
+    /// The architectures its codelet implements.
+    #[inline]
+    fn archs(&self) -> taskwatt_scheduler::ArchMask {
+        self.0.codelet.arch_mask()
+    }
 }
 
 impl std::fmt::Debug for ReadyTask {

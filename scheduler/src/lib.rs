@@ -25,7 +25,7 @@ mod policy;
 mod registry;
 
 pub use policies::{Eager, Lws, Prio, Ws};
-pub use policy::{Local, Origin, Policy, SchedTask, WorkerDesc};
+pub use policy::{ArchMask, Archs, Local, Origin, Policy, SchedTask, WorkerDesc};
 pub use registry::{
     check_policy_name, create_policy, policy_from_env, policy_names, PolicyInfo, UnknownPolicy,
     DEFAULT_POLICY, POLICIES, SCHED_ENV,

@@ -36,29 +36,197 @@ use std::any::Any;
 pub trait SchedTask: Send + 'static {
     /// Scheduling priority: higher first (StarPU's convention). Default 0.
     fn priority(&self) -> i32;
+
+    /// The architectures the task can run on (those its codelet implements, and its data
+    /// can be on). A policy gives a task only to a worker whose [`WorkerDesc::arch`] is in
+    /// this set. Default: any.
+    #[inline]
+    fn archs(&self) -> ArchMask {
+        ArchMask::ALL
+    }
+}
+
+/// A set of architectures, one bit each (bit `i` for taskwatt's `Arch` of index `i`:
+/// CPU cores are bit 0, GPUs bit 1). A worker's own set has one bit.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ArchMask(u8);
+
+impl ArchMask {
+    /// CPU cores.
+    pub const CPU: ArchMask = ArchMask(1);
+    /// GPUs.
+    pub const GPU: ArchMask = ArchMask(1 << 1);
+    /// Every architecture.
+    pub const ALL: ArchMask = ArchMask(u8::MAX);
+    /// No architecture.
+    pub const NONE: ArchMask = ArchMask(0);
+
+    /// The set with only the architecture of index `index` (below 8).
+    #[inline]
+    pub const fn of_index(index: usize) -> ArchMask {
+        assert!(index < 8, "at most 8 architectures");
+        ArchMask(1 << index)
+    }
+
+    /// The set of these bits.
+    #[inline]
+    pub const fn from_bits(bits: u8) -> ArchMask {
+        ArchMask(bits)
+    }
+
+    /// The bits.
+    #[inline]
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// Whether every architecture of `other` is in `self`.
+    #[inline]
+    pub const fn contains(self, other: ArchMask) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether the two sets share an architecture.
+    #[inline]
+    pub const fn intersects(self, other: ArchMask) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    /// The architectures in both.
+    #[inline]
+    #[must_use]
+    pub const fn and(self, other: ArchMask) -> ArchMask {
+        ArchMask(self.0 & other.0)
+    }
+
+    /// The architectures in either.
+    #[inline]
+    #[must_use]
+    pub const fn or(self, other: ArchMask) -> ArchMask {
+        ArchMask(self.0 | other.0)
+    }
+
+    /// Whether the set is empty.
+    #[inline]
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl std::fmt::Debug for ArchMask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if *self == ArchMask::ALL {
+            return f.write_str("ArchMask(ALL)");
+        }
+        let names: Vec<String> = (0..8)
+            .filter(|i| self.0 & (1 << i) != 0)
+            .map(|i| match i {
+                0 => "CPU".to_string(),
+                1 => "GPU".to_string(),
+                i => format!("arch{i}"),
+            })
+            .collect();
+        write!(f, "ArchMask({})", names.join("|"))
+    }
 }
 
 /// One worker, as the policy sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WorkerDesc {
     /// Worker id: dense, from 0.
     pub id: usize,
-    /// CPU package (socket) of the core it is pinned to.
+    /// CPU package (socket) of the core it is pinned to (for a GPU worker: of the core
+    /// its driving thread is pinned to).
     pub package: u32,
     /// NUMA node, where known.
     pub numa: Option<u32>,
+    /// Its architecture (one bit).
+    pub arch: ArchMask,
 }
 
 impl WorkerDesc {
-    /// `n` workers on package 0: for tests and examples.
+    /// A CPU worker.
+    pub fn new(id: usize, package: u32, numa: Option<u32>) -> WorkerDesc {
+        WorkerDesc {
+            id,
+            package,
+            numa,
+            arch: ArchMask::CPU,
+        }
+    }
+
+    /// The same worker, of architecture `arch` (one bit).
+    #[must_use]
+    pub fn with_arch(mut self, arch: ArchMask) -> WorkerDesc {
+        self.arch = arch;
+        self
+    }
+
+    /// `n` CPU workers on package 0: for tests and examples.
     pub fn flat(n: usize) -> Vec<WorkerDesc> {
-        (0..n)
-            .map(|id| WorkerDesc {
-                id,
-                package: 0,
-                numa: None,
-            })
+        (0..n).map(|id| WorkerDesc::new(id, 0, None)).collect()
+    }
+}
+
+/// How a policy routes tasks on a machine with more than one architecture: one queue per
+/// set of architectures a task can run on, among those present.
+///
+/// Built-in policies check [`Archs::mixed`] once: with one architecture, every task that
+/// the runtime accepted runs on every worker, and they keep their single-architecture
+/// code paths, which pay nothing for this.
+#[derive(Clone, Debug)]
+pub struct Archs {
+    /// The architectures of the workers.
+    pub present: ArchMask,
+    /// Each worker's architecture.
+    pub of_worker: Vec<ArchMask>,
+}
+
+impl Archs {
+    /// The architectures of `workers`.
+    pub fn of(workers: &[WorkerDesc]) -> Archs {
+        Archs {
+            present: workers.iter().fold(ArchMask::NONE, |m, w| m.or(w.arch)),
+            of_worker: workers.iter().map(|w| w.arch).collect(),
+        }
+    }
+
+    /// Whether workers of more than one architecture are present.
+    pub fn mixed(&self) -> bool {
+        self.present.bits().count_ones() > 1
+    }
+
+    /// Every non-empty set of present architectures, as a queue index is assigned by
+    /// [`Archs::class`] (at most 255 with 8 architectures; 3 for CPUs and GPUs).
+    pub fn classes(&self) -> Vec<ArchMask> {
+        (1..=u8::MAX)
+            .map(ArchMask::from_bits)
+            .filter(|m| self.present.contains(*m))
             .collect()
+    }
+
+    /// The index, in [`Archs::classes`], of the set of present architectures a task of
+    /// `archs` can run on. A task that no present worker can run (the runtime refuses
+    /// those at submission) is put with the tasks any worker can run.
+    pub fn class(&self, classes: &[ArchMask], archs: ArchMask) -> usize {
+        let m = archs.and(self.present);
+        let m = if m.is_empty() { self.present } else { m };
+        classes
+            .iter()
+            .position(|c| *c == m)
+            .expect("classes() lists every non-empty subset of the present architectures")
+    }
+
+    /// The classes worker `w` can take tasks from: first the tasks only its architecture
+    /// can run, then the others that include it, fewest architectures first.
+    pub fn classes_for(&self, classes: &[ArchMask], w: usize) -> Vec<usize> {
+        let mine = self.of_worker[w];
+        let mut v: Vec<usize> = (0..classes.len())
+            .filter(|&i| classes[i].contains(mine))
+            .collect();
+        v.sort_by_key(|&i| classes[i].bits().count_ones());
+        v
     }
 }
 

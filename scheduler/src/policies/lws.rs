@@ -10,15 +10,19 @@
 //! - **Near victims first.** A thief tries the workers of its own package (socket) first,
 //!   then the others, so that stolen work stays in the same L3 and RAPL package domain where
 //!   possible.
+//!
+//! With workers of several architectures, as `ws`: a worker keeps (in its slot and deque)
+//! only the tasks it can run, the others go to the shared queue of their architectures,
+//! and thieves steal only from workers of their own architecture.
 
 use crossbeam_deque::Worker;
 
-use super::steal::{steal_from, Deques, XorShift};
+use super::steal::{steal_from, Deques, Routing, XorShift};
 use crate::{Local, Origin, Policy, SchedTask, WorkerDesc};
 
 /// Locality work stealing: hand-off slot, local LIFO, near-first FIFO steals.
 pub struct Lws<T> {
-    injector: crossbeam_deque::Injector<T>,
+    routing: Routing<T>,
     deques: Deques<T>,
     /// Per worker: the other workers, own package first, then by package distance.
     victims: Vec<Vec<usize>>,
@@ -38,8 +42,10 @@ impl<T: SchedTask> Lws<T> {
         let victims = workers
             .iter()
             .map(|me| {
-                let mut others: Vec<&WorkerDesc> =
-                    workers.iter().filter(|w| w.id != me.id).collect();
+                let mut others: Vec<&WorkerDesc> = workers
+                    .iter()
+                    .filter(|w| w.id != me.id && w.arch == me.arch)
+                    .collect();
                 others.sort_by_key(|w| {
                     (
                         w.package != me.package,
@@ -55,12 +61,12 @@ impl<T: SchedTask> Lws<T> {
             .map(|me| {
                 workers
                     .iter()
-                    .filter(|w| w.id != me.id && w.package == me.package)
+                    .filter(|w| w.id != me.id && w.package == me.package && w.arch == me.arch)
                     .count()
             })
             .collect();
         Lws {
-            injector: crossbeam_deque::Injector::new(),
+            routing: Routing::new(workers),
             deques: Deques::lifo(workers.len()),
             victims,
             near,
@@ -83,7 +89,7 @@ impl<T: SchedTask> Policy<T> for Lws<T> {
 
     fn push(&self, task: T, origin: Origin<'_>) {
         match origin {
-            Origin::Worker { local, .. } => {
+            Origin::Worker { id, local } if self.routing.runs(id, &task) => {
                 let l = local.expect_mut::<LwsLocal<T>>();
                 if l.next.is_none() {
                     l.next = Some(task);
@@ -91,7 +97,7 @@ impl<T: SchedTask> Policy<T> for Lws<T> {
                     l.deque.push(task);
                 }
             }
-            Origin::External => self.injector.push(task),
+            _ => self.routing.inject(task),
         }
     }
 
@@ -117,7 +123,7 @@ impl<T: SchedTask> Policy<T> for Lws<T> {
         steal_from(
             worker,
             &l.deque,
-            &self.injector,
+            self.routing.injectors_for(worker),
             &self.deques.stealers,
             order,
         )
@@ -138,11 +144,7 @@ mod tests {
     #[test]
     fn victims_put_own_package_first() {
         let ws: Vec<WorkerDesc> = (0..4)
-            .map(|id| WorkerDesc {
-                id,
-                package: (id % 2) as u32,
-                numa: None,
-            })
+            .map(|id| WorkerDesc::new(id, (id % 2) as u32, None))
             .collect();
         let p = Lws::<T>::new(&ws);
         assert_eq!(p.victims[0], vec![2, 1, 3]);

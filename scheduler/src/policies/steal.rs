@@ -23,22 +23,25 @@ impl XorShift {
     }
 }
 
-/// Takes from the injector into `local`, then steals from the stealers in `order`
-/// (skipping `me`). Returns `None` only after a full round found everything empty without
-/// a `Retry`; a round with a `Retry` is repeated, since a `Retry` means a task was there.
-pub(crate) fn steal_from<T>(
+/// Takes from the injectors (in `injectors` order) into `local`, then steals from the
+/// stealers in `order` (skipping `me`). Returns `None` only after a full round found
+/// everything empty without a `Retry`; a round with a `Retry` is repeated, since a `Retry`
+/// means a task was there.
+pub(crate) fn steal_from<'a, T: 'a>(
     me: usize,
     local: &Worker<T>,
-    injector: &Injector<T>,
+    injectors: impl Iterator<Item = &'a Injector<T>> + Clone,
     stealers: &[Stealer<T>],
     order: impl Iterator<Item = usize> + Clone,
 ) -> Option<T> {
     loop {
         let mut retry = false;
-        match injector.steal_batch_and_pop(local) {
-            Steal::Success(t) => return Some(t),
-            Steal::Retry => retry = true,
-            Steal::Empty => {}
+        for injector in injectors.clone() {
+            match injector.steal_batch_and_pop(local) {
+                Steal::Success(t) => return Some(t),
+                Steal::Retry => retry = true,
+                Steal::Empty => {}
+            }
         }
         for v in order.clone() {
             if v == me {
@@ -54,6 +57,84 @@ pub(crate) fn steal_from<T>(
             return None;
         }
         std::hint::spin_loop();
+    }
+}
+
+/// How a stealing policy shares work among workers of several architectures: a worker
+/// keeps on its deque only the tasks its architecture can run, and pushes the others into
+/// the injector of their class; thieves steal only from workers of their own
+/// architecture, whose deques hold only tasks they can run.
+pub(crate) struct Routing<T> {
+    pub(crate) archs: crate::Archs,
+    pub(crate) classes: Vec<crate::ArchMask>,
+    /// One injector per class (one, with a single architecture).
+    pub(crate) injectors: Vec<Injector<T>>,
+    /// Per worker: the injectors it takes from, in order.
+    pub(crate) order: Vec<Vec<usize>>,
+    /// Per worker: the workers of its architecture (itself included).
+    pub(crate) peers: Vec<Vec<usize>>,
+    pub(crate) mixed: bool,
+}
+
+impl<T: crate::SchedTask> Routing<T> {
+    pub(crate) fn new(workers: &[crate::WorkerDesc]) -> Self {
+        let archs = crate::Archs::of(workers);
+        let mixed = archs.mixed();
+        let classes = if mixed {
+            archs.classes()
+        } else {
+            vec![archs.present]
+        };
+        let order = (0..workers.len())
+            .map(|w| {
+                if mixed {
+                    archs.classes_for(&classes, w)
+                } else {
+                    vec![0]
+                }
+            })
+            .collect();
+        let peers = workers
+            .iter()
+            .map(|me| {
+                workers
+                    .iter()
+                    .filter(|w| w.arch == me.arch)
+                    .map(|w| w.id)
+                    .collect()
+            })
+            .collect();
+        Routing {
+            injectors: classes.iter().map(|_| Injector::new()).collect(),
+            classes,
+            archs,
+            order,
+            peers,
+            mixed,
+        }
+    }
+
+    /// Whether worker `w` can run `task` (always, with one architecture).
+    #[inline]
+    pub(crate) fn runs(&self, w: usize, task: &T) -> bool {
+        !self.mixed || task.archs().contains(self.archs.of_worker[w])
+    }
+
+    /// Puts `task` on the injector of its class.
+    #[inline]
+    pub(crate) fn inject(&self, task: T) {
+        let c = if self.mixed {
+            self.archs.class(&self.classes, task.archs())
+        } else {
+            0
+        };
+        self.injectors[c].push(task);
+    }
+
+    /// Worker `w`'s injectors, in order.
+    #[inline]
+    pub(crate) fn injectors_for(&self, w: usize) -> impl Iterator<Item = &Injector<T>> + Clone {
+        self.order[w].iter().map(move |&c| &self.injectors[c])
     }
 }
 

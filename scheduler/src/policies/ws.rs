@@ -6,15 +6,19 @@
 //! from the other end (the oldest task, usually the root of the most work). Tasks released by
 //! a non-worker thread go to a shared injector. An idle worker first drains a batch from the
 //! injector, then steals from victims starting at a random one.
+//!
+//! With workers of several architectures, a worker keeps on its deque only the tasks it
+//! can run and puts the others on the shared queue of their architectures; thieves steal
+//! only from workers of their own architecture.
 
 use crossbeam_deque::Worker;
 
-use super::steal::{steal_from, Deques, XorShift};
+use super::steal::{steal_from, Deques, Routing, XorShift};
 use crate::{Local, Origin, Policy, SchedTask, WorkerDesc};
 
 /// Work stealing: local LIFO, FIFO steal from random victims, an injector.
 pub struct Ws<T> {
-    injector: crossbeam_deque::Injector<T>,
+    routing: Routing<T>,
     deques: Deques<T>,
 }
 
@@ -27,7 +31,7 @@ impl<T: SchedTask> Ws<T> {
     /// Deques for `workers`.
     pub fn new(workers: &[WorkerDesc]) -> Self {
         Ws {
-            injector: crossbeam_deque::Injector::new(),
+            routing: Routing::new(workers),
             deques: Deques::lifo(workers.len()),
         }
     }
@@ -47,8 +51,10 @@ impl<T: SchedTask> Policy<T> for Ws<T> {
 
     fn push(&self, task: T, origin: Origin<'_>) {
         match origin {
-            Origin::Worker { local, .. } => local.expect_mut::<WsLocal<T>>().deque.push(task),
-            Origin::External => self.injector.push(task),
+            Origin::Worker { id, local } if self.routing.runs(id, &task) => {
+                local.expect_mut::<WsLocal<T>>().deque.push(task)
+            }
+            _ => self.routing.inject(task),
         }
     }
 
@@ -57,12 +63,25 @@ impl<T: SchedTask> Policy<T> for Ws<T> {
         if let Some(t) = l.deque.pop() {
             return Some(t);
         }
+        let r = &self.routing;
+        if r.mixed {
+            let peers = &r.peers[worker];
+            let n = peers.len();
+            let start = l.rng.next_below(n.max(1));
+            return steal_from(
+                worker,
+                &l.deque,
+                r.injectors_for(worker),
+                &self.deques.stealers,
+                (0..n).map(move |i| peers[(start + i) % n]),
+            );
+        }
         let n = self.deques.stealers.len();
         let start = l.rng.next_below(n.max(1));
         steal_from(
             worker,
             &l.deque,
-            &self.injector,
+            std::iter::once(&r.injectors[0]),
             &self.deques.stealers,
             (0..n).map(move |i| (start + i) % n),
         )
