@@ -103,6 +103,11 @@ impl Runtime {
         self.shared
             .waiters
             .wait_until(|| node.granted.load(Ordering::SeqCst));
+        if sh.devices {
+            // The data back in main memory (the acquirer's and unregistering thread's).
+            // SAFETY: the acquisition is granted, with the rights of `mode`.
+            unsafe { sh.make_valid(0, std::iter::once((&**core, mode))) };
+        }
         Ok(node)
     }
 

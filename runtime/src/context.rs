@@ -24,6 +24,9 @@ pub struct TaskCtx<'a> {
     codelet: &'a str,
     pub(crate) task: TaskId,
     pub(crate) worker: WorkerId,
+    /// The worker's memory node: 0 (main memory), or a device's, whose copies the
+    /// buffers then are.
+    node: usize,
     /// Bit i: buffer i was borrowed mutably.
     mut_borrowed: Cell<u64>,
     /// Bit i: buffer i was borrowed shared.
@@ -36,12 +39,14 @@ impl<'a> TaskCtx<'a> {
         codelet: &'a str,
         task: TaskId,
         worker: WorkerId,
+        node: usize,
     ) -> TaskCtx<'a> {
         TaskCtx {
             body,
             codelet,
             task,
             worker,
+            node,
             mut_borrowed: Cell::new(0),
             shared_borrowed: Cell::new(0),
         }
@@ -110,6 +115,15 @@ impl<'a> TaskCtx<'a> {
         // SAFETY: this task holds at least read rights on the handle (the dependencies
         // released it only after every earlier writer finished, and no later writer starts
         // before it finishes), and the flags above exclude a `&mut` from this context.
+        if self.node != 0 {
+            // SAFETY: as below; the worker made this node's copy valid for this task.
+            return match unsafe { core.replica_ref(self.node) } {
+                Some(v) => v
+                    .downcast_ref::<T>()
+                    .unwrap_or_else(|| self.wrong_type::<T>(i)),
+                None => self.fail(i, "has no copy on this device (it was unregistered)"),
+            };
+        }
         let data = unsafe { core.data_ref() };
         match data.get::<T>() {
             Some(v) => v,
@@ -149,6 +163,16 @@ impl<'a> TaskCtx<'a> {
         // SAFETY: the task holds write rights (a W/RW access runs with no other task
         // accessing the handle), and the flag above makes this the only reference to buffer
         // `i` handed out by this context.
+        if self.node != 0 {
+            // SAFETY: as below; the worker made this node's copy valid (and the owner) for
+            // this task.
+            return match unsafe { core.replica_mut(self.node) } {
+                Some(v) => v
+                    .downcast_mut::<T>()
+                    .unwrap_or_else(|| self.wrong_type::<T>(i)),
+                None => self.fail(i, "has no copy on this device (it was unregistered)"),
+            };
+        }
         let data = unsafe { core.data_mut() };
         if !data.is_some() {
             self.fail(i, "was unregistered");

@@ -162,6 +162,21 @@ pub enum RuntimeError {
         task: TaskId,
     },
 
+    /// A task whose codelet has only a GPU implementation accesses a handle that cannot
+    /// be copied to a device.
+    #[error(
+        "codelet `{codelet}` has only a GPU implementation, but handle {handle} was \
+         registered with `register`, whose data cannot be copied to a device: register it \
+         with `register_replicated` (the type must be Clone), or give the codelet a CPU \
+         implementation"
+    )]
+    NotReplicated {
+        /// The codelet.
+        codelet: String,
+        /// The handle.
+        handle: u64,
+    },
+
     /// The call would wait forever (StarPU answers `-EDEADLK` here).
     #[error("{operation} would wait forever: {reason}")]
     Deadlock {

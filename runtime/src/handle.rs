@@ -23,6 +23,7 @@
 //! copy on `n` valid (fetching it from a valid node), a write on `n` invalidates the others.
 //! See docs/accelerators.md.
 
+use std::any::Any;
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
@@ -78,6 +79,9 @@ impl Access {
 /// Most memory nodes a handle can have replicas on (node 0 is main memory).
 pub const MAX_MEMORY_NODES: usize = 4;
 
+/// Most devices a runtime drives (one memory node each, after main memory).
+pub const MAX_DEVICES: usize = MAX_MEMORY_NODES - 1;
+
 /// Coherence state of one replica (MSI).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -118,6 +122,9 @@ pub(crate) struct HandleCore {
     pub(crate) id: u64,
     pub(crate) bytes: u64,
     pub(crate) type_name: &'static str,
+    /// How to copy the value between memory nodes: set by `register_replicated` only (a
+    /// handle without it stays on node 0, and its tasks run on CPU workers only).
+    pub(crate) copier: Option<&'static Copier>,
     /// Where the nodes this handle still holds go when it is dropped (the runtime's pool).
     pool: Option<Arc<NodePool>>,
     pub(crate) unregistered: AtomicBool,
@@ -161,6 +168,7 @@ impl HandleCore {
             id: NEXT_HANDLE.fetch_add(1, Ordering::Relaxed),
             bytes,
             type_name: std::any::type_name::<T>(),
+            copier: None,
             deps: LineAligned(SpinLock::new(HandleDeps {
                 last_writer: None,
                 readers: SmallVec::new(),
@@ -225,6 +233,79 @@ impl HandleCore {
             1 => ReplicaState::Shared,
             _ => ReplicaState::Invalid,
         }
+    }
+
+    /// Makes the copy on memory node `node` valid for an access in `access`, copying it
+    /// from a valid node (node 0 first) if it is not, and updates the MSI states: a write
+    /// makes `node` the owner and every other copy invalid; a read shares. Returns the
+    /// source node and the bytes copied, if a copy was made.
+    ///
+    /// # Safety
+    /// The caller holds the access rights for `access` (a released task, a granted
+    /// acquisition): no writer of the handle runs meanwhile, and a writer runs alone.
+    pub(crate) unsafe fn make_valid(&self, node: usize, access: Access) -> Option<(usize, u64)> {
+        let state = self.replica(node);
+        if state == ReplicaState::Owner || (state == ReplicaState::Shared && !access.writes()) {
+            return None;
+        }
+        let ext = self.ext_or_init();
+        // Readers on one node (the CPU workers all compute on node 0) may arrive together:
+        // one copies, the others find the copy valid.
+        let _g = ext.transfer.lock();
+        let mut copied = None;
+        if self.replica(node) == ReplicaState::Invalid {
+            let from = (0..MAX_MEMORY_NODES).find(|&n| self.replica(n) != ReplicaState::Invalid);
+            if let (Some(from), Some(copier)) = (from, self.copier) {
+                // SAFETY: the source is valid and no writer runs (the caller's rights);
+                // the destination is this node's, which only this thread writes now (the
+                // transfer lock), and no task reads it while it is invalid.
+                unsafe {
+                    let replicas = &ext.replicas;
+                    match (from, node) {
+                        (0, n) => {
+                            *replicas[n - 1].get() = Some((copier.from_home)(&*self.data.get()))
+                        }
+                        (f, 0) => {
+                            let src = (*replicas[f - 1].get())
+                                .as_deref()
+                                .expect("a valid replica exists");
+                            (copier.to_home)(src, &mut *self.data.get());
+                        }
+                        (f, n) => {
+                            let src = (*replicas[f - 1].get())
+                                .as_deref()
+                                .expect("a valid replica exists");
+                            *replicas[n - 1].get() = Some((copier.between)(src));
+                        }
+                    }
+                }
+                copied = Some((from, self.bytes));
+            }
+        }
+        self.note_access(node, access);
+        copied
+    }
+
+    /// The copy on device node `node` (1 or more), if one was made.
+    ///
+    /// # Safety
+    /// As [`HandleCore::data_ref`], on node `node`, which [`HandleCore::make_valid`] made
+    /// valid for this access.
+    pub(crate) unsafe fn replica_ref(&self, node: usize) -> Option<&(dyn Any + Send + Sync)> {
+        let ext = self.ext()?;
+        // SAFETY: the caller's rights exclude a writer on this node.
+        unsafe { (*ext.replicas[node - 1].get()).as_deref() }
+    }
+
+    /// The copy on device node `node`, mutably.
+    ///
+    /// # Safety
+    /// As [`HandleCore::data_mut`], on node `node`.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn replica_mut(&self, node: usize) -> Option<&mut (dyn Any + Send + Sync)> {
+        let ext = self.ext()?;
+        // SAFETY: the caller holds write rights: this is the only reference.
+        unsafe { (*ext.replicas[node - 1].get()).as_deref_mut() }
     }
 
     /// Records an access from memory node `node`, updating the MSI states. With only node
@@ -296,6 +377,7 @@ impl HandleCore {
                 c.id = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
                 c.bytes = bytes;
                 c.type_name = std::any::type_name::<T>();
+                c.copier = None;
                 *c.unregistered.get_mut() = false;
                 *c.replicas[0].get_mut() = ReplicaState::Owner as u8;
                 for r in &mut c.replicas[1..] {
@@ -354,6 +436,57 @@ impl<T: Send + Sync + 'static> Handle<T> {
             _t: PhantomData,
         }
     }
+}
+
+impl<T: Clone + Send + Sync + 'static> Handle<T> {
+    /// A handle on `value` that can have copies on other memory nodes.
+    pub(crate) fn new_replicated(value: T, bytes: u64, pool: Option<&Arc<NodePool>>) -> Handle<T> {
+        let mut core = HandleCore::make(value, bytes, pool);
+        Arc::get_mut(&mut core)
+            .expect("a handle just made is held once")
+            .copier = Some(&CopierOf::<T>::COPIER);
+        Handle {
+            core: ManuallyDrop::new(core),
+            _t: PhantomData,
+        }
+    }
+}
+
+/// A copy of a value on a memory node other than 0 (an emulated device's allocation).
+pub(crate) type Replica = Box<dyn Any + Send + Sync>;
+
+/// The copies between memory nodes, for one value type (made by `CopierOf<T>`).
+pub(crate) struct Copier {
+    /// Node 0's value, copied for another node.
+    from_home: fn(&Value) -> Replica,
+    /// Another node's copy, copied for a third node.
+    between: fn(&(dyn Any + Send + Sync)) -> Replica,
+    /// Another node's copy, copied into node 0's value (its allocation reused).
+    to_home: fn(&(dyn Any + Send + Sync), &mut Value),
+}
+
+struct CopierOf<T>(PhantomData<T>);
+
+impl<T: Clone + Send + Sync + 'static> CopierOf<T> {
+    const COPIER: Copier = Copier {
+        from_home: |v| Box::new(v.get::<T>().expect("a handle holds its type").clone()),
+        between: |r| {
+            Box::new(
+                r.downcast_ref::<T>()
+                    .expect("replicas hold the handle's type")
+                    .clone(),
+            )
+        },
+        to_home: |r, v| {
+            let src = r
+                .downcast_ref::<T>()
+                .expect("replicas hold the handle's type");
+            match v.get_mut::<T>() {
+                Some(dst) => dst.clone_from(src),
+                None => *v = Value::new(src.clone()),
+            }
+        },
+    };
 }
 
 impl<T> Handle<T> {

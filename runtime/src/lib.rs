@@ -56,7 +56,7 @@ pub use acquire::{ReadGuard, WriteGuard};
 pub use codelet::{Codelet, ImplFn};
 pub use context::{TaskCtx, MAX_ACCESSES};
 pub use error::{RuntimeError, TaskFailure};
-pub use handle::{Access, Handle, ReplicaState, MAX_MEMORY_NODES};
+pub use handle::{Access, Handle, ReplicaState, MAX_DEVICES, MAX_MEMORY_NODES};
 pub use partition::{Filter, Matrix, MatrixPart, Partition, Partitioned, VectorPart};
 pub use runtime::{
     InterruptHandle, PolicyFactory, Runtime, RuntimeBuilder, RuntimeStats, DEFAULT_TRACE_FLUSH,

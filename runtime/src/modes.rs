@@ -52,6 +52,11 @@ pub(crate) struct HandleExt {
     commute: CommuteLock,
     /// The handle is partitioned: its children are the data until it is unpartitioned.
     pub(crate) partitioned: AtomicBool,
+    /// The copies on device memory nodes 1.. (emulated devices: separate allocations).
+    pub(crate) replicas: [std::cell::UnsafeCell<Option<crate::handle::Replica>>;
+        crate::handle::MAX_MEMORY_NODES - 1],
+    /// Held while a copy between nodes is made.
+    pub(crate) transfer: parking_lot::Mutex<()>,
 }
 
 struct CommuteLock(parking_lot::RawMutex);

@@ -48,6 +48,7 @@ use taskwatt_traces::{
 use crate::codelet::CodeletInner;
 use crate::context::MAX_ACCESSES;
 use crate::error::{RuntimeError, TaskFailure};
+use crate::handle::MAX_DEVICES;
 use crate::handle::{Access, Handle, HandleCore, READERS_PRUNE_MIN};
 use crate::pool::NodePool;
 use crate::sync::{Sleep, TaskCount, Waiters};
@@ -81,6 +82,8 @@ pub struct RuntimeBuilder {
     /// `None`: the default, or `TASKWATT_STAGING_US` (read by `build`).
     staging: Option<std::time::Duration>,
     trace_flush: Duration,
+    /// Emulated GPUs: one driving worker and one memory node each.
+    emulated_gpus: usize,
 }
 
 /// The most workers a runtime starts (StarPU's `STARPU_NMAXWORKERS` is 80 by default):
@@ -108,6 +111,7 @@ impl Default for RuntimeBuilder {
             idle: None,
             staging: None,
             trace_flush: DEFAULT_TRACE_FLUSH,
+            emulated_gpus: 0,
         }
     }
 }
@@ -116,6 +120,23 @@ impl RuntimeBuilder {
     /// Number of CPU workers (default: one per PU the process may run on).
     pub fn workers(mut self, n: usize) -> Self {
         self.workers = Some(n);
+        self
+    }
+
+    /// Adds `n` emulated GPUs (at most [`MAX_DEVICES`]): each is driven by a worker of
+    /// architecture [`Arch::Gpu`] (`device: Some(i)`, after the CPU workers, not pinned)
+    /// and has a memory node of its own, `1 + i`, whose copies of the data are separate
+    /// allocations, so that every transfer really copies and a coherence bug gives a wrong
+    /// result. A GPU worker runs a codelet's GPU implementation, or else its CPU one, on
+    /// its node's copies. Only handles registered with
+    /// [`Runtime::register_replicated`] can be copied: a task on any other handle runs
+    /// on CPU workers.
+    ///
+    /// The emulated device exists to test everything above a GPU driver (scheduling
+    /// across architectures, data coherence, transfers, the GPU energy domain) on machines
+    /// without one; its timings are CPU timings.
+    pub fn emulated_gpus(mut self, n: usize) -> Self {
+        self.emulated_gpus = n;
         self
     }
 
@@ -243,6 +264,12 @@ impl RuntimeBuilder {
             Some(n) => n,
             None => allowed.len().clamp(1, MAX_WORKERS),
         };
+        if self.emulated_gpus > MAX_DEVICES {
+            return Err(RuntimeError::Workers(format!(
+                "{} emulated GPUs: at most {MAX_DEVICES} are supported (one memory node each)",
+                self.emulated_gpus
+            )));
+        }
         let placement = topology.placement(n, &allowed);
         let workers = (0..n)
             .map(|i| {
@@ -261,7 +288,20 @@ impl RuntimeBuilder {
                     device: None,
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let mut workers = workers;
+        for i in 0..self.emulated_gpus {
+            let near = workers.first().map(|w| (w.package, w.numa));
+            workers.push(WorkerInfo {
+                id: (n + i) as u32,
+                arch: Arch::Gpu,
+                cpu: None,
+                core: None,
+                package: near.map_or(0, |(p, _)| p),
+                numa: near.and_then(|(_, m)| m),
+                device: Some(i as u32),
+            });
+        }
         Ok((topology, workers))
     }
 
@@ -317,6 +357,7 @@ impl RuntimeBuilder {
         for w in &workers {
             archs[w.arch.index()] = true;
         }
+        let devices = workers.iter().any(|w| w.device.is_some());
         let timing = self.sink.is_enabled() || self.observer.is_some();
         let trace_bufs = if self.sink.is_enabled() {
             (0..workers.len())
@@ -332,7 +373,9 @@ impl RuntimeBuilder {
         crate::panics::install_quiet_hook();
         let shared = Arc::new(Shared {
             policy,
-            sleep: CachePadded::new(Sleep::new()),
+            sleep: CachePadded::new(Sleep::with_wake_all(
+                archs.iter().filter(|a| **a).count() > 1,
+            )),
             waiters: CachePadded::new(Waiters::new()),
             count: TaskCount::new(),
             executed: CachePadded::new(AtomicU64::new(0)),
@@ -349,6 +392,9 @@ impl RuntimeBuilder {
             observer: self.observer,
             workers: workers.clone(),
             archs,
+            devices,
+            transfers: AtomicU64::new(0),
+            transferred_bytes: AtomicU64::new(0),
             policy_name,
             timing,
             staged: CachePadded::new(Mutex::new(Vec::new())),
@@ -378,7 +424,7 @@ impl RuntimeBuilder {
                 id: w.id,
                 arch: w.arch,
                 cpu: w.cpu,
-                memory_node: 0,
+                memory_node: w.device.map_or(0, |d| 1 + d as usize),
             };
             let t = std::thread::Builder::new()
                 .name(format!("taskwatt-worker-{}", w.id))
@@ -598,6 +644,10 @@ pub struct RuntimeStats {
     pub cancelled: u64,
     /// Tasks not run because the runtime was interrupted.
     pub not_run: u64,
+    /// Copies of data between memory nodes (with devices only).
+    pub transfers: u64,
+    /// Bytes those copies moved (the handles' registered sizes).
+    pub transferred_bytes: u64,
 }
 
 pub(crate) struct Shared {
@@ -627,6 +677,11 @@ pub(crate) struct Shared {
     pub(crate) observer: Option<Arc<dyn ExecutionObserver>>,
     workers: Vec<WorkerInfo>,
     archs: [bool; Arch::COUNT],
+    /// Some worker drives a device (a memory node other than 0): data is made valid on
+    /// the worker's node before each task, and on node 0 before each acquisition.
+    pub(crate) devices: bool,
+    transfers: AtomicU64,
+    transferred_bytes: AtomicU64,
     policy_name: String,
     /// Whether anyone reads task timestamps (a trace or an observer): without, the hot
     /// path reads no clock.
@@ -727,7 +782,57 @@ impl Shared {
             failed: self.failed.load(Ordering::Relaxed),
             cancelled: self.cancelled.load(Ordering::Relaxed),
             not_run: self.not_run.load(Ordering::Relaxed),
+            transfers: self.transfers.load(Ordering::Relaxed),
+            transferred_bytes: self.transferred_bytes.load(Ordering::Relaxed),
         }
+    }
+
+    /// Makes every handle of `accesses` valid on memory node `node` (a no-op without
+    /// devices), counting the copies.
+    ///
+    /// # Safety
+    /// The caller holds the access rights the accesses declare (a released task, a granted
+    /// acquisition).
+    pub(crate) unsafe fn make_valid<'a>(
+        &self,
+        node: usize,
+        accesses: impl Iterator<Item = (&'a HandleCore, Access)>,
+    ) {
+        for (core, mode) in accesses {
+            if mode == Access::Redux {
+                // Contributions go to per-worker slots in main memory.
+                continue;
+            }
+            // SAFETY: the caller's contract.
+            if let Some((_, bytes)) = unsafe { core.make_valid(node, mode) } {
+                self.transfers.fetch_add(1, Ordering::Relaxed);
+                self.transferred_bytes.fetch_add(bytes, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The architectures a task of `codelet` on `accesses` can run on, with devices: a
+    /// GPU worker runs the GPU implementation or else the CPU one (emulated devices), on
+    /// data registered replicated.
+    fn task_archs(
+        &self,
+        codelet: &CodeletInner,
+        accesses: &crate::task::Accesses,
+    ) -> Result<ArchMask, RuntimeError> {
+        let mut m = codelet.arch_mask();
+        if codelet.impls[Arch::Cpu.index()].is_some() {
+            m = m.or(ArchMask::GPU);
+        }
+        if let Some(core) = accesses.handles().iter().find(|c| c.copier.is_none()) {
+            if codelet.impls[Arch::Cpu.index()].is_none() {
+                return Err(RuntimeError::NotReplicated {
+                    codelet: codelet.name.clone(),
+                    handle: core.id,
+                });
+            }
+            m = m.and(ArchMask::CPU);
+        }
+        Ok(m)
     }
 
     fn interrupt(&self) {
@@ -1009,6 +1114,23 @@ impl Runtime {
         Handle::new(value, bytes, Some(&self.shared.nodes))
     }
 
+    /// Registers `value` as data that can have copies on the memory nodes of devices
+    /// (see [`RuntimeBuilder::emulated_gpus`]): tasks on it may run on GPU workers. It
+    /// counts `size_of::<T>()` bytes; see [`Runtime::register_replicated_bytes`].
+    pub fn register_replicated<T: Clone + Send + Sync + 'static>(&self, value: T) -> Handle<T> {
+        self.register_replicated_bytes(value, std::mem::size_of::<T>() as u64)
+    }
+
+    /// As [`Runtime::register_replicated`], counting `bytes` in task footprints and in
+    /// the bytes each copy between memory nodes moves.
+    pub fn register_replicated_bytes<T: Clone + Send + Sync + 'static>(
+        &self,
+        value: T,
+        bytes: u64,
+    ) -> Handle<T> {
+        Handle::new_replicated(value, bytes, Some(&self.shared.nodes))
+    }
+
     /// Submits a task. Returns at once; the task runs when its dependencies are satisfied.
     ///
     /// Refused once the runtime was interrupted, and for handles or task handles of
@@ -1056,6 +1178,11 @@ impl Runtime {
                 task: pred.id,
             });
         }
+        let archs = if sh.devices {
+            Some(sh.task_archs(codelet, &accesses)?)
+        } else {
+            None
+        };
         let id = sh.count.submit();
         let submit = sh.now();
         let node = sh.nodes.node(
@@ -1083,6 +1210,9 @@ impl Runtime {
                 )
             },
         );
+        if let Some(m) = archs {
+            node.archs.store(m.bits(), Ordering::Relaxed);
+        }
         let mut preds = Preds::new();
         let mut waits = false;
         for (core, mode) in accesses.iter() {

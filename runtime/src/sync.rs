@@ -54,11 +54,17 @@ pub(crate) struct Sleep {
     epoch: Mutex<u64>,
     cv: Condvar,
     shutdown: AtomicBool,
+    /// Workers of several architectures: a woken worker may not be able to run what was
+    /// pushed, and the worker that pushed may not run it either, so every notification
+    /// wakes every sleeper.
+    wake_all: bool,
 }
 
 impl Sleep {
-    pub(crate) fn new() -> Sleep {
+    /// A `Sleep` whose notifications all wake every sleeper (see `wake_all`).
+    pub(crate) fn with_wake_all(wake_all: bool) -> Sleep {
         Sleep {
+            wake_all,
             sleepers: AtomicUsize::new(0),
             epoch: Mutex::new(0),
             cv: Condvar::new(),
@@ -69,6 +75,7 @@ impl Sleep {
     /// Wakes up to `n` sleeping workers, after the caller made `n` tasks visible.
     #[inline]
     pub(crate) fn notify(&self, n: usize) {
+        let n = if self.wake_all { usize::MAX } else { n };
         if n == 0 {
             return;
         }

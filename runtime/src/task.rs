@@ -298,6 +298,9 @@ pub(crate) struct TaskNode {
     /// cores; a recycled node keeps it for the next task of the same codelet (see
     /// [`TaskNode::renew`]), so that a submission into a pooled node changes no count.
     pub(crate) codelet: Arc<CodeletInner>,
+    /// The architectures the task can run on, set at submission with devices
+    /// (`u8::MAX`: those of its codelet).
+    pub(crate) archs: AtomicU8,
 }
 
 impl TaskNode {
@@ -332,6 +335,7 @@ impl TaskNode {
                 successors: Successors::new(),
             }),
             codelet,
+            archs: AtomicU8::new(u8::MAX),
         }
     }
 
@@ -369,7 +373,9 @@ impl TaskNode {
             body,
             links,
             codelet: codelet_,
+            archs,
         } = self;
+        *archs = AtomicU8::new(u8::MAX);
         *id_ = id;
         *kind_ = kind;
         *codelet_id_ = codelet_id;
@@ -545,10 +551,14 @@ impl SchedTask for ReadyTask {
         self.0.priority
     }
 
-    /// The architectures its codelet implements.
+    /// The architectures it can run on: with devices, as set at submission; else those
+    /// its codelet implements.
     #[inline]
     fn archs(&self) -> taskwatt_scheduler::ArchMask {
-        self.0.codelet.arch_mask()
+        match self.0.archs.load(Ordering::Relaxed) {
+            u8::MAX => self.0.codelet.arch_mask(),
+            m => taskwatt_scheduler::ArchMask::from_bits(m),
+        }
     }
 }
 

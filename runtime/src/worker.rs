@@ -354,7 +354,13 @@ fn execute(
         // body is a runtime bug, not a user error.
         unreachable!("task {} was scheduled twice", node.id);
     };
-    let Some(imp) = node.codelet.impls[ctx.arch.index()].as_deref() else {
+    // An emulated GPU runs the CPU implementation where the codelet has no GPU one.
+    let imp = node.codelet.impls[ctx.arch.index()].as_deref().or_else(|| {
+        (ctx.memory_node != 0)
+            .then(|| node.codelet.impls[Arch::Cpu.index()].as_deref())
+            .flatten()
+    });
+    let Some(imp) = imp else {
         unreachable!(
             "policy gave task {} to a worker that cannot run it",
             node.id
@@ -363,12 +369,6 @@ fn execute(
     if sh.interrupted.load(Ordering::Relaxed) {
         return skip(sh, ctx, node, body, local, done);
     }
-    if ctx.memory_node != 0 {
-        // Replicas on a device node: update the MSI states (the transfer hook goes here).
-        for (core, mode) in body.accesses.iter() {
-            core.note_access(ctx.memory_node, mode);
-        }
-    }
     // COMMUTE tasks of one handle run one at a time: the wait for the lock is not the
     // task's time.
     let commute = if body.accesses.has_grouping() {
@@ -376,13 +376,25 @@ fn execute(
     } else {
         crate::modes::CommuteGuard::none()
     };
+    if sh.devices {
+        // The data valid on this worker's memory node (copied there if not), before the
+        // task's start, so that the copies are not the task's time, and after the commute
+        // locks, so that a COMMUTE member copies what the previous member wrote.
+        // SAFETY: the dependencies released this task: it holds the rights it declared.
+        unsafe {
+            sh.make_valid(
+                ctx.memory_node,
+                body.accesses.iter().map(|(c, m)| (&**c, m)),
+            )
+        };
+    }
     let cid = node.codelet_id;
     let start = sh.now();
     if let Some(o) = &sh.observer {
         o.task_started(ctx.id, cid, ctx.arch, start);
     }
     let outcome = {
-        let tctx = TaskCtx::new(&body, node.codelet_name(), node.id, ctx.id);
+        let tctx = TaskCtx::new(&body, node.codelet_name(), node.id, ctx.id, ctx.memory_node);
         panics::catch(|| imp(&tctx))
     };
     // The argument is dropped now, before successors run, since its drop may be

@@ -1,6 +1,10 @@
 //! Property: a random graph with random R, W, RW, COMMUTE and REDUX accesses leaves the
 //! same final data as a sequential execution in submission order, under every policy, at
-//! 1, 2 and 4 workers.
+//! 1, 2 and 4 workers, alone and beside 1 or 2 emulated GPUs (whose copies of the data are
+//! separate allocations, so that a transfer missed or made from a stale copy changes the
+//! result). With GPUs, one task in three has a GPU implementation only, and the data is
+//! acquired halfway through and compared with the sequential prefix (a copy back to main
+//! memory).
 //!
 //! A COMMUTE or REDUX contribution is added (wrapping) to the handle and depends only on
 //! what the task reads through its other accesses, so any order of a group gives the
@@ -8,7 +12,7 @@
 //! so two members running at once would lose an update and the comparison would fail.
 
 use proptest::prelude::*;
-use taskwatt_runtime::{Access, Codelet, Runtime, Task};
+use taskwatt_runtime::{Access, Codelet, Runtime, Task, TaskCtx};
 use taskwatt_scheduler::POLICIES;
 
 #[derive(Clone, Debug)]
@@ -49,8 +53,13 @@ fn digest(id: u64, modes: &[Access], read: &dyn Fn(usize) -> u64) -> u64 {
 }
 
 fn sequential(spec: &Spec) -> Vec<u64> {
+    sequential_prefix(spec, spec.tasks.len())
+}
+
+/// The data after the first `n` tasks.
+fn sequential_prefix(spec: &Spec, n: usize) -> Vec<u64> {
     let mut data: Vec<u64> = (0..spec.handles as u64).collect();
-    for (id, accesses) in spec.tasks.iter().enumerate() {
+    for (id, accesses) in spec.tasks.iter().enumerate().take(n) {
         let modes: Vec<Access> = accesses.iter().map(|a| a.1).collect();
         let d = digest(id as u64, &modes, &|i| data[accesses[i].0]);
         for (i, &(h, m)) in accesses.iter().enumerate() {
@@ -66,18 +75,56 @@ fn sequential(spec: &Spec) -> Vec<u64> {
     data
 }
 
-fn parallel(spec: &Spec, policy: &str, workers: usize) -> Vec<u64> {
+fn parallel(spec: &Spec, policy: &str, workers: usize, gpus: usize) -> Vec<u64> {
     let rt = Runtime::builder()
         .workers(workers)
+        .emulated_gpus(gpus)
         .policy(policy)
         .build()
         .unwrap();
-    let handles: Vec<_> = (0..spec.handles as u64).map(|v| rt.register(v)).collect();
+    let handles: Vec<_> = (0..spec.handles as u64)
+        .map(|v| {
+            if gpus > 0 {
+                rt.register_replicated(v)
+            } else {
+                rt.register(v)
+            }
+        })
+        .collect();
     for h in &handles {
         rt.set_reduction(h, "sum", || 0u64, |acc, x| *acc = acc.wrapping_add(x))
             .unwrap();
     }
-    let cl = Codelet::new("mix").cpu(|ctx| {
+    let cl = Codelet::new("mix").cpu(mix);
+    let gpu_only = Codelet::new("mix_gpu").gpu(mix);
+    let half = spec.tasks.len() / 2;
+    for (id, accesses) in spec.tasks.iter().enumerate() {
+        if gpus > 0 && id == half {
+            let expected = sequential_prefix(spec, half);
+            for (h, e) in handles.iter().zip(&expected) {
+                assert_eq!(*rt.acquire(h).unwrap(), *e, "acquired after {half} tasks");
+            }
+        }
+        let modes: Vec<Access> = accesses.iter().map(|a| a.1).collect();
+        let mut t = Task::new(if gpus > 0 && id % 3 == 0 {
+            &gpu_only
+        } else {
+            &cl
+        });
+        for &(h, m) in accesses {
+            t = t.access(&handles[h], m);
+        }
+        rt.submit(t.arg((id as u64, modes))).unwrap();
+    }
+    rt.wait_all().unwrap();
+    handles
+        .into_iter()
+        .map(|h| rt.unregister(h).unwrap())
+        .collect()
+}
+
+fn mix(ctx: &TaskCtx<'_>) {
+    {
         // The task's index in the spec (ids also count the reduction tasks).
         let (id, modes): &(u64, Vec<Access>) = ctx.arg();
         // One borrow per buffer: shared for R, exclusive otherwise (for REDUX, this
@@ -111,20 +158,7 @@ fn parallel(spec: &Spec, policy: &str, workers: usize) -> Vec<u64> {
                 _ => **v = v.wrapping_add(x),
             }
         }
-    });
-    for (id, accesses) in spec.tasks.iter().enumerate() {
-        let modes: Vec<Access> = accesses.iter().map(|a| a.1).collect();
-        let mut t = Task::new(&cl);
-        for &(h, m) in accesses {
-            t = t.access(&handles[h], m);
-        }
-        rt.submit(t.arg((id as u64, modes))).unwrap();
     }
-    rt.wait_all().unwrap();
-    handles
-        .into_iter()
-        .map(|h| rt.unregister(h).unwrap())
-        .collect()
 }
 
 proptest! {
@@ -135,7 +169,13 @@ proptest! {
         let expected = sequential(&spec);
         for policy in POLICIES {
             for workers in [1, 2, 4] {
-                prop_assert_eq!(&parallel(&spec, policy.name, workers), &expected, "policy {} at {} workers", policy.name, workers);
+                for gpus in [0, 1, 2] {
+                    prop_assert_eq!(
+                        &parallel(&spec, policy.name, workers, gpus),
+                        &expected,
+                        "policy {} at {} workers and {} emulated GPU(s)", policy.name, workers, gpus
+                    );
+                }
             }
         }
     }
