@@ -103,7 +103,7 @@ fn worker_until_one_task(
 #[test]
 fn loom_sleep_push_wakes_the_parking_worker() {
     check(None, || {
-        let sleep = Arc::new(Sleep::new());
+        let sleep = Arc::new(Sleep::with_wake_all(false));
         let queue = Arc::new(AtomicUsize::new(0));
         let (s, q) = (sleep.clone(), queue.clone());
         let worker = thread::spawn(move || worker_until_one_task(&s, &q, None));
@@ -118,7 +118,7 @@ fn loom_sleep_two_pushes_wake_two_workers() {
     // mutex and a condition variable: unbounded, loom runs for more than 10 minutes; with
     // 3 preemptions it explores ~17,000 executions in about a second.
     check(Some(3), || {
-        let sleep = Arc::new(Sleep::new());
+        let sleep = Arc::new(Sleep::with_wake_all(false));
         let queue = Arc::new(AtomicUsize::new(0));
         let workers: Vec<_> = (0..2)
             .map(|_| {
@@ -137,7 +137,7 @@ fn loom_sleep_two_pushes_wake_two_workers() {
 #[test]
 fn loom_sleep_shutdown_wakes_the_parking_worker() {
     check(None, || {
-        let sleep = Arc::new(Sleep::new());
+        let sleep = Arc::new(Sleep::with_wake_all(false));
         let queue = Arc::new(AtomicUsize::new(0));
         let (s, q) = (sleep.clone(), queue.clone());
         let worker = thread::spawn(move || worker_until_one_task(&s, &q, None));
@@ -169,7 +169,7 @@ fn take_staged(staged: &Mutex<usize>, queue: &AtomicUsize, sleep: &Sleep) -> usi
 #[test]
 fn loom_staging_a_staged_task_reaches_the_parking_worker() {
     check(None, || {
-        let sleep = Arc::new(Sleep::new());
+        let sleep = Arc::new(Sleep::with_wake_all(false));
         let staged = Arc::new(Mutex::new(0usize));
         let queue = Arc::new(AtomicUsize::new(0));
         let (s, st, q) = (sleep.clone(), staged.clone(), queue.clone());
@@ -187,7 +187,7 @@ fn loom_staging_two_staged_tasks_reach_two_workers() {
     // Whoever takes both pushes them and wakes the other worker for one. Bounded as
     // `loom_sleep_two_pushes_wake_two_workers`.
     check(Some(3), || {
-        let sleep = Arc::new(Sleep::new());
+        let sleep = Arc::new(Sleep::with_wake_all(false));
         let staged = Arc::new(Mutex::new(0usize));
         let queue = Arc::new(AtomicUsize::new(0));
         let workers: Vec<_> = (0..2)
