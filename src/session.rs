@@ -119,6 +119,8 @@ pub struct MeasuredRunOptions {
     pub policy: Option<String>,
     /// Worker count (None: one per usable core).
     pub workers: Option<usize>,
+    /// Emulated GPUs beside the CPU workers (see `RuntimeBuilder::emulated_gpus`).
+    pub gpus: usize,
     /// The trace file to write.
     pub trace: PathBuf,
     /// Which meter to sample.
@@ -258,6 +260,11 @@ pub fn measured_run<P>(
     }
     if let Some(w) = opts.workers {
         b = b.workers(w);
+    }
+    if opts.gpus > 0 {
+        b = b
+            .emulated_gpus(opts.gpus)
+            .param("gpus", format!("{} emulated", opts.gpus));
     }
     if let Some(p) = &opts.policy {
         b = b.policy(p.clone());

@@ -52,6 +52,48 @@ fn run_cholesky_then_export_chrome_and_csv() {
 }
 
 #[test]
+fn every_app_checks_its_result_beside_emulated_gpus_under_every_policy() {
+    // 2 CPU workers and 2 emulated GPUs, whose copies of the tiles are separate
+    // allocations: a coherence bug would fail the check.
+    for policy in ["eager", "ws", "lws", "prio"] {
+        for (app, extra) in [
+            ("cholesky", &["--n", "512", "--tile", "64"][..]),
+            ("gemm", &["--n", "256", "--tile", "64"]),
+            ("stencil", &["--n", "256", "--tile", "64", "--steps", "5"]),
+        ] {
+            let mut args = vec![
+                "run",
+                app,
+                "--sched",
+                policy,
+                "--workers",
+                "2",
+                "--gpus",
+                "2",
+                "--json",
+            ];
+            args.extend_from_slice(extra);
+            let v: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+            assert_eq!(v["app"]["check"]["passed"], true, "{app} under {policy}");
+            let archs: Vec<&str> = v["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w["arch"].as_str().unwrap())
+                .collect();
+            assert_eq!(archs, ["cpu", "cpu", "gpu", "gpu"]);
+            if policy == "eager" && app == "cholesky" {
+                // A shared queue: the GPUs take tasks, and their data is copied to them.
+                assert!(v["stats"]["transfers"].as_u64().unwrap() > 0, "{v}");
+            }
+        }
+    }
+    let out = taskwatt(&["run", "gemm", "--gpus", "4"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--gpus"));
+}
+
+#[test]
 fn every_app_checks_its_result_under_every_policy() {
     for policy in ["eager", "ws", "lws", "prio"] {
         for (app, extra) in [

@@ -115,12 +115,12 @@ pub(super) fn calibrate<T: AppScalar>(
     let b0 = TiledMatrix::<T>::spd_tile(n, nb, cfg.seed, 1, 0);
     let slots = 2 * rt.workers().len();
     let scratch: Vec<Handle<Tile<T>>> = (0..slots)
-        .map(|_| rt.register_bytes(b0.clone(), bytes))
+        .map(|_| rt.register_replicated_bytes(b0.clone(), bytes))
         .collect();
     let (a0, l, b0) = (
-        rt.register_bytes(a0, bytes),
-        rt.register_bytes(l, bytes),
-        rt.register_bytes(b0, bytes),
+        rt.register_replicated_bytes(a0, bytes),
+        rt.register_replicated_bytes(l, bytes),
+        rt.register_replicated_bytes(b0, bytes),
     );
     phase(rt, sink, "potrf", each * u32::from(wanted("potrf")), &|s| {
         Task::new(&cl.potrf).rw(&scratch[s]).r(&a0).arg(Calibration)
@@ -160,7 +160,7 @@ pub(super) fn run<T: AppScalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun,
     for j in 0..nt {
         for i in j..nt {
             let t = tiles.take(i, j).expect("random_spd fills the lower tiles");
-            h[i + j * nt] = Some(rt.register_bytes(t, tile_bytes::<T>(nb)));
+            h[i + j * nt] = Some(rt.register_replicated_bytes(t, tile_bytes::<T>(nb)));
         }
     }
     let at = |i: usize, j: usize| h[i + j * nt].as_ref().expect("lower tile");

@@ -38,7 +38,7 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
         for j in 0..nt {
             for i in 0..nt {
                 let t = m.take(i, j).unwrap_or_else(|| Tile::zeros(nb));
-                v.push(rt.register_bytes(t, tile_bytes::<T>(nb)));
+                v.push(rt.register_replicated_bytes(t, tile_bytes::<T>(nb)));
             }
         }
         v

@@ -80,8 +80,8 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     for j in 0..nt {
         for i in 0..nt {
             let t = g.take(i, j).expect("initial grid is full");
-            nxt.push(rt.register_bytes(Tile::zeros(nb), tile_bytes::<f64>(nb)));
-            cur.push(rt.register_bytes(t, tile_bytes::<f64>(nb)));
+            nxt.push(rt.register_replicated_bytes(Tile::zeros(nb), tile_bytes::<f64>(nb)));
+            cur.push(rt.register_replicated_bytes(t, tile_bytes::<f64>(nb)));
         }
     }
     let idx = |i: usize, j: usize| i + j * nt;

@@ -133,6 +133,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 config: a.app.config(),
                 policy: Some(policy.clone()),
                 workers: a.app.workers,
+                gpus: a.app.gpus as usize,
                 trace: trace.clone(),
                 meter: a.energy.meter,
                 detect: detect.clone(),

@@ -50,9 +50,25 @@ pub(crate) struct AppArgs {
     /// Number of workers (default: one per usable core).
     #[arg(long)]
     pub(crate) workers: Option<usize>,
+    /// GPUs to drive besides the CPU workers (at most 3), on the backend of --gpu-backend.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=taskwatt::runtime::MAX_DEVICES as i64))]
+    pub(crate) gpus: u32,
+    /// The GPU backend: `emulated`, a device in main memory whose copies of the data are
+    /// separate allocations and which runs the CPU kernels (to test scheduling, data
+    /// transfers and GPU energy attribution without a GPU; its timings are CPU timings).
+    /// The CUDA backend is not built yet.
+    #[arg(long, value_enum, default_value_t = GpuBackend::Emulated)]
+    pub(crate) gpu_backend: GpuBackend,
     /// Element type of the matrices: f64 or f32 (cholesky and gemm; stencil is f64 only).
     #[arg(long, value_enum, default_value_t = Precision::F64)]
     pub(crate) precision: Precision,
+}
+
+/// Where `--gpus` come from.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GpuBackend {
+    /// Emulated devices (see `RuntimeBuilder::emulated_gpus`).
+    Emulated,
 }
 
 impl AppArgs {
@@ -179,6 +195,9 @@ struct StatsJson {
     executed: u64,
     failed: u64,
     cancelled: u64,
+    /// Copies of data between memory nodes (with GPUs).
+    transfers: u64,
+    transferred_bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -289,6 +308,7 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         config: a.app.config(),
         policy: a.sched.clone(),
         workers: a.app.workers,
+        gpus: a.app.gpus as usize,
         trace: trace_path.clone(),
         meter: a.energy.meter,
         detect: a.energy.detect_options()?,
@@ -380,6 +400,8 @@ fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
             executed: run.stats.executed,
             failed: run.stats.failed,
             cancelled: run.stats.cancelled,
+            transfers: run.stats.transfers,
+            transferred_bytes: run.stats.transferred_bytes,
         },
         trace: match &run.trace {
             Ok(t) => TraceOut {
@@ -442,15 +464,31 @@ fn print_table(o: &RunOutput<'_>) {
         App::Stencil => format!("n={} tile={} steps={}", c.n, c.tile, c.steps),
         _ => format!("n={} tile={}", c.n, c.tile),
     };
+    let gpus = o.workers.iter().filter(|w| w.device.is_some()).count();
+    let workers = if gpus == 0 {
+        format!("{} workers", o.workers.len())
+    } else {
+        format!(
+            "{} CPU workers + {gpus} emulated GPU(s) (CPU kernels on copies of the data)",
+            o.workers.len() - gpus
+        )
+    };
     println!(
-        "{} {shape}: {} workers, policy {}, kernels {}",
+        "{} {shape}: {workers}, policy {}, kernels {}",
         o.app.app.name(),
-        o.workers.len(),
         o.policy,
         o.kernels
     );
     println!("  {:<10} {:.3} s", "makespan", o.makespan_s);
     println!("  {:<10} {}", "tasks", o.app.tasks);
+    if gpus > 0 {
+        println!(
+            "  {:<10} {} copies between memory nodes, {:.1} MiB",
+            "transfers",
+            o.stats.transfers,
+            o.stats.transferred_bytes as f64 / (1u64 << 20) as f64
+        );
+    }
     println!("  {:<10} {:.2}", "GFlop/s", o.gflops);
     match &o.app.check {
         Some(ch) => println!(
