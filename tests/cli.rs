@@ -49,6 +49,10 @@ fn run_cholesky_then_export_chrome_and_csv() {
     ok(&["export", s(&trace), "--format", "csv", "-o", s(&csv)]);
     let text = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(text.lines().count(), 21, "header + one row per task");
+    assert!(
+        !dir.path().join("t.transfers.csv").exists(),
+        "no transfers file for a CPU-only run"
+    );
 }
 
 #[test]
@@ -82,12 +86,61 @@ fn every_app_checks_its_result_beside_emulated_gpus_under_every_policy() {
                 .map(|w| w["arch"].as_str().unwrap())
                 .collect();
             assert_eq!(archs, ["cpu", "cpu", "gpu", "gpu"]);
-            if policy == "eager" && app == "cholesky" {
-                // A shared queue: the GPUs take tasks, and their data is copied to them.
-                assert!(v["stats"]["transfers"].as_u64().unwrap() > 0, "{v}");
-            }
         }
     }
+    // The copies are in the trace: Chrome tracks, a CSV file beside the tasks, a report line.
+    // One CPU worker and tasks of about a millisecond: under eager (a shared queue) the
+    // GPUs take some of them, and their data is copied to them.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("g.twt");
+    let v: serde_json::Value = serde_json::from_str(&ok(&[
+        "run",
+        "cholesky",
+        "--n",
+        "1024",
+        "--tile",
+        "128",
+        "--sched",
+        "eager",
+        "--workers",
+        "1",
+        "--gpus",
+        "2",
+        "--trace",
+        s(&trace),
+        "--json",
+    ]))
+    .unwrap();
+    let copies = v["stats"]["transfers"].as_u64().unwrap();
+    assert!(copies > 0);
+    let chrome = dir.path().join("g.json");
+    ok(&["export", s(&trace), "--format", "chrome", "-o", s(&chrome)]);
+    let c: serde_json::Value = serde_json::from_slice(&std::fs::read(&chrome).unwrap()).unwrap();
+    let events = c["traceEvents"].as_array().unwrap();
+    let n = events.iter().filter(|e| e["cat"] == "transfer").count() as u64;
+    assert_eq!(n, copies, "one slice per copy");
+    assert!(events.iter().any(|e| e["cat"] == "gpu"), "GPU task slices");
+    ok(&[
+        "export",
+        s(&trace),
+        "--format",
+        "csv",
+        "-o",
+        s(&dir.path().join("g.csv")),
+    ]);
+    let rows = std::fs::read_to_string(dir.path().join("g.transfers.csv")).unwrap();
+    assert_eq!(
+        rows.lines().count() as u64,
+        copies + 1,
+        "header + one row per copy"
+    );
+    let report = ok(&["report", s(&trace)]);
+    assert!(
+        report.contains(&format!("transfers: {copies} copies between memory nodes")),
+        "{report}"
+    );
+    assert!(report.contains("@gpu"), "{report}");
+
     let out = taskwatt(&["run", "gemm", "--gpus", "4"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--gpus"));

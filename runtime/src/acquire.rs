@@ -106,7 +106,7 @@ impl Runtime {
         if sh.devices {
             // The data back in main memory (the acquirer's and unregistering thread's).
             // SAFETY: the acquisition is granted, with the rights of `mode`.
-            unsafe { sh.make_valid(0, std::iter::once((&**core, mode))) };
+            unsafe { sh.make_valid(0, std::iter::once((&**core, mode)), None, None) };
         }
         Ok(node)
     }

@@ -42,7 +42,7 @@ use taskwatt_scheduler::{
 };
 use taskwatt_traces::{
     Arch, Chunk, Clock, CodeletInfo, ExecutionObserver, RunMeta, TaskChunk, TaskId, Timestamp,
-    TraceSink, WorkerInfo,
+    TraceSink, Transfer, WorkerId, WorkerInfo,
 };
 
 use crate::codelet::CodeletInner;
@@ -85,6 +85,9 @@ pub struct RuntimeBuilder {
     /// Emulated GPUs: one driving worker and one memory node each.
     emulated_gpus: usize,
 }
+
+/// Transfers sent to the trace in one chunk.
+const TRANSFERS_PER_CHUNK: usize = 512;
 
 /// The most workers a runtime starts (StarPU's `STARPU_NMAXWORKERS` is 80 by default):
 /// more is refused by [`RuntimeBuilder::build`], not attempted.
@@ -395,6 +398,7 @@ impl RuntimeBuilder {
             devices,
             transfers: AtomicU64::new(0),
             transferred_bytes: AtomicU64::new(0),
+            transfer_log: Mutex::new(Vec::new()),
             policy_name,
             timing,
             staged: CachePadded::new(Mutex::new(Vec::new())),
@@ -682,6 +686,8 @@ pub(crate) struct Shared {
     pub(crate) devices: bool,
     transfers: AtomicU64,
     transferred_bytes: AtomicU64,
+    /// Transfers not yet sent to the trace.
+    transfer_log: Mutex<Vec<Transfer>>,
     policy_name: String,
     /// Whether anyone reads task timestamps (a trace or an observer): without, the hot
     /// path reads no clock.
@@ -787,8 +793,9 @@ impl Shared {
         }
     }
 
-    /// Makes every handle of `accesses` valid on memory node `node` (a no-op without
-    /// devices), counting the copies.
+    /// Makes every handle of `accesses` valid on memory node `node`, counting the
+    /// copies and recording them in the trace (for task `task`, by worker `worker`; none
+    /// for the application's thread).
     ///
     /// # Safety
     /// The caller holds the access rights the accesses declare (a released task, a granted
@@ -797,17 +804,45 @@ impl Shared {
         &self,
         node: usize,
         accesses: impl Iterator<Item = (&'a HandleCore, Access)>,
+        worker: Option<WorkerId>,
+        task: Option<TaskId>,
     ) {
         for (core, mode) in accesses {
             if mode == Access::Redux {
                 // Contributions go to per-worker slots in main memory.
                 continue;
             }
+            let start = self.now();
             // SAFETY: the caller's contract.
-            if let Some((_, bytes)) = unsafe { core.make_valid(node, mode) } {
+            if let Some((src, bytes)) = unsafe { core.make_valid(node, mode) } {
                 self.transfers.fetch_add(1, Ordering::Relaxed);
                 self.transferred_bytes.fetch_add(bytes, Ordering::Relaxed);
+                if self.sink.is_enabled() {
+                    let t = Transfer {
+                        handle: core.id,
+                        src: src as u32,
+                        dst: node as u32,
+                        bytes,
+                        worker,
+                        task,
+                        start,
+                        end: self.now(),
+                    };
+                    let mut log = self.transfer_log.lock();
+                    log.push(t);
+                    if log.len() >= TRANSFERS_PER_CHUNK {
+                        self.sink.send(Chunk::Transfers(std::mem::take(&mut *log)));
+                    }
+                }
             }
+        }
+    }
+
+    /// Sends the transfers not yet in the trace.
+    pub(crate) fn flush_transfers(&self) {
+        let mut log = self.transfer_log.lock();
+        if !log.is_empty() {
+            self.sink.send(Chunk::Transfers(std::mem::take(&mut *log)));
         }
     }
 
@@ -858,6 +893,9 @@ impl Shared {
     /// Sends the trace buffers whose oldest record ended `age` ago or earlier; a buffer
     /// its worker is writing to is left for the next look.
     fn flush_stale_traces(&self, age: Duration) {
+        if self.devices {
+            self.flush_transfers();
+        }
         let now = Clock::now().as_ns();
         for slot in &self.trace_bufs {
             if let Some(mut buf) = slot.try_lock() {
@@ -1527,6 +1565,7 @@ impl Runtime {
         if let Some(f) = self.flusher.take() {
             f.stop();
         }
+        self.shared.flush_transfers();
     }
 }
 

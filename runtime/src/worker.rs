@@ -385,6 +385,8 @@ fn execute(
             sh.make_valid(
                 ctx.memory_node,
                 body.accesses.iter().map(|(c, m)| (&**c, m)),
+                Some(ctx.id),
+                Some(node.id),
             )
         };
     }

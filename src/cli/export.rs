@@ -37,6 +37,43 @@ pub(crate) struct ExportArgs {
     recover: bool,
 }
 
+/// `t.csv` -> `t.transfers.csv`: the copies between memory nodes, written only for a
+/// run that made some (with GPUs).
+pub(crate) fn transfers_path(out: &Path) -> PathBuf {
+    let stem = out
+        .file_stem()
+        .map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned());
+    out.with_file_name(format!("{stem}.transfers.csv"))
+}
+
+/// Keeps the transfers file if it has rows, and says what was written.
+fn wrote_csv(
+    a: &ExportArgs,
+    sp: &Path,
+    tasks: u64,
+    samples: u64,
+    tout: taskwatt::traces::AtomicFile,
+    tp: &Path,
+    transfers: u64,
+) -> CliResult {
+    if transfers > 0 {
+        tout.commit()?;
+        eprintln!(
+            "wrote {} ({tasks} tasks), {} ({samples} energy readings) and {} ({transfers} copies between memory nodes)",
+            a.output.display(),
+            sp.display(),
+            tp.display()
+        );
+    } else {
+        eprintln!(
+            "wrote {} ({tasks} tasks) and {} ({samples} energy readings)",
+            a.output.display(),
+            sp.display()
+        );
+    }
+    Ok(())
+}
+
 /// `t.csv` -> `t.samples.csv`.
 pub(crate) fn samples_path(out: &Path) -> PathBuf {
     let stem = out
@@ -57,6 +94,7 @@ pub(crate) fn export(a: ExportArgs) -> CliResult {
     refuse_output_over_input(&a.output, &[&a.file])?;
     if matches!(a.format, Format::Csv) {
         refuse_output_over_input(&samples_path(&a.output), &[&a.file])?;
+        refuse_output_over_input(&transfers_path(&a.output), &[&a.file])?;
     }
     if a.recover {
         let r = recover_trace(&a.file)?;
@@ -117,13 +155,12 @@ fn export_trace(a: &ExportArgs, trace: &Trace) -> CliResult {
             let mut sout = create(&sp)?;
             let tasks = write_csv_tasks(trace, &mut out)?;
             let samples = write_csv_samples(trace, &mut sout)?;
+            let tp = transfers_path(&a.output);
+            let mut tout = create(&tp)?;
+            let transfers = taskwatt::traces::write_csv_transfers(trace, &mut tout)?;
             out.commit()?;
             sout.commit()?;
-            eprintln!(
-                "wrote {} ({tasks} tasks) and {} ({samples} energy readings)",
-                a.output.display(),
-                sp.display()
-            );
+            wrote_csv(a, &sp, tasks, samples, tout, &tp, transfers)?;
         }
     }
     Ok(())
@@ -169,13 +206,12 @@ fn export_streaming(a: &ExportArgs) -> CliResult {
             let mut sout = create(&sp)?;
             let tasks = export_csv_tasks(&a.file, &mut out)?;
             let samples = export_csv_samples(&a.file, &mut sout)?;
+            let tp = transfers_path(&a.output);
+            let mut tout = create(&tp)?;
+            let transfers = taskwatt::traces::export_csv_transfers(&a.file, &mut tout)?;
             out.commit()?;
             sout.commit()?;
-            eprintln!(
-                "wrote {} ({tasks} tasks) and {} ({samples} energy readings)",
-                a.output.display(),
-                sp.display()
-            );
+            wrote_csv(a, &sp, tasks, samples, tout, &tp, transfers)?;
         }
     }
     Ok(())

@@ -159,10 +159,14 @@ pub(crate) fn emit(
         struct Out<'a> {
             simulated: bool,
             report: &'a taskwatt::energy::attribution::AttributionReport,
+            /// Copies between memory nodes (runs with GPUs only).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            transfers: Option<taskwatt::traces::TransferSummary>,
         }
         let out = Out {
             simulated: trace.is_simulated(),
             report: &att.report,
+            transfers: (!trace.transfers.is_empty()).then(|| trace.transfer_summary()),
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -175,6 +179,9 @@ pub(crate) fn emit(
                 }
             )
         );
+        if !trace.transfers.is_empty() {
+            println!("transfers: {}", trace.transfer_summary());
+        }
     }
     if let Some(dir) = csv {
         write_csv(dir, att)?;

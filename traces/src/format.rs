@@ -19,7 +19,7 @@ use crate::codec::{self, DecodeError};
 use crate::{Chunk, DomainInfo, FormatVersion, MeterInfo, TaskChunk};
 
 /// The format version this build writes, and the newest it reads.
-pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 1 };
+pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 2 };
 
 /// First 8 bytes of every trace file.
 pub(crate) const FILE_MAGIC: [u8; 8] = *b"TWTRACE\0";
@@ -48,6 +48,7 @@ pub(crate) enum ChunkKind {
     Truth = 6,
     Markers = 7,
     End = 8,
+    Transfers = 9,
 }
 
 impl ChunkKind {
@@ -62,6 +63,7 @@ impl ChunkKind {
             Chunk::Truth(_) => ChunkKind::Truth,
             Chunk::Markers(_) => ChunkKind::Markers,
             Chunk::End(_) => ChunkKind::End,
+            Chunk::Transfers(_) => ChunkKind::Transfers,
         }
     }
 
@@ -76,6 +78,7 @@ impl ChunkKind {
             6 => ChunkKind::Truth,
             7 => ChunkKind::Markers,
             8 => ChunkKind::End,
+            9 => ChunkKind::Transfers,
             _ => return None,
         })
     }
@@ -91,6 +94,7 @@ impl ChunkKind {
             ChunkKind::Truth => "Truth",
             ChunkKind::Markers => "Markers",
             ChunkKind::End => "End",
+            ChunkKind::Transfers => "Transfers",
         }
     }
 
@@ -202,6 +206,7 @@ pub(crate) fn encode_chunk(chunk: &Chunk, out: &mut Vec<u8>) -> Result<(), Strin
         }
         Chunk::Truth(t) => put_json::<_, crate::GroundTruth>(out, t, kind),
         Chunk::Markers(m) => put_json::<_, Vec<crate::Marker>>(out, m, kind),
+        Chunk::Transfers(t) => put_json::<_, Vec<crate::Transfer>>(out, t, kind),
         Chunk::End(e) => put_json::<_, crate::RunEnd>(out, e, kind),
     };
     if let Err(e) = res {
@@ -262,6 +267,7 @@ pub(crate) fn decode_payload(kind: ChunkKind, payload: &[u8]) -> Result<Chunk, D
         }
         ChunkKind::Truth => Chunk::Truth(json(payload, kind)?),
         ChunkKind::Markers => Chunk::Markers(json(payload, kind)?),
+        ChunkKind::Transfers => Chunk::Transfers(json(payload, kind)?),
         ChunkKind::End => Chunk::End(json(payload, kind)?),
     })
 }
@@ -375,6 +381,7 @@ mod tests {
             (ChunkKind::Truth, 6, 1),
             (ChunkKind::Markers, 7, 1),
             (ChunkKind::End, 8, 1),
+            (ChunkKind::Transfers, 9, 1),
         ];
         for (k, n, codec) in want {
             assert_eq!(k as u8, n);
@@ -382,7 +389,7 @@ mod tests {
             assert_eq!(k.codec(), codec);
         }
         assert_eq!(ChunkKind::from_u8(0), None);
-        assert_eq!(ChunkKind::from_u8(9), None);
+        assert_eq!(ChunkKind::from_u8(10), None);
     }
 
     proptest! {

@@ -412,6 +412,30 @@ pub struct Marker {
     pub end: Timestamp,
 }
 
+/// A copy of a data handle's value between memory nodes (0 is main memory; a device's
+/// node is `1 + device`), made before a task that needed it there, or before an
+/// acquisition or unregistration brought the data back to main memory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transfer {
+    /// The handle (its id, unique in the process).
+    pub handle: u64,
+    /// The node copied from.
+    pub src: u32,
+    /// The node copied to.
+    pub dst: u32,
+    /// Bytes moved (the handle's registered size).
+    pub bytes: u64,
+    /// The worker that made the copy; `None` for the application's thread (acquisition,
+    /// unregistration).
+    pub worker: Option<WorkerId>,
+    /// The task the copy was made for, if any.
+    pub task: Option<TaskId>,
+    /// Start of the copy.
+    pub start: Timestamp,
+    /// End of the copy.
+    pub end: Timestamp,
+}
+
 /// The powers a simulated meter was configured with: the truth the attribution should find.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GroundTruth {
@@ -512,6 +536,8 @@ pub enum Chunk {
     Truth(GroundTruth),
     /// Named intervals.
     Markers(Vec<Marker>),
+    /// Copies of data between memory nodes (format 1.2).
+    Transfers(Vec<Transfer>),
     /// The end of the run.
     End(RunEnd),
 }

@@ -259,6 +259,34 @@ pub(crate) fn markers() -> impl Strategy<Value = Vec<Marker>> {
     )
 }
 
+pub(crate) fn transfers() -> impl Strategy<Value = Vec<crate::Transfer>> {
+    vec(
+        (
+            edge_u64(),
+            0u32..4,
+            0u32..4,
+            edge_u64(),
+            proptest::option::of(0u32..64),
+            proptest::option::of(edge_u64()),
+            ts(),
+            ts(),
+        )
+            .prop_map(|(handle, src, dst, bytes, worker, task, start, end)| {
+                crate::Transfer {
+                    handle,
+                    src,
+                    dst,
+                    bytes,
+                    worker,
+                    task,
+                    start,
+                    end,
+                }
+            }),
+        0..4,
+    )
+}
+
 pub(crate) fn run_end() -> impl Strategy<Value = RunEnd> {
     let outcome = prop_oneof![
         Just(RunOutcome::Complete),
@@ -298,6 +326,7 @@ pub(crate) fn chunk() -> impl Strategy<Value = Chunk> {
         truth().prop_map(Chunk::Truth),
         markers().prop_map(Chunk::Markers),
         run_end().prop_map(Chunk::End),
+        transfers().prop_map(Chunk::Transfers),
     ]
 }
 

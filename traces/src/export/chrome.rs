@@ -12,6 +12,10 @@
 //! - each dependency a flow arrow (Perfetto's flow events: `s` at the end of the
 //!   predecessor, `f` with `bp: "e"` at the start of the successor, sharing an `id`),
 //!   emitted as soon as both ends have been read, whatever the order of the chunks;
+//! - each copy of data between memory nodes (format 1.2, runs with GPUs) an `X` event
+//!   `copy h<handle> <src>→<dst>` in category `transfer`, on a track per destination node
+//!   ("transfers to node 1", tid 2000000 + node), with the bytes, the handle, both nodes
+//!   and the task it was made for in `args`;
 //! - markers as `X` events on their own tracks (tid 1000000 and up): overlapping markers
 //!   go to separate lanes because Perfetto only draws properly nested slices on one track;
 //! - run metadata (version, policy, host...) in the top-level `otherData` (flat strings,
@@ -24,7 +28,7 @@ use std::path::Path;
 use crate::format::ChunkKind;
 use crate::{
     Chunk, DomainId, EnergySample, Marker, TaskChunk, TaskStatus, Timestamp, Trace, TraceError,
-    WorkerInfo,
+    Transfer, WorkerInfo,
 };
 
 use super::{read_metadata, stream};
@@ -32,6 +36,8 @@ use super::{read_metadata, stream};
 const PID: u32 = 1;
 /// Marker lanes use tids from here, above any worker id a run will have.
 const MARKER_TID: u64 = 1_000_000;
+/// Transfer tracks: this plus the destination node.
+const TRANSFER_TID: u64 = 2_000_000;
 const WHAT: &str = "Chrome trace JSON";
 
 /// Each task's energy in J, when known (from an attribution): shown in the task's `args`
@@ -56,11 +62,17 @@ pub fn export_chrome_with(
     w.energy = Some(energy);
     stream(
         path,
-        |k| matches!(k, ChunkKind::Tasks | ChunkKind::Samples),
+        |k| {
+            matches!(
+                k,
+                ChunkKind::Tasks | ChunkKind::Samples | ChunkKind::Transfers
+            )
+        },
         |c| {
             match c {
                 Chunk::Tasks(t) => w.tasks(&t),
                 Chunk::Samples(s) => w.samples(&s),
+                Chunk::Transfers(t) => w.transfers(&t),
                 _ => Ok(()),
             }
             .map_err(err)
@@ -88,6 +100,7 @@ pub fn write_chrome_with(
             w.tasks(t)?;
         }
         w.samples(&trace.samples)?;
+        w.transfers(&trace.transfers)?;
         w.finish()
     };
     go().map_err(err)
@@ -161,6 +174,8 @@ struct Chrome<'e, W: Write> {
     waiting: HashMap<u64, Vec<(u32, Timestamp)>>,
     /// Flow arrows written.
     flows: u64,
+    /// Destination nodes whose transfer track is named.
+    transfer_tracks: std::collections::HashSet<u32>,
     buf: Vec<u8>,
 }
 
@@ -178,6 +193,7 @@ impl<'e, W: Write> Chrome<'e, W> {
             ends: HashMap::new(),
             waiting: HashMap::new(),
             flows: 0,
+            transfer_tracks: std::collections::HashSet::new(),
             buf: Vec::with_capacity(256),
         };
         let m = &meta.meta;
@@ -287,6 +303,36 @@ impl<'e, W: Write> Chrome<'e, W> {
         self.event(|o| {
             write!(o, "{{\"ph\":\"M\",\"pid\":{PID},\"tid\":{tid},\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{tid}}}}}")
         })
+    }
+
+    /// Copies between memory nodes, on a track per destination node.
+    fn transfers(&mut self, transfers: &[Transfer]) -> io::Result<()> {
+        for t in transfers {
+            let tid = TRANSFER_TID + u64::from(t.dst);
+            if self.transfer_tracks.insert(t.dst) {
+                self.thread_meta(tid, &format!("transfers to node {}", t.dst))?;
+            }
+            self.event(|o| {
+                write!(
+                    o,
+                    "{{\"ph\":\"X\",\"pid\":{PID},\"tid\":{tid},\"cat\":\"transfer\",\"name\":\"copy h{} {}→{}\",\"ts\":",
+                    t.handle, t.src, t.dst
+                )?;
+                us(o, t.start.0)?;
+                o.write_all(b",\"dur\":")?;
+                us(o, t.end.saturating_sub(t.start))?;
+                write!(
+                    o,
+                    ",\"args\":{{\"bytes\":{},\"handle\":{},\"src\":{},\"dst\":{}",
+                    t.bytes, t.handle, t.src, t.dst
+                )?;
+                if let Some(task) = t.task {
+                    write!(o, ",\"task\":{task}")?;
+                }
+                o.write_all(b"}}")
+            })?;
+        }
+        Ok(())
     }
 
     /// Names a worker's track, once.
@@ -586,6 +632,53 @@ mod tests {
         assert_eq!(v["otherData"]["policy"], "lws");
         assert_eq!(v["otherData"]["simulated_energy"], "true");
         assert_eq!(v["metadata"]["run"]["host"], "h\"1");
+    }
+
+    #[test]
+    fn transfers_are_slices_on_a_track_per_destination_node() {
+        let mut t = trace();
+        t.transfers = vec![
+            crate::Transfer {
+                handle: 7,
+                src: 0,
+                dst: 1,
+                bytes: 4096,
+                worker: Some(1),
+                task: Some(3),
+                start: Timestamp(2_000),
+                end: Timestamp(3_500),
+            },
+            crate::Transfer {
+                handle: 7,
+                src: 1,
+                dst: 0,
+                bytes: 4096,
+                worker: None,
+                task: None,
+                start: Timestamp(9_000),
+                end: Timestamp(9_700),
+            },
+        ];
+        let mut out = Vec::new();
+        write_chrome(&t, &mut out).unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        let ev = events_of(&v);
+        let copies: Vec<&Value> = ev.iter().filter(|e| e["cat"] == "transfer").collect();
+        assert_eq!(copies.len(), 2);
+        assert_eq!(copies[0]["name"], "copy h7 0→1");
+        assert_eq!(copies[0]["tid"], 2_000_001);
+        assert_eq!(copies[0]["ts"], 2.0);
+        assert_eq!(copies[0]["dur"], 1.5);
+        assert_eq!(copies[0]["args"]["bytes"], 4096);
+        assert_eq!(copies[0]["args"]["task"], 3);
+        assert!(copies[1]["args"].get("task").is_none());
+        let tracks: Vec<&str> = ev
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .filter_map(|e| e["args"]["name"].as_str())
+            .filter(|n| n.starts_with("transfers"))
+            .collect();
+        assert_eq!(tracks, ["transfers to node 1", "transfers to node 0"]);
     }
 
     #[test]

@@ -21,6 +21,34 @@ const TASKS_HEADER: &str =
     "id,codelet,arch,worker,status,priority,footprint,submit_ns,ready_ns,start_ns,end_ns,preds\n";
 /// Header row of the samples CSV.
 const SAMPLES_HEADER: &str = "domain,domain_name,domain_key,t_ns,wall_unix_ns,energy_j,raw\n";
+const TRANSFERS_HEADER: &str = "handle,src_node,dst_node,bytes,worker,task,start_ns,end_ns\n";
+
+/// Exports the copies between memory nodes of the trace file at `path` as CSV (format 1.2;
+/// none on a CPU-only run), streaming; returns the rows written (header excluded).
+pub fn export_csv_transfers(path: impl AsRef<Path>, out: impl Write) -> Result<u64, TraceError> {
+    let path = path.as_ref();
+    let meta = read_metadata(path)?;
+    let mut w = Csv::new(out, &meta, "transfers CSV");
+    w.write(TRANSFERS_HEADER)?;
+    stream(
+        path,
+        |k| k == ChunkKind::Transfers,
+        |c| match c {
+            Chunk::Transfers(t) => w.transfers(&t),
+            _ => Ok(()),
+        },
+    )?;
+    w.finish()
+}
+
+/// Exports an in-memory trace's copies between memory nodes as CSV; returns the rows
+/// written. Empty fields: no worker (the application's thread), no task.
+pub fn write_csv_transfers(trace: &Trace, out: impl Write) -> Result<u64, TraceError> {
+    let mut w = Csv::new(out, trace, "transfers CSV");
+    w.write(TRANSFERS_HEADER)?;
+    w.transfers(&trace.transfers)?;
+    w.finish()
+}
 
 /// Exports the tasks of the trace file at `path` as CSV, streaming; returns the rows
 /// written (header excluded).
@@ -174,6 +202,29 @@ impl<W: Write> Csv<W> {
                 l,
                 "{},{name},{key},{},{},{},{}",
                 s.domain, s.t.0, s.wall_unix_ns, s.energy_j, s.raw
+            );
+            self.out.write_all(&self.line).map_err(|e| self.err(e))?;
+            self.rows += 1;
+        }
+        Ok(())
+    }
+
+    fn transfers(&mut self, transfers: &[crate::Transfer]) -> Result<(), TraceError> {
+        for t in transfers {
+            let l = &mut self.line;
+            l.clear();
+            let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+            let _ = writeln!(
+                l,
+                "{},{},{},{},{},{},{},{}",
+                t.handle,
+                t.src,
+                t.dst,
+                t.bytes,
+                opt(t.worker.map(u64::from)),
+                opt(t.task),
+                t.start.0,
+                t.end.0
             );
             self.out.write_all(&self.line).map_err(|e| self.err(e))?;
             self.rows += 1;
