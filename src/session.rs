@@ -121,6 +121,8 @@ pub struct MeasuredRunOptions {
     pub workers: Option<usize>,
     /// Emulated GPUs beside the CPU workers (see `RuntimeBuilder::emulated_gpus`).
     pub gpus: usize,
+    /// Where to record the performance models (see `RuntimeBuilder::perf_models`).
+    pub perf_models: Option<PathBuf>,
     /// The trace file to write.
     pub trace: PathBuf,
     /// Which meter to sample.
@@ -260,6 +262,9 @@ pub fn measured_run<P>(
     }
     if let Some(w) = opts.workers {
         b = b.workers(w);
+    }
+    if let Some(d) = &opts.perf_models {
+        b = b.perf_models(d.clone());
     }
     if opts.gpus > 0 {
         b = b

@@ -237,3 +237,55 @@ fn unknown_policy_is_a_clear_error() {
         "{err}"
     );
 }
+
+#[test]
+fn perfmodel_show_check_and_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    let trace = dir.path().join("t.twt");
+    let base = [
+        "run",
+        "cholesky",
+        "--n",
+        "512",
+        "--tile",
+        "64",
+        "--workers",
+        "2",
+        "--no-energy",
+        "--perfmodel-dir",
+    ];
+    let mut args = base.to_vec();
+    args.push(s(&models));
+    ok(&args);
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&["perfmodel", "show", "--dir", s(&models), "--json"])).unwrap();
+    for name in ["potrf", "trsm", "syrk", "gemm"] {
+        assert!(v["codelets"][name].is_array(), "no model of {name}: {v}");
+    }
+    // A second run that does not record, checked against the models.
+    let mut args = base.to_vec();
+    args.extend([s(&models), "--no-perfmodel", "--trace", s(&trace)]);
+    ok(&args);
+    let c: serde_json::Value = serde_json::from_str(&ok(&[
+        "perfmodel",
+        "check",
+        s(&trace),
+        "--dir",
+        s(&models),
+        "--json",
+    ]))
+    .unwrap();
+    let gemm = c
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["task_type"] == "gemm@cpu")
+        .unwrap();
+    assert_eq!(gemm["tasks"], gemm["predicted"]);
+    assert!(gemm["median_error_pct"].as_f64().is_some());
+    ok(&["perfmodel", "clear", "gemm", "--dir", s(&models)]);
+    let out = taskwatt(&["perfmodel", "show", "gemm", "--dir", s(&models)]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no model of codelet `gemm`"));
+}

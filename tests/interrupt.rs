@@ -14,6 +14,10 @@ use taskwatt::traces::{read_trace, recover_trace, RunOutcome};
 /// far longer than any test waits.
 fn start_long_run(trace: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_taskwatt"))
+        .env(
+            "TASKWATT_PERFMODEL_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/perfmodels"),
+        )
         .args([
             "run",
             "cholesky",

@@ -20,6 +20,10 @@ fn bounded_for(limit: Duration, args: &[&str], env: &[(&str, &str)]) -> Output {
         .arg(env!("CARGO_BIN_EXE_taskwatt"))
         .args(args)
         .env_remove("TASKWATT_SCHED")
+        .env(
+            "TASKWATT_PERFMODEL_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/perfmodels"),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for (k, v) in env {

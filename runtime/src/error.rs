@@ -177,6 +177,10 @@ pub enum RuntimeError {
         handle: u64,
     },
 
+    /// The performance models could not be loaded.
+    #[error(transparent)]
+    PerfModel(#[from] crate::perfmodel::PerfModelError),
+
     /// The call would wait forever (StarPU answers `-EDEADLK` here).
     #[error("{operation} would wait forever: {reason}")]
     Deadlock {

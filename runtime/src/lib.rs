@@ -44,6 +44,7 @@ mod loom_shim;
 mod modes;
 mod panics;
 mod partition;
+mod perfmodel;
 mod pool;
 mod prefetch;
 mod runtime;
@@ -58,6 +59,10 @@ pub use context::{TaskCtx, MAX_ACCESSES};
 pub use error::{RuntimeError, TaskFailure};
 pub use handle::{Access, Handle, ReplicaState, MAX_DEVICES, MAX_MEMORY_NODES};
 pub use partition::{Filter, Matrix, MatrixPart, Partition, Partitioned, VectorPart};
+pub use perfmodel::{
+    Basis, Entry as PerfEntry, History, PerfModelError, PerfModels, Prediction, CALIBRATED,
+    PERFMODEL_DIR_ENV,
+};
 pub use runtime::{
     InterruptHandle, PolicyFactory, Runtime, RuntimeBuilder, RuntimeStats, DEFAULT_TRACE_FLUSH,
     IDLE_ENV, MAX_TRACE_CHUNK, MAX_WORKERS, STAGING_ENV,

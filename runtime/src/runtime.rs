@@ -84,6 +84,17 @@ pub struct RuntimeBuilder {
     trace_flush: Duration,
     /// Emulated GPUs: one driving worker and one memory node each.
     emulated_gpus: usize,
+    /// Where to keep performance models (none: not recorded).
+    perf_models: Option<std::path::PathBuf>,
+}
+
+/// The performance models of a runtime that records them.
+pub(crate) struct PerfState {
+    dir: std::path::PathBuf,
+    /// The models saved before this run.
+    pub(crate) loaded: crate::perfmodel::PerfModels,
+    /// Per worker: what it measured (locked by its worker per task, and at shutdown).
+    pub(crate) workers: Vec<CachePadded<Mutex<crate::perfmodel::WorkerHistory>>>,
 }
 
 /// Transfers sent to the trace in one chunk.
@@ -115,6 +126,7 @@ impl Default for RuntimeBuilder {
             staging: None,
             trace_flush: DEFAULT_TRACE_FLUSH,
             emulated_gpus: 0,
+            perf_models: None,
         }
     }
 }
@@ -140,6 +152,16 @@ impl RuntimeBuilder {
     /// without one; its timings are CPU timings.
     pub fn emulated_gpus(mut self, n: usize) -> Self {
         self.emulated_gpus = n;
+        self
+    }
+
+    /// Records every successful task's duration per (codelet, architecture, footprint),
+    /// and merges them into the performance models kept in `dir` at shutdown (see
+    /// [`PerfModels`](crate::PerfModels); [`PerfModels::default_dir`](crate::PerfModels::default_dir)
+    /// is the usual place). The models already there are loaded by `build`: a model file
+    /// that cannot be read is an error then, not at shutdown.
+    pub fn perf_models(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.perf_models = Some(dir.into());
         self
     }
 
@@ -361,7 +383,17 @@ impl RuntimeBuilder {
             archs[w.arch.index()] = true;
         }
         let devices = workers.iter().any(|w| w.device.is_some());
-        let timing = self.sink.is_enabled() || self.observer.is_some();
+        let perf = match &self.perf_models {
+            Some(dir) => Some(PerfState {
+                loaded: crate::perfmodel::PerfModels::load(dir)?,
+                dir: dir.clone(),
+                workers: (0..workers.len())
+                    .map(|_| CachePadded::new(Mutex::new(Default::default())))
+                    .collect(),
+            }),
+            None => None,
+        };
+        let timing = self.sink.is_enabled() || self.observer.is_some() || perf.is_some();
         let trace_bufs = if self.sink.is_enabled() {
             (0..workers.len())
                 .map(|_| {
@@ -399,6 +431,7 @@ impl RuntimeBuilder {
             transfers: AtomicU64::new(0),
             transferred_bytes: AtomicU64::new(0),
             transfer_log: Mutex::new(Vec::new()),
+            perf,
             policy_name,
             timing,
             staged: CachePadded::new(Mutex::new(Vec::new())),
@@ -688,6 +721,8 @@ pub(crate) struct Shared {
     transferred_bytes: AtomicU64,
     /// Transfers not yet sent to the trace.
     transfer_log: Mutex<Vec<Transfer>>,
+    /// Performance models: those loaded, and what each worker measured.
+    pub(crate) perf: Option<PerfState>,
     policy_name: String,
     /// Whether anyone reads task timestamps (a trace or an observer): without, the hot
     /// path reads no clock.
@@ -835,6 +870,60 @@ impl Shared {
                     }
                 }
             }
+        }
+    }
+
+    /// This run's measurements, as performance models (none if not recorded).
+    pub(crate) fn measured_models(&self) -> Option<crate::perfmodel::PerfModels> {
+        let perf = self.perf.as_ref()?;
+        let names: Vec<String> = self
+            .codelets
+            .lock()
+            .kept
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        let mut m = crate::perfmodel::PerfModels::new();
+        for w in &perf.workers {
+            for (&(cid, arch, footprint), (_, h)) in &w.lock().0 {
+                if h.count == 0 {
+                    continue;
+                }
+                let (Some(name), Some(&arch)) =
+                    (names.get(cid as usize), Arch::ALL.get(arch as usize))
+                else {
+                    continue;
+                };
+                let mut one = crate::perfmodel::PerfModels::new();
+                one.codelets.insert(
+                    name.clone(),
+                    vec![crate::perfmodel::Entry {
+                        arch,
+                        footprint,
+                        history: *h,
+                    }],
+                );
+                m.merge(&one);
+            }
+        }
+        Some(m)
+    }
+
+    /// Merges this run's measurements into the models' directory (once: the tables are
+    /// emptied); a failure is logged, since shutdown cannot return it.
+    fn save_perf_models(&self) {
+        let Some(m) = self.measured_models() else {
+            return;
+        };
+        let perf = self.perf.as_ref().expect("measured_models returned some");
+        for w in &perf.workers {
+            w.lock().0.clear();
+        }
+        if m.codelets.is_empty() {
+            return;
+        }
+        if let Err(e) = m.save_merged(&perf.dir) {
+            log::warn!("{e}");
         }
     }
 
@@ -1533,6 +1622,15 @@ impl Runtime {
         self.shared.stats()
     }
 
+    /// The performance models: those saved before this run merged with what this run
+    /// measured so far; `None` unless built with [`RuntimeBuilder::perf_models`].
+    pub fn perf_models(&self) -> Option<crate::perfmodel::PerfModels> {
+        let perf = self.shared.perf.as_ref()?;
+        let mut m = perf.loaded.clone();
+        m.merge(&self.shared.measured_models()?);
+        Some(m)
+    }
+
     /// A function that reads the counters, for a progress display on another thread.
     pub fn stats_probe(&self) -> impl Fn() -> RuntimeStats + Send + 'static {
         let sh = self.shared.clone();
@@ -1566,6 +1664,7 @@ impl Runtime {
             f.stop();
         }
         self.shared.flush_transfers();
+        self.shared.save_perf_models();
     }
 }
 

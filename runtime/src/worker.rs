@@ -421,6 +421,12 @@ fn execute(
     let status = match outcome {
         Ok(()) => {
             done.executed += 1;
+            if let Some(perf) = &sh.perf {
+                let key = (cid, ctx.arch.index() as u8, node.footprint);
+                perf.workers[ctx.id as usize]
+                    .lock()
+                    .add(key, end.saturating_sub(start) as f64);
+            }
             DONE_OK
         }
         Err(message) => {

@@ -7,6 +7,7 @@ mod import;
 mod logger;
 mod meters;
 mod model;
+mod perfmodel;
 mod report;
 mod run;
 mod signals;
@@ -43,6 +44,8 @@ enum Command {
     Import(import::ImportArgs),
     /// Benchmarks: Task Bench graphs and METG sweeps against rayon and sequential baselines.
     Bench(bench::BenchArgs),
+    /// The performance models that `run` records: show, clear, check against a trace.
+    Perfmodel(perfmodel::PerfmodelArgs),
 }
 
 /// Parses a duration the way `humantime` does: `10ms`, `1s`, `500us`, `2.5s`, `1min 30s`
@@ -110,6 +113,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Compare(a) => compare::compare(a),
         Command::Import(a) => import::import(a),
         Command::Bench(a) => bench::bench(a),
+        Command::Perfmodel(a) => perfmodel::perfmodel(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

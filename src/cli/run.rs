@@ -50,6 +50,13 @@ pub(crate) struct AppArgs {
     /// Number of workers (default: one per usable core).
     #[arg(long)]
     pub(crate) workers: Option<usize>,
+    /// Do not record task durations into the performance models (`taskwatt perfmodel`).
+    #[arg(long)]
+    pub(crate) no_perfmodel: bool,
+    /// The performance models' directory (default: $TASKWATT_PERFMODEL_DIR, else
+    /// $XDG_CACHE_HOME/taskwatt/perfmodels, else ~/.cache/taskwatt/perfmodels).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) perfmodel_dir: Option<PathBuf>,
     /// GPUs to drive besides the CPU workers (at most 3), on the backend of --gpu-backend.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=taskwatt::runtime::MAX_DEVICES as i64))]
     pub(crate) gpus: u32,
@@ -72,6 +79,17 @@ pub(crate) enum GpuBackend {
 }
 
 impl AppArgs {
+    /// Where to record the performance models, if at all.
+    pub(crate) fn perf_models(&self) -> Result<Option<PathBuf>, Box<dyn std::error::Error>> {
+        if self.no_perfmodel {
+            return Ok(None);
+        }
+        Ok(Some(match &self.perfmodel_dir {
+            Some(d) => d.clone(),
+            None => taskwatt::runtime::PerfModels::default_dir()?,
+        }))
+    }
+
     pub(crate) fn config(&self) -> AppConfig {
         AppConfig {
             n: self.n,
@@ -309,6 +327,7 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         policy: a.sched.clone(),
         workers: a.app.workers,
         gpus: a.app.gpus as usize,
+        perf_models: a.app.perf_models()?,
         trace: trace_path.clone(),
         meter: a.energy.meter,
         detect: a.energy.detect_options()?,

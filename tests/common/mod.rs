@@ -10,6 +10,12 @@ pub(crate) fn taskwatt(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_taskwatt"))
         .args(args)
         .env_remove("TASKWATT_SCHED")
+        // The models `run` records go to the build's temporary directory, not the user's
+        // cache.
+        .env(
+            "TASKWATT_PERFMODEL_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/perfmodels"),
+        )
         .output()
         .expect("the taskwatt binary runs")
 }
