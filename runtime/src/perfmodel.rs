@@ -206,7 +206,8 @@ impl PerfModels {
         self.entry(codelet, arch, footprint).add(ns);
     }
 
-    fn entry(&mut self, codelet: &str, arch: Arch, footprint: u64) -> &mut History {
+    /// The history of (`codelet`, `arch`, `footprint`), made empty if there is none.
+    pub(crate) fn entry(&mut self, codelet: &str, arch: Arch, footprint: u64) -> &mut History {
         let v = self.codelets.entry(codelet.to_string()).or_default();
         let i = match v
             .binary_search_by(|e| (e.arch.index(), e.footprint).cmp(&(arch.index(), footprint)))
@@ -320,14 +321,7 @@ impl PerfModels {
             move |source| PerfModelError::Io { what, path, source }
         };
         std::fs::create_dir_all(dir).map_err(io("cannot create", dir))?;
-        let lock_path = dir.join("models.lock");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io("cannot open", &lock_path))?;
-        lock.lock().map_err(io("cannot lock", &lock_path))?;
+        let lock = lock_dir(dir)?;
         let mut all = PerfModels::load(dir)?;
         all.merge(self);
         let path = dir.join("models.json");
@@ -356,22 +350,7 @@ impl PerfModels {
         if !dir.join("models.json").exists() {
             return Ok(0);
         }
-        let lock_path = dir.join("models.lock");
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|source| PerfModelError::Io {
-                what: "cannot open",
-                path: lock_path.clone(),
-                source,
-            })?;
-        lock.lock().map_err(|source| PerfModelError::Io {
-            what: "cannot lock",
-            path: lock_path.clone(),
-            source,
-        })?;
+        let _lock = lock_dir(dir)?;
         let mut all = PerfModels::load(dir)?;
         let removed = match codelet {
             Some(c) => usize::from(all.codelets.remove(c).is_some()),
@@ -389,6 +368,23 @@ impl PerfModels {
         })?;
         Ok(removed)
     }
+}
+
+/// The directory's lock file, opened and locked exclusively (released when dropped).
+fn lock_dir(dir: &Path) -> Result<std::fs::File, PerfModelError> {
+    let path = dir.join("models.lock");
+    let io = |what| {
+        let path = path.clone();
+        move |source| PerfModelError::Io { what, path, source }
+    };
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io("cannot open"))?;
+    f.lock().map_err(io("cannot lock"))?;
+    Ok(f)
 }
 
 /// What one worker measured: (codelet id, architecture index, footprint) -> durations.

@@ -894,16 +894,7 @@ impl Shared {
                 else {
                     continue;
                 };
-                let mut one = crate::perfmodel::PerfModels::new();
-                one.codelets.insert(
-                    name.clone(),
-                    vec![crate::perfmodel::Entry {
-                        arch,
-                        footprint,
-                        history: *h,
-                    }],
-                );
-                m.merge(&one);
+                m.entry(name, arch, footprint).merge(h);
             }
         }
         Some(m)
