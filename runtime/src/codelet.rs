@@ -29,6 +29,10 @@ pub(crate) struct CodeletInner {
     pub(crate) impls: [Option<Arc<ImplFn>>; Arch::COUNT],
     /// `(runtime epoch << 32) | dense id` of the last runtime that registered it.
     pub(crate) slot: AtomicU64,
+    /// Expected durations per footprint and architecture (ns), noted by a runtime whose
+    /// policy reads them (dmda); empty otherwise.
+    pub(crate) expected:
+        parking_lot::RwLock<std::collections::HashMap<u64, [Option<f64>; Arch::COUNT]>>,
 }
 
 /// A named task type with implementations per architecture.
@@ -49,6 +53,26 @@ pub struct Codelet {
 }
 
 impl CodeletInner {
+    /// The expected duration of a task of this codelet on `arch` with `footprint`, ns, as
+    /// the runtime noted it from its performance models (see [`CodeletInner::note_expected`]).
+    pub(crate) fn expected_ns(&self, arch: Arch, footprint: u64) -> Option<f64> {
+        self.expected
+            .read()
+            .get(&footprint)
+            .and_then(|e| e[arch.index()])
+    }
+
+    /// Whether durations at `footprint` were noted.
+    pub(crate) fn has_expected(&self, footprint: u64) -> bool {
+        self.expected.read().contains_key(&footprint)
+    }
+
+    /// Notes the expected duration on `arch` at `footprint` (none: not calibrated). A
+    /// codelet used by two runtimes with different models keeps the last noted.
+    pub(crate) fn note_expected(&self, arch: Arch, footprint: u64, ns: Option<f64>) {
+        self.expected.write().entry(footprint).or_default()[arch.index()] = ns;
+    }
+
     /// The architectures with an implementation, as a policy sees them.
     #[inline]
     pub(crate) fn arch_mask(&self) -> taskwatt_scheduler::ArchMask {
@@ -67,6 +91,7 @@ impl Codelet {
     pub fn new(name: impl Into<String>) -> Codelet {
         Codelet {
             inner: Arc::new(CodeletInner {
+                expected: Default::default(),
                 name: name.into(),
                 impls: [None, None],
                 slot: AtomicU64::new(0),
@@ -96,6 +121,7 @@ impl Codelet {
         impls[arch.index()] = Some(f);
         Codelet {
             inner: Arc::new(CodeletInner {
+                expected: Default::default(),
                 name: self.inner.name.clone(),
                 impls,
                 slot: AtomicU64::new(0),

@@ -165,7 +165,7 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The scheduling policy by name (`eager`, `ws`, `lws`, `prio`). Without this,
+    /// The scheduling policy by name (`eager`, `ws`, `lws`, `prio`, `dmda`, `dmdas`). Without this,
     /// `TASKWATT_SCHED` is read, then the default `lws` is used.
     pub fn policy(mut self, name: impl Into<String>) -> Self {
         self.policy = PolicyChoice::Named(name.into());
@@ -394,6 +394,8 @@ impl RuntimeBuilder {
             None => None,
         };
         let timing = self.sink.is_enabled() || self.observer.is_some() || perf.is_some();
+        let predictions = perf.is_some() && policy.uses_expected_durations();
+        let any_worker_takes_a_push = policy.any_worker_takes_a_push();
         let trace_bufs = if self.sink.is_enabled() {
             (0..workers.len())
                 .map(|_| {
@@ -408,8 +410,11 @@ impl RuntimeBuilder {
         crate::panics::install_quiet_hook();
         let shared = Arc::new(Shared {
             policy,
+            // A woken worker must be able to take what was pushed: with several
+            // architectures it may not run it, and with a policy that gives each task to
+            // one worker it may not be that one; then every sleeper is woken.
             sleep: CachePadded::new(Sleep::with_wake_all(
-                archs.iter().filter(|a| **a).count() > 1,
+                archs.iter().filter(|a| **a).count() > 1 || !any_worker_takes_a_push,
             )),
             waiters: CachePadded::new(Waiters::new()),
             count: TaskCount::new(),
@@ -431,6 +436,7 @@ impl RuntimeBuilder {
             transfers: AtomicU64::new(0),
             transferred_bytes: AtomicU64::new(0),
             transfer_log: Mutex::new(Vec::new()),
+            predictions,
             perf,
             policy_name,
             timing,
@@ -723,6 +729,9 @@ pub(crate) struct Shared {
     transfer_log: Mutex<Vec<Transfer>>,
     /// Performance models: those loaded, and what each worker measured.
     pub(crate) perf: Option<PerfState>,
+    /// The policy reads expected durations, and performance models were loaded: each
+    /// submission notes them with its codelet (see `CodeletInner::note_expected`).
+    predictions: bool,
     policy_name: String,
     /// Whether anyone reads task timestamps (a trace or an observer): without, the hot
     /// path reads no clock.
@@ -870,6 +879,27 @@ impl Shared {
                     }
                 }
             }
+        }
+    }
+
+    /// Notes with `codelet` its expected durations at `footprint` from the loaded models,
+    /// for the policy (once per codelet and footprint).
+    #[cold]
+    fn note_expected_slow(&self, codelet: &CodeletInner, footprint: u64) {
+        let Some(perf) = self.perf.as_ref() else {
+            return;
+        };
+        for arch in Arch::ALL {
+            let p = perf.loaded.predict(&codelet.name, arch, footprint);
+            codelet.note_expected(arch, footprint, p.map(|p| p.mean_ns));
+        }
+    }
+
+    /// As `note_expected_slow`, after a look that finds most footprints noted already.
+    #[inline]
+    fn note_expected(&self, codelet: &CodeletInner, footprint: u64) {
+        if !codelet.has_expected(footprint) {
+            self.note_expected_slow(codelet, footprint);
         }
     }
 
@@ -1330,6 +1360,9 @@ impl Runtime {
         );
         if let Some(m) = archs {
             node.archs.store(m.bits(), Ordering::Relaxed);
+        }
+        if sh.predictions {
+            sh.note_expected(codelet, footprint);
         }
         let mut preds = Preds::new();
         let mut waits = false;

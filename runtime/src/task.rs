@@ -551,6 +551,19 @@ impl SchedTask for ReadyTask {
         self.0.priority
     }
 
+    /// Its expected duration on `arch` (CPU or GPU), from the performance models loaded
+    /// when the runtime was built: the runtime notes it with the codelet at submission,
+    /// for policies that read it (the node has no room left in its four cache lines).
+    #[inline]
+    fn expected_ns(&self, arch: taskwatt_scheduler::ArchMask) -> Option<f64> {
+        let arch = if arch == taskwatt_scheduler::ArchMask::GPU {
+            taskwatt_traces::Arch::Gpu
+        } else {
+            taskwatt_traces::Arch::Cpu
+        };
+        self.0.codelet.expected_ns(arch, self.0.footprint)
+    }
+
     /// The architectures it can run on: with devices, as set at submission; else those
     /// its codelet implements.
     #[inline]

@@ -148,10 +148,13 @@ fn wrong_buffer_use_fails_the_task_with_a_clear_message() {
 
 #[test]
 fn unknown_policy_lists_the_known_ones() {
-    let err = Runtime::builder().policy("dmda").build().err().unwrap();
+    let err = Runtime::builder().policy("heft").build().err().unwrap();
     let msg = err.to_string();
     assert!(
-        msg.contains("dmda") && msg.contains("eager") && msg.contains("lws"),
+        msg.contains("heft")
+            && msg.contains("eager")
+            && msg.contains("dmda")
+            && msg.contains("lws"),
         "{msg}"
     );
 }

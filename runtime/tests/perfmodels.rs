@@ -76,3 +76,52 @@ fn an_unreadable_model_file_fails_the_build_with_the_way_out() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_policy_that_asks_gets_the_expected_durations_of_the_models() {
+    use std::sync::{Arc, Mutex};
+    use taskwatt_runtime::ReadyTask;
+    use taskwatt_scheduler::{ArchMask, Eager, Local, Origin, Policy, SchedTask};
+
+    struct Recording(Eager<ReadyTask>, Arc<Mutex<Vec<Option<f64>>>>);
+    impl Policy<ReadyTask> for Recording {
+        fn name(&self) -> &str {
+            "recording"
+        }
+        fn local(&self, w: usize) -> Local {
+            self.0.local(w)
+        }
+        fn uses_expected_durations(&self) -> bool {
+            true
+        }
+        fn push(&self, t: ReadyTask, o: Origin<'_>) {
+            self.1.lock().unwrap().push(t.expected_ns(ArchMask::CPU));
+            self.0.push(t, o)
+        }
+        fn pop(&self, w: usize, l: &mut Local) -> Option<ReadyTask> {
+            self.0.pop(w, l)
+        }
+    }
+
+    let d = tempfile::tempdir().unwrap();
+    let mut m = PerfModels::new();
+    for _ in 0..20 {
+        m.add("nap", Arch::Cpu, 1_000_000, 1.5e6);
+    }
+    m.save_merged(d.path()).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let rt = Runtime::builder()
+        .workers(1)
+        .perf_models(d.path())
+        .custom_policy(move |w| Box::new(Recording(Eager::new(w), s)))
+        .build()
+        .unwrap();
+    let nap = Codelet::new("nap").cpu(|_| {});
+    let other = Codelet::new("unknown").cpu(|_| {});
+    let h = rt.register_bytes(0u8, 1_000_000);
+    rt.submit(Task::new(&nap).r(&h)).unwrap();
+    rt.submit(Task::new(&other).r(&h)).unwrap();
+    rt.wait_all().unwrap();
+    assert_eq!(*seen.lock().unwrap(), [Some(1.5e6), None]);
+}

@@ -2,8 +2,10 @@
 //!
 //! Scheduling policies behind one trait, [`Policy`], whose hooks have a documented call
 //! order and say who owns a task after each call (see [`policy`](Policy)'s module docs).
-//! Four are built in, one file each, and registered by name: `eager`, `ws`, `lws` (the
-//! default) and `prio`.
+//! Six are built in, one file each (dmda and dmdas share one), and registered by name:
+//! `eager`, `ws`, `lws` (the default), `prio`, and the model-driven `dmda` and `dmdas`.
+//! With workers of several architectures, each gives a task only to a worker that can run
+//! it ([`SchedTask::archs`], [`WorkerDesc::arch`]).
 //!
 //! ```
 //! use taskwatt_scheduler::{create_policy, Origin, SchedTask, WorkerDesc};
@@ -24,7 +26,7 @@ mod policies;
 mod policy;
 mod registry;
 
-pub use policies::{Eager, Lws, Prio, Ws};
+pub use policies::{Dmda, Eager, Lws, Prio, Ws};
 pub use policy::{ArchMask, Archs, Local, Origin, Policy, SchedTask, WorkerDesc};
 pub use registry::{
     check_policy_name, create_policy, policy_from_env, policy_names, PolicyInfo, UnknownPolicy,

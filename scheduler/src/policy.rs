@@ -44,6 +44,15 @@ pub trait SchedTask: Send + 'static {
     fn archs(&self) -> ArchMask {
         ArchMask::ALL
     }
+
+    /// The expected duration of the task on a worker of architecture `arch` (one bit), in
+    /// ns, from performance models; `None` when not known (not calibrated). Default: none.
+    /// Read by the model-aware policies (`dmda`, `dmdas`).
+    #[inline]
+    fn expected_ns(&self, arch: ArchMask) -> Option<f64> {
+        let _ = arch;
+        None
+    }
 }
 
 /// A set of architectures, one bit each (bit `i` for taskwatt's `Arch` of index `i`:
@@ -303,6 +312,21 @@ pub trait Policy<T: SchedTask>: Send + Sync {
 
     /// Gives worker `worker` a task to run, if any.
     fn pop(&self, worker: usize, local: &mut Local) -> Option<T>;
+
+    /// Whether any idle worker can take a task just pushed (true for the built-in
+    /// policies with a shared queue or stealing). A policy that gives each task to one
+    /// worker (dmda) says false, and the runtime then wakes every parked worker at each
+    /// push, since the one that got the task may be among them. Default true.
+    fn any_worker_takes_a_push(&self) -> bool {
+        true
+    }
+
+    /// Whether the policy reads [`SchedTask::expected_ns`]: the runtime then looks the
+    /// durations up in its performance models at each submission (a cost the others do
+    /// not pay). Default false.
+    fn uses_expected_durations(&self) -> bool {
+        false
+    }
 
     /// Worker `worker` finished the task it last popped and pushed what it released.
     fn done(&self, worker: usize, local: &mut Local) {

@@ -1,6 +1,6 @@
 //! Policies by name: the API, the CLI's `--sched` and `TASKWATT_SCHED` all go through here.
 
-use crate::policies::{Eager, Lws, Prio, Ws};
+use crate::policies::{Dmda, Eager, Lws, Prio, Ws};
 use crate::{Policy, SchedTask, WorkerDesc};
 
 /// The environment variable that picks a policy when the API does not.
@@ -48,6 +48,14 @@ pub const POLICIES: &[PolicyInfo] = &[
         name: "prio",
         summary: "one central queue ordered by task priority, FIFO among equals",
     },
+    PolicyInfo {
+        name: "dmda",
+        summary: "each task to the worker where it is expected to finish first (performance models), FIFO queues",
+    },
+    PolicyInfo {
+        name: "dmdas",
+        summary: "dmda with each worker's queue sorted by priority",
+    },
 ];
 
 /// Names of the built-in policies.
@@ -66,6 +74,8 @@ pub fn create_policy<T: SchedTask>(
         "ws" => Box::new(Ws::new(workers)),
         "lws" => Box::new(Lws::new(workers)),
         "prio" => Box::new(Prio::new(workers)),
+        "dmda" => Box::new(Dmda::new(workers)),
+        "dmdas" => Box::new(Dmda::sorted(workers)),
         _ => return Err(unknown(name, "")),
     })
 }

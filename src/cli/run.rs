@@ -164,7 +164,7 @@ impl EnergyArgs {
 pub(crate) struct RunArgs {
     #[command(flatten)]
     app: AppArgs,
-    /// Scheduling policy: eager, ws, lws or prio.
+    /// Scheduling policy: eager, ws, lws, prio, dmda or dmdas (dmda and dmdas read the performance models; a first run calibrates them).
     #[arg(long, env = "TASKWATT_SCHED")]
     sched: Option<String>,
     /// Write the trace to this file (.twt); default: a temporary file, removed after.

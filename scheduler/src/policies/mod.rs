@@ -1,11 +1,13 @@
 //! The built-in policies, one file each.
 
+mod dmda;
 mod eager;
 mod lws;
 mod prio;
 mod steal;
 mod ws;
 
+pub use dmda::Dmda;
 pub use eager::Eager;
 pub use lws::Lws;
 pub use prio::Prio;

@@ -1,0 +1,273 @@
+//! `dmda` and `dmdas`: deque model data aware (after StarPU's policies of the same names).
+//!
+//! Each worker has a queue of its own. A task, when it becomes ready, goes to the worker
+//! where it is expected to *finish* first: that worker's expected availability (the
+//! remaining time of its running task plus the expected durations of its queued tasks, or
+//! now if idle) plus the task's expected duration on that worker's architecture
+//! ([`SchedTask::expected_ns`], from the performance models). No stealing: the choice is
+//! made once, at push, as in StarPU.
+//!
+//! A task without an expected duration on some architecture that can run it is a
+//! calibration: it goes to the least loaded worker of an architecture without one (the
+//! models learn from it), weighing its own duration as the mean of the estimates seen so
+//! far. `dmdas` keeps each queue sorted by priority (higher first, FIFO among equals).
+//!
+//! Not modelled yet: the time of the transfers a task needs on a worker's memory node
+//! (StarPU's β term); on CPU-only machines there are none.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+
+use crate::{ArchMask, Local, Origin, Policy, SchedTask, WorkerDesc};
+
+/// Deque model data aware: earliest expected completion over workers.
+pub struct Dmda<T> {
+    name: &'static str,
+    sorted: bool,
+    workers: Vec<ArchMask>,
+    queues: Vec<CachePadded<Mutex<Queue<T>>>>,
+    start: Instant,
+    /// Mean of the expected durations seen, ns (for calibrating tasks), and their count.
+    seen: Mutex<(f64, u64)>,
+}
+
+struct Queue<T> {
+    /// (task, its expected duration in ns, priority, sequence number).
+    tasks: VecDeque<(T, f64, i32, u64)>,
+    /// Sum of the queued tasks' expected durations, ns.
+    queued_ns: f64,
+    /// When the running task is expected to end (ns since the policy's start); in the
+    /// past when idle.
+    running_end_ns: f64,
+    seq: u64,
+}
+
+impl<T: SchedTask> Dmda<T> {
+    /// `dmda` (FIFO queues) for `workers`.
+    pub fn new(workers: &[WorkerDesc]) -> Self {
+        Dmda::with(workers, "dmda", false)
+    }
+
+    /// `dmdas` (priority-sorted queues) for `workers`.
+    pub fn sorted(workers: &[WorkerDesc]) -> Self {
+        Dmda::with(workers, "dmdas", true)
+    }
+
+    fn with(workers: &[WorkerDesc], name: &'static str, sorted: bool) -> Self {
+        Dmda {
+            name,
+            sorted,
+            workers: workers.iter().map(|w| w.arch).collect(),
+            queues: workers
+                .iter()
+                .map(|_| {
+                    CachePadded::new(Mutex::new(Queue {
+                        tasks: VecDeque::new(),
+                        queued_ns: 0.0,
+                        running_end_ns: 0.0,
+                        seq: 0,
+                    }))
+                })
+                .collect(),
+            start: Instant::now(),
+            seen: Mutex::new((0.0, 0)),
+        }
+    }
+
+    fn now_ns(&self) -> f64 {
+        self.start.elapsed().as_nanos() as f64
+    }
+
+    /// The worker where `task` is expected to finish first, and its expected duration
+    /// there.
+    fn choose(&self, task: &T) -> (usize, f64) {
+        let can = task.archs();
+        let now = self.now_ns();
+        // Expected durations per candidate worker (None: not calibrated there).
+        let est = |w: usize| task.expected_ns(self.workers[w]);
+        let candidates: Vec<usize> = (0..self.workers.len())
+            .filter(|&w| can.contains(self.workers[w]))
+            .collect();
+        let calibrating: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&w| est(w).is_none())
+            .collect();
+        let available = |w: usize| {
+            let q = self.queues[w].lock();
+            q.running_end_ns.max(now) + q.queued_ns
+        };
+        let fallback = {
+            let s = self.seen.lock();
+            if s.1 > 0 {
+                s.0
+            } else {
+                1.0
+            }
+        };
+        let pool = if calibrating.is_empty() {
+            &candidates
+        } else {
+            &calibrating
+        };
+        let mut best = (usize::MAX, f64::INFINITY, 0.0);
+        for &w in pool {
+            let d = est(w).unwrap_or(fallback);
+            let end = available(w) + d;
+            if end < best.1 {
+                best = (w, end, d);
+            }
+        }
+        if best.0 == usize::MAX {
+            // No worker can run it (the runtime refuses those at submission): any.
+            return (0, fallback);
+        }
+        if let Some(d) = est(best.0) {
+            let mut s = self.seen.lock();
+            s.1 += 1;
+            s.0 += (d - s.0) / s.1 as f64;
+        }
+        (best.0, best.2)
+    }
+}
+
+impl<T: SchedTask> Policy<T> for Dmda<T> {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn local(&self, _worker: usize) -> Local {
+        Local::none()
+    }
+
+    fn uses_expected_durations(&self) -> bool {
+        true
+    }
+
+    fn any_worker_takes_a_push(&self) -> bool {
+        false
+    }
+
+    fn push(&self, task: T, _origin: Origin<'_>) {
+        let (w, d) = self.choose(&task);
+        let prio = task.priority();
+        let mut q = self.queues[w].lock();
+        let seq = q.seq;
+        q.seq += 1;
+        q.queued_ns += d;
+        if self.sorted {
+            // After every task of higher or equal priority: FIFO among equals.
+            let at = q.tasks.partition_point(|e| e.2 >= prio);
+            q.tasks.insert(at, (task, d, prio, seq));
+        } else {
+            q.tasks.push_back((task, d, prio, seq));
+        }
+    }
+
+    fn pop(&self, worker: usize, _local: &mut Local) -> Option<T> {
+        let now = self.now_ns();
+        let mut q = self.queues[worker].lock();
+        let (task, d, _, _) = q.tasks.pop_front()?;
+        q.queued_ns = (q.queued_ns - d).max(0.0);
+        q.running_end_ns = now + d;
+        Some(task)
+    }
+
+    fn done(&self, worker: usize, _local: &mut Local) {
+        let now = self.now_ns();
+        self.queues[worker].lock().running_end_ns = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct T {
+        id: u32,
+        prio: i32,
+        cpu_ns: Option<f64>,
+        gpu_ns: Option<f64>,
+    }
+    impl SchedTask for T {
+        fn priority(&self) -> i32 {
+            self.prio
+        }
+        fn expected_ns(&self, arch: ArchMask) -> Option<f64> {
+            if arch == ArchMask::GPU {
+                self.gpu_ns
+            } else {
+                self.cpu_ns
+            }
+        }
+    }
+
+    fn t(id: u32, cpu: f64, gpu: f64) -> T {
+        T {
+            id,
+            prio: 0,
+            cpu_ns: Some(cpu),
+            gpu_ns: Some(gpu),
+        }
+    }
+
+    #[test]
+    fn a_task_goes_where_it_finishes_first() {
+        let ws = vec![
+            WorkerDesc::new(0, 0, None),
+            WorkerDesc::new(1, 0, None).with_arch(ArchMask::GPU),
+        ];
+        let p = Dmda::<T>::new(&ws);
+        let (mut l0, mut l1) = (p.local(0), p.local(1));
+        // 10.5 times faster on the GPU: the first four go there (1 to 4 ms of GPU work
+        // against 10.5 ms on the CPU).
+        for id in 0..4 {
+            p.push(t(id, 10.5e6, 1e6), Origin::External);
+        }
+        assert!(p.pop(0, &mut l0).is_none());
+        let on_gpu: Vec<u32> = std::iter::from_fn(|| p.pop(1, &mut l1).map(|t| t.id)).collect();
+        assert_eq!(on_gpu, [0, 1, 2, 3]);
+        // Ten more fit on the GPU before 10.5 ms; the eleventh is better on the CPU.
+        p.done(1, &mut l1);
+        for id in 4..15 {
+            p.push(t(id, 10.5e6, 1e6), Origin::External);
+        }
+        assert_eq!(
+            p.pop(0, &mut l0).map(|t| t.id),
+            Some(14),
+            "the 11th: 11 ms > 10.5 ms"
+        );
+        assert!(p.pop(0, &mut l0).is_none());
+    }
+
+    #[test]
+    fn uncalibrated_tasks_explore_and_dmdas_sorts_by_priority() {
+        let ws = WorkerDesc::flat(2);
+        let p = Dmda::<T>::sorted(&ws);
+        let (mut l0, mut l1) = (p.local(0), p.local(1));
+        for (id, prio) in [(0, 0), (1, 5), (2, 0), (3, 5)] {
+            p.push(
+                T {
+                    id,
+                    prio,
+                    cpu_ns: None,
+                    gpu_ns: None,
+                },
+                Origin::External,
+            );
+        }
+        // Spread over both workers by load, each queue by priority.
+        let a: Vec<(u32, i32)> =
+            std::iter::from_fn(|| p.pop(0, &mut l0).map(|t| (t.id, t.prio))).collect();
+        let b: Vec<(u32, i32)> =
+            std::iter::from_fn(|| p.pop(1, &mut l1).map(|t| (t.id, t.prio))).collect();
+        assert_eq!(a.len() + b.len(), 4);
+        assert_eq!(a.len(), 2, "{a:?} {b:?}");
+        for q in [&a, &b] {
+            assert!(q.windows(2).all(|w| w[0].1 >= w[1].1), "{q:?}");
+        }
+    }
+}
