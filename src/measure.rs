@@ -258,17 +258,8 @@ impl Measured {
         sampled?;
         summary?;
         let trace = read_trace(&self.path)?;
-        let mut attribution = attribute_trace(&trace, &self.measure.attribution)?;
-        for d in &attribution.report.domains {
-            if d.workers > 0 && d.types.iter().all(|t| t.busy_s == 0.0) {
-                attribution.report.warnings.push(format!(
-                    "domain {} saw no task: its workers ran nothing while it was sampled (a \
-                     graph shorter than one sampling period, or a meter covering other \
-                     workers)",
-                    d.name
-                ));
-            }
-        }
+        // The attribution warns of a domain that saw no task.
+        let attribution = attribute_trace(&trace, &self.measure.attribution)?;
         Ok(EnergyReport {
             attribution,
             simulated: self.simulated,

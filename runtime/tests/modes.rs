@@ -182,18 +182,27 @@ fn commute_tasks_are_not_ordered_among_themselves() {
         .unwrap();
     let h = rt.register(Vec::<i32>::new());
     let gate = rt.register(());
-    let block =
-        Codelet::new("block").cpu(|_| std::thread::sleep(std::time::Duration::from_millis(20)));
+    // Hold the worker until the whole group is submitted, so that all of it is ready at
+    // once (a sleep was not enough when the submitting thread was descheduled).
+    let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let o = open.clone();
+    let block = Codelet::new("block").cpu(move |_| {
+        while !o.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
     let push = Codelet::new("push").cpu(|ctx| {
         let p = *ctx.arg::<i32>();
         ctx.rw::<Vec<i32>>(0).push(p)
     });
-    // Hold the worker while the group is submitted, so that all of it is ready at once.
-    rt.submit(Task::new(&block).w(&gate)).unwrap();
+    // The blocker first, at the highest priority, so that the worker takes it before the
+    // group even if all are staged together.
+    rt.submit(Task::new(&block).w(&gate).priority(100)).unwrap();
     for p in [1, 3, 2] {
         rt.submit(Task::new(&push).commute(&h).arg(p).priority(p))
             .unwrap();
     }
+    open.store(true, Ordering::SeqCst);
     assert_eq!(rt.unregister(h).unwrap(), vec![3, 2, 1]);
 }
 

@@ -538,10 +538,23 @@ fn print_table(o: &RunOutput<'_>) {
                 "", e.sampler.overruns
             );
         }
-        if e.simulated && e.backends.iter().any(|b| b.backend != "sim" && !b.used) {
+        let real: Vec<&str> = e
+            .backends
+            .iter()
+            .filter(|b| b.used && !b.simulated)
+            .map(|b| b.backend.as_str())
+            .collect();
+        if e.simulated && real.is_empty() {
             println!(
                 "  {:<10} no real energy sensor was used: `taskwatt meters` says why",
                 ""
+            );
+        } else if e.simulated {
+            println!(
+                "  {:<10} measured by {}; the other domains are simulated (`taskwatt meters` \
+                 says why)",
+                "",
+                real.join(" and ")
             );
         }
     } else {

@@ -63,6 +63,32 @@ pub fn attribute_systems(
             samples: parts.samples.len(),
         });
     }
+    for d in &domains {
+        if d.measured_j == 0.0 && d.window_s > 0.0 {
+            warnings.push(format!(
+                "domain {} measured 0 J in {:.3} s: its counter never advanced, so this \
+                 meter reads nothing here (a virtual machine can expose a RAPL perf event or \
+                 NVML without a working counter) and every power of the domain is 0 for that \
+                 reason, not because its tasks draw none; use another meter (`taskwatt \
+                 meters`)",
+                d.name, d.window_s
+            ));
+            continue;
+        }
+        if d.workers == 0 {
+            warnings.push(format!(
+                "domain {} covers no worker of this run (a GPU that no worker drives, say): \
+                 only its base power is fitted",
+                d.name
+            ));
+        } else if d.types.iter().all(|t| t.busy_s == 0.0) {
+            warnings.push(format!(
+                "domain {} saw no task: its workers ran nothing while it was sampled (a \
+                 graph shorter than one sampling period, or a meter covering other workers)",
+                d.name
+            ));
+        }
+    }
     if systems.unmetered_tasks > 0 {
         warnings.push(format!(
             "{} of {} task(s) ran on workers that no domain covers: their energy is not \

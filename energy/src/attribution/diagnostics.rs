@@ -295,7 +295,9 @@ pub(crate) fn analyse(
             rank: cond.rank,
             condition_number: cond.condition,
             singular_values: cond.singular_values,
-            r2: (tss_w > 0.0).then(|| 1.0 - rss_w / tss_w),
+            // With the base power alone (no task ran on the domain's workers) there is no
+            // variation to explain: R² would only compare a constant with the mean.
+            r2: (tss_w > 0.0 && solved.included.len() > 1).then(|| 1.0 - rss_w / tss_w),
             rmse_j,
             mape_pct: ape.mean_pct(),
             cv_mape_pct,

@@ -270,8 +270,12 @@ pub(crate) fn domain_report(
     } else {
         p_base * window_s
     };
+    // Only a simulated domain has a truth: a real meter beside the simulated one (NVML
+    // beside a simulated package) is not compared with anything.
     let truth = match (truth, systems) {
-        (Some(t), [one]) => Some(compare_truth(fit, one.info.id, t)),
+        (Some(t), [one]) if t.base_w.iter().any(|(d, _)| *d == one.info.id) => {
+            Some(compare_truth(fit, one.info.id, t))
+        }
         _ => None,
     };
     let regions = match systems {

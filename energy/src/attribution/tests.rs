@@ -807,3 +807,25 @@ fn more_types_than_the_dense_fit_takes_are_solved_by_coordinate_descent() {
     let text = render_report(&a.report, &RenderOptions::default());
     assert_fits_80(&text);
 }
+
+#[test]
+fn a_counter_that_never_advances_is_named_not_reported_as_zero_power() {
+    // Seen on a virtual machine: the perf PMU exposes energy-psys, whose counter stays 0.
+    let mut s = Synth::generate(&SynthConfig::two_packages(7));
+    for x in &mut s.samples {
+        x.energy_j = 0.0;
+        x.raw = 0.0;
+    }
+    let sys = TraceSystems::build(&s.parts(), &s.tasks, KeyKind::CodeletArch).unwrap();
+    let a = attribute_systems(&s.parts(), sys, &AttributionOptions::default()).unwrap();
+    let w = a.report.warnings.join("\n");
+    assert!(
+        w.contains("measured 0 J") && w.contains("never advanced"),
+        "{w}"
+    );
+    // A live counter gets no such warning.
+    let s = Synth::generate(&SynthConfig::two_packages(7));
+    let sys = TraceSystems::build(&s.parts(), &s.tasks, KeyKind::CodeletArch).unwrap();
+    let a = attribute_systems(&s.parts(), sys, &AttributionOptions::default()).unwrap();
+    assert!(!a.report.warnings.join("\n").contains("never advanced"));
+}
