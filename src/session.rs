@@ -290,7 +290,9 @@ pub fn measured_run<P>(
     let workers = b.worker_plan()?;
     let (detected, sampler_meters) = match opts.period {
         Some(_) => {
-            let mut d = detect(opts.meter, &workers, &opts.detect)?;
+            let mut detect_opts = opts.detect.clone();
+            detect_opts.emulated_gpus = opts.gpus > 0;
+            let mut d = detect(opts.meter, &workers, &detect_opts)?;
             let meters = std::mem::take(&mut d.meters);
             (Some(d), meters)
         }

@@ -98,6 +98,9 @@ pub struct DetectOptions {
     pub nvml_library: Option<PathBuf>,
     /// The simulated meter's configuration.
     pub sim: SimConfig,
+    /// The run's GPU workers are emulated (they run on CPU cores): under `auto`, a real
+    /// GPU's NVML counter is not theirs and is not used.
+    pub emulated_gpus: bool,
 }
 
 impl Default for DetectOptions {
@@ -108,6 +111,7 @@ impl Default for DetectOptions {
             cpu_sysfs_root: DEFAULT_CPU_SYSFS.into(),
             nvml_library: None,
             sim: SimConfig::default(),
+            emulated_gpus: false,
         }
     }
 }
@@ -290,8 +294,9 @@ pub fn detect(
     let cpu_measured = perf_cpu || powercap_cpu;
     // Under auto, the simulator stands in for the CPU only; it simulates GPUs only where NVML
     // measures none.
+    let nvml_for_gpus = nvml.is_ok() && !options.emulated_gpus;
     let mut sim_config = options.sim.clone();
-    if choice == MeterChoice::Auto && nvml.is_ok() {
+    if choice == MeterChoice::Auto && nvml_for_gpus {
         sim_config.gpu.enabled = false;
     }
     let sim = SimMeter::new(sim_config, workers);
@@ -317,8 +322,9 @@ pub fn detect(
                 (_, Ok(p)) if powercap_cpu => use_meter(1, p, &mut meters),
                 _ => {}
             }
-            if let Ok(n) = nvml {
-                use_meter(2, n, &mut meters);
+            match nvml {
+                Ok(n) if nvml_for_gpus => use_meter(2, n, &mut meters),
+                Ok(_) | Err(_) => {}
             }
             if !cpu_measured {
                 use_meter(3, sim?, &mut meters);
@@ -338,6 +344,14 @@ pub fn detect(
         .filter(|s| s.used)
         .map(|s| s.backend.clone())
         .collect();
+    if choice == MeterChoice::Auto && statuses[2].available && !nvml_for_gpus {
+        statuses[2].reason = Some(
+            "not used by `--meter auto`: the run's GPU workers are emulated (they run on CPU \
+             cores, whose energy the CPU meter counts), so this GPU's energy is not theirs \
+             (`--meter nvml` samples it anyway)"
+                .into(),
+        );
+    }
     for (i, why) in rejected.iter().enumerate() {
         if let Some(why) = why {
             statuses[i].reason = Some(format!("not used by `--meter auto`: {why}"));
@@ -431,6 +445,7 @@ mod tests {
             cpu_sysfs_root: dir.join("cpu"),
             nvml_library: Some(dir.join("libnvidia-ml.so.1")),
             sim: SimConfig::default(),
+            emulated_gpus: false,
         }
     }
 
