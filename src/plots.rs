@@ -308,3 +308,66 @@ mod tests {
         assert!(b.contains("gemm") && b.contains("potrf"));
     }
 }
+
+/// One architecture's series in [`time_vs_size`]: its name, (footprint in bytes, mean
+/// duration in µs, standard deviation in µs) per footprint, and the fitted power law
+/// `t = a · size^b` (ns) if there is one.
+pub type SizeSeries = (String, Vec<(f64, f64, f64)>, Option<(f64, f64)>);
+
+/// A codelet's performance model: mean duration (with ± one standard deviation) against
+/// footprint, log-log, one colour per architecture, and the fitted power law as a line.
+pub fn time_vs_size(path: &Path, title: &str, series: &[SizeSeries]) -> Result<(), PlotError> {
+    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    root.fill(&WHITE).or_plot(path)?;
+    let pts = || series.iter().flat_map(|s| s.1.iter());
+    let (x0, x1) = range(pts().map(|p| p.0.max(1.0)));
+    let (y0, y1) = range(pts().flat_map(|p| [(p.1 - p.2).max(p.1 * 0.5), p.1 + p.2]));
+    let (x0, x1) = (x0.max(1.0) / 1.5, x1.max(1.0) * 1.5);
+    let (y0, y1) = (y0.max(1e-3) / 1.5, y1.max(1e-3) * 1.5);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+        .or_plot(path)?;
+    chart
+        .configure_mesh()
+        .x_desc("footprint (bytes)")
+        .y_desc("duration (us)")
+        .draw()
+        .or_plot(path)?;
+    for (i, (name, points, law)) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        chart
+            .draw_series(points.iter().map(|p| {
+                ErrorBar::new_vertical(
+                    p.0,
+                    (p.1 - p.2).max(p.1 * 0.5),
+                    p.1,
+                    p.1 + p.2,
+                    color.filled(),
+                    6,
+                )
+            }))
+            .or_plot(path)?
+            .label(name.clone())
+            .legend(move |(x, y)| Circle::new((x, y), 4, color.filled()));
+        if let Some((a, b)) = law {
+            let line = (0..=40).map(|k| {
+                let x = x0 * (x1 / x0).powf(k as f64 / 40.0);
+                (x, a * x.powf(*b) / 1e3)
+            });
+            chart
+                .draw_series(LineSeries::new(line, color.stroke_width(1)))
+                .or_plot(path)?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .or_plot(path)?;
+    root.present().or_plot(path)
+}

@@ -284,6 +284,13 @@ fn perfmodel_show_check_and_clear() {
         .unwrap();
     assert_eq!(gemm["tasks"], gemm["predicted"]);
     assert!(gemm["median_error_pct"].as_f64().is_some());
+    let svg = dir.path().join("svg");
+    ok(&["perfmodel", "show", "--dir", s(&models), "--svg", s(&svg)]);
+    let drawn = std::fs::read_to_string(svg.join("gemm.svg")).unwrap();
+    assert!(
+        drawn.starts_with("<svg") && drawn.contains("cpu"),
+        "{drawn:.200}"
+    );
     ok(&["perfmodel", "clear", "gemm", "--dir", s(&models)]);
     let out = taskwatt(&["perfmodel", "show", "gemm", "--dir", s(&models)]);
     assert!(!out.status.success());

@@ -29,6 +29,10 @@ enum PerfmodelCommand {
         /// JSON on stdout.
         #[arg(long)]
         json: bool,
+        /// Also write one SVG per codelet into this directory: duration against
+        /// footprint, log-log, per architecture, with the fitted power law.
+        #[arg(long, value_name = "DIR")]
+        svg: Option<PathBuf>,
     },
     /// Remove the models of one codelet, or of all.
     Clear {
@@ -71,7 +75,12 @@ impl DirArg {
 
 pub(crate) fn perfmodel(a: PerfmodelArgs) -> CliResult {
     match a.command {
-        PerfmodelCommand::Show { codelet, dir, json } => show(codelet, &dir.get()?, json),
+        PerfmodelCommand::Show {
+            codelet,
+            dir,
+            json,
+            svg,
+        } => show(codelet, &dir.get()?, json, svg.as_deref()),
         PerfmodelCommand::Clear { codelet, dir } => {
             let d = dir.get()?;
             let n = PerfModels::clear(&d, codelet.as_deref())?;
@@ -97,7 +106,12 @@ fn fmt_ns(ns: f64) -> String {
     }
 }
 
-fn show(codelet: Option<String>, dir: &std::path::Path, json: bool) -> CliResult {
+fn show(
+    codelet: Option<String>,
+    dir: &std::path::Path,
+    json: bool,
+    svg: Option<&std::path::Path>,
+) -> CliResult {
     let mut m = PerfModels::load(dir)?;
     if let Some(c) = &codelet {
         m.codelets.retain(|k, _| k == c);
@@ -108,6 +122,9 @@ fn show(codelet: Option<String>, dir: &std::path::Path, json: bool) -> CliResult
             )
             .into());
         }
+    }
+    if let Some(out) = svg {
+        write_svg(&m, out)?;
     }
     if json {
         #[derive(Serialize)]
@@ -189,6 +206,52 @@ fn show(codelet: Option<String>, dir: &std::path::Path, json: bool) -> CliResult
             }
         }
     }
+    Ok(())
+}
+
+/// One SVG per codelet: `<codelet>.svg` in `out`.
+fn write_svg(m: &PerfModels, out: &std::path::Path) -> CliResult {
+    super::output_dir(out, "--svg")?;
+    let mut files = Vec::new();
+    for (name, entries) in &m.codelets {
+        let series: Vec<taskwatt::plots::SizeSeries> = Arch::ALL
+            .into_iter()
+            .filter(|a| entries.iter().any(|e| e.arch == *a))
+            .map(|arch| {
+                let points = entries
+                    .iter()
+                    .filter(|e| e.arch == arch && e.history.count > 0)
+                    .map(|e| {
+                        (
+                            e.footprint as f64,
+                            e.history.mean_ns / 1e3,
+                            e.history.std_ns() / 1e3,
+                        )
+                    })
+                    .collect();
+                let law = m.regression(name, arch).map(|(a, b, _)| (a, b));
+                (arch.name().to_string(), points, law)
+            })
+            .collect();
+        let safe: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = out.join(format!("{safe}.svg"));
+        taskwatt::plots::time_vs_size(
+            &path,
+            &format!("{name}: duration against footprint"),
+            &series,
+        )?;
+        files.push(path.display().to_string());
+    }
+    eprintln!("wrote {}", files.join(", "));
     Ok(())
 }
 
