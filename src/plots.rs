@@ -269,46 +269,6 @@ pub fn measured_vs_predicted(
     root.present().or_plot(path)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_plot_writes_an_svg() {
-        let d = tempfile::tempdir().unwrap();
-        let pts: Vec<(f64, f64, f64)> = (0..50)
-            .map(|i| (i as f64 * 0.01, 40.0 + (i % 7) as f64, 41.0))
-            .collect();
-        power_over_time(&d.path().join("p.svg"), "package-0", &pts).unwrap();
-        bars(
-            &d.path().join("b.svg"),
-            "energy per task type",
-            "J",
-            &[("gemm".into(), 12.0, 0.5), ("potrf".into(), 1.0, 0.0)],
-        )
-        .unwrap();
-        residuals(
-            &d.path().join("r.svg"),
-            "residuals",
-            &pts.iter().map(|p| (p.0, p.1 - p.2)).collect::<Vec<_>>(),
-        )
-        .unwrap();
-        measured_vs_predicted(
-            &d.path().join("c.svg"),
-            "compare",
-            "J",
-            &[("ws".into(), 10.0, 10.1), ("lws".into(), 9.0, 8.9)],
-        )
-        .unwrap();
-        for f in ["p.svg", "b.svg", "r.svg", "c.svg"] {
-            let s = std::fs::read_to_string(d.path().join(f)).unwrap();
-            assert!(s.starts_with("<svg") && s.contains("</svg>"), "{f}");
-        }
-        let b = std::fs::read_to_string(d.path().join("b.svg")).unwrap();
-        assert!(b.contains("gemm") && b.contains("potrf"));
-    }
-}
-
 /// One architecture's series in [`time_vs_size`]: its name, (footprint in bytes, mean
 /// duration in µs, standard deviation in µs) per footprint, and the fitted power law
 /// `t = a · size^b` (ns) if there is one.
@@ -370,4 +330,44 @@ pub fn time_vs_size(path: &Path, title: &str, series: &[SizeSeries]) -> Result<(
         .draw()
         .or_plot(path)?;
     root.present().or_plot(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_plot_writes_an_svg() {
+        let d = tempfile::tempdir().unwrap();
+        let pts: Vec<(f64, f64, f64)> = (0..50)
+            .map(|i| (i as f64 * 0.01, 40.0 + (i % 7) as f64, 41.0))
+            .collect();
+        power_over_time(&d.path().join("p.svg"), "package-0", &pts).unwrap();
+        bars(
+            &d.path().join("b.svg"),
+            "energy per task type",
+            "J",
+            &[("gemm".into(), 12.0, 0.5), ("potrf".into(), 1.0, 0.0)],
+        )
+        .unwrap();
+        residuals(
+            &d.path().join("r.svg"),
+            "residuals",
+            &pts.iter().map(|p| (p.0, p.1 - p.2)).collect::<Vec<_>>(),
+        )
+        .unwrap();
+        measured_vs_predicted(
+            &d.path().join("c.svg"),
+            "compare",
+            "J",
+            &[("ws".into(), 10.0, 10.1), ("lws".into(), 9.0, 8.9)],
+        )
+        .unwrap();
+        for f in ["p.svg", "b.svg", "r.svg", "c.svg"] {
+            let s = std::fs::read_to_string(d.path().join(f)).unwrap();
+            assert!(s.starts_with("<svg") && s.contains("</svg>"), "{f}");
+        }
+        let b = std::fs::read_to_string(d.path().join("b.svg")).unwrap();
+        assert!(b.contains("gemm") && b.contains("potrf"));
+    }
 }
