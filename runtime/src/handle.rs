@@ -244,8 +244,7 @@ impl HandleCore {
     /// The caller holds the access rights for `access` (a released task, a granted
     /// acquisition): no writer of the handle runs meanwhile, and a writer runs alone.
     pub(crate) unsafe fn make_valid(&self, node: usize, access: Access) -> Option<(usize, u64)> {
-        let state = self.replica(node);
-        if state == ReplicaState::Owner || (state == ReplicaState::Shared && !access.writes()) {
+        if self.is_valid_for(node, access) {
             return None;
         }
         let ext = self.ext_or_init();
@@ -284,6 +283,17 @@ impl HandleCore {
         }
         self.note_access(node, access);
         copied
+    }
+
+    /// Whether an access in `access` on `node` needs no copy and changes no state: the
+    /// node owns the data, or shares it and the access only reads.
+    #[inline]
+    pub(crate) fn is_valid_for(&self, node: usize, access: Access) -> bool {
+        match self.replica(node) {
+            ReplicaState::Owner => true,
+            ReplicaState::Shared => !access.writes(),
+            ReplicaState::Invalid => false,
+        }
     }
 
     /// The copy on device node `node` (1 or more), if one was made.

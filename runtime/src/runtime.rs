@@ -852,8 +852,9 @@ impl Shared {
         task: Option<TaskId>,
     ) {
         for (core, mode) in accesses {
-            if mode == Access::Redux {
-                // Contributions go to per-worker slots in main memory.
+            // REDUX contributions go to per-worker slots in main memory; a valid copy needs
+            // neither a copy nor a clock read.
+            if mode == Access::Redux || core.is_valid_for(node, mode) {
                 continue;
             }
             let start = self.now();

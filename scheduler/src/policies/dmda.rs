@@ -86,15 +86,28 @@ impl<T: SchedTask> Dmda<T> {
     fn choose(&self, task: &T) -> (usize, f64) {
         let can = task.archs();
         let now = self.now_ns();
-        // Expected durations per candidate worker (None: not calibrated there).
-        let est = |w: usize| task.expected_ns(self.workers[w]);
-        let candidates: Vec<usize> = (0..self.workers.len())
+        // Expected durations per candidate worker (None: not calibrated there), read once
+        // per architecture.
+        let mut by_arch: Vec<(ArchMask, Option<f64>)> = Vec::new();
+        let mut est = |w: usize| {
+            let a = self.workers[w];
+            match by_arch.iter().find(|(x, _)| *x == a) {
+                Some(&(_, e)) => e,
+                None => {
+                    let e = task.expected_ns(a);
+                    by_arch.push((a, e));
+                    e
+                }
+            }
+        };
+        let candidates: Vec<(usize, Option<f64>)> = (0..self.workers.len())
             .filter(|&w| can.contains(self.workers[w]))
+            .map(|w| (w, est(w)))
             .collect();
-        let calibrating: Vec<usize> = candidates
+        let calibrating: Vec<(usize, Option<f64>)> = candidates
             .iter()
             .copied()
-            .filter(|&w| est(w).is_none())
+            .filter(|(_, e)| e.is_none())
             .collect();
         let available = |w: usize| {
             let q = self.queues[w].lock();
@@ -113,19 +126,19 @@ impl<T: SchedTask> Dmda<T> {
         } else {
             &calibrating
         };
-        let mut best = (usize::MAX, f64::INFINITY, 0.0);
-        for &w in pool {
-            let d = est(w).unwrap_or(fallback);
+        let mut best = (usize::MAX, f64::INFINITY, 0.0, None);
+        for &(w, e) in pool {
+            let d = e.unwrap_or(fallback);
             let end = available(w) + d;
             if end < best.1 {
-                best = (w, end, d);
+                best = (w, end, d, e);
             }
         }
         if best.0 == usize::MAX {
             // No worker can run it (the runtime refuses those at submission): any.
             return (0, fallback);
         }
-        if let Some(d) = est(best.0) {
+        if let Some(d) = best.3 {
             let mut s = self.seen.lock();
             s.1 += 1;
             s.0 += (d - s.0) / s.1 as f64;
