@@ -119,8 +119,10 @@ pub struct MeasuredRunOptions {
     pub policy: Option<String>,
     /// Worker count (None: one per usable core).
     pub workers: Option<usize>,
-    /// Emulated GPUs beside the CPU workers (see `RuntimeBuilder::emulated_gpus`).
+    /// GPUs beside the CPU workers (see `RuntimeBuilder::gpus`).
     pub gpus: usize,
+    /// Their backend.
+    pub gpu_backend: taskwatt_runtime::GpuBackend,
     /// Where to record the performance models (see `RuntimeBuilder::perf_models`).
     pub perf_models: Option<PathBuf>,
     /// The trace file to write.
@@ -268,8 +270,8 @@ pub fn measured_run<P>(
     }
     if opts.gpus > 0 {
         b = b
-            .emulated_gpus(opts.gpus)
-            .param("gpus", format!("{} emulated", opts.gpus));
+            .gpus(opts.gpus, opts.gpu_backend)
+            .param("gpus", format!("{} {}", opts.gpus, opts.gpu_backend));
     }
     if let Some(p) = &opts.policy {
         b = b.policy(p.clone());
@@ -291,7 +293,8 @@ pub fn measured_run<P>(
     let (detected, sampler_meters) = match opts.period {
         Some(_) => {
             let mut detect_opts = opts.detect.clone();
-            detect_opts.emulated_gpus = opts.gpus > 0;
+            detect_opts.emulated_gpus =
+                opts.gpus > 0 && opts.gpu_backend == taskwatt_runtime::GpuBackend::Emulated;
             let mut d = detect(opts.meter, &workers, &detect_opts)?;
             let meters = std::mem::take(&mut d.meters);
             (Some(d), meters)

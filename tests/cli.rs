@@ -56,6 +56,42 @@ fn run_cholesky_then_export_chrome_and_csv() {
 }
 
 #[test]
+fn the_cuda_backend_says_what_is_missing() {
+    // Without the feature, the fix is to rebuild; with it, on a machine without the
+    // driver (CI), the missing library is named. Where a GPU is present, the run works.
+    let out = taskwatt(&[
+        "run",
+        "gemm",
+        "--n",
+        "256",
+        "--tile",
+        "128",
+        "--workers",
+        "1",
+        "--gpus",
+        "1",
+        "--gpu-backend",
+        "cuda",
+        "--no-energy",
+        "--no-perfmodel",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if cfg!(feature = "cuda") {
+        if out.status.success() {
+            eprintln!("a CUDA device is here: the run worked");
+            return;
+        }
+        assert!(
+            err.contains("libcuda") || err.contains("cuBLAS") || err.contains("CUDA device"),
+            "{err}"
+        );
+    } else {
+        assert!(!out.status.success());
+        assert!(err.contains("--features cuda"), "{err}");
+    }
+}
+
+#[test]
 fn every_app_checks_its_result_beside_emulated_gpus_under_every_policy() {
     // 2 CPU workers and 2 emulated GPUs, whose copies of the tiles are separate
     // allocations: a coherence bug would fail the check.

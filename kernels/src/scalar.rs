@@ -31,6 +31,7 @@ pub trait Scalar:
     + Send
     + Sync
     + 'static
+    + taskwatt_runtime::Element
     + Add<Output = Self>
     + Sub<Output = Self>
     + Mul<Output = Self>

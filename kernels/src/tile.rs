@@ -114,6 +114,17 @@ impl<T: Scalar> Tile<T> {
     }
 }
 
+// SAFETY: a tile's state is its column-major elements (its order is fixed by their count,
+// which a device copy does not change); any bytes are valid `f32`/`f64` values.
+unsafe impl<T: Scalar> taskwatt_runtime::DeviceData for Tile<T> {
+    fn device_bytes(&self) -> &[u8] {
+        taskwatt_runtime::bytes_of(&self.data)
+    }
+    fn device_bytes_mut(&mut self) -> &mut [u8] {
+        taskwatt_runtime::bytes_of_mut(&mut self.data)
+    }
+}
+
 /// Prints the size and, for tiles up to 8 x 8, the elements: a 256 x 256 tile would
 /// otherwise flood a test failure message.
 impl<T: Scalar> fmt::Debug for Tile<T> {

@@ -106,7 +106,17 @@ impl Runtime {
         if sh.devices {
             // The data back in main memory (the acquirer's and unregistering thread's).
             // SAFETY: the acquisition is granted, with the rights of `mode`.
-            unsafe { sh.make_valid(0, std::iter::once((&**core, mode)), None, None) };
+            if let Err(message) =
+                unsafe { sh.make_valid(0, std::iter::once((&**core, mode)), None, None) }
+            {
+                // Nothing is handed out: the acquisition ends here, and the data stays
+                // where it is valid.
+                self.finish_acquire(&node);
+                return Err(RuntimeError::Transfer {
+                    handle: core.id,
+                    message,
+                });
+            }
         }
         Ok(node)
     }
@@ -150,6 +160,14 @@ impl Runtime {
     ) -> Result<T, RuntimeError> {
         let node = self.acquire_node("unregister", &handle.core, Access::RW)?;
         handle.core.unregistered.store(true, Ordering::Release);
+        // The device copies go first: one may hold the value's memory pinned. (They are
+        // invalid: the acquisition made main memory the owner.)
+        if let Some(ext) = handle.core.ext() {
+            for r in &ext.replicas {
+                // SAFETY: as below; no task reads a replica of an unregistered handle.
+                unsafe { *r.get() = None };
+            }
+        }
         // SAFETY: the write acquisition is granted: no task accesses the data until `node`
         // finishes below, and this thread holds no other reference to it.
         let value = unsafe { handle.core.data_mut() }.take::<T>();

@@ -27,6 +27,9 @@ pub struct TaskCtx<'a> {
     /// The worker's memory node: 0 (main memory), or a device's, whose copies the
     /// buffers then are.
     node: usize,
+    /// The worker's device state (a CUDA worker's stream and cuBLAS handle).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    device: Option<&'a crate::device::WorkerState>,
     /// Bit i: buffer i was borrowed mutably.
     mut_borrowed: Cell<u64>,
     /// Bit i: buffer i was borrowed shared.
@@ -40,6 +43,7 @@ impl<'a> TaskCtx<'a> {
         task: TaskId,
         worker: WorkerId,
         node: usize,
+        device: Option<&'a crate::device::WorkerState>,
     ) -> TaskCtx<'a> {
         TaskCtx {
             body,
@@ -47,6 +51,7 @@ impl<'a> TaskCtx<'a> {
             task,
             worker,
             node,
+            device,
             mut_borrowed: Cell::new(0),
             shared_borrowed: Cell::new(0),
         }
@@ -120,7 +125,7 @@ impl<'a> TaskCtx<'a> {
             return match unsafe { core.replica_ref(self.node) } {
                 Some(v) => v
                     .downcast_ref::<T>()
-                    .unwrap_or_else(|| self.wrong_type::<T>(i)),
+                    .unwrap_or_else(|| self.in_device_memory::<T>(i, v)),
                 None => self.fail(i, "has no copy on this device (it was unregistered)"),
             };
         }
@@ -167,9 +172,8 @@ impl<'a> TaskCtx<'a> {
             // SAFETY: as below; the worker made this node's copy valid (and the owner) for
             // this task.
             return match unsafe { core.replica_mut(self.node) } {
-                Some(v) => v
-                    .downcast_mut::<T>()
-                    .unwrap_or_else(|| self.wrong_type::<T>(i)),
+                Some(v) if v.is::<T>() => v.downcast_mut::<T>().expect("checked"),
+                Some(v) => self.in_device_memory::<T>(i, v),
                 None => self.fail(i, "has no copy on this device (it was unregistered)"),
             };
         }
@@ -186,6 +190,52 @@ impl<'a> TaskCtx<'a> {
     #[inline]
     pub fn rw<T: Any>(&self, i: usize) -> &mut T {
         self.w(i)
+    }
+
+    /// The device address of buffer `i`, which lives in a device's own memory (on a
+    /// CUDA worker: a `CUdeviceptr`), and its length in bytes. The worker made it valid
+    /// for the declared access; writing through the address of a buffer declared R is
+    /// the implementation's fault, as in StarPU.
+    ///
+    /// # Panics
+    /// If `i` is out of range, or the buffer is not in a device's own memory (on a CPU
+    /// worker, or an emulated GPU: use [`TaskCtx::r`] and [`TaskCtx::w`]).
+    pub fn device_ptr(&self, i: usize) -> (u64, usize) {
+        let (core, _) = self.slot(i);
+        if self.node != 0 {
+            // SAFETY: the worker made this node's copy valid for this task; only its
+            // address is read.
+            if let Some(b) = unsafe { core.replica_ref(self.node) }
+                .and_then(|v| v.downcast_ref::<crate::device::DeviceBuffer>())
+            {
+                return (b.ptr, b.len);
+            }
+        }
+        self.fail(
+            i,
+            "is not in a device's own memory (this worker computes on the host's copies): \
+             use `r`/`w`",
+        )
+    }
+
+    /// On a CUDA worker, its stream and cuBLAS handle; none elsewhere (a CPU worker, an
+    /// emulated GPU). A GPU implementation that serves both CUDA and emulated devices
+    /// branches on this.
+    #[cfg(feature = "cuda")]
+    pub fn cuda(&self) -> Option<&crate::device::cuda::CudaTask> {
+        self.device?.downcast_ref()
+    }
+
+    #[cold]
+    fn in_device_memory<T>(&self, i: usize, v: &(dyn Any + Send + Sync)) -> ! {
+        if v.is::<crate::device::DeviceBuffer>() {
+            self.fail(
+                i,
+                "lives in the device's own memory on this worker: use `device_ptr` (and \
+                 `cuda()` for the stream) in a GPU implementation",
+            )
+        }
+        self.wrong_type::<T>(i)
     }
 
     fn slot(&self, i: usize) -> (&crate::handle::HandleCore, Access) {

@@ -165,16 +165,35 @@ pub enum RuntimeError {
     /// A task whose codelet has only a GPU implementation accesses a handle that cannot
     /// be copied to a device.
     #[error(
-        "codelet `{codelet}` has only a GPU implementation, but handle {handle} was \
-         registered with `register`, whose data cannot be copied to a device: register it \
-         with `register_replicated` (the type must be Clone), or give the codelet a CPU \
-         implementation"
+        "codelet `{codelet}` has only a GPU implementation, but handle {handle} cannot be \
+         copied to this runtime's devices: register it with `register_device` (the type \
+         must implement DeviceData; any device) or `register_replicated` (the type must \
+         be Clone; emulated devices only), or give the codelet a CPU implementation"
     )]
     NotReplicated {
         /// The codelet.
         codelet: String,
         /// The handle.
         handle: u64,
+    },
+
+    /// A device could not be opened or set up (the driver, a device or a library is
+    /// missing, or a call failed).
+    #[error("GPU backend `{backend}`: {message}")]
+    Device {
+        /// The backend.
+        backend: &'static str,
+        /// What failed, and what to do about it.
+        message: String,
+    },
+
+    /// Data could not be brought back to main memory (a device copy failed).
+    #[error("handle {handle} could not be copied back to main memory: {message}")]
+    Transfer {
+        /// The handle.
+        handle: u64,
+        /// Why.
+        message: String,
     },
 
     /// The performance models could not be loaded.

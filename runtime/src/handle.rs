@@ -238,14 +238,20 @@ impl HandleCore {
     /// Makes the copy on memory node `node` valid for an access in `access`, copying it
     /// from a valid node (node 0 first) if it is not, and updates the MSI states: a write
     /// makes `node` the owner and every other copy invalid; a read shares. Returns the
-    /// source node and the bytes copied, if a copy was made.
+    /// source node and the bytes copied, if a copy was made. A copy that fails (a device
+    /// out of memory, say) leaves the states as they were and returns why.
     ///
     /// # Safety
     /// The caller holds the access rights for `access` (a released task, a granted
     /// acquisition): no writer of the handle runs meanwhile, and a writer runs alone.
-    pub(crate) unsafe fn make_valid(&self, node: usize, access: Access) -> Option<(usize, u64)> {
+    pub(crate) unsafe fn make_valid(
+        &self,
+        node: usize,
+        access: Access,
+        backends: &[Arc<dyn crate::device::Backend>],
+    ) -> Result<Option<(usize, u64)>, String> {
         if self.is_valid_for(node, access) {
-            return None;
+            return Ok(None);
         }
         let ext = self.ext_or_init();
         // Readers on one node (the CPU workers all compute on node 0) may arrive together:
@@ -255,26 +261,39 @@ impl HandleCore {
         if self.replica(node) == ReplicaState::Invalid {
             let from = (0..MAX_MEMORY_NODES).find(|&n| self.replica(n) != ReplicaState::Invalid);
             if let (Some(from), Some(copier)) = (from, self.copier) {
+                let backend = |n: usize| {
+                    backends
+                        .get(n - 1)
+                        .map(|b| &**b)
+                        .ok_or_else(|| format!("memory node {n} has no device"))
+                };
                 // SAFETY: the source is valid and no writer runs (the caller's rights);
                 // the destination is this node's, which only this thread writes now (the
                 // transfer lock), and no task reads it while it is invalid.
                 unsafe {
                     let replicas = &ext.replicas;
                     match (from, node) {
-                        (0, n) => {
-                            *replicas[n - 1].get() = Some((copier.from_home)(&*self.data.get()))
-                        }
+                        (0, n) => backend(n)?.copy_in(
+                            copier,
+                            &*self.data.get(),
+                            &mut *replicas[n - 1].get(),
+                        )?,
                         (f, 0) => {
                             let src = (*replicas[f - 1].get())
                                 .as_deref()
                                 .expect("a valid replica exists");
-                            (copier.to_home)(src, &mut *self.data.get());
+                            backend(f)?.copy_out(copier, src, &mut *self.data.get())?;
                         }
                         (f, n) => {
                             let src = (*replicas[f - 1].get())
                                 .as_deref()
                                 .expect("a valid replica exists");
-                            *replicas[n - 1].get() = Some((copier.between)(src));
+                            backend(n)?.copy_from(
+                                copier,
+                                backend(f)?,
+                                src,
+                                &mut *replicas[n - 1].get(),
+                            )?;
                         }
                     }
                 }
@@ -282,7 +301,7 @@ impl HandleCore {
             }
         }
         self.note_access(node, access);
-        copied
+        Ok(copied)
     }
 
     /// Whether an access in `access` on `node` needs no copy and changes no state: the
@@ -365,8 +384,10 @@ impl HandleCore {
         };
         // The value's drop may panic: the handle is then freed by the unwinding, and the
         // assignment has already stored the empty value, so nothing is dropped twice.
-        *c.data.get_mut() = Value::NONE;
+        // The extension first: a device replica may hold the value's memory pinned, and
+        // lets go of it before the value is freed.
         c.ext.take();
+        *c.data.get_mut() = Value::NONE;
         let deps = c.deps.get_mut();
         let readers = std::mem::take(&mut deps.readers);
         pool.recycle(deps.last_writer.take().into_iter().chain(readers));
@@ -403,6 +424,8 @@ impl HandleCore {
 
 impl Drop for HandleCore {
     fn drop(&mut self) {
+        // The replicas before the value (see `retire`).
+        self.ext.take();
         // The last writer and readers of a handle that is never written again (a graph's
         // outputs, each written once) would otherwise be freed here, not reused: give the
         // finished ones nobody else holds back to the pool.
@@ -449,12 +472,22 @@ impl<T: Send + Sync + 'static> Handle<T> {
 }
 
 impl<T: Clone + Send + Sync + 'static> Handle<T> {
-    /// A handle on `value` that can have copies on other memory nodes.
+    /// A handle on `value` that can have copies on other memory nodes (of emulated
+    /// devices).
     pub(crate) fn new_replicated(value: T, bytes: u64, pool: Option<&Arc<NodePool>>) -> Handle<T> {
+        Self::with_copier(value, bytes, pool, &CopierOf::<T>::COPIER)
+    }
+
+    fn with_copier(
+        value: T,
+        bytes: u64,
+        pool: Option<&Arc<NodePool>>,
+        copier: &'static Copier,
+    ) -> Handle<T> {
         let mut core = HandleCore::make(value, bytes, pool);
         Arc::get_mut(&mut core)
             .expect("a handle just made is held once")
-            .copier = Some(&CopierOf::<T>::COPIER);
+            .copier = Some(copier);
         Handle {
             core: ManuallyDrop::new(core),
             _t: PhantomData,
@@ -462,40 +495,79 @@ impl<T: Clone + Send + Sync + 'static> Handle<T> {
     }
 }
 
-/// A copy of a value on a memory node other than 0 (an emulated device's allocation).
-pub(crate) type Replica = Box<dyn Any + Send + Sync>;
+impl<T: crate::device::DeviceData> Handle<T> {
+    /// A handle on `value` that can have copies on the nodes of any device.
+    pub(crate) fn new_device(value: T, bytes: u64, pool: Option<&Arc<NodePool>>) -> Handle<T> {
+        Self::with_copier(value, bytes, pool, &CopierOf::<T>::DEVICE_COPIER)
+    }
+}
+
+pub(crate) use crate::device::Replica;
 
 /// The copies between memory nodes, for one value type (made by `CopierOf<T>`).
 pub(crate) struct Copier {
     /// Node 0's value, copied for another node.
-    from_home: fn(&Value) -> Replica,
+    pub(crate) from_home: fn(&Value) -> Replica,
     /// Another node's copy, copied for a third node.
-    between: fn(&(dyn Any + Send + Sync)) -> Replica,
+    pub(crate) between: fn(&(dyn Any + Send + Sync)) -> Replica,
     /// Another node's copy, copied into node 0's value (its allocation reused).
-    to_home: fn(&(dyn Any + Send + Sync), &mut Value),
+    pub(crate) to_home: fn(&(dyn Any + Send + Sync), &mut Value),
+    /// The value's bytes, for devices with memory of their own: none for a value
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    /// registered with `register_replicated` (emulated devices only).
+    pub(crate) bytes: Option<BytesView>,
+}
+
+/// The bytes of a [`crate::DeviceData`] value held in a [`Value`] (none once taken).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) struct BytesView {
+    pub(crate) get: fn(&Value) -> Option<&[u8]>,
+    pub(crate) get_mut: fn(&mut Value) -> Option<&mut [u8]>,
 }
 
 struct CopierOf<T>(PhantomData<T>);
 
 impl<T: Clone + Send + Sync + 'static> CopierOf<T> {
+    const FROM_HOME: fn(&Value) -> Replica =
+        |v| Box::new(v.get::<T>().expect("a handle holds its type").clone());
+    const BETWEEN: fn(&(dyn Any + Send + Sync)) -> Replica = |r| {
+        Box::new(
+            r.downcast_ref::<T>()
+                .expect("replicas hold the handle's type")
+                .clone(),
+        )
+    };
+    const TO_HOME: fn(&(dyn Any + Send + Sync), &mut Value) = |r, v| {
+        let src = r
+            .downcast_ref::<T>()
+            .expect("replicas hold the handle's type");
+        match v.get_mut::<T>() {
+            Some(dst) => dst.clone_from(src),
+            None => *v = Value::new(src.clone()),
+        }
+    };
     const COPIER: Copier = Copier {
-        from_home: |v| Box::new(v.get::<T>().expect("a handle holds its type").clone()),
-        between: |r| {
-            Box::new(
-                r.downcast_ref::<T>()
-                    .expect("replicas hold the handle's type")
-                    .clone(),
-            )
-        },
-        to_home: |r, v| {
-            let src = r
-                .downcast_ref::<T>()
-                .expect("replicas hold the handle's type");
-            match v.get_mut::<T>() {
-                Some(dst) => dst.clone_from(src),
-                None => *v = Value::new(src.clone()),
-            }
-        },
+        from_home: Self::FROM_HOME,
+        between: Self::BETWEEN,
+        to_home: Self::TO_HOME,
+        bytes: None,
+    };
+}
+
+/// The copier of a [`crate::DeviceData`] type (for the bus measure).
+pub(crate) fn device_copier<T: crate::device::DeviceData>() -> &'static Copier {
+    &CopierOf::<T>::DEVICE_COPIER
+}
+
+impl<T: crate::device::DeviceData> CopierOf<T> {
+    const DEVICE_COPIER: Copier = Copier {
+        from_home: Self::FROM_HOME,
+        between: Self::BETWEEN,
+        to_home: Self::TO_HOME,
+        bytes: Some(BytesView {
+            get: |v| v.get::<T>().map(|t| t.device_bytes()),
+            get_mut: |v| v.get_mut::<T>().map(|t| t.device_bytes_mut()),
+        }),
     };
 }
 

@@ -37,6 +37,7 @@ mod acquire;
 mod codelet;
 mod context;
 mod deadlock;
+mod device;
 mod error;
 mod handle;
 mod inline;
@@ -56,6 +57,7 @@ mod worker;
 pub use acquire::{ReadGuard, WriteGuard};
 pub use codelet::{Codelet, ImplFn};
 pub use context::{TaskCtx, MAX_ACCESSES};
+pub use device::{bytes_of, bytes_of_mut, DeviceData, Element, GpuBackend};
 pub use error::{RuntimeError, TaskFailure};
 pub use handle::{Access, Handle, ReplicaState, MAX_DEVICES, MAX_MEMORY_NODES};
 pub use partition::{Filter, Matrix, MatrixPart, Partition, Partitioned, VectorPart};
@@ -69,6 +71,17 @@ pub use runtime::{
 };
 pub use task::{ReadyTask, Task, TaskHandle};
 pub use topology::{available_memory_bytes, from_sysfs as topology_from_sysfs, Pu, Topology};
+
+/// The CUDA backend's public parts (cargo feature `cuda`): what a GPU implementation gets
+/// ([`TaskCtx::cuda`]), the checks for the driver and cuBLAS, and cudarc itself, for the
+/// implementations' own calls.
+#[cfg(feature = "cuda")]
+pub mod cuda {
+    pub use crate::device::cuda::{
+        cublas_present, device_count, driver_present, CudaTask, STAGING_ENV,
+    };
+    pub use cudarc;
+}
 
 pub use taskwatt_scheduler as scheduler;
 pub use taskwatt_traces as traces;

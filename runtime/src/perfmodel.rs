@@ -371,7 +371,7 @@ impl PerfModels {
 }
 
 /// The directory's lock file, opened and locked exclusively (released when dropped).
-fn lock_dir(dir: &Path) -> Result<std::fs::File, PerfModelError> {
+pub(crate) fn lock_dir(dir: &Path) -> Result<std::fs::File, PerfModelError> {
     let path = dir.join("models.lock");
     let io = |what| {
         let path = path.clone();

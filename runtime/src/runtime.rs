@@ -47,6 +47,7 @@ use taskwatt_traces::{
 
 use crate::codelet::CodeletInner;
 use crate::context::MAX_ACCESSES;
+use crate::device::{Backend, GpuBackend, WorkerState};
 use crate::error::{RuntimeError, TaskFailure};
 use crate::handle::MAX_DEVICES;
 use crate::handle::{Access, Handle, HandleCore, READERS_PRUNE_MIN};
@@ -82,8 +83,9 @@ pub struct RuntimeBuilder {
     /// `None`: the default, or `TASKWATT_STAGING_US` (read by `build`).
     staging: Option<std::time::Duration>,
     trace_flush: Duration,
-    /// Emulated GPUs: one driving worker and one memory node each.
-    emulated_gpus: usize,
+    /// GPUs: one driving worker and one memory node each.
+    gpus: usize,
+    gpu_backend: GpuBackend,
     /// Where to keep performance models (none: not recorded).
     perf_models: Option<std::path::PathBuf>,
 }
@@ -125,7 +127,8 @@ impl Default for RuntimeBuilder {
             idle: None,
             staging: None,
             trace_flush: DEFAULT_TRACE_FLUSH,
-            emulated_gpus: 0,
+            gpus: 0,
+            gpu_backend: GpuBackend::Emulated,
             perf_models: None,
         }
     }
@@ -150,8 +153,19 @@ impl RuntimeBuilder {
     /// The emulated device exists to test everything above a GPU driver (scheduling
     /// across architectures, data coherence, transfers, the GPU energy domain) on machines
     /// without one; its timings are CPU timings.
-    pub fn emulated_gpus(mut self, n: usize) -> Self {
-        self.emulated_gpus = n;
+    pub fn emulated_gpus(self, n: usize) -> Self {
+        self.gpus(n, GpuBackend::Emulated)
+    }
+
+    /// Adds `n` GPUs (at most [`MAX_DEVICES`]) driven by `backend`: each gets a worker of
+    /// its own (after the CPU workers, `arch: Gpu`, `device: Some(i)`) and memory node
+    /// `1 + i`. With [`GpuBackend::Cuda`] (cargo feature `cuda`), `build` opens CUDA
+    /// devices `0..n` and fails, saying what is missing, where the driver, a device or
+    /// cuBLAS is not there; their workers run codelets' GPU implementations only, on data
+    /// registered with [`Runtime::register_device`].
+    pub fn gpus(mut self, n: usize, backend: GpuBackend) -> Self {
+        self.gpus = n;
+        self.gpu_backend = backend;
         self
     }
 
@@ -289,10 +303,10 @@ impl RuntimeBuilder {
             Some(n) => n,
             None => allowed.len().clamp(1, MAX_WORKERS),
         };
-        if self.emulated_gpus > MAX_DEVICES {
+        if self.gpus > MAX_DEVICES {
             return Err(RuntimeError::Workers(format!(
-                "{} emulated GPUs: at most {MAX_DEVICES} are supported (one memory node each)",
-                self.emulated_gpus
+                "{} {} GPUs: at most {MAX_DEVICES} are supported (one memory node each)",
+                self.gpus, self.gpu_backend
             )));
         }
         let placement = topology.placement(n, &allowed);
@@ -315,7 +329,7 @@ impl RuntimeBuilder {
             })
             .collect::<Vec<_>>();
         let mut workers = workers;
-        for i in 0..self.emulated_gpus {
+        for i in 0..self.gpus {
             let near = workers.first().map(|w| (w.package, w.numa));
             workers.push(WorkerInfo {
                 id: (n + i) as u32,
@@ -344,15 +358,73 @@ impl RuntimeBuilder {
             Some(idle) => idle,
             None => IdlePolicy::from_env()?,
         };
+        let backends = crate::device::open(self.gpu_backend, self.gpus).map_err(|message| {
+            RuntimeError::Device {
+                backend: self.gpu_backend.name(),
+                message,
+            }
+        })?;
+        for b in &backends {
+            log::info!("{}", b.describe());
+        }
+        // The models of runs on real GPUs are kept apart from those of emulated ones, whose
+        // "GPU" durations are CPU durations.
+        let perf_dir = self.perf_models.clone().map(|d| {
+            if self.gpu_backend == GpuBackend::Emulated || self.gpus == 0 {
+                d
+            } else {
+                d.join(self.gpu_backend.name())
+            }
+        });
+        let mut device_states: Vec<Option<WorkerState>> = Vec::with_capacity(workers.len());
+        for w in &workers {
+            device_states.push(match w.device {
+                Some(d) => {
+                    backends[d as usize]
+                        .worker()
+                        .map_err(|message| RuntimeError::Device {
+                            backend: self.gpu_backend.name(),
+                            message,
+                        })?
+                }
+                None => None,
+            });
+        }
         let staging = match self.staging {
             Some(window) => window,
             None => staging_from_env()?,
         };
+        // How fast data reaches each device and comes back, for dmda: measured once per
+        // machine and kept beside the performance models (not measured without them).
+        let buses: Vec<Option<crate::device::BusMeasure>> = match &perf_dir {
+            Some(dir) => backends
+                .iter()
+                .map(|b| {
+                    crate::device::bus_of(&**b, dir)
+                        .map_err(|e| {
+                            log::warn!("the bus of {} was not measured: {e}", b.describe())
+                        })
+                        .ok()
+                })
+                .collect(),
+            None => vec![None; backends.len()],
+        };
         let descs: Vec<WorkerDesc> = workers
             .iter()
             .map(|w| {
+                let (node, bus) = match w.device {
+                    Some(d) => (
+                        1 + d as usize,
+                        buses[d as usize].map(|m| m.towards_device()),
+                    ),
+                    None => (
+                        0,
+                        buses.first().copied().flatten().map(|m| m.towards_host()),
+                    ),
+                };
                 WorkerDesc::new(w.id as usize, w.package, w.numa)
                     .with_arch(ArchMask::of_index(w.arch.index()))
+                    .with_memory_node(node, bus)
             })
             .collect();
         let policy: Box<dyn Policy<ReadyTask>> = match self.policy {
@@ -383,7 +455,7 @@ impl RuntimeBuilder {
             archs[w.arch.index()] = true;
         }
         let devices = workers.iter().any(|w| w.device.is_some());
-        let perf = match &self.perf_models {
+        let perf = match &perf_dir {
             Some(dir) => Some(PerfState {
                 loaded: crate::perfmodel::PerfModels::load(dir)?,
                 dir: dir.clone(),
@@ -433,6 +505,8 @@ impl RuntimeBuilder {
             workers: workers.clone(),
             archs,
             devices,
+            backends,
+            gpu_backend: self.gpu_backend,
             transfers: AtomicU64::new(0),
             transferred_bytes: AtomicU64::new(0),
             transfer_log: Mutex::new(Vec::new()),
@@ -459,8 +533,9 @@ impl RuntimeBuilder {
         };
         let mut threads = Vec::with_capacity(workers.len());
         let started = Arc::new(StartLatch::default());
-        for w in &workers {
+        for (w, device) in workers.iter().zip(device_states) {
             let ctx = WorkerCtx {
+                device,
                 started: started.clone(),
                 idle,
                 shared: shared.clone(),
@@ -723,6 +798,9 @@ pub(crate) struct Shared {
     /// Some worker drives a device (a memory node other than 0): data is made valid on
     /// the worker's node before each task, and on node 0 before each acquisition.
     pub(crate) devices: bool,
+    /// The devices' backends, by memory node (node `1 + i` is `backends[i]`).
+    pub(crate) backends: Vec<Arc<dyn Backend>>,
+    pub(crate) gpu_backend: GpuBackend,
     transfers: AtomicU64,
     transferred_bytes: AtomicU64,
     /// Transfers not yet sent to the trace.
@@ -839,7 +917,7 @@ impl Shared {
 
     /// Makes every handle of `accesses` valid on memory node `node`, counting the
     /// copies and recording them in the trace (for task `task`, by worker `worker`; none
-    /// for the application's thread).
+    /// for the application's thread). Stops at the first copy that fails, and says why.
     ///
     /// # Safety
     /// The caller holds the access rights the accesses declare (a released task, a granted
@@ -850,7 +928,7 @@ impl Shared {
         accesses: impl Iterator<Item = (&'a HandleCore, Access)>,
         worker: Option<WorkerId>,
         task: Option<TaskId>,
-    ) {
+    ) -> Result<(), String> {
         for (core, mode) in accesses {
             // REDUX contributions go to per-worker slots in main memory; a valid copy needs
             // neither a copy nor a clock read.
@@ -859,7 +937,13 @@ impl Shared {
             }
             let start = self.now();
             // SAFETY: the caller's contract.
-            if let Some((src, bytes)) = unsafe { core.make_valid(node, mode) } {
+            let copied = unsafe { core.make_valid(node, mode, &self.backends) }.map_err(|e| {
+                format!(
+                    "handle {} could not be made valid on memory node {node}: {e}",
+                    core.id
+                )
+            })?;
+            if let Some((src, bytes)) = copied {
                 self.transfers.fetch_add(1, Ordering::Relaxed);
                 self.transferred_bytes.fetch_add(bytes, Ordering::Relaxed);
                 if self.sink.is_enabled() {
@@ -881,6 +965,7 @@ impl Shared {
                 }
             }
         }
+        Ok(())
     }
 
     /// Notes with `codelet` its expected durations at `footprint` from the loaded models,
@@ -966,10 +1051,15 @@ impl Shared {
         accesses: &crate::task::Accesses,
     ) -> Result<ArchMask, RuntimeError> {
         let mut m = codelet.arch_mask();
-        if codelet.impls[Arch::Cpu.index()].is_some() {
+        let runs_cpu_code = self.backends.first().is_some_and(|b| b.runs_cpu_code());
+        if runs_cpu_code && codelet.impls[Arch::Cpu.index()].is_some() {
             m = m.or(ArchMask::GPU);
         }
-        if let Some(core) = accesses.handles().iter().find(|c| c.copier.is_none()) {
+        let held = |c: &HandleCore| {
+            c.copier
+                .is_some_and(|cp| self.backends.first().is_none_or(|b| b.holds(cp)))
+        };
+        if let Some(core) = accesses.handles().iter().find(|c| !held(c)) {
             if codelet.impls[Arch::Cpu.index()].is_none() {
                 return Err(RuntimeError::NotReplicated {
                     codelet: codelet.name.clone(),
@@ -1278,6 +1368,28 @@ impl Runtime {
         bytes: u64,
     ) -> Handle<T> {
         Handle::new_replicated(value, bytes, Some(&self.shared.nodes))
+    }
+
+    /// Registers `value` as data that any device can hold, an emulated GPU (as a clone)
+    /// or a CUDA GPU (as a copy of its bytes, see [`DeviceData`]): tasks on it may run on
+    /// GPU workers of either backend. It counts `size_of_val` of its bytes in task
+    /// footprints; see [`Runtime::register_device_bytes`].
+    ///
+    /// [`DeviceData`]: crate::DeviceData
+    pub fn register_device<T: crate::DeviceData>(&self, value: T) -> Handle<T> {
+        let bytes = value.device_bytes().len() as u64;
+        self.register_device_bytes(value, bytes)
+    }
+
+    /// As [`Runtime::register_device`], counting `bytes` in task footprints and in
+    /// transfers.
+    pub fn register_device_bytes<T: crate::DeviceData>(&self, value: T, bytes: u64) -> Handle<T> {
+        Handle::new_device(value, bytes, Some(&self.shared.nodes))
+    }
+
+    /// The backend that drives this runtime's GPU workers (emulated when it has none).
+    pub fn gpu_backend(&self) -> GpuBackend {
+        self.shared.gpu_backend
     }
 
     /// Submits a task. Returns at once; the task runs when its dependencies are satisfied.

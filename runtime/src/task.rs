@@ -460,6 +460,16 @@ impl TaskNode {
         self.body.with_mut(|b| unsafe { *b = Some(body) });
     }
 
+    /// The body, read in place.
+    ///
+    /// # Safety
+    /// As [`TaskNode::take_body`]: called by the holder of the node's ready task, before
+    /// it is taken.
+    pub(crate) unsafe fn body_ref(&self) -> Option<&Body> {
+        // SAFETY: by the contract, nobody writes the cell while the reference lives.
+        self.body.with(|b| unsafe { (*b).as_ref() })
+    }
+
     /// Takes the body (`None` if the node never had one, or if it was taken).
     ///
     /// # Safety
@@ -562,6 +572,30 @@ impl SchedTask for ReadyTask {
             taskwatt_traces::Arch::Cpu
         };
         self.0.codelet.expected_ns(arch, self.0.footprint)
+    }
+
+    /// The copies it would need on memory node `node`: those of its handles (REDUX ones
+    /// aside) with no valid copy there.
+    fn transfer_bytes(&self, node: usize) -> (u32, u64) {
+        // SAFETY: the body is taken only by the thread that owns this ready task (the
+        // worker it was given to, which takes it by value) or cancels it before any push;
+        // `&self` here means neither has happened, and the body was published before the
+        // node became ready.
+        let Some(body) = (unsafe { self.0.body_ref() }) else {
+            return (0, 0);
+        };
+        let node = node.min(crate::handle::MAX_MEMORY_NODES - 1);
+        let mut need = (0u32, 0u64);
+        for (core, mode) in body.accesses.iter() {
+            if mode != crate::handle::Access::Redux
+                && core.replica(node) == crate::handle::ReplicaState::Invalid
+                && core.copier.is_some()
+            {
+                need.0 += 1;
+                need.1 += core.bytes;
+            }
+        }
+        need
     }
 
     /// The architectures it can run on: with devices, as set at submission; else those

@@ -39,6 +39,8 @@ pub(crate) struct WorkerCtx {
     pub(crate) cpu: Option<u32>,
     /// The memory node the worker computes on (0: main memory; a GPU's own node later).
     pub(crate) memory_node: usize,
+    /// A GPU worker's device state (its stream and BLAS handle on CUDA).
+    pub(crate) device: Option<crate::device::WorkerState>,
 }
 
 /// Tells the start latch once, at the latest when dropped: `build()` must not wait forever
@@ -73,6 +75,11 @@ pub(crate) fn run(ctx: WorkerCtx) {
     }
     let sh = &*ctx.shared;
     let me = ctx.id as usize;
+    if ctx.memory_node != 0 {
+        if let Some(b) = sh.backends.get(ctx.memory_node - 1) {
+            b.enter_thread();
+        }
+    }
     crate::deadlock::set_worker(sh.epoch);
     let mut local = sh.policy.local(me);
     let buf = sh.trace_bufs.get(me).map(|b| &**b);
@@ -356,7 +363,7 @@ fn execute(
     };
     // An emulated GPU runs the CPU implementation where the codelet has no GPU one.
     let imp = node.codelet.impls[ctx.arch.index()].as_deref().or_else(|| {
-        (ctx.memory_node != 0)
+        (ctx.memory_node != 0 && sh.backends[ctx.memory_node - 1].runs_cpu_code())
             .then(|| node.codelet.impls[Arch::Cpu.index()].as_deref())
             .flatten()
     });
@@ -376,28 +383,46 @@ fn execute(
     } else {
         crate::modes::CommuteGuard::none()
     };
+    // A copy that failed fails the task (its implementation does not run).
+    let mut copy_failed = None;
     if sh.devices {
         // The data valid on this worker's memory node (copied there if not), before the
         // task's start, so that the copies are not the task's time, and after the commute
         // locks, so that a COMMUTE member copies what the previous member wrote.
         // SAFETY: the dependencies released this task: it holds the rights it declared.
-        unsafe {
+        copy_failed = unsafe {
             sh.make_valid(
                 ctx.memory_node,
                 body.accesses.iter().map(|(c, m)| (&**c, m)),
                 Some(ctx.id),
                 Some(node.id),
             )
-        };
+        }
+        .err();
     }
     let cid = node.codelet_id;
     let start = sh.now();
     if let Some(o) = &sh.observer {
         o.task_started(ctx.id, cid, ctx.arch, start);
     }
-    let outcome = {
-        let tctx = TaskCtx::new(&body, node.codelet_name(), node.id, ctx.id, ctx.memory_node);
-        panics::catch(|| imp(&tctx))
+    let outcome = match copy_failed {
+        Some(e) => Err(e),
+        None => {
+            let tctx = TaskCtx::new(
+                &body,
+                node.codelet_name(),
+                node.id,
+                ctx.id,
+                ctx.memory_node,
+                ctx.device.as_ref(),
+            );
+            let outcome = panics::catch(|| imp(&tctx));
+            // A device task ends when the work it queued has.
+            match (outcome, ctx.memory_node) {
+                (Ok(()), n) if n != 0 => sh.backends[n - 1].finish_task(ctx.device.as_ref()),
+                (outcome, _) => outcome,
+            }
+        }
     };
     // The argument is dropped now, before successors run, since its drop may be
     // observable; a panic there fails the task. (The data references go in the next batch,

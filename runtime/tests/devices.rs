@@ -110,3 +110,130 @@ fn too_many_devices_are_refused() {
         .expect("refused");
     assert!(e.to_string().contains("emulated GPUs"), "{e}");
 }
+
+/// What a task would need copied to node 0 and to node 1: (copies, bytes) each.
+type Needs = ((u32, u64), (u32, u64));
+
+/// Records, at each push, what the task would need copied to node 0 and to node 1.
+struct Recorder {
+    inner: taskwatt_runtime::scheduler::Eager<taskwatt_runtime::ReadyTask>,
+    log: Arc<Mutex<Vec<Needs>>>,
+}
+
+impl taskwatt_runtime::scheduler::Policy<taskwatt_runtime::ReadyTask> for Recorder {
+    fn name(&self) -> &str {
+        "recorder"
+    }
+    fn local(&self, worker: usize) -> taskwatt_runtime::scheduler::Local {
+        self.inner.local(worker)
+    }
+    fn push(
+        &self,
+        task: taskwatt_runtime::ReadyTask,
+        origin: taskwatt_runtime::scheduler::Origin<'_>,
+    ) {
+        use taskwatt_runtime::scheduler::SchedTask;
+        self.log
+            .lock()
+            .unwrap()
+            .push((task.transfer_bytes(0), task.transfer_bytes(1)));
+        self.inner.push(task, origin)
+    }
+    fn pop(
+        &self,
+        worker: usize,
+        local: &mut taskwatt_runtime::scheduler::Local,
+    ) -> Option<taskwatt_runtime::ReadyTask> {
+        self.inner.pop(worker, local)
+    }
+}
+
+#[test]
+fn a_ready_task_says_what_it_would_need_copied_to_each_node() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    let rt = Runtime::builder()
+        .workers(1)
+        .emulated_gpus(1)
+        .custom_policy(move |w| {
+            Box::new(Recorder {
+                inner: taskwatt_runtime::scheduler::Eager::new(w),
+                log: l,
+            })
+        })
+        .build()
+        .unwrap();
+    let on_gpu = Codelet::new("on_gpu").gpu(|ctx| ctx.rw::<Vec<u8>>(0)[0] += 1);
+    let on_cpu = Codelet::new("on_cpu").cpu(|ctx| ctx.rw::<Vec<u8>>(0)[0] += 1);
+    let reads = Codelet::new("reads").gpu(|ctx| assert!(ctx.r::<Vec<u8>>(0)[0] > 0));
+    let (a, b) = (
+        rt.register_device(vec![0u8; 1000]),
+        rt.register_device(vec![0u8; 24]),
+    );
+    // In main memory: the GPU would need it, the CPU nothing.
+    rt.submit(Task::new(&on_gpu).rw(&a)).unwrap();
+    rt.wait_all().unwrap();
+    // `a` owned by the GPU: the CPU would need it back, the GPU only `b`.
+    rt.submit(Task::new(&reads).r(&a).r(&b)).unwrap();
+    rt.wait_all().unwrap();
+    assert_eq!(rt.acquire(&a).unwrap()[0], 1);
+    // Both nodes share `a` now: a write needs no copy on either.
+    rt.submit(Task::new(&on_gpu).rw(&a)).unwrap();
+    rt.wait_all().unwrap();
+    // The GPU owns it: the CPU would need it back.
+    rt.submit(Task::new(&on_cpu).rw(&a)).unwrap();
+    rt.wait_all().unwrap();
+    let got = log.lock().unwrap().clone();
+    assert_eq!(
+        got,
+        [
+            ((0, 0), (1, 1000)),
+            ((1, 1000), (1, 24)),
+            ((0, 0), (0, 0)),
+            ((1, 1000), (0, 0)),
+        ]
+    );
+}
+
+#[test]
+fn the_bus_is_measured_once_and_kept_beside_the_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let descs = Arc::new(Mutex::new(Vec::new()));
+    let build = || {
+        let d = descs.clone();
+        Runtime::builder()
+            .workers(1)
+            .emulated_gpus(1)
+            .perf_models(dir.path().to_path_buf())
+            .custom_policy(move |w| {
+                *d.lock().unwrap() = w.to_vec();
+                Box::new(taskwatt_runtime::scheduler::Eager::new(w))
+            })
+            .build()
+            .unwrap()
+    };
+    drop(build());
+    let path = dir.path().join("bus.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (key, m) = v.as_object().unwrap().iter().next().unwrap();
+    assert!(key.starts_with("emulated GPU"), "{key}");
+    assert!(
+        m["to_device_bytes_per_s"].as_u64().unwrap() > 1_000_000,
+        "{m}"
+    );
+    {
+        let d = descs.lock().unwrap();
+        assert_eq!((d[0].memory_node, d[1].memory_node), (0, 1));
+        assert!(d[0].bus.is_some() && d[1].bus.is_some());
+    }
+    // Kept: a second runtime reads the file (here, edited) instead of measuring again.
+    let edited = serde_json::json!({ key.clone(): {
+        "to_device_bytes_per_s": 7, "to_device_latency_ns": 11,
+        "from_device_bytes_per_s": 13, "from_device_latency_ns": 17 } });
+    std::fs::write(&path, edited.to_string()).unwrap();
+    drop(build());
+    let d = descs.lock().unwrap();
+    let bus = |i: usize| d[i].bus.map(|b| (b.bytes_per_s, b.latency_ns));
+    assert_eq!((bus(0), bus(1)), (Some((13, 17)), Some((7, 11))));
+}

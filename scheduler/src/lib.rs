@@ -27,7 +27,7 @@ mod policy;
 mod registry;
 
 pub use policies::{Dmda, Eager, Lws, Prio, Ws};
-pub use policy::{ArchMask, Archs, Local, Origin, Policy, SchedTask, WorkerDesc};
+pub use policy::{ArchMask, Archs, Bus, Local, Origin, Policy, SchedTask, WorkerDesc};
 pub use registry::{
     check_policy_name, create_policy, policy_from_env, policy_names, PolicyInfo, UnknownPolicy,
     DEFAULT_POLICY, POLICIES, SCHED_ENV,

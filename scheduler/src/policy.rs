@@ -53,6 +53,38 @@ pub trait SchedTask: Send + 'static {
         let _ = arch;
         None
     }
+
+    /// The copies the task needs before it can run on a worker of memory node `node` (0:
+    /// main memory; a device's own node otherwise): their number and bytes, from where
+    /// its data is valid now. Default: none. Read by `dmda` and `dmdas` with the worker's
+    /// [`Bus`], before the task is queued.
+    #[inline]
+    fn transfer_bytes(&self, node: usize) -> (u32, u64) {
+        let _ = node;
+        (0, 0)
+    }
+}
+
+/// How fast data reaches a worker's memory node (from main memory for a GPU worker, from
+/// the devices for a CPU worker), measured once per machine: the time of `c` copies of
+/// `b` bytes in all is `c * latency_ns + b / bytes_per_s`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bus {
+    /// Bandwidth, bytes per second.
+    pub bytes_per_s: u64,
+    /// The fixed cost of one copy, ns.
+    pub latency_ns: u64,
+}
+
+impl Bus {
+    /// The expected time of `copies` copies of `bytes` bytes in all, ns.
+    pub fn time_ns(&self, copies: u32, bytes: u64) -> f64 {
+        if copies == 0 {
+            return 0.0;
+        }
+        f64::from(copies) * self.latency_ns as f64
+            + bytes as f64 * 1e9 / self.bytes_per_s.max(1) as f64
+    }
 }
 
 /// A set of architectures, one bit each (bit `i` for taskwatt's `Arch` of index `i`:
@@ -152,6 +184,10 @@ pub struct WorkerDesc {
     pub numa: Option<u32>,
     /// Its architecture (one bit).
     pub arch: ArchMask,
+    /// The memory node it computes on (0: main memory).
+    pub memory_node: usize,
+    /// How fast data reaches that node, where measured.
+    pub bus: Option<Bus>,
 }
 
 impl WorkerDesc {
@@ -162,7 +198,17 @@ impl WorkerDesc {
             package,
             numa,
             arch: ArchMask::CPU,
+            memory_node: 0,
+            bus: None,
         }
+    }
+
+    /// The same worker, computing on memory node `node`, reached through `bus`.
+    #[must_use]
+    pub fn with_memory_node(mut self, node: usize, bus: Option<Bus>) -> WorkerDesc {
+        self.memory_node = node;
+        self.bus = bus;
+        self
     }
 
     /// The same worker, of architecture `arch` (one bit).

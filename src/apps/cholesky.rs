@@ -70,7 +70,20 @@ impl AppScalar for f32 {
 }
 
 fn make_codelets<T: Scalar>() -> Codelets {
-    Codelets {
+    let trsm_cpu = |ctx: &TaskCtx<'_>| {
+        let b = ctx.rw::<Tile<T>>(1);
+        restore(ctx, b, 2);
+        trsm(ctx.r::<Tile<T>>(0), b)
+    };
+    let syrk_cpu = |ctx: &TaskCtx<'_>| syrk(ctx.r::<Tile<T>>(0), ctx.rw::<Tile<T>>(1));
+    let gemm_cpu = |ctx: &TaskCtx<'_>| {
+        gemm_nt(
+            ctx.r::<Tile<T>>(0),
+            ctx.r::<Tile<T>>(1),
+            ctx.rw::<Tile<T>>(2),
+        )
+    };
+    let cl = Codelets {
         potrf: Codelet::new("potrf").cpu(|ctx| {
             let a = ctx.rw::<Tile<T>>(0);
             restore(ctx, a, 1);
@@ -78,20 +91,34 @@ fn make_codelets<T: Scalar>() -> Codelets {
                 panic!("potrf: {e}");
             }
         }),
-        trsm: Codelet::new("trsm").cpu(|ctx| {
-            let b = ctx.rw::<Tile<T>>(1);
-            restore(ctx, b, 2);
-            trsm(ctx.r::<Tile<T>>(0), b)
+        trsm: Codelet::new("trsm").cpu(trsm_cpu),
+        syrk: Codelet::new("syrk").cpu(syrk_cpu),
+        gemm: Codelet::new("gemm").cpu(gemm_cpu),
+    };
+    // On CUDA workers, cuBLAS (potrf stays on the CPU, as in StarPU's example); an
+    // emulated GPU runs the CPU kernels on its copies.
+    #[cfg(feature = "cuda")]
+    let cl = Codelets {
+        trsm: cl.trsm.gpu(move |ctx| match ctx.cuda() {
+            Some(cu) => {
+                if ctx.try_arg::<Calibration>().is_some() {
+                    super::cuda::copy(ctx, cu, 1, 2);
+                }
+                super::cuda::trsm::<T>(ctx, cu, [0, 1])
+            }
+            None => trsm_cpu(ctx),
         }),
-        syrk: Codelet::new("syrk").cpu(|ctx| syrk(ctx.r::<Tile<T>>(0), ctx.rw::<Tile<T>>(1))),
-        gemm: Codelet::new("gemm").cpu(|ctx| {
-            gemm_nt(
-                ctx.r::<Tile<T>>(0),
-                ctx.r::<Tile<T>>(1),
-                ctx.rw::<Tile<T>>(2),
-            )
+        syrk: cl.syrk.gpu(move |ctx| match ctx.cuda() {
+            Some(cu) => super::cuda::syrk::<T>(ctx, cu, [0, 1]),
+            None => syrk_cpu(ctx),
         }),
-    }
+        gemm: cl.gemm.gpu(move |ctx| match ctx.cuda() {
+            Some(cu) => super::cuda::gemm::<T>(ctx, cu, [0, 1, 2], true, -1.0, 1.0),
+            None => gemm_cpu(ctx),
+        }),
+        ..cl
+    };
+    cl
 }
 
 /// Runs each of the four codelets (those named in `only`, if given) alone on every
@@ -115,12 +142,12 @@ pub(super) fn calibrate<T: AppScalar>(
     let b0 = TiledMatrix::<T>::spd_tile(n, nb, cfg.seed, 1, 0);
     let slots = 2 * rt.workers().len();
     let scratch: Vec<Handle<Tile<T>>> = (0..slots)
-        .map(|_| rt.register_replicated_bytes(b0.clone(), bytes))
+        .map(|_| rt.register_device_bytes(b0.clone(), bytes))
         .collect();
     let (a0, l, b0) = (
-        rt.register_replicated_bytes(a0, bytes),
-        rt.register_replicated_bytes(l, bytes),
-        rt.register_replicated_bytes(b0, bytes),
+        rt.register_device_bytes(a0, bytes),
+        rt.register_device_bytes(l, bytes),
+        rt.register_device_bytes(b0, bytes),
     );
     phase(rt, sink, "potrf", each * u32::from(wanted("potrf")), &|s| {
         Task::new(&cl.potrf).rw(&scratch[s]).r(&a0).arg(Calibration)
@@ -160,7 +187,7 @@ pub(super) fn run<T: AppScalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun,
     for j in 0..nt {
         for i in j..nt {
             let t = tiles.take(i, j).expect("random_spd fills the lower tiles");
-            h[i + j * nt] = Some(rt.register_replicated_bytes(t, tile_bytes::<T>(nb)));
+            h[i + j * nt] = Some(rt.register_device_bytes(t, tile_bytes::<T>(nb)));
         }
     }
     let at = |i: usize, j: usize| h[i + j * nt].as_ref().expect("lower tile");

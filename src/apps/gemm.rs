@@ -24,7 +24,7 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
     let nt = a.nt();
     let inputs = cfg.check.then(|| (a.clone(), b.clone()));
 
-    let cl = Codelet::new("gemm_nn").cpu(|ctx| {
+    let cpu = |ctx: &taskwatt_runtime::TaskCtx<'_>| {
         gemm_nn(
             T::ONE,
             ctx.r::<Tile<T>>(0),
@@ -32,13 +32,20 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
             T::ONE,
             ctx.rw::<Tile<T>>(2),
         )
+    };
+    let cl = Codelet::new("gemm_nn").cpu(cpu);
+    // On CUDA workers, cuBLAS; an emulated GPU runs the CPU kernel on its copies.
+    #[cfg(feature = "cuda")]
+    let cl = cl.gpu(move |ctx| match ctx.cuda() {
+        Some(cu) => super::cuda::gemm::<T>(ctx, cu, [0, 1, 2], false, 1.0, 1.0),
+        None => cpu(ctx),
     });
     let register = |mut m: TiledMatrix<T>| -> Vec<Handle<Tile<T>>> {
         let mut v = Vec::with_capacity(nt * nt);
         for j in 0..nt {
             for i in 0..nt {
                 let t = m.take(i, j).unwrap_or_else(|| Tile::zeros(nb));
-                v.push(rt.register_replicated_bytes(t, tile_bytes::<T>(nb)));
+                v.push(rt.register_device_bytes(t, tile_bytes::<T>(nb)));
             }
         }
         v

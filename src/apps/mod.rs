@@ -7,6 +7,8 @@
 
 mod calibrate;
 mod cholesky;
+#[cfg(feature = "cuda")]
+mod cuda;
 mod gemm;
 mod stencil;
 

@@ -134,6 +134,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 policy: Some(policy.clone()),
                 workers: a.app.workers,
                 gpus: a.app.gpus as usize,
+                gpu_backend: a.app.gpu_backend.into(),
                 perf_models: a.app.perf_models()?,
                 trace: trace.clone(),
                 meter: a.energy.meter,

@@ -169,6 +169,13 @@ fn show(
         return Ok(());
     }
     println!("performance models in {}", dir.display());
+    let cuda = dir.join("cuda");
+    if cuda.join("models.json").exists() {
+        println!(
+            "  runs with CUDA GPUs keep theirs apart: --dir {}",
+            cuda.display()
+        );
+    }
     if m.codelets.is_empty() {
         println!("  none yet: `taskwatt run` records them (unless --no-perfmodel)");
         return Ok(());

@@ -62,8 +62,9 @@ pub(crate) struct AppArgs {
     pub(crate) gpus: u32,
     /// The GPU backend: `emulated`, a device in main memory whose copies of the data are
     /// separate allocations and which runs the CPU kernels (to test scheduling, data
-    /// transfers and GPU energy attribution without a GPU; its timings are CPU timings).
-    /// The CUDA backend is not built yet.
+    /// transfers and GPU energy attribution without a GPU; its timings are CPU timings);
+    /// or `cuda`, NVIDIA GPUs 0..N through CUDA and cuBLAS (a build with `--features
+    /// cuda`; the driver and cuBLAS are loaded at run time).
     #[arg(long, value_enum, default_value_t = GpuBackend::Emulated)]
     pub(crate) gpu_backend: GpuBackend,
     /// Element type of the matrices: f64 or f32 (cholesky and gemm; stencil is f64 only).
@@ -76,6 +77,17 @@ pub(crate) struct AppArgs {
 pub(crate) enum GpuBackend {
     /// Emulated devices (see `RuntimeBuilder::emulated_gpus`).
     Emulated,
+    /// NVIDIA GPUs through CUDA (a build with `--features cuda`).
+    Cuda,
+}
+
+impl From<GpuBackend> for taskwatt::runtime::GpuBackend {
+    fn from(b: GpuBackend) -> Self {
+        match b {
+            GpuBackend::Emulated => taskwatt::runtime::GpuBackend::Emulated,
+            GpuBackend::Cuda => taskwatt::runtime::GpuBackend::Cuda,
+        }
+    }
 }
 
 impl AppArgs {
@@ -199,6 +211,8 @@ struct RunOutput<'a> {
     makespan_s: f64,
     policy: &'a str,
     workers: &'a [WorkerInfo],
+    /// What drives the GPU workers (`emulated` or `cuda`; emulated when there are none).
+    gpu_backend: taskwatt::runtime::GpuBackend,
     kernels: &'static str,
     stats: StatsJson,
     trace: TraceOut,
@@ -327,6 +341,7 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         policy: a.sched.clone(),
         workers: a.app.workers,
         gpus: a.app.gpus as usize,
+        gpu_backend: a.app.gpu_backend.into(),
         perf_models: a.app.perf_models()?,
         trace: trace_path.clone(),
         meter: a.energy.meter,
@@ -412,6 +427,7 @@ fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
         makespan_s: run.app.makespan.as_secs_f64(),
         policy: &run.policy,
         workers: &run.workers,
+        gpu_backend: a.app.gpu_backend.into(),
         kernels: taskwatt::kernels::backend(),
         type_calibration_auto: run.auto_calibration.as_ref(),
         stats: StatsJson {
@@ -488,8 +504,13 @@ fn print_table(o: &RunOutput<'_>) {
         format!("{} workers", o.workers.len())
     } else {
         format!(
-            "{} CPU workers + {gpus} emulated GPU(s) (CPU kernels on copies of the data)",
-            o.workers.len() - gpus
+            "{} CPU workers + {gpus} {}",
+            o.workers.len() - gpus,
+            match o.gpu_backend {
+                taskwatt::runtime::GpuBackend::Emulated =>
+                    "emulated GPU(s) (CPU kernels on copies of the data)",
+                taskwatt::runtime::GpuBackend::Cuda => "CUDA GPU(s)",
+            }
         )
     };
     println!(

@@ -12,8 +12,11 @@
 //! models learn from it), weighing its own duration as the mean of the estimates seen so
 //! far. `dmdas` keeps each queue sorted by priority (higher first, FIFO among equals).
 //!
-//! Not modelled yet: the time of the transfers a task needs on a worker's memory node
-//! (StarPU's β term); on CPU-only machines there are none.
+//! The copies a task needs on a worker's memory node ([`SchedTask::transfer_bytes`]) are
+//! counted at that worker's [`Bus`] (bandwidth and latency, measured once per machine),
+//! as StarPU's β term with β = 1: the worker makes them before the task, so they delay its
+//! end and are queued work like the task's own duration. Without a measured bus they
+//! count for nothing; on CPU-only machines there are none.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -28,6 +31,8 @@ pub struct Dmda<T> {
     name: &'static str,
     sorted: bool,
     workers: Vec<ArchMask>,
+    /// Each worker's memory node and bus.
+    nodes: Vec<(usize, Option<crate::Bus>)>,
     queues: Vec<CachePadded<Mutex<Queue<T>>>>,
     start: Instant,
     /// Mean of the expected durations seen, ns (for calibrating tasks), and their count.
@@ -61,6 +66,7 @@ impl<T: SchedTask> Dmda<T> {
             name,
             sorted,
             workers: workers.iter().map(|w| w.arch).collect(),
+            nodes: workers.iter().map(|w| (w.memory_node, w.bus)).collect(),
             queues: workers
                 .iter()
                 .map(|_| {
@@ -126,9 +132,24 @@ impl<T: SchedTask> Dmda<T> {
         } else {
             &calibrating
         };
+        // The copies each memory node needs, read once per node.
+        let mut by_node: Vec<(usize, (u32, u64))> = Vec::new();
+        let mut transfer = |w: usize| {
+            let (node, bus) = self.nodes[w];
+            let Some(bus) = bus else { return 0.0 };
+            let need = match by_node.iter().find(|(n, _)| *n == node) {
+                Some(&(_, need)) => need,
+                None => {
+                    let need = task.transfer_bytes(node);
+                    by_node.push((node, need));
+                    need
+                }
+            };
+            bus.time_ns(need.0, need.1)
+        };
         let mut best = (usize::MAX, f64::INFINITY, 0.0, None);
         for &(w, e) in pool {
-            let d = e.unwrap_or(fallback);
+            let d = e.unwrap_or(fallback) + transfer(w);
             let end = available(w) + d;
             if end < best.1 {
                 best = (w, end, d, e);
@@ -204,8 +225,16 @@ mod tests {
         prio: i32,
         cpu_ns: Option<f64>,
         gpu_ns: Option<f64>,
+        /// Bytes not valid on the GPU's node (one copy), none missing on the CPU's.
+        gpu_missing: u64,
     }
     impl SchedTask for T {
+        fn transfer_bytes(&self, node: usize) -> (u32, u64) {
+            match node {
+                1 if self.gpu_missing > 0 => (1, self.gpu_missing),
+                _ => (0, 0),
+            }
+        }
         fn priority(&self) -> i32 {
             self.prio
         }
@@ -224,7 +253,48 @@ mod tests {
             prio: 0,
             cpu_ns: Some(cpu),
             gpu_ns: Some(gpu),
+            gpu_missing: 0,
         }
+    }
+
+    #[test]
+    fn the_copies_a_task_needs_count_at_the_workers_bus() {
+        // 1 GB/s and 10 us per copy to the GPU: 4 MB to copy cost 4.01 ms there.
+        let bus = Some(crate::Bus {
+            bytes_per_s: 1_000_000_000,
+            latency_ns: 10_000,
+        });
+        let ws = vec![
+            WorkerDesc::new(0, 0, None).with_memory_node(0, bus),
+            WorkerDesc::new(1, 0, None)
+                .with_arch(ArchMask::GPU)
+                .with_memory_node(1, bus),
+        ];
+        let p = Dmda::<T>::new(&ws);
+        let (mut l0, mut l1) = (p.local(0), p.local(1));
+        // 3 ms on the CPU, 1 ms on the GPU: the GPU wins without copies, not with them.
+        let task = |id, missing| T {
+            gpu_missing: missing,
+            ..t(id, 3e6, 1e6)
+        };
+        p.push(task(0, 4_000_000), Origin::External);
+        assert_eq!(p.pop(0, &mut l0).map(|t| t.id), Some(0));
+        p.done(0, &mut l0);
+        p.push(task(1, 1_000_000), Origin::External);
+        assert_eq!(
+            p.pop(1, &mut l1).map(|t| t.id),
+            Some(1),
+            "1.01 ms + 1 ms < 3 ms"
+        );
+        // Without a measured bus, copies count for nothing.
+        let p = Dmda::<T>::new(&[
+            WorkerDesc::new(0, 0, None),
+            WorkerDesc::new(1, 0, None)
+                .with_arch(ArchMask::GPU)
+                .with_memory_node(1, None),
+        ]);
+        p.push(task(2, 4_000_000), Origin::External);
+        assert_eq!(p.pop(1, &mut p.local(1)).map(|t| t.id), Some(2));
     }
 
     #[test]
@@ -268,6 +338,7 @@ mod tests {
                     prio,
                     cpu_ns: None,
                     gpu_ns: None,
+                    gpu_missing: 0,
                 },
                 Origin::External,
             );
