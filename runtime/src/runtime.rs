@@ -41,8 +41,8 @@ use taskwatt_scheduler::{
     create_policy, policy_from_env, ArchMask, Local, Origin, Policy, WorkerDesc, DEFAULT_POLICY,
 };
 use taskwatt_traces::{
-    Arch, Chunk, Clock, CodeletInfo, ExecutionObserver, RunMeta, TaskChunk, TaskId, Timestamp,
-    TraceSink, Transfer, WorkerId, WorkerInfo,
+    AccessMode, Arch, Chunk, Clock, CodeletInfo, ExecutionObserver, RunMeta, TaskAccess, TaskChunk,
+    TaskId, Timestamp, TraceSink, Transfer, WorkerId, WorkerInfo,
 };
 
 use crate::codelet::CodeletInner;
@@ -101,6 +101,9 @@ pub(crate) struct PerfState {
 
 /// Transfers sent to the trace in one chunk.
 const TRANSFERS_PER_CHUNK: usize = 512;
+
+/// Task accesses sent to the trace in one chunk.
+const ACCESSES_PER_CHUNK: usize = 8192;
 
 /// The most workers a runtime starts (StarPU's `STARPU_NMAXWORKERS` is 80 by default):
 /// more is refused by [`RuntimeBuilder::build`], not attempted.
@@ -510,6 +513,7 @@ impl RuntimeBuilder {
             transfers: AtomicU64::new(0),
             transferred_bytes: AtomicU64::new(0),
             transfer_log: Mutex::new(Vec::new()),
+            access_log: Mutex::new(Vec::new()),
             predictions,
             perf,
             policy_name,
@@ -805,6 +809,8 @@ pub(crate) struct Shared {
     transferred_bytes: AtomicU64,
     /// Transfers not yet sent to the trace.
     transfer_log: Mutex<Vec<Transfer>>,
+    /// Task accesses not yet sent to the trace.
+    access_log: Mutex<Vec<TaskAccess>>,
     /// Performance models: those loaded, and what each worker measured.
     pub(crate) perf: Option<PerfState>,
     /// The policy reads expected durations, and performance models were loaded: each
@@ -1034,11 +1040,41 @@ impl Shared {
         }
     }
 
-    /// Sends the transfers not yet in the trace.
+    /// Sends the transfers and accesses not yet in the trace.
     pub(crate) fn flush_transfers(&self) {
         let mut log = self.transfer_log.lock();
         if !log.is_empty() {
             self.sink.send(Chunk::Transfers(std::mem::take(&mut *log)));
+        }
+        drop(log);
+        let mut log = self.access_log.lock();
+        if !log.is_empty() {
+            self.sink.send(Chunk::Accesses(std::mem::take(&mut *log)));
+        }
+    }
+
+    /// Notes task `task`'s data accesses for the trace (sent in chunks of
+    /// `ACCESSES_PER_CHUNK`, and by the flusher).
+    fn note_accesses(&self, task: TaskId, accesses: &crate::task::Accesses) {
+        let mut log = self.access_log.lock();
+        for (core, mode) in accesses.iter() {
+            log.push(TaskAccess {
+                task,
+                handle: core.id,
+                mode: match mode {
+                    Access::R => AccessMode::R,
+                    Access::W => AccessMode::W,
+                    Access::RW => AccessMode::RW,
+                    Access::Commute => AccessMode::Commute,
+                    Access::Redux => AccessMode::Redux,
+                },
+                bytes: core.bytes,
+            });
+        }
+        if log.len() >= ACCESSES_PER_CHUNK {
+            let full = std::mem::replace(&mut *log, Vec::with_capacity(ACCESSES_PER_CHUNK));
+            drop(log);
+            self.sink.send(Chunk::Accesses(full));
         }
     }
 
@@ -1094,9 +1130,7 @@ impl Shared {
     /// Sends the trace buffers whose oldest record ended `age` ago or earlier; a buffer
     /// its worker is writing to is left for the next look.
     fn flush_stale_traces(&self, age: Duration) {
-        if self.devices {
-            self.flush_transfers();
-        }
+        self.flush_transfers();
         let now = Clock::now().as_ns();
         for slot in &self.trace_bufs {
             if let Some(mut buf) = slot.try_lock() {
@@ -1484,6 +1518,9 @@ impl Runtime {
         }
         for (pred, _) in &task.after {
             waits |= pred.add_successor(&node, &mut preds);
+        }
+        if sh.sink.is_enabled() && accesses.len() > 0 {
+            sh.note_accesses(id, &accesses);
         }
         // SAFETY: the guard is still held (released just below), so nobody can take the
         // body yet; the release on `pending` publishes it to the thread that will.

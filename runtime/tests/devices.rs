@@ -237,3 +237,40 @@ fn the_bus_is_measured_once_and_kept_beside_the_models() {
     let bus = |i: usize| d[i].bus.map(|b| (b.bytes_per_s, b.latency_ns));
     assert_eq!((bus(0), bus(1)), (Some((13, 17)), Some((7, 11))));
 }
+
+#[test]
+fn every_task_s_accesses_are_in_the_trace_in_declaration_order() {
+    use taskwatt_traces::{AccessMode, TraceSink};
+    let (sink, memory) = TraceSink::memory();
+    let rt = Runtime::builder()
+        .workers(2)
+        .emulated_gpus(1)
+        .trace(sink)
+        .build()
+        .unwrap();
+    let cl = Codelet::new("k").cpu(|ctx| {
+        let _ = ctx.r::<Vec<u8>>(0);
+    });
+    let (a, b) = (rt.register_device(vec![0u8; 10]), rt.register(5u64));
+    let t1 = rt.submit(Task::new(&cl).r(&a).rw(&b)).unwrap().id();
+    let t2 = rt.submit(Task::new(&cl).r(&a).w(&b)).unwrap().id();
+    rt.wait_all().unwrap();
+    let (ida, idb) = (a.id(), b.id());
+    drop((a, b));
+    drop(rt);
+    let trace = memory.into_trace().unwrap();
+    let got: Vec<_> = trace
+        .accesses
+        .iter()
+        .map(|x| (x.task, x.handle, x.mode, x.bytes))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (t1, ida, AccessMode::R, 10),
+            (t1, idb, AccessMode::RW, 8),
+            (t2, ida, AccessMode::R, 10),
+            (t2, idb, AccessMode::W, 8),
+        ]
+    );
+}

@@ -46,32 +46,62 @@ pub(crate) fn transfers_path(out: &Path) -> PathBuf {
     out.with_file_name(format!("{stem}.transfers.csv"))
 }
 
-/// Keeps the transfers file if it has rows, and says what was written.
-fn wrote_csv(
-    a: &ExportArgs,
-    sp: &Path,
-    tasks: u64,
-    samples: u64,
-    tout: taskwatt::traces::AtomicFile,
-    tp: &Path,
-    transfers: u64,
-) -> CliResult {
-    if transfers > 0 {
-        tout.commit()?;
-        eprintln!(
-            "wrote {} ({tasks} tasks), {} ({samples} energy readings) and {} ({transfers} copies between memory nodes)",
-            a.output.display(),
-            sp.display(),
-            tp.display()
-        );
-    } else {
-        eprintln!(
-            "wrote {} ({tasks} tasks) and {} ({samples} energy readings)",
-            a.output.display(),
-            sp.display()
-        );
+/// `t.csv` -> `t.accesses.csv`: the tasks' data accesses (format 1.3 traces).
+pub(crate) fn accesses_path(out: &Path) -> PathBuf {
+    let stem = out
+        .file_stem()
+        .map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned());
+    out.with_file_name(format!("{stem}.accesses.csv"))
+}
+
+/// An extra CSV file: kept only if it has rows.
+struct Extra {
+    file: taskwatt::traces::AtomicFile,
+    path: PathBuf,
+    rows: u64,
+    what: &'static str,
+}
+
+/// Keeps the extra files that have rows, and says what was written.
+fn wrote_csv(a: &ExportArgs, sp: &Path, tasks: u64, samples: u64, extras: Vec<Extra>) -> CliResult {
+    let mut parts = vec![
+        format!("{} ({tasks} tasks)", a.output.display()),
+        format!("{} ({samples} energy readings)", sp.display()),
+    ];
+    for e in extras {
+        if e.rows > 0 {
+            e.file.commit()?;
+            parts.push(format!("{} ({} {})", e.path.display(), e.rows, e.what));
+        }
     }
+    let last = parts.pop().expect("two parts at least");
+    eprintln!("wrote {} and {last}", parts.join(", "));
     Ok(())
+}
+
+/// The transfers and accesses files, as extras.
+fn extras(
+    tout: AtomicFile,
+    tp: PathBuf,
+    transfers: u64,
+    aout: AtomicFile,
+    ap: PathBuf,
+    accesses: u64,
+) -> Vec<Extra> {
+    vec![
+        Extra {
+            file: tout,
+            path: tp,
+            rows: transfers,
+            what: "copies between memory nodes",
+        },
+        Extra {
+            file: aout,
+            path: ap,
+            rows: accesses,
+            what: "data accesses",
+        },
+    ]
 }
 
 /// `t.csv` -> `t.samples.csv`.
@@ -95,6 +125,7 @@ pub(crate) fn export(a: ExportArgs) -> CliResult {
     if matches!(a.format, Format::Csv) {
         refuse_output_over_input(&samples_path(&a.output), &[&a.file])?;
         refuse_output_over_input(&transfers_path(&a.output), &[&a.file])?;
+        refuse_output_over_input(&accesses_path(&a.output), &[&a.file])?;
     }
     if a.recover {
         let r = recover_trace(&a.file)?;
@@ -158,9 +189,12 @@ fn export_trace(a: &ExportArgs, trace: &Trace) -> CliResult {
             let tp = transfers_path(&a.output);
             let mut tout = create(&tp)?;
             let transfers = taskwatt::traces::write_csv_transfers(trace, &mut tout)?;
+            let ap = accesses_path(&a.output);
+            let mut aout = create(&ap)?;
+            let accesses = taskwatt::traces::write_csv_accesses(trace, &mut aout)?;
             out.commit()?;
             sout.commit()?;
-            wrote_csv(a, &sp, tasks, samples, tout, &tp, transfers)?;
+            wrote_csv(a, &sp, tasks, samples, extras(tout, tp, transfers, aout, ap, accesses))?;
         }
     }
     Ok(())
@@ -209,9 +243,12 @@ fn export_streaming(a: &ExportArgs) -> CliResult {
             let tp = transfers_path(&a.output);
             let mut tout = create(&tp)?;
             let transfers = taskwatt::traces::export_csv_transfers(&a.file, &mut tout)?;
+            let ap = accesses_path(&a.output);
+            let mut aout = create(&ap)?;
+            let accesses = taskwatt::traces::export_csv_accesses(&a.file, &mut aout)?;
             out.commit()?;
             sout.commit()?;
-            wrote_csv(a, &sp, tasks, samples, tout, &tp, transfers)?;
+            wrote_csv(a, &sp, tasks, samples, extras(tout, tp, transfers, aout, ap, accesses))?;
         }
     }
     Ok(())

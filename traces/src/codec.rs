@@ -149,6 +149,56 @@ impl<'a> Decoder<'a> {
 }
 
 // ---------------------------------------------------------------------------------------
+// Accesses
+// ---------------------------------------------------------------------------------------
+
+/// Smallest encoding of one access: four one-byte fields.
+const MIN_ACCESS_BYTES: usize = 4;
+
+/// Appends an Accesses payload: `count:uvar`, then per access `task:delta handle:uvar
+/// mode:u8 bytes:uvar` (the task as a zigzag delta from the previous access's, so that a
+/// task's accesses after the first cost one byte for it).
+pub(crate) fn encode_accesses(accesses: &[crate::TaskAccess], out: &mut Vec<u8>) {
+    out.reserve(accesses.len() * 8 + 4);
+    put_uvar(out, accesses.len() as u64);
+    let mut prev = 0u64;
+    for a in accesses {
+        put_delta(out, a.task, prev);
+        put_uvar(out, a.handle);
+        out.push(a.mode.index());
+        put_uvar(out, a.bytes);
+        prev = a.task;
+    }
+}
+
+/// Decodes an Accesses payload.
+pub(crate) fn decode_accesses(payload: &[u8]) -> Result<Vec<crate::TaskAccess>, DecodeError> {
+    let mut d = Decoder::new(payload);
+    let n = d.uvar("access count")?;
+    let mut out = Vec::with_capacity((d.remaining() / MIN_ACCESS_BYTES).min(n as usize));
+    let mut prev = 0u64;
+    for _ in 0..n {
+        let task = d.delta(prev, "task")?;
+        let handle = d.uvar("handle")?;
+        let pos = d.pos;
+        let m = d.byte("mode")?;
+        let mode = *crate::AccessMode::ALL
+            .get(usize::from(m))
+            .ok_or_else(|| d.err(pos, format!("field `mode` = {m}: not an access mode (0-4)")))?;
+        let bytes = d.uvar("bytes")?;
+        out.push(crate::TaskAccess {
+            task,
+            handle,
+            mode,
+            bytes,
+        });
+        prev = task;
+    }
+    d.finish("access")?;
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------
 // Tasks
 // ---------------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ use crate::codec::{self, DecodeError};
 use crate::{Chunk, DomainInfo, FormatVersion, MeterInfo, TaskChunk};
 
 /// The format version this build writes, and the newest it reads.
-pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 2 };
+pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 3 };
 
 /// First 8 bytes of every trace file.
 pub(crate) const FILE_MAGIC: [u8; 8] = *b"TWTRACE\0";
@@ -49,6 +49,7 @@ pub(crate) enum ChunkKind {
     Markers = 7,
     End = 8,
     Transfers = 9,
+    Accesses = 10,
 }
 
 impl ChunkKind {
@@ -64,6 +65,7 @@ impl ChunkKind {
             Chunk::Markers(_) => ChunkKind::Markers,
             Chunk::End(_) => ChunkKind::End,
             Chunk::Transfers(_) => ChunkKind::Transfers,
+            Chunk::Accesses(_) => ChunkKind::Accesses,
         }
     }
 
@@ -79,6 +81,7 @@ impl ChunkKind {
             7 => ChunkKind::Markers,
             8 => ChunkKind::End,
             9 => ChunkKind::Transfers,
+            10 => ChunkKind::Accesses,
             _ => return None,
         })
     }
@@ -95,13 +98,14 @@ impl ChunkKind {
             ChunkKind::Markers => "Markers",
             ChunkKind::End => "End",
             ChunkKind::Transfers => "Transfers",
+            ChunkKind::Accesses => "Accesses",
         }
     }
 
     /// The codec format 1.0 uses for this kind.
     pub(crate) fn codec(self) -> u8 {
         match self {
-            ChunkKind::Tasks | ChunkKind::Samples => CODEC_BINARY,
+            ChunkKind::Tasks | ChunkKind::Samples | ChunkKind::Accesses => CODEC_BINARY,
             _ => CODEC_JSON,
         }
     }
@@ -207,6 +211,10 @@ pub(crate) fn encode_chunk(chunk: &Chunk, out: &mut Vec<u8>) -> Result<(), Strin
         Chunk::Truth(t) => put_json::<_, crate::GroundTruth>(out, t, kind),
         Chunk::Markers(m) => put_json::<_, Vec<crate::Marker>>(out, m, kind),
         Chunk::Transfers(t) => put_json::<_, Vec<crate::Transfer>>(out, t, kind),
+        Chunk::Accesses(a) => {
+            codec::encode_accesses(a, out);
+            Ok(())
+        }
         Chunk::End(e) => put_json::<_, crate::RunEnd>(out, e, kind),
     };
     if let Err(e) = res {
@@ -268,6 +276,12 @@ pub(crate) fn decode_payload(kind: ChunkKind, payload: &[u8]) -> Result<Chunk, D
         ChunkKind::Truth => Chunk::Truth(json(payload, kind)?),
         ChunkKind::Markers => Chunk::Markers(json(payload, kind)?),
         ChunkKind::Transfers => Chunk::Transfers(json(payload, kind)?),
+        ChunkKind::Accesses => {
+            Chunk::Accesses(codec::decode_accesses(payload).map_err(|e| DecodeError {
+                reason: format!("in the Accesses chunk: {}", e.reason),
+                ..e
+            })?)
+        }
         ChunkKind::End => Chunk::End(json(payload, kind)?),
     })
 }
@@ -382,6 +396,7 @@ mod tests {
             (ChunkKind::Markers, 7, 1),
             (ChunkKind::End, 8, 1),
             (ChunkKind::Transfers, 9, 1),
+            (ChunkKind::Accesses, 10, 0),
         ];
         for (k, n, codec) in want {
             assert_eq!(k as u8, n);
@@ -389,7 +404,7 @@ mod tests {
             assert_eq!(k.codec(), codec);
         }
         assert_eq!(ChunkKind::from_u8(0), None);
-        assert_eq!(ChunkKind::from_u8(10), None);
+        assert_eq!(ChunkKind::from_u8(11), None);
     }
 
     proptest! {

@@ -72,9 +72,10 @@ pub use atomic::{refuse_output_over_input, same_file, write_atomic, AtomicFile, 
 pub use clock::{Clock, Timestamp, CLOCK_ENV};
 pub use error::{FormatVersion, TraceError};
 pub use export::{
-    export_chrome, export_chrome_with, export_csv_samples, export_csv_tasks, export_csv_transfers,
-    export_dot, export_paje, write_chrome, write_chrome_with, write_csv_samples, write_csv_tasks,
-    write_csv_transfers, write_dot, write_paje, TaskEnergy,
+    export_chrome, export_chrome_with, export_csv_accesses, export_csv_samples, export_csv_tasks,
+    export_csv_transfers, export_dot, export_paje, write_chrome, write_chrome_with,
+    write_csv_accesses, write_csv_samples, write_csv_tasks, write_csv_transfers, write_dot,
+    write_paje, TaskEnergy,
 };
 pub use format::FORMAT_VERSION;
 pub use import::{import_csv, import_starpu, ImportOptions, StarpuImport, StarpuSkipped, TimeUnit};

@@ -436,6 +436,63 @@ pub struct Transfer {
     pub end: Timestamp,
 }
 
+/// How a task accessed a data handle (the runtime's access modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AccessMode {
+    /// Read.
+    R,
+    /// Written without being read.
+    W,
+    /// Read and written.
+    RW,
+    /// Read and written, in any order with the other COMMUTE accesses of its group.
+    Commute,
+    /// A contribution to a reduction.
+    Redux,
+}
+
+impl AccessMode {
+    /// Every mode, by its stored index.
+    pub const ALL: [AccessMode; 5] = [
+        AccessMode::R,
+        AccessMode::W,
+        AccessMode::RW,
+        AccessMode::Commute,
+        AccessMode::Redux,
+    ];
+
+    /// The mode's name, as StarPU writes it (`R`, `W`, `RW`, `COMMUTE`, `REDUX`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AccessMode::R => "R",
+            AccessMode::W => "W",
+            AccessMode::RW => "RW",
+            AccessMode::Commute => "COMMUTE",
+            AccessMode::Redux => "REDUX",
+        }
+    }
+
+    /// Its index in [`AccessMode::ALL`] (what the trace stores).
+    pub fn index(self) -> u8 {
+        self as u8
+    }
+}
+
+/// One data access of a task (format 1.3): the handle, the mode, and the bytes it counts
+/// for (the handle's registered size). A task has one per handle it declared, in the
+/// order it declared them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskAccess {
+    /// The task.
+    pub task: TaskId,
+    /// The handle (its id, unique in the process).
+    pub handle: u64,
+    /// How it was accessed.
+    pub mode: AccessMode,
+    /// The handle's registered size.
+    pub bytes: u64,
+}
+
 /// The powers a simulated meter was configured with: the truth the attribution should find.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GroundTruth {
@@ -538,6 +595,8 @@ pub enum Chunk {
     Markers(Vec<Marker>),
     /// Copies of data between memory nodes (format 1.2).
     Transfers(Vec<Transfer>),
+    /// The data accesses of tasks (format 1.3).
+    Accesses(Vec<TaskAccess>),
     /// The end of the run.
     End(RunEnd),
 }

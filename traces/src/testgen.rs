@@ -287,6 +287,20 @@ pub(crate) fn transfers() -> impl Strategy<Value = Vec<crate::Transfer>> {
     )
 }
 
+pub(crate) fn accesses() -> impl Strategy<Value = Vec<crate::TaskAccess>> {
+    vec(
+        (edge_u64(), edge_u64(), 0usize..5, edge_u64()).prop_map(|(task, handle, m, bytes)| {
+            crate::TaskAccess {
+                task,
+                handle,
+                mode: crate::AccessMode::ALL[m],
+                bytes,
+            }
+        }),
+        0..8,
+    )
+}
+
 pub(crate) fn run_end() -> impl Strategy<Value = RunEnd> {
     let outcome = prop_oneof![
         Just(RunOutcome::Complete),
@@ -327,6 +341,7 @@ pub(crate) fn chunk() -> impl Strategy<Value = Chunk> {
         markers().prop_map(Chunk::Markers),
         run_end().prop_map(Chunk::End),
         transfers().prop_map(Chunk::Transfers),
+        accesses().prop_map(Chunk::Accesses),
     ]
 }
 

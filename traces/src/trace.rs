@@ -43,6 +43,9 @@ pub struct Trace {
     /// Copies of data between memory nodes, in trace order (format 1.2; none on CPU-only
     /// runs).
     pub transfers: Vec<Transfer>,
+    /// The tasks' data accesses, in trace order (format 1.3): each task's in the order it
+    /// declared them.
+    pub accesses: Vec<crate::TaskAccess>,
     /// The End chunk; `None` for a run that was cut short.
     pub end: Option<RunEnd>,
 }
@@ -147,6 +150,7 @@ impl Trace {
             Chunk::Truth(t) => self.truth = Some(t),
             Chunk::Markers(m) => self.markers.extend(m),
             Chunk::Transfers(t) => self.transfers.extend(t),
+            Chunk::Accesses(a) => self.accesses.extend(a),
             Chunk::End(e) => self.end = Some(e),
         }
     }
@@ -237,6 +241,9 @@ impl Trace {
         }
         if !self.markers.is_empty() {
             sink.send(Chunk::Markers(self.markers.clone()));
+        }
+        for a in self.accesses.chunks(SAMPLES_PER_CHUNK) {
+            sink.send(Chunk::Accesses(a.to_vec()));
         }
         for t in self.transfers.chunks(SAMPLES_PER_CHUNK) {
             sink.send(Chunk::Transfers(t.to_vec()));

@@ -23,8 +23,8 @@ mod paje;
 
 pub use chrome::{export_chrome, export_chrome_with, write_chrome, write_chrome_with, TaskEnergy};
 pub use csv::{
-    export_csv_samples, export_csv_tasks, export_csv_transfers, write_csv_samples, write_csv_tasks,
-    write_csv_transfers,
+    export_csv_accesses, export_csv_samples, export_csv_tasks, export_csv_transfers,
+    write_csv_accesses, write_csv_samples, write_csv_tasks, write_csv_transfers,
 };
 pub use dot::{export_dot, write_dot};
 pub use paje::{export_paje, write_paje};
