@@ -252,6 +252,7 @@ pub fn measured_run<P>(
     // 2.
     let mut b = builder(Runtime::builder())
         .trace(sink.clone())
+        .trace_accesses(true)
         .app(opts.app.name())
         .param("n", opts.config.n)
         .param("tile", opts.config.tile)

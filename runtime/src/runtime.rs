@@ -88,6 +88,8 @@ pub struct RuntimeBuilder {
     gpu_backend: GpuBackend,
     /// Where to keep performance models (none: not recorded).
     perf_models: Option<std::path::PathBuf>,
+    /// Whether tasks' data accesses go to the trace.
+    trace_accesses: bool,
 }
 
 /// The performance models of a runtime that records them.
@@ -133,6 +135,7 @@ impl Default for RuntimeBuilder {
             gpus: 0,
             gpu_backend: GpuBackend::Emulated,
             perf_models: None,
+            trace_accesses: false,
         }
     }
 }
@@ -258,6 +261,16 @@ impl RuntimeBuilder {
             spin,
             yield_: then_yield,
         });
+        self
+    }
+
+    /// Also writes each task's data accesses (handle, mode, bytes) to the trace (format
+    /// 1.3 Accesses chunks): what a replay of the graph needs. Off by default: with a
+    /// trace, it costs the submitting thread a lock and a copy per task, and the trace
+    /// writer their encoding (traced empty tasks 15 to 37 % slower on 2 cores,
+    /// BENCHMARKS.md); `taskwatt run` turns it on.
+    pub fn trace_accesses(mut self, on: bool) -> Self {
+        self.trace_accesses = on;
         self
     }
 
@@ -483,6 +496,7 @@ impl RuntimeBuilder {
             Vec::new()
         };
         crate::panics::install_quiet_hook();
+        let trace_accesses = self.trace_accesses && self.sink.is_enabled();
         let shared = Arc::new(Shared {
             policy,
             // A woken worker must be able to take what was pushed: with several
@@ -514,6 +528,7 @@ impl RuntimeBuilder {
             transferred_bytes: AtomicU64::new(0),
             transfer_log: Mutex::new(Vec::new()),
             access_log: Mutex::new(Vec::new()),
+            trace_accesses,
             predictions,
             perf,
             policy_name,
@@ -811,6 +826,8 @@ pub(crate) struct Shared {
     transfer_log: Mutex<Vec<Transfer>>,
     /// Task accesses not yet sent to the trace.
     access_log: Mutex<Vec<TaskAccess>>,
+    /// Tasks' accesses go to the trace (asked for, and a trace is written).
+    trace_accesses: bool,
     /// Performance models: those loaded, and what each worker measured.
     pub(crate) perf: Option<PerfState>,
     /// The policy reads expected durations, and performance models were loaded: each
@@ -1519,7 +1536,7 @@ impl Runtime {
         for (pred, _) in &task.after {
             waits |= pred.add_successor(&node, &mut preds);
         }
-        if sh.sink.is_enabled() && accesses.len() > 0 {
+        if sh.trace_accesses && accesses.len() > 0 {
             sh.note_accesses(id, &accesses);
         }
         // SAFETY: the guard is still held (released just below), so nobody can take the

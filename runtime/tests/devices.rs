@@ -241,16 +241,26 @@ fn the_bus_is_measured_once_and_kept_beside_the_models() {
 #[test]
 fn every_task_s_accesses_are_in_the_trace_in_declaration_order() {
     use taskwatt_traces::{AccessMode, TraceSink};
+    let cl = Codelet::new("k").cpu(|ctx| {
+        let _ = ctx.r::<Vec<u8>>(0);
+    });
+    // Off by default.
+    let (sink, memory) = TraceSink::memory();
+    let rt = Runtime::builder().workers(1).trace(sink).build().unwrap();
+    let a = rt.register_device(vec![0u8; 10]);
+    rt.submit(Task::new(&cl).r(&a)).unwrap();
+    rt.wait_all().unwrap();
+    drop((a, rt));
+    assert!(memory.into_trace().unwrap().accesses.is_empty());
+
     let (sink, memory) = TraceSink::memory();
     let rt = Runtime::builder()
         .workers(2)
         .emulated_gpus(1)
         .trace(sink)
+        .trace_accesses(true)
         .build()
         .unwrap();
-    let cl = Codelet::new("k").cpu(|ctx| {
-        let _ = ctx.r::<Vec<u8>>(0);
-    });
     let (a, b) = (rt.register_device(vec![0u8; 10]), rt.register(5u64));
     let t1 = rt.submit(Task::new(&cl).r(&a).rw(&b)).unwrap().id();
     let t2 = rt.submit(Task::new(&cl).r(&a).w(&b)).unwrap().id();

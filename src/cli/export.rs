@@ -194,7 +194,13 @@ fn export_trace(a: &ExportArgs, trace: &Trace) -> CliResult {
             let accesses = taskwatt::traces::write_csv_accesses(trace, &mut aout)?;
             out.commit()?;
             sout.commit()?;
-            wrote_csv(a, &sp, tasks, samples, extras(tout, tp, transfers, aout, ap, accesses))?;
+            wrote_csv(
+                a,
+                &sp,
+                tasks,
+                samples,
+                extras(tout, tp, transfers, aout, ap, accesses),
+            )?;
         }
     }
     Ok(())
@@ -248,7 +254,13 @@ fn export_streaming(a: &ExportArgs) -> CliResult {
             let accesses = taskwatt::traces::export_csv_accesses(&a.file, &mut aout)?;
             out.commit()?;
             sout.commit()?;
-            wrote_csv(a, &sp, tasks, samples, extras(tout, tp, transfers, aout, ap, accesses))?;
+            wrote_csv(
+                a,
+                &sp,
+                tasks,
+                samples,
+                extras(tout, tp, transfers, aout, ap, accesses),
+            )?;
         }
     }
     Ok(())
