@@ -397,6 +397,10 @@ pub fn format_statuses(statuses: &[BackendStatus]) -> String {
             };
             let sensor = match d.sensor {
                 SensorKind::EnergyCounter => "energy counter".to_owned(),
+                SensorKind::SampledCounter { sampled_ns } => format!(
+                    "energy counter that sees the last {} ms of each update",
+                    sampled_ns as f64 / 1e6
+                ),
                 SensorKind::IntegratedPower { window_ns } => {
                     format!(
                         "power averaged over {} ms, integrated",

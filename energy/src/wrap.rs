@@ -156,7 +156,8 @@ impl Accumulator {
     /// The accumulator for `spec`.
     pub fn for_domain(spec: &DomainSpec) -> Accumulator {
         match spec.sensor {
-            taskwatt_traces::SensorKind::EnergyCounter => Accumulator::Counter {
+            taskwatt_traces::SensorKind::EnergyCounter
+            | taskwatt_traces::SensorKind::SampledCounter { .. } => Accumulator::Counter {
                 unwrapper: CounterUnwrapper::new(spec.wrap_range_raw),
                 joules_per_unit: spec.joules_per_unit,
             },

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use taskwatt::energy::attribution::{
-    attribute_trace, render_report, Attribution, AttributionOptions, KeyKind, RenderOptions, Solver,
+    attribute_trace, render_report, Attribution, AttributionOptions, KeyKind, RenderOptions,
+    SensorModel, Solver,
 };
 use taskwatt::plots;
 use taskwatt::traces::{read_trace, RunOutcome, Trace};
@@ -31,6 +32,20 @@ pub(crate) struct AttributionArgs {
           default_value_t = taskwatt::energy::attribution::DEFAULT_PRECISION_PCT,
           value_parser = parse_precision)]
     pub(crate) measured_within: f64,
+    /// How tasks reach a domain's readings: `aware` (default) through the domain's
+    /// sensor (a counter, a counter that samples part of the time, a power reading
+    /// averaged over a window); `clip` treats every domain as an ideal counter, each task
+    /// clipped to its intervals (the seed paper's model), to compare.
+    #[arg(long, default_value = "aware", value_parser = parse_sensor_model)]
+    pub(crate) sensor_model: SensorModel,
+}
+
+fn parse_sensor_model(s: &str) -> Result<SensorModel, String> {
+    match s {
+        "aware" => Ok(SensorModel::Aware),
+        "clip" => Ok(SensorModel::Clip),
+        _ => Err(format!("unknown sensor model `{s}`: use aware or clip")),
+    }
 }
 
 fn parse_precision(s: &str) -> Result<f64, String> {
@@ -67,6 +82,7 @@ impl AttributionArgs {
             key: self.key,
             solver: self.solver,
             precision_pct: self.measured_within,
+            sensor_model: self.sensor_model,
             ..AttributionOptions::default()
         };
         if self.weight_by_duration {

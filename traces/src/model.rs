@@ -345,6 +345,24 @@ pub enum SensorKind {
         /// The sensor's averaging window, in ns.
         window_ns: u64,
     },
+    /// A cumulative energy counter that sees only part of the time (format 1.3): at each
+    /// update it adds the whole update interval's worth of the average power over its last
+    /// `sampled_ns` (NVML's energy counter on A100 and H100 samples about a quarter of the
+    /// time).
+    SampledCounter {
+        /// The part of each update interval the sensor sees (its last `sampled_ns`), ns.
+        sampled_ns: u64,
+    },
+}
+
+impl SensorKind {
+    /// Whether the sensor reports a cumulative counter (ideal or sampled).
+    pub fn is_counter(self) -> bool {
+        matches!(
+            self,
+            SensorKind::EnergyCounter | SensorKind::SampledCounter { .. }
+        )
+    }
 }
 
 /// A meter backend instance.

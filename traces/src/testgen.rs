@@ -200,6 +200,7 @@ pub(crate) fn meters() -> impl Strategy<Value = (Vec<MeterInfo>, Vec<DomainInfo>
     let sensor = prop_oneof![
         Just(SensorKind::EnergyCounter),
         edge_u64().prop_map(|window_ns| SensorKind::IntegratedPower { window_ns }),
+        edge_u64().prop_map(|sampled_ns| SensorKind::SampledCounter { sampled_ns }),
     ];
     let dom = (
         (any::<u16>(), any::<u16>(), domain(), name(), name()),

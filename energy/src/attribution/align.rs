@@ -28,7 +28,7 @@
 //! are left as they are.
 
 use serde::{Deserialize, Serialize};
-use taskwatt_traces::{DomainInfo, SensorKind};
+use taskwatt_traces::DomainInfo;
 
 /// Phase bins over one update interval.
 const BINS: usize = 256;
@@ -154,7 +154,7 @@ impl Alignment {
 /// `None` when the sensor has no known update interval or is not a counter.
 pub(crate) fn align(info: &DomainInfo, samples: &mut Vec<(u64, f64)>) -> Option<Alignment> {
     let u = info.update_interval_ns.filter(|&u| u > 0)?;
-    if info.sensor != SensorKind::EnergyCounter || samples.len() < 2 {
+    if !info.sensor.is_counter() || samples.len() < 2 {
         return None;
     }
     if at_ticks(samples, u) {
@@ -336,6 +336,7 @@ fn estimate_phase(samples: &[(u64, f64)], u: u64) -> PhaseEstimate {
 mod tests {
     use super::*;
     use taskwatt_traces::Domain;
+    use taskwatt_traces::SensorKind;
 
     fn info(u: Option<u64>) -> DomainInfo {
         DomainInfo {

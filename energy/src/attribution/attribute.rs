@@ -30,7 +30,13 @@ pub fn attribute<B: Borrow<TaskRecord>>(
     tasks: impl IntoIterator<Item = B>,
     opts: &AttributionOptions,
 ) -> Result<Attribution, AttributionError> {
-    let systems = TraceSystems::build_with(parts, tasks, opts.key, opts.align_to_meter)?;
+    let systems = TraceSystems::build_with(
+        parts,
+        tasks,
+        opts.key,
+        opts.align_to_meter,
+        opts.sensor_model,
+    )?;
     attribute_systems(parts, systems, opts)
 }
 

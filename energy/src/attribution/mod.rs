@@ -62,7 +62,7 @@ pub use report::{
     TypeReport,
 };
 pub use solve::{
-    AttributionOptions, DomainFit, Estimate, Flag, RowWeights, Solver, DEFAULT_PRECISION_PCT,
-    MAX_SPARSE_TYPES, MAX_TYPES,
+    AttributionOptions, DomainFit, Estimate, Flag, RowWeights, SensorModel, Solver,
+    DEFAULT_PRECISION_PCT, MAX_SPARSE_TYPES, MAX_TYPES,
 };
 pub use system::{regions_of, DomainSystem, RegionDef, TraceSystems, TypeColumn, TypeStats};

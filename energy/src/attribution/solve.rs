@@ -116,6 +116,23 @@ pub struct AttributionOptions {
     pub precision_pct: f64,
     /// Align intervals to the meters' updates (default; see `Alignment`).
     pub align_to_meter: bool,
+    /// How a task's activity reaches a domain's readings (default: through the domain's
+    /// sensor, see docs/attribution.md "Sensor models").
+    pub sensor_model: SensorModel,
+}
+
+/// How the design matrix sees a domain's sensor.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SensorModel {
+    /// Through the sensor's response: clipping to intervals for an ideal counter, the
+    /// sampled part of each update for a partly sampled counter, the averaging window for
+    /// a power reading.
+    #[default]
+    Aware,
+    /// Every domain as an ideal counter: each task clipped to the intervals it overlaps
+    /// (the seed paper's model; kept to compare).
+    Clip,
 }
 
 impl Default for AttributionOptions {
@@ -132,6 +149,7 @@ impl Default for AttributionOptions {
             min_rows_per_unknown: 10.0,
             precision_pct: DEFAULT_PRECISION_PCT,
             align_to_meter: true,
+            sensor_model: SensorModel::Aware,
         }
     }
 }

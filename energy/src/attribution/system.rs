@@ -22,6 +22,96 @@ use super::error::AttributionError;
 use super::input::{TraceParts, IDLE_CALIBRATION};
 use super::key::{names_by_id, CodeletNames, KeyKind, TypeKey};
 
+/// How a task's activity reaches a domain's readings (see docs/attribution.md, "Sensor
+/// models"). Row `i` is the interval `[t_i, t_{i+1}]`; a column's entry is the task time,
+/// in ns, that the row's energy counts at the task's power.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Response {
+    /// An ideal counter: the task's time inside the interval.
+    Clip,
+    /// A counter that, at each update `u` (every `update_ns`, the interval ends once
+    /// aligned), counts `update_ns / sampled_ns` times the energy of `[u - sampled_ns, u]`.
+    Sampled { sampled_ns: u64, update_ns: u64 },
+    /// A power reading averaged over the last `window_ns`, integrated by the sampler with
+    /// the trapezoid rule between readings: the interval's energy is its length times the
+    /// mean of the readings at its two ends.
+    Averaged { window_ns: u64 },
+}
+
+impl Response {
+    /// The response of `info`'s sensor.
+    fn of(info: &DomainInfo) -> Response {
+        match info.sensor {
+            taskwatt_traces::SensorKind::EnergyCounter => Response::Clip,
+            taskwatt_traces::SensorKind::SampledCounter { sampled_ns } => {
+                match info.update_interval_ns {
+                    Some(u) if sampled_ns > 0 && sampled_ns < u => Response::Sampled {
+                        sampled_ns,
+                        update_ns: u,
+                    },
+                    _ => Response::Clip,
+                }
+            }
+            taskwatt_traces::SensorKind::IntegratedPower { window_ns } if window_ns > 0 => {
+                Response::Averaged { window_ns }
+            }
+            taskwatt_traces::SensorKind::IntegratedPower { .. } => Response::Clip,
+        }
+    }
+
+    /// Adds the response to a task running over `[start, end]` to `col`.
+    fn spread(self, t: &[u64], finder: &IntervalFinder, start: u64, end: u64, col: &mut [u64]) {
+        let overlap = |a: u64, b: u64| end.min(b).saturating_sub(start.max(a)) as f64;
+        let n = col.len();
+        let add = |col: &mut [u64], i: usize, w: f64| {
+            if w > 0.0 {
+                col[i] += w.round() as u64;
+            }
+        };
+        match self {
+            Response::Clip => unreachable!("clipped by the caller"),
+            Response::Sampled {
+                sampled_ns,
+                update_ns,
+            } => {
+                let scale = update_ns as f64 / sampled_ns as f64;
+                // Rows whose updates' sampled parts the task can touch: from the one it
+                // starts in, while an update after the row's start can still see it.
+                let mut i = finder.find(t, start.max(t[0]));
+                while i < n {
+                    let (a, b) = (t[i], t[i + 1]);
+                    if a >= end.saturating_add(sampled_ns) {
+                        break;
+                    }
+                    // The updates in (a, b]: b, b - update, ... (the interval ends on one).
+                    let mut w = 0.0;
+                    let mut u = b;
+                    while u > a {
+                        w += overlap(u.saturating_sub(sampled_ns), u);
+                        u = u.saturating_sub(update_ns);
+                        if u == 0 {
+                            break;
+                        }
+                    }
+                    add(col, i, w * scale);
+                    i += 1;
+                }
+            }
+            Response::Averaged { window_ns } => {
+                let reading = |x: u64| overlap(x.saturating_sub(window_ns), x) / window_ns as f64;
+                // Readings at x in (start, end + window) see the task.
+                let mut i = finder.find(t, start.max(t[0]));
+                let last = end.saturating_add(window_ns);
+                while i < n && t[i] < last {
+                    let (a, b) = (t[i], t[i + 1]);
+                    add(col, i, 0.5 * (b - a) as f64 * (reading(a) + reading(b)));
+                    i += 1;
+                }
+            }
+        }
+    }
+}
+
 /// Per-type counts, gathered in the build pass.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TypeStats {
@@ -310,6 +400,8 @@ struct Builder {
     /// Slot -> column.
     slots: SlotTable,
     by_key: HashMap<TypeKey, u32>,
+    /// How a task's activity reaches this domain's readings.
+    response: Response,
 }
 
 /// Slots (or worker ids) below this go through a flat table, the others through a map: ids
@@ -448,6 +540,7 @@ impl Builder {
             finder,
             slots: SlotTable::default(),
             by_key: HashMap::new(),
+            response: Response::Clip,
         })
     }
 
@@ -521,6 +614,11 @@ impl Builder {
         }
         st.in_window += 1;
         st.clipped_ns += e - s;
+        if self.response != Response::Clip {
+            self.response
+                .spread(t, finder, start, end, &mut column.time_ns);
+            return;
+        }
         let mut i = finder.find(t, s);
         if e <= t[i + 1] {
             column.time_ns[i] += e - s;
@@ -593,16 +691,17 @@ impl TraceSystems {
         tasks: impl IntoIterator<Item = B>,
         key: KeyKind,
     ) -> Result<TraceSystems, AttributionError> {
-        TraceSystems::build_with(parts, tasks, key, true)
+        TraceSystems::build_with(parts, tasks, key, true, super::SensorModel::Aware)
     }
 
     /// [`TraceSystems::build`], choosing whether samples are aligned to the meters'
-    /// updates (`align_to_meter`).
+    /// updates (`align_to_meter`) and how tasks reach the readings (`sensor`).
     pub fn build_with<B: Borrow<TaskRecord>>(
         parts: &TraceParts<'_>,
         tasks: impl IntoIterator<Item = B>,
         key: KeyKind,
         align_to_meter: bool,
+        sensor: super::SensorModel,
     ) -> Result<TraceSystems, AttributionError> {
         let names = names_by_id(parts.codelets);
         let regions = regions_of(parts.markers);
@@ -632,6 +731,10 @@ impl TraceSystems {
             .zip(invalid)
             .map(|((info, samples), invalid)| {
                 let mut b = Builder::new(info, samples, align_to_meter)?;
+                b.response = match sensor {
+                    super::SensorModel::Clip => Response::Clip,
+                    super::SensorModel::Aware => Response::of(info),
+                };
                 b.sys.invalid_samples = invalid;
                 b.sys.regions = regions.clone();
                 b.sys.region_time = vec![Vec::new(); regions.len()];

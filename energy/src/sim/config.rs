@@ -84,6 +84,12 @@ pub struct GpuSimConfig {
     pub sensor: GpuSensor,
     /// Averaging window of power readings, in ms.
     pub power_window_ms: u64,
+    /// The energy counter sees only the last `sampled_ms` of each update interval and
+    /// counts the whole interval at that part's average power (A100/H100: about 25 of
+    /// 100 ms); 0: it sees everything. It must divide `update_interval_ms`. Energy sensor
+    /// only.
+    #[serde(default)]
+    pub sampled_ms: u64,
 }
 
 /// Extra power of one task, per domain kind.
@@ -239,6 +245,13 @@ impl SimConfig {
             return fail(format!(
                 "gpu.update_interval_ms = {} is outside 1..=10000",
                 g.update_interval_ms
+            ));
+        }
+        if g.sampled_ms > 0 && !g.update_interval_ms.is_multiple_of(g.sampled_ms) {
+            return fail(format!(
+                "gpu.sampled_ms = {} must divide gpu.update_interval_ms ({}), e.g. 25 of 100; \
+                 0 samples everything",
+                g.sampled_ms, g.update_interval_ms
             ));
         }
         if g.power_window_ms < g.update_interval_ms || g.power_window_ms > 60_000 {

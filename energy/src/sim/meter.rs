@@ -87,6 +87,14 @@ enum Model {
         offset: u64,
     },
     GpuEnergy,
+    /// A counter that, at each update `u`, adds `tick / sampled_ns` times the energy of
+    /// `[u - sampled_ns, u]`.
+    GpuSampled {
+        sampled_ns: u64,
+        /// The last update counted, and the counter's energy then, J.
+        last_u: u64,
+        acc_j: f64,
+    },
     GpuPower {
         window_ns: u64,
         history: VecDeque<(u64, f64)>,
@@ -156,11 +164,18 @@ impl SimMeter {
             });
         }
         let slots = workers.iter().map(|w| w.id as usize + 1).max().unwrap_or(0);
+        // A partly sampled GPU counter needs the energy at the start of each sampled part:
+        // the GPU stream ticks every sampled part (which divides the update interval, see
+        // the config's check), so that it lies one tick before its update.
+        let sampled_ns = config.gpu.sampled_ms * 1_000_000;
+        let sampled =
+            config.gpu.sensor == GpuSensor::Energy && sampled_ns > 0 && sampled_ns < gpu_tick;
+        let gpu_stream_tick = if sampled { sampled_ns } else { gpu_tick };
         let observer = Arc::new(SimObserver::new(
             config.clone(),
             slots,
             t0,
-            [rapl_tick, gpu_tick],
+            [rapl_tick, gpu_stream_tick],
         ));
 
         let mut packages: Vec<u32> = workers.iter().map(|w| w.package).collect();
@@ -239,6 +254,16 @@ impl SimMeter {
             let g = &config.gpu;
             let covers = Coverage::Gpu { index };
             let (model, unit, jpu, sensor) = match g.sensor {
+                GpuSensor::Energy if sampled => (
+                    Model::GpuSampled {
+                        sampled_ns,
+                        last_u: t0 / gpu_tick * gpu_tick,
+                        acc_j: 0.0,
+                    },
+                    "mJ",
+                    1e-3,
+                    SensorKind::SampledCounter { sampled_ns },
+                ),
                 GpuSensor::Energy => (Model::GpuEnergy, "mJ", 1e-3, SensorKind::EnergyCounter),
                 GpuSensor::Power => (
                     Model::GpuPower {
@@ -371,6 +396,25 @@ impl Meter for SimMeter {
                 self.as_of.resize(i + 1, 0);
             }
             self.as_of[i] = b;
+            if let Model::GpuSampled {
+                sampled_ns, last_u, ..
+            } = self.domains[i].model
+            {
+                // Each update since the last read adds its interval's worth of the power
+                // seen in its sampled part.
+                let (mut u, mut add) = (last_u, 0.0);
+                while u + tick <= b {
+                    u += tick;
+                    let seen = self.energy_at(i, u) - self.energy_at(i, u - sampled_ns);
+                    add += seen * tick as f64 / sampled_ns as f64;
+                }
+                if let Model::GpuSampled { last_u, acc_j, .. } = &mut self.domains[i].model {
+                    *last_u = u;
+                    *acc_j += add;
+                    *slot = Ok(RawReading::Counter((*acc_j * 1e3) as u64));
+                }
+                continue;
+            }
             let e = self.energy_at(i, b);
             let reading = match &mut self.domains[i].model {
                 Model::Rapl {
@@ -379,6 +423,7 @@ impl Meter for SimMeter {
                     offset,
                 } => RawReading::Counter(offset.wrapping_add((e / *unit_j) as u64) & *mask),
                 Model::GpuEnergy => RawReading::Counter((e * 1e3) as u64),
+                Model::GpuSampled { .. } => unreachable!("read above"),
                 Model::GpuPower {
                     window_ns,
                     history,
