@@ -464,3 +464,58 @@ fn chrome_export_carries_dependency_arrows_and_task_energy() {
     assert!(preds > 0);
     assert_eq!((starts, ends), (preds, preds));
 }
+
+#[test]
+fn gpu_domains_with_shaped_sensors_print_the_sensor_aware_and_clipping_errors() {
+    // The simulated NVML as a counter that sees a quarter of each 100 ms update, on 2 CPU
+    // workers and 2 emulated GPUs.
+    let dir = tempfile::tempdir().unwrap();
+    let default = include_str!("../energy/src/sim/default.toml");
+    let cfg = default
+        .replace("update_interval_ms = 50", "update_interval_ms = 100")
+        .replace("sampled_ms = 0", "sampled_ms = 25");
+    assert_ne!(cfg, default, "the default config changed: update this test");
+    let cfg_path = dir.path().join("sim.toml");
+    std::fs::write(&cfg_path, cfg).unwrap();
+    let trace = dir.path().join("t.twt");
+    let pm = dir.path().join("pm");
+    ok(&[
+        "run",
+        "cholesky",
+        "--n",
+        "1024",
+        "--tile",
+        "128",
+        "--workers",
+        "2",
+        "--gpus",
+        "2",
+        "--sched",
+        "eager",
+        "--meter",
+        "sim",
+        "--sim-config",
+        s(&cfg_path),
+        "--trace",
+        s(&trace),
+        "--perfmodel-dir",
+        s(&pm),
+        "--no-report",
+        "--iterations",
+        "3",
+    ]);
+    let text = ok(&["report", s(&trace)]);
+    assert!(
+        text.contains("a counter that sees the last 25 ms of each update"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sensor-aware") && text.contains("clipping"),
+        "{text}"
+    );
+    // Asked for clipping, nothing to compare.
+    let clip = ok(&["report", s(&trace), "--sensor-model", "clip"]);
+    assert!(!clip.contains("sensor-aware"), "{clip}");
+    let bad = taskwatt(&["report", s(&trace), "--sensor-model", "sideways"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("use aware or clip"));
+}

@@ -142,8 +142,82 @@ pub(crate) fn report(a: ReportArgs) -> CliResult {
         }
     };
     warn_outcome(&a.trace, &trace);
-    let att = attribute_trace(&trace, &a.attribution.options())?;
-    emit(&trace, &att, a.json, a.csv.as_deref(), a.svg.as_deref())
+    let opts = a.attribution.options();
+    let att = attribute_trace(&trace, &opts)?;
+    emit(&trace, &att, a.json, a.csv.as_deref(), a.svg.as_deref())?;
+    if !a.json {
+        print!("{}", sensor_check(&trace, &att, &opts)?);
+    }
+    Ok(())
+}
+
+/// Where the trace knows the truth and a domain's sensor is not an ideal counter: each
+/// type's error under the sensor-aware model beside the error clipping gives (the seed
+/// paper's model), from a second attribution with `--sensor-model clip`.
+pub(crate) fn sensor_check(
+    trace: &Trace,
+    att: &Attribution,
+    opts: &AttributionOptions,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let mut out = String::new();
+    let shaped = |s: taskwatt::traces::SensorKind| s != taskwatt::traces::SensorKind::EnergyCounter;
+    if opts.sensor_model != SensorModel::Aware
+        || trace.truth.is_none()
+        || !trace.domains.iter().any(|d| shaped(d.sensor))
+    {
+        return Ok(out);
+    }
+    let clip = attribute_trace(
+        trace,
+        &AttributionOptions {
+            sensor_model: SensorModel::Clip,
+            ..opts.clone()
+        },
+    )?;
+    for (d, c) in att.report.domains.iter().zip(&clip.report.domains) {
+        let Some(info) = trace.domains.iter().find(|i| i.id == d.id) else {
+            continue;
+        };
+        let (Some(ta), Some(tc)) = (&d.truth, &c.truth) else {
+            continue;
+        };
+        if !shaped(info.sensor) {
+            continue;
+        }
+        let sensor = match info.sensor {
+            taskwatt::traces::SensorKind::SampledCounter { sampled_ns } => format!(
+                "a counter that sees the last {} ms of each update",
+                sampled_ns as f64 / 1e6
+            ),
+            taskwatt::traces::SensorKind::IntegratedPower { window_ns } => {
+                format!("power averaged over {} ms", window_ns as f64 / 1e6)
+            }
+            taskwatt::traces::SensorKind::EnergyCounter => "an energy counter".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "\nsensor model on {} ({sensor}): error against the simulated truth",
+            d.name
+        );
+        let _ = writeln!(
+            out,
+            "  {:<20} {:>10} {:>14} {:>14}",
+            "coefficient", "truth", "sensor-aware", "clipping"
+        );
+        let pct = |v: Option<f64>| v.map_or("-".to_owned(), |p| format!("{p:+.2}%"));
+        for r in &ta.rows {
+            let clipped = tc.rows.iter().find(|x| x.name == r.name);
+            let _ = writeln!(
+                out,
+                "  {:<20} {:>10} {:>14} {:>14}",
+                r.name,
+                r.truth_w.map_or("-".to_owned(), |w| format!("{w:.1} W")),
+                pct(r.error_pct),
+                pct(clipped.and_then(|x| x.error_pct)),
+            );
+        }
+    }
+    Ok(out)
 }
 
 /// Says on stderr when a trace's run did not complete: its figures cover only what ran.

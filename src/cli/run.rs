@@ -397,6 +397,10 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         if let Some((trace, att)) = &attribution {
             println!();
             report::emit(trace, att, false, None, None)?;
+            print!(
+                "{}",
+                report::sensor_check(trace, att, &a.attribution.options())?
+            );
         }
     }
     if let (Some(dir), Some((trace, att))) = (&a.svg, &attribution) {

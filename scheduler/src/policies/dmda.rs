@@ -148,8 +148,12 @@ impl<T: SchedTask> Dmda<T> {
             bus.time_ns(need.0, need.1)
         };
         let mut best = (usize::MAX, f64::INFINITY, 0.0, None);
+        // A calibration goes where the models lack a duration, copies or not: weighing
+        // them would keep every uncalibrated task on the node that holds the data, and
+        // the other architecture would never be measured.
+        let exploring = !calibrating.is_empty();
         for &(w, e) in pool {
-            let d = e.unwrap_or(fallback) + transfer(w);
+            let d = e.unwrap_or(fallback) + if exploring { 0.0 } else { transfer(w) };
             let end = available(w) + d;
             if end < best.1 {
                 best = (w, end, d, e);
