@@ -123,6 +123,9 @@ pub struct MeasuredRunOptions {
     pub gpus: usize,
     /// Their backend.
     pub gpu_backend: taskwatt_runtime::GpuBackend,
+    /// Extra power per (codelet, architecture), W, from an energy model: what `dmdae`
+    /// weighs (see [`task_powers_of`]).
+    pub task_powers: TaskPowers,
     /// Where to record the performance models (see `RuntimeBuilder::perf_models`).
     pub perf_models: Option<PathBuf>,
     /// The trace file to write.
@@ -253,6 +256,7 @@ pub fn measured_run<P>(
     let mut b = builder(Runtime::builder())
         .trace(sink.clone())
         .trace_accesses(true)
+        .task_powers(opts.task_powers.clone())
         .app(opts.app.name())
         .param("n", opts.config.n)
         .param("tile", opts.config.tile)
@@ -500,3 +504,34 @@ fn flagged_types(path: &std::path::Path, precision_pct: f64) -> Result<Vec<Strin
     }
     Ok(out)
 }
+
+/// The extra power of each (codelet, architecture) in a model fitted with types by
+/// `codelet-arch`, summed over its domains: what `RuntimeBuilder::task_powers` takes.
+/// Types of other keys are left out.
+pub fn task_powers_of(model: &taskwatt_energy::attribution::EnergyModel) -> TaskPowers {
+    let mut sum: std::collections::BTreeMap<(String, taskwatt_traces::Arch), f64> =
+        std::collections::BTreeMap::new();
+    for d in &model.domains {
+        for t in &d.types {
+            let key = t.key.to_string();
+            let Some((name, arch)) = key.rsplit_once('@') else {
+                continue;
+            };
+            let Some(arch) = taskwatt_traces::Arch::ALL
+                .into_iter()
+                .find(|a| a.name() == arch)
+            else {
+                continue;
+            };
+            *sum.entry((name.to_string(), arch)).or_default() += t.power.value_w;
+        }
+    }
+    sum.into_iter().map(|((n, a), w)| (n, a, w)).collect()
+}
+
+/// Extra power per (codelet, architecture), W.
+pub type TaskPowers = Vec<(String, taskwatt_traces::Arch, f64)>;
+
+/// Where a measured run keeps its fitted energy model, beside the performance models:
+/// `dmdae` uses it when no `--energy-model` is given.
+pub const RUN_ENERGY_MODEL: &str = "energy-model.json";

@@ -519,3 +519,54 @@ fn gpu_domains_with_shaped_sensors_print_the_sensor_aware_and_clipping_errors() 
     let bad = taskwatt(&["report", s(&trace), "--sensor-model", "sideways"]);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("use aware or clip"));
 }
+
+#[test]
+fn dmdae_uses_the_last_run_s_energy_model_or_says_it_has_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let pm = dir.path().join("pm");
+    let run = |sched: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "cholesky",
+            "--n",
+            "512",
+            "--tile",
+            "128",
+            "--workers",
+            "2",
+            "--gpus",
+            "1",
+            "--meter",
+            "sim",
+            "--sched",
+            sched,
+            "--perfmodel-dir",
+            s(&pm),
+        ];
+        args.extend_from_slice(extra);
+        let out = taskwatt(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let first = run("dmdae", &["--no-energy"]);
+    assert!(first.contains("dmdae: no energy model"), "{first}");
+    // A measured run saves its model beside the performance models.
+    run("dmda", &[]);
+    assert!(pm.join("energy-model.json").exists());
+    let second = run("dmdae", &["--gamma", "100000", "--no-report"]);
+    assert!(second.contains("dmdae: task powers from"), "{second}");
+    let bad = taskwatt(&[
+        "run",
+        "cholesky",
+        "--sched",
+        "dmdae",
+        "--gamma=-1",
+        "--no-energy",
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("non-negative"));
+}

@@ -33,6 +33,9 @@ pub(crate) struct CodeletInner {
     /// policy reads them (dmda); empty otherwise.
     pub(crate) expected:
         parking_lot::RwLock<std::collections::HashMap<u64, [Option<f64>; Arch::COUNT]>>,
+    /// Extra power per architecture, W, from the energy model of the last runtime that
+    /// registered it with one (`RuntimeBuilder::task_powers`; for dmdae).
+    pub(crate) power_w: parking_lot::RwLock<[Option<f64>; Arch::COUNT]>,
 }
 
 /// A named task type with implementations per architecture.
@@ -92,6 +95,7 @@ impl Codelet {
         Codelet {
             inner: Arc::new(CodeletInner {
                 expected: Default::default(),
+                power_w: Default::default(),
                 name: name.into(),
                 impls: [None, None],
                 slot: AtomicU64::new(0),
@@ -122,6 +126,7 @@ impl Codelet {
         Codelet {
             inner: Arc::new(CodeletInner {
                 expected: Default::default(),
+                power_w: Default::default(),
                 name: self.inner.name.clone(),
                 impls,
                 slot: AtomicU64::new(0),

@@ -90,6 +90,8 @@ pub struct RuntimeBuilder {
     perf_models: Option<std::path::PathBuf>,
     /// Whether tasks' data accesses go to the trace.
     trace_accesses: bool,
+    /// Extra power per (codelet name, architecture), W, for dmdae.
+    task_powers: Vec<(String, Arch, f64)>,
 }
 
 /// The performance models of a runtime that records them.
@@ -136,6 +138,7 @@ impl Default for RuntimeBuilder {
             gpu_backend: GpuBackend::Emulated,
             perf_models: None,
             trace_accesses: false,
+            task_powers: Vec::new(),
         }
     }
 }
@@ -261,6 +264,14 @@ impl RuntimeBuilder {
             spin,
             yield_: then_yield,
         });
+        self
+    }
+
+    /// The extra power, W, that a task of codelet `name` draws on architecture `arch`,
+    /// summed over the energy domains: what `dmdae` weighs (with the expected duration)
+    /// as the task's energy. taskwatt's CLI fills it from a fitted energy model.
+    pub fn task_powers(mut self, powers: Vec<(String, Arch, f64)>) -> Self {
+        self.task_powers = powers;
         self
     }
 
@@ -529,6 +540,13 @@ impl RuntimeBuilder {
             transfer_log: Mutex::new(Vec::new()),
             access_log: Mutex::new(Vec::new()),
             trace_accesses,
+            task_powers: {
+                let mut m: HashMap<String, [Option<f64>; Arch::COUNT]> = HashMap::new();
+                for (name, arch, w) in &self.task_powers {
+                    m.entry(name.clone()).or_default()[arch.index()] = Some(*w);
+                }
+                m
+            },
             predictions,
             perf,
             policy_name,
@@ -828,6 +846,8 @@ pub(crate) struct Shared {
     access_log: Mutex<Vec<TaskAccess>>,
     /// Tasks' accesses go to the trace (asked for, and a trace is written).
     trace_accesses: bool,
+    /// Extra power per (codelet, architecture), W (see `RuntimeBuilder::task_powers`).
+    task_powers: HashMap<String, [Option<f64>; Arch::COUNT]>,
     /// Performance models: those loaded, and what each worker measured.
     pub(crate) perf: Option<PerfState>,
     /// The policy reads expected durations, and performance models were loaded: each
@@ -1330,6 +1350,13 @@ impl Shared {
                 let id = reg.kept.len() as u32;
                 reg.by_ptr.insert(key, id);
                 reg.kept.push(codelet.clone());
+                if !self.task_powers.is_empty() {
+                    *codelet.power_w.write() = self
+                        .task_powers
+                        .get(&codelet.name)
+                        .copied()
+                        .unwrap_or_default();
+                }
                 let info = CodeletInfo {
                     id,
                     name: codelet.name.clone(),

@@ -574,6 +574,16 @@ impl SchedTask for ReadyTask {
         self.0.codelet.expected_ns(arch, self.0.footprint)
     }
 
+    /// Its codelet's extra power on `arch`, from the energy model the runtime was given.
+    fn expected_power_w(&self, arch: taskwatt_scheduler::ArchMask) -> Option<f64> {
+        let arch = if arch == taskwatt_scheduler::ArchMask::GPU {
+            taskwatt_traces::Arch::Gpu
+        } else {
+            taskwatt_traces::Arch::Cpu
+        };
+        self.0.codelet.power_w.read()[arch.index()]
+    }
+
     /// The copies it would need on memory node `node`: those of its handles (REDUX ones
     /// aside) with no valid copy there.
     fn transfer_bytes(&self, node: usize) -> (u32, u64) {

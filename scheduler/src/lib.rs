@@ -26,7 +26,9 @@ mod policies;
 mod policy;
 mod registry;
 
-pub use policies::{Dmda, Eager, Lws, Prio, Ws};
+pub use policies::{
+    Dmda, Eager, EnergyWeights, Lws, Prio, Ws, ALPHA_ENV, BETA_ENV, GAMMA_ENV, IDLE_POWER_ENV,
+};
 pub use policy::{ArchMask, Archs, Bus, Local, Origin, Policy, SchedTask, WorkerDesc};
 pub use registry::{
     check_policy_name, create_policy, policy_from_env, policy_names, PolicyInfo, UnknownPolicy,

@@ -54,6 +54,15 @@ pub trait SchedTask: Send + 'static {
         None
     }
 
+    /// The extra power, W, that a task of this type draws on a worker of architecture
+    /// `arch` (one bit), summed over the energy domains, from a fitted energy model; `None`
+    /// when not known. Read by `dmdae`.
+    #[inline]
+    fn expected_power_w(&self, arch: ArchMask) -> Option<f64> {
+        let _ = arch;
+        None
+    }
+
     /// The copies the task needs before it can run on a worker of memory node `node` (0:
     /// main memory; a device's own node otherwise): their number and bytes, from where
     /// its data is valid now. Default: none. Read by `dmda` and `dmdas` with the worker's

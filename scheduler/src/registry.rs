@@ -56,6 +56,10 @@ pub const POLICIES: &[PolicyInfo] = &[
         name: "dmdas",
         summary: "dmda with each worker's queue sorted by priority",
     },
+    PolicyInfo {
+        name: "dmdae",
+        summary: "dmda weighing each task's expected energy (a fitted energy model) against time: TASKWATT_SCHED_ALPHA, _BETA, _GAMMA, _IDLE_POWER",
+    },
 ];
 
 /// Names of the built-in policies.
@@ -76,6 +80,11 @@ pub fn create_policy<T: SchedTask>(
         "prio" => Box::new(Prio::new(workers)),
         "dmda" => Box::new(Dmda::new(workers)),
         "dmdas" => Box::new(Dmda::sorted(workers)),
+        "dmdae" => Box::new(Dmda::energy_aware(
+            workers,
+            crate::policies::EnergyWeights::from_env()
+                .map_err(|e| unknown(name, &format!(" cannot be made: {e}")))?,
+        )),
         _ => return Err(unknown(name, "")),
     })
 }

@@ -135,6 +135,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 workers: a.app.workers,
                 gpus: a.app.gpus as usize,
                 gpu_backend: a.app.gpu_backend.into(),
+                task_powers: a.app.task_powers(Some(policy.as_str()))?,
                 perf_models: a.app.perf_models()?,
                 trace: trace.clone(),
                 meter: a.energy.meter,

@@ -67,6 +67,23 @@ pub(crate) struct AppArgs {
     /// cuda`; the driver and cuBLAS are loaded at run time).
     #[arg(long, value_enum, default_value_t = GpuBackend::Emulated)]
     pub(crate) gpu_backend: GpuBackend,
+    /// dmdae's energy model (from `taskwatt fit`); without it, dmdae uses the model the
+    /// last measured run saved beside the performance models (energy-model.json), and
+    /// without that it places tasks as dmda, and says so.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) energy_model: Option<PathBuf>,
+    /// dmdae's weight of the expected completion time (TASKWATT_SCHED_ALPHA; default 1).
+    #[arg(long)]
+    pub(crate) alpha: Option<f64>,
+    /// dmdae's weight of the copies' time (TASKWATT_SCHED_BETA; default 1).
+    #[arg(long)]
+    pub(crate) beta: Option<f64>,
+    /// dmdae: µs a joule is worth (TASKWATT_SCHED_GAMMA; default 1000, as StarPU's).
+    #[arg(long)]
+    pub(crate) gamma: Option<f64>,
+    /// dmdae: the power of workers kept waiting, W (TASKWATT_SCHED_IDLE_POWER; default 0).
+    #[arg(long, value_name = "W")]
+    pub(crate) idle_power: Option<f64>,
     /// Element type of the matrices: f64 or f32 (cholesky and gemm; stencil is f64 only).
     #[arg(long, value_enum, default_value_t = Precision::F64)]
     pub(crate) precision: Precision,
@@ -91,6 +108,74 @@ impl From<GpuBackend> for taskwatt::runtime::GpuBackend {
 }
 
 impl AppArgs {
+    /// dmdae's task powers, when `policy` is dmdae: from --energy-model, else from the
+    /// last run's model beside the performance models; none otherwise (and a note on
+    /// stderr). Also passes --alpha, --beta, --gamma and --idle-power to the policy.
+    pub(crate) fn task_powers(
+        &self,
+        policy: Option<&str>,
+    ) -> Result<taskwatt::session::TaskPowers, Box<dyn std::error::Error>> {
+        use taskwatt::scheduler::{ALPHA_ENV, BETA_ENV, GAMMA_ENV, IDLE_POWER_ENV};
+        for (var, v) in [
+            (ALPHA_ENV, self.alpha),
+            (BETA_ENV, self.beta),
+            (GAMMA_ENV, self.gamma),
+            (IDLE_POWER_ENV, self.idle_power),
+        ] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(format!(
+                        "{var} (--{}): {v} is not a finite, non-negative number",
+                        var.trim_start_matches("TASKWATT_SCHED_")
+                            .to_lowercase()
+                            .replace('_', "-")
+                    )
+                    .into());
+                }
+                // Read by the policy when the runtime creates it; the CLI is one thread here.
+                std::env::set_var(var, v.to_string());
+            }
+        }
+        let dmdae = policy
+            .map(str::to_string)
+            .or_else(|| std::env::var(taskwatt::scheduler::SCHED_ENV).ok())
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case("dmdae"));
+        if !dmdae {
+            return Ok(Vec::new());
+        }
+        let path = match (&self.energy_model, self.perf_models()?) {
+            (Some(p), _) => Some(p.clone()),
+            (None, Some(dir)) => {
+                Some(dir.join(taskwatt::session::RUN_ENERGY_MODEL)).filter(|p| p.exists())
+            }
+            (None, None) => None,
+        };
+        let Some(path) = path else {
+            eprintln!(
+                "dmdae: no energy model (give --energy-model, or run once with energy \
+                 sampling to save one beside the performance models): tasks are placed as \
+                 dmda places them"
+            );
+            return Ok(Vec::new());
+        };
+        let model = taskwatt::energy::attribution::EnergyModel::load(&path)?;
+        let powers = taskwatt::session::task_powers_of(&model);
+        if powers.is_empty() {
+            eprintln!(
+                "dmdae: the model {} has no codelet@arch types (fit it with --key \
+                 codelet-arch): tasks are placed as dmda places them",
+                path.display()
+            );
+        } else {
+            eprintln!(
+                "dmdae: task powers from {} ({} codelet/architecture pairs)",
+                path.display(),
+                powers.len()
+            );
+        }
+        Ok(powers)
+    }
+
     /// Where to record the performance models, if at all.
     pub(crate) fn perf_models(&self) -> Result<Option<PathBuf>, Box<dyn std::error::Error>> {
         if self.no_perfmodel {
@@ -342,6 +427,7 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         workers: a.app.workers,
         gpus: a.app.gpus as usize,
         gpu_backend: a.app.gpu_backend.into(),
+        task_powers: a.app.task_powers(a.sched.as_deref())?,
         perf_models: a.app.perf_models()?,
         trace: trace_path.clone(),
         meter: a.energy.meter,
@@ -381,6 +467,7 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         (Some(_), false, Ok(_)) => {
             let trace = read_trace(&trace_path)?;
             let att = attribute_trace(&trace, &a.attribution.options())?;
+            save_energy_model(&a, &att);
             Some((trace, att))
         }
         _ => None,
@@ -411,6 +498,35 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
     run.trace
         .map(drop)
         .map_err(|e| format!("the run completed, but its trace could not be written: {e}").into())
+}
+
+/// Saves the run's fitted energy model beside the performance models, for dmdae (types
+/// by codelet-arch only); a failure is a note on stderr, not the run's error.
+fn save_energy_model(a: &RunArgs, att: &taskwatt::energy::attribution::Attribution) {
+    let Ok(Some(dir)) = a.app.perf_models() else {
+        return;
+    };
+    if att.systems.key != taskwatt::energy::attribution::KeyKind::CodeletArch {
+        return;
+    }
+    let path = dir.join(taskwatt::session::RUN_ENERGY_MODEL);
+    let saved = std::fs::create_dir_all(&dir)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            taskwatt::energy::attribution::fit_model(
+                std::slice::from_ref(&att.systems),
+                None,
+                &a.attribution.options(),
+            )
+            .map_err(|e| e.to_string())
+        })
+        .and_then(|f| f.model.save(&path).map_err(|e| e.to_string()));
+    if let Err(e) = saved {
+        eprintln!(
+            "note: the run's energy model was not saved to {}: {e}",
+            path.display()
+        );
+    }
 }
 
 /// The error of a run stopped by a signal, naming what the trace keeps.

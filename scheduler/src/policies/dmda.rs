@@ -26,10 +26,73 @@ use parking_lot::Mutex;
 
 use crate::{ArchMask, Local, Origin, Policy, SchedTask, WorkerDesc};
 
+/// The weights of `dmdae`'s cost (StarPU's `STARPU_SCHED_ALPHA`, `_BETA`, `_GAMMA` and
+/// `STARPU_IDLE_POWER`, in the same units): for a candidate worker,
+/// `alpha·(end − best end) + beta·copies + gamma·(energy + idle_power·(end − latest end)⁺)`,
+/// times in µs, energies in J, `gamma` in µs per J, `idle_power` in W.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EnergyWeights {
+    /// Weight of the expected completion time.
+    pub alpha: f64,
+    /// Weight of the copies' expected time.
+    pub beta: f64,
+    /// µs a joule is worth.
+    pub gamma: f64,
+    /// Power of the workers kept waiting when a choice ends after every other worker, W.
+    pub idle_power_w: f64,
+}
+
+/// Environment variables of [`EnergyWeights`].
+pub const ALPHA_ENV: &str = "TASKWATT_SCHED_ALPHA";
+/// See [`ALPHA_ENV`].
+pub const BETA_ENV: &str = "TASKWATT_SCHED_BETA";
+/// See [`ALPHA_ENV`].
+pub const GAMMA_ENV: &str = "TASKWATT_SCHED_GAMMA";
+/// See [`ALPHA_ENV`].
+pub const IDLE_POWER_ENV: &str = "TASKWATT_SCHED_IDLE_POWER";
+
+impl Default for EnergyWeights {
+    /// StarPU's defaults: alpha 1, beta 1, gamma 1000 µs/J, idle power 0 W.
+    fn default() -> Self {
+        EnergyWeights {
+            alpha: 1.0,
+            beta: 1.0,
+            gamma: 1000.0,
+            idle_power_w: 0.0,
+        }
+    }
+}
+
+impl EnergyWeights {
+    /// The defaults, with any of the environment variables set; a value that is not a
+    /// finite, non-negative number is an error naming the variable.
+    pub fn from_env() -> Result<EnergyWeights, String> {
+        let mut w = EnergyWeights::default();
+        for (var, field) in [
+            (ALPHA_ENV, &mut w.alpha),
+            (BETA_ENV, &mut w.beta),
+            (GAMMA_ENV, &mut w.gamma),
+            (IDLE_POWER_ENV, &mut w.idle_power_w),
+        ] {
+            if let Ok(v) = std::env::var(var) {
+                *field = v
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x >= 0.0)
+                    .ok_or_else(|| format!("{var}={v}: give a finite, non-negative number"))?;
+            }
+        }
+        Ok(w)
+    }
+}
+
 /// Deque model data aware: earliest expected completion over workers.
 pub struct Dmda<T> {
     name: &'static str,
     sorted: bool,
+    /// `dmdae`: the energy term's weights.
+    energy: Option<EnergyWeights>,
     workers: Vec<ArchMask>,
     /// Each worker's memory node and bus.
     nodes: Vec<(usize, Option<crate::Bus>)>,
@@ -61,10 +124,21 @@ impl<T: SchedTask> Dmda<T> {
         Dmda::with(workers, "dmdas", true)
     }
 
+    /// `dmdae`: dmda's choice by a cost that weighs the task's expected energy
+    /// ([`SchedTask::expected_power_w`] × its expected duration) and the idle power of
+    /// the workers a late end keeps waiting, with `weights`. A task whose power is not
+    /// known on every candidate architecture is placed as dmda would.
+    pub fn energy_aware(workers: &[WorkerDesc], weights: EnergyWeights) -> Self {
+        let mut d = Dmda::with(workers, "dmdae", false);
+        d.energy = Some(weights);
+        d
+    }
+
     fn with(workers: &[WorkerDesc], name: &'static str, sorted: bool) -> Self {
         Dmda {
             name,
             sorted,
+            energy: None,
             workers: workers.iter().map(|w| w.arch).collect(),
             nodes: workers.iter().map(|w| (w.memory_node, w.bus)).collect(),
             queues: workers
@@ -152,11 +226,34 @@ impl<T: SchedTask> Dmda<T> {
         // them would keep every uncalibrated task on the node that holds the data, and
         // the other architecture would never be measured.
         let exploring = !calibrating.is_empty();
+        // dmdae: (worker, end, duration with copies, copies, duration) of each candidate,
+        // to weigh once the best and the latest ends are known.
+        let mut costed: Vec<(usize, f64, f64, f64, Option<f64>)> = Vec::new();
         for &(w, e) in pool {
-            let d = e.unwrap_or(fallback) + if exploring { 0.0 } else { transfer(w) };
+            let copies = if exploring { 0.0 } else { transfer(w) };
+            let d = e.unwrap_or(fallback) + copies;
             let end = available(w) + d;
+            if self.energy.is_some() {
+                costed.push((w, end, d, copies, e));
+            }
             if end < best.1 {
                 best = (w, end, d, e);
+            }
+        }
+        if let (Some(k), false) = (self.energy, exploring || costed.is_empty()) {
+            let power = |w: usize| task.expected_power_w(self.workers[w]);
+            if costed.iter().all(|c| power(c.0).is_some()) {
+                let latest = (0..self.workers.len()).map(available).fold(now, f64::max);
+                let best_end = best.1;
+                let cost = |c: &(usize, f64, f64, f64, Option<f64>)| {
+                    let (w, end, d, copies, _) = *c;
+                    let energy_j = power(w).unwrap_or(0.0) * (d - copies) * 1e-9
+                        + k.idle_power_w * (end - latest).max(0.0) * 1e-9;
+                    k.alpha * (end - best_end) * 1e-3 + k.beta * copies * 1e-3 + k.gamma * energy_j
+                };
+                if let Some(c) = costed.iter().min_by(|a, b| cost(a).total_cmp(&cost(b))) {
+                    best = (c.0, c.1, c.2, c.4);
+                }
             }
         }
         if best.0 == usize::MAX {
@@ -233,6 +330,10 @@ mod tests {
         gpu_missing: u64,
     }
     impl SchedTask for T {
+        fn expected_power_w(&self, arch: ArchMask) -> Option<f64> {
+            // 10 W on a core, 200 W on a GPU.
+            Some(if arch == ArchMask::GPU { 200.0 } else { 10.0 })
+        }
         fn transfer_bytes(&self, node: usize) -> (u32, u64) {
             match node {
                 1 if self.gpu_missing > 0 => (1, self.gpu_missing),
@@ -259,6 +360,48 @@ mod tests {
             gpu_ns: Some(gpu),
             gpu_missing: 0,
         }
+    }
+
+    #[test]
+    fn dmdae_trades_time_for_energy_by_gamma() {
+        let ws = vec![
+            WorkerDesc::new(0, 0, None),
+            WorkerDesc::new(1, 0, None).with_arch(ArchMask::GPU),
+        ];
+        // 3 ms at 10 W on the CPU (0.03 J), 1 ms at 200 W on the GPU (0.2 J).
+        let place = |gamma: f64| {
+            let p = Dmda::<T>::energy_aware(
+                &ws,
+                EnergyWeights {
+                    gamma,
+                    ..EnergyWeights::default()
+                },
+            );
+            p.push(t(0, 3e6, 1e6), Origin::External);
+            if p.pop(1, &mut p.local(1)).is_some() {
+                "gpu"
+            } else {
+                "cpu"
+            }
+        };
+        // gamma 0: time only, as dmda. gamma 1e5 µs/J: the GPU's extra 0.17 J is worth
+        // 17 ms, more than the CPU's 2 ms later end.
+        assert_eq!(place(0.0), "gpu");
+        assert_eq!(place(1e3), "gpu");
+        assert_eq!(place(1e5), "cpu");
+        // Idle power: an end after every other worker's keeps them waiting; the CPU's
+        // 3 ms do so 2 ms longer than the GPU's 1 ms, 2 J at 1 kW, more than the 0.17 J
+        // it saves: back to the GPU.
+        let p = Dmda::<T>::energy_aware(
+            &ws,
+            EnergyWeights {
+                gamma: 1e5,
+                idle_power_w: 1000.0,
+                ..EnergyWeights::default()
+            },
+        );
+        p.push(t(1, 3e6, 1e6), Origin::External);
+        assert_eq!(p.pop(1, &mut p.local(1)).map(|t| t.id), Some(1));
     }
 
     #[test]
