@@ -332,6 +332,65 @@ pub fn time_vs_size(path: &Path, title: &str, series: &[SizeSeries]) -> Result<(
     root.present().or_plot(path)
 }
 
+/// Energy against makespan, one point per label (a policy, or dmdae at one γ); the points
+/// of `sweep` (labels in sweep order) joined by a line: the Pareto plot of `compare
+/// --gamma`.
+pub fn pareto(
+    path: &Path,
+    title: &str,
+    points: &[(String, f64, f64)],
+    sweep: &[String],
+) -> Result<(), PlotError> {
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).or_plot(path)?;
+    let (x0, x1) = range(points.iter().map(|p| p.1));
+    let (y0, y1) = range(points.iter().map(|p| p.2));
+    let pad = |a: f64, b: f64| {
+        let d = ((b - a) * 0.1).max(b.abs() * 0.02).max(1e-9);
+        (a - d, b + d)
+    };
+    let ((x0, x1), (y0, y1)) = (pad(x0, x1), pad(y0, y1));
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .or_plot(path)?;
+    chart
+        .configure_mesh()
+        .x_desc("makespan (s)")
+        .y_desc("energy (J)")
+        .draw()
+        .or_plot(path)?;
+    let line: Vec<(f64, f64)> = sweep
+        .iter()
+        .filter_map(|l| points.iter().find(|p| &p.0 == l).map(|p| (p.1, p.2)))
+        .collect();
+    chart
+        .draw_series(LineSeries::new(line, COLORS[0].stroke_width(2)))
+        .or_plot(path)?;
+    for (i, (label, x, y)) in points.iter().enumerate() {
+        let in_sweep = sweep.contains(label);
+        let color = if in_sweep {
+            COLORS[0]
+        } else {
+            COLORS[1 + i % 5]
+        };
+        chart
+            .draw_series(std::iter::once(Circle::new((*x, *y), 5, color.filled())))
+            .or_plot(path)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                label.clone(),
+                (*x, *y),
+                ("sans-serif", 13).into_font(),
+            )))
+            .or_plot(path)?;
+    }
+    root.present().or_plot(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

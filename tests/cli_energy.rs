@@ -570,3 +570,54 @@ fn dmdae_uses_the_last_run_s_energy_model_or_says_it_has_none() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("non-negative"));
 }
+
+#[test]
+fn compare_sweeps_dmdae_over_gamma_and_draws_the_pareto_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pm, svg) = (dir.path().join("pm"), dir.path().join("svg"));
+    let common = [
+        "cholesky",
+        "--n",
+        "512",
+        "--tile",
+        "128",
+        "--workers",
+        "2",
+        "--gpus",
+        "1",
+        "--meter",
+        "sim",
+    ];
+    let mut args = vec!["run"];
+    args.extend_from_slice(&common);
+    args.extend_from_slice(&["--sched", "dmda", "--perfmodel-dir", s(&pm)]);
+    ok(&args);
+    let mut args = vec!["compare"];
+    args.extend_from_slice(&common);
+    args.extend_from_slice(&[
+        "--perfmodel-dir",
+        s(&pm),
+        "--policies",
+        "dmda",
+        "--gamma",
+        "0,100000",
+        "--repeat",
+        "1",
+        "--svg",
+        s(&svg),
+        "--json",
+    ]);
+    let v = json(&args);
+    let names: Vec<&str> = v["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["dmda", "dmdae:0", "dmdae:100000"]);
+    let plot = std::fs::read_to_string(svg.join("pareto.svg")).unwrap();
+    assert!(
+        plot.contains("dmdae:100000") && plot.contains("makespan"),
+        "{plot}"
+    );
+}

@@ -94,11 +94,14 @@ struct CompareOut {
 }
 
 pub(crate) fn compare(a: CompareArgs) -> CliResult {
-    let policies: Vec<String> = a
+    let mut policies: Vec<String> = a
         .policies
         .iter()
         .map(|p| check_policy_name(p).map(str::to_string))
         .collect::<Result<_, _>>()?;
+    // dmdae at each --gamma, labelled `dmdae:γ`, beside the policies.
+    let sweep: Vec<String> = a.app.gamma.iter().map(|g| format!("dmdae:{g}")).collect();
+    policies.extend(sweep.iter().cloned());
     if policies.is_empty() {
         return Err("--policies is empty: name at least one policy".into());
     }
@@ -127,15 +130,19 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
     for r in 0..repeat {
         for k in 0..policies.len() {
             let policy = &policies[(k + r) % policies.len()];
+            let (name, gamma) = match policy.split_once(':') {
+                Some((n, g)) => (n.to_string(), g.parse::<f64>().ok()),
+                None => (policy.clone(), None),
+            };
             let trace = dir.join(format!("{}-{policy}-{r}.twt", a.app.app.name()));
             let opts = MeasuredRunOptions {
                 app: a.app.app,
                 config: a.app.config(),
-                policy: Some(policy.clone()),
+                policy: Some(name.clone()),
                 workers: a.app.workers,
                 gpus: a.app.gpus as usize,
                 gpu_backend: a.app.gpu_backend.into(),
-                task_powers: a.app.task_powers(Some(policy.as_str()))?,
+                task_powers: a.app.task_powers(Some(name.as_str()), gamma)?,
                 perf_models: a.app.perf_models()?,
                 trace: trace.clone(),
                 meter: a.energy.meter,
@@ -254,6 +261,31 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
             &bars,
         )?;
         eprintln!("wrote {}", p.display());
+        if !sweep.is_empty() {
+            let p = d.join("pareto.svg");
+            let points: Vec<(String, f64, f64)> = out
+                .policies
+                .iter()
+                .map(|r| {
+                    let e = r
+                        .application
+                        .and_then(|x| x.measured_j)
+                        .unwrap_or(r.measured_j);
+                    (r.policy.clone(), r.makespan_s, e)
+                })
+                .collect();
+            plots::pareto(
+                &p,
+                &format!(
+                    "{}: energy against makespan, dmdae over gamma (µs/J) beside the \
+                     policies{sim}",
+                    out.app
+                ),
+                &points,
+                &sweep,
+            )?;
+            eprintln!("wrote {}", p.display());
+        }
     }
     if a.keep.is_some() {
         eprintln!("traces kept in {}", dir.display());
@@ -273,12 +305,12 @@ fn print_table(o: &CompareOut, repeat: usize) {
         if repeat == 1 { "" } else { "s" }
     );
     println!(
-        "{:<8} {:>10} {:>12} {:>12} {:>9} {:>9}",
+        "{:<14} {:>10} {:>12} {:>12} {:>9} {:>9}",
         "policy", "makespan", "measured", "predicted", "error", "max|err|"
     );
     for r in &o.policies {
         println!(
-            "{:<8} {:>8.3} s {:>10.2} J {:>10.2} J {:>8.2}% {:>8.2}%{}",
+            "{:<14} {:>8.3} s {:>10.2} J {:>10.2} J {:>8.2}% {:>8.2}%{}",
             r.policy,
             r.makespan_s,
             r.measured_j,
@@ -291,14 +323,14 @@ fn print_table(o: &CompareOut, repeat: usize) {
     if o.policies.iter().all(|r| r.application.is_some()) {
         println!("the application alone (the graph, without calibration):");
         println!(
-            "{:<8} {:>12} {:>12} {:>9}",
+            "{:<14} {:>12} {:>12} {:>9}",
             "policy", "measured", "predicted", "error"
         );
         for r in &o.policies {
             let app = r.application.expect("checked");
             let m = app.measured_j;
             println!(
-                "{:<8} {:>12} {:>10.2} J {:>9}",
+                "{:<14} {:>12} {:>10.2} J {:>9}",
                 r.policy,
                 m.map_or("-".to_owned(), |m| format!("{m:.2} J")),
                 app.predicted_j,

@@ -79,8 +79,10 @@ pub(crate) struct AppArgs {
     #[arg(long)]
     pub(crate) beta: Option<f64>,
     /// dmdae: µs a joule is worth (TASKWATT_SCHED_GAMMA; default 1000, as StarPU's).
-    #[arg(long)]
-    pub(crate) gamma: Option<f64>,
+    /// `compare` takes a list (`--gamma 0,1000,100000`) and runs dmdae at each, beside
+    /// its --policies, for the energy/makespan (Pareto) plot.
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    pub(crate) gamma: Vec<f64>,
     /// dmdae: the power of workers kept waiting, W (TASKWATT_SCHED_IDLE_POWER; default 0).
     #[arg(long, value_name = "W")]
     pub(crate) idle_power: Option<f64>,
@@ -114,12 +116,13 @@ impl AppArgs {
     pub(crate) fn task_powers(
         &self,
         policy: Option<&str>,
+        gamma: Option<f64>,
     ) -> Result<taskwatt::session::TaskPowers, Box<dyn std::error::Error>> {
         use taskwatt::scheduler::{ALPHA_ENV, BETA_ENV, GAMMA_ENV, IDLE_POWER_ENV};
         for (var, v) in [
             (ALPHA_ENV, self.alpha),
             (BETA_ENV, self.beta),
-            (GAMMA_ENV, self.gamma),
+            (GAMMA_ENV, gamma),
             (IDLE_POWER_ENV, self.idle_power),
         ] {
             if let Some(v) = v {
@@ -427,7 +430,9 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         workers: a.app.workers,
         gpus: a.app.gpus as usize,
         gpu_backend: a.app.gpu_backend.into(),
-        task_powers: a.app.task_powers(a.sched.as_deref())?,
+        task_powers: a
+            .app
+            .task_powers(a.sched.as_deref(), one_gamma(&a.app.gamma)?)?,
         perf_models: a.app.perf_models()?,
         trace: trace_path.clone(),
         meter: a.energy.meter,
@@ -498,6 +503,15 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
     run.trace
         .map(drop)
         .map_err(|e| format!("the run completed, but its trace could not be written: {e}").into())
+}
+
+/// `run`'s --gamma: at most one value (`compare` sweeps a list).
+fn one_gamma(g: &[f64]) -> Result<Option<f64>, String> {
+    match g {
+        [] => Ok(None),
+        [x] => Ok(Some(*x)),
+        _ => Err("run takes one --gamma; `taskwatt compare --gamma a,b,c` sweeps several".into()),
+    }
 }
 
 /// Saves the run's fitted energy model beside the performance models, for dmdae (types

@@ -244,12 +244,19 @@ impl<T: SchedTask> Dmda<T> {
             let power = |w: usize| task.expected_power_w(self.workers[w]);
             if costed.iter().all(|c| power(c.0).is_some()) {
                 let latest = (0..self.workers.len()).map(available).fold(now, f64::max);
-                let best_end = best.1;
+                // The α term is the end without the copies, which β weighs apart (as in
+                // StarPU): with α = β = 1 and γ = 0 the choice is dmda's.
+                let best_end = costed
+                    .iter()
+                    .map(|c| c.1 - c.3)
+                    .fold(f64::INFINITY, f64::min);
                 let cost = |c: &(usize, f64, f64, f64, Option<f64>)| {
                     let (w, end, d, copies, _) = *c;
                     let energy_j = power(w).unwrap_or(0.0) * (d - copies) * 1e-9
                         + k.idle_power_w * (end - latest).max(0.0) * 1e-9;
-                    k.alpha * (end - best_end) * 1e-3 + k.beta * copies * 1e-3 + k.gamma * energy_j
+                    k.alpha * (end - copies - best_end) * 1e-3
+                        + k.beta * copies * 1e-3
+                        + k.gamma * energy_j
                 };
                 if let Some(c) = costed.iter().min_by(|a, b| cost(a).total_cmp(&cost(b))) {
                     best = (c.0, c.1, c.2, c.4);
@@ -402,6 +409,41 @@ mod tests {
         );
         p.push(t(1, 3e6, 1e6), Origin::External);
         assert_eq!(p.pop(1, &mut p.local(1)).map(|t| t.id), Some(1));
+        // γ = 0 chooses as dmda, the copies counted once: 1 ms + 4.01 ms of copies on the
+        // GPU is later than 3 ms on the CPU.
+        let bus = Some(crate::Bus {
+            bytes_per_s: 1_000_000_000,
+            latency_ns: 10_000,
+        });
+        let ws = vec![
+            WorkerDesc::new(0, 0, None).with_memory_node(0, bus),
+            WorkerDesc::new(1, 0, None)
+                .with_arch(ArchMask::GPU)
+                .with_memory_node(1, bus),
+        ];
+        let p = Dmda::<T>::energy_aware(
+            &ws,
+            EnergyWeights {
+                gamma: 0.0,
+                ..EnergyWeights::default()
+            },
+        );
+        p.push(
+            T {
+                gpu_missing: 4_000_000,
+                ..t(2, 3e6, 1e6)
+            },
+            Origin::External,
+        );
+        assert_eq!(p.pop(0, &mut p.local(0)).map(|t| t.id), Some(2));
+        p.push(
+            T {
+                gpu_missing: 1_000_000,
+                ..t(3, 3e6, 1e6)
+            },
+            Origin::External,
+        );
+        assert_eq!(p.pop(1, &mut p.local(1)).map(|t| t.id), Some(3));
     }
 
     #[test]
