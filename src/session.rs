@@ -532,6 +532,9 @@ pub fn task_powers_of(model: &taskwatt_energy::attribution::EnergyModel) -> Task
 /// Extra power per (codelet, architecture), W.
 pub type TaskPowers = Vec<(String, taskwatt_traces::Arch, f64)>;
 
-/// Where a measured run keeps its fitted energy model, beside the performance models:
-/// `dmdae` uses it when no `--energy-model` is given.
-pub const RUN_ENERGY_MODEL: &str = "energy-model.json";
+/// The file, in the performance models' directory, where a measured run of `app` keeps
+/// its fitted energy model (`energy-model-<app>.json`): `dmdae` uses the one of the app it
+/// runs when no `--energy-model` is given.
+pub fn run_energy_model(app: App) -> String {
+    format!("energy-model-{}.json", app.name())
+}

@@ -556,7 +556,7 @@ fn dmdae_uses_the_last_run_s_energy_model_or_says_it_has_none() {
     assert!(first.contains("dmdae: no energy model"), "{first}");
     // A measured run saves its model beside the performance models.
     run("dmda", &[]);
-    assert!(pm.join("energy-model.json").exists());
+    assert!(pm.join("energy-model-cholesky.json").exists());
     let second = run("dmdae", &["--gamma", "100000", "--no-report"]);
     assert!(second.contains("dmdae: task powers from"), "{second}");
     let bad = taskwatt(&[

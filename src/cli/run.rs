@@ -68,8 +68,8 @@ pub(crate) struct AppArgs {
     #[arg(long, value_enum, default_value_t = GpuBackend::Emulated)]
     pub(crate) gpu_backend: GpuBackend,
     /// dmdae's energy model (from `taskwatt fit`); without it, dmdae uses the model the
-    /// last measured run saved beside the performance models (energy-model.json), and
-    /// without that it places tasks as dmda, and says so.
+    /// last measured run of the same app saved beside the performance models
+    /// (energy-model-<app>.json), and without that it places tasks as dmda, and says so.
     #[arg(long, value_name = "FILE")]
     pub(crate) energy_model: Option<PathBuf>,
     /// dmdae's weight of the expected completion time (TASKWATT_SCHED_ALPHA; default 1).
@@ -149,7 +149,7 @@ impl AppArgs {
         let path = match (&self.energy_model, self.perf_models()?) {
             (Some(p), _) => Some(p.clone()),
             (None, Some(dir)) => {
-                Some(dir.join(taskwatt::session::RUN_ENERGY_MODEL)).filter(|p| p.exists())
+                Some(dir.join(taskwatt::session::run_energy_model(self.app))).filter(|p| p.exists())
             }
             (None, None) => None,
         };
@@ -523,7 +523,7 @@ fn save_energy_model(a: &RunArgs, att: &taskwatt::energy::attribution::Attributi
     if att.systems.key != taskwatt::energy::attribution::KeyKind::CodeletArch {
         return;
     }
-    let path = dir.join(taskwatt::session::RUN_ENERGY_MODEL);
+    let path = dir.join(taskwatt::session::run_energy_model(a.app.app));
     let saved = std::fs::create_dir_all(&dir)
         .map_err(|e| e.to_string())
         .and_then(|()| {
