@@ -79,29 +79,32 @@ fn wrote_csv(a: &ExportArgs, sp: &Path, tasks: u64, samples: u64, extras: Vec<Ex
     Ok(())
 }
 
-/// The transfers and accesses files, as extras.
-fn extras(
-    tout: AtomicFile,
-    tp: PathBuf,
-    transfers: u64,
-    aout: AtomicFile,
-    ap: PathBuf,
-    accesses: u64,
-) -> Vec<Extra> {
-    vec![
+/// Writes the transfers and accesses files beside `a.output` (kept by `wrote_csv` only if
+/// they have rows).
+fn write_extras(
+    a: &ExportArgs,
+    transfers: impl FnOnce(&mut AtomicFile) -> Result<u64, TraceError>,
+    accesses: impl FnOnce(&mut AtomicFile) -> Result<u64, TraceError>,
+) -> Result<Vec<Extra>, TraceError> {
+    let (tp, ap) = (transfers_path(&a.output), accesses_path(&a.output));
+    let mut tout = create(&tp)?;
+    let t = transfers(&mut tout)?;
+    let mut aout = create(&ap)?;
+    let n = accesses(&mut aout)?;
+    Ok(vec![
         Extra {
             file: tout,
             path: tp,
-            rows: transfers,
+            rows: t,
             what: "copies between memory nodes",
         },
         Extra {
             file: aout,
             path: ap,
-            rows: accesses,
+            rows: n,
             what: "data accesses",
         },
-    ]
+    ])
 }
 
 /// `t.csv` -> `t.samples.csv`.
@@ -186,21 +189,14 @@ fn export_trace(a: &ExportArgs, trace: &Trace) -> CliResult {
             let mut sout = create(&sp)?;
             let tasks = write_csv_tasks(trace, &mut out)?;
             let samples = write_csv_samples(trace, &mut sout)?;
-            let tp = transfers_path(&a.output);
-            let mut tout = create(&tp)?;
-            let transfers = taskwatt::traces::write_csv_transfers(trace, &mut tout)?;
-            let ap = accesses_path(&a.output);
-            let mut aout = create(&ap)?;
-            let accesses = taskwatt::traces::write_csv_accesses(trace, &mut aout)?;
+            let extras = write_extras(
+                a,
+                |f| taskwatt::traces::write_csv_transfers(trace, f),
+                |f| taskwatt::traces::write_csv_accesses(trace, f),
+            )?;
             out.commit()?;
             sout.commit()?;
-            wrote_csv(
-                a,
-                &sp,
-                tasks,
-                samples,
-                extras(tout, tp, transfers, aout, ap, accesses),
-            )?;
+            wrote_csv(a, &sp, tasks, samples, extras)?;
         }
     }
     Ok(())
@@ -246,21 +242,14 @@ fn export_streaming(a: &ExportArgs) -> CliResult {
             let mut sout = create(&sp)?;
             let tasks = export_csv_tasks(&a.file, &mut out)?;
             let samples = export_csv_samples(&a.file, &mut sout)?;
-            let tp = transfers_path(&a.output);
-            let mut tout = create(&tp)?;
-            let transfers = taskwatt::traces::export_csv_transfers(&a.file, &mut tout)?;
-            let ap = accesses_path(&a.output);
-            let mut aout = create(&ap)?;
-            let accesses = taskwatt::traces::export_csv_accesses(&a.file, &mut aout)?;
+            let extras = write_extras(
+                a,
+                |f| taskwatt::traces::export_csv_transfers(&a.file, f),
+                |f| taskwatt::traces::export_csv_accesses(&a.file, f),
+            )?;
             out.commit()?;
             sout.commit()?;
-            wrote_csv(
-                a,
-                &sp,
-                tasks,
-                samples,
-                extras(tout, tp, transfers, aout, ap, accesses),
-            )?;
+            wrote_csv(a, &sp, tasks, samples, extras)?;
         }
     }
     Ok(())
