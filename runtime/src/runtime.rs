@@ -1167,7 +1167,9 @@ impl Shared {
     /// Sends the trace buffers whose oldest record ended `age` ago or earlier; a buffer
     /// its worker is writing to is left for the next look.
     fn flush_stale_traces(&self, age: Duration) {
-        self.flush_transfers();
+        if self.devices || self.trace_accesses {
+            self.flush_transfers();
+        }
         let now = Clock::now().as_ns();
         for slot in &self.trace_bufs {
             if let Some(mut buf) = slot.try_lock() {

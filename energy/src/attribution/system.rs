@@ -614,15 +614,19 @@ impl Builder {
         }
         st.in_window += 1;
         st.clipped_ns += e - s;
+        let mut i = finder.find(t, s);
+        if e <= t[i + 1] {
+            // Whole inside one interval (what the sampling warnings count), whatever the
+            // sensor.
+            st.contained += u64::from(s == start && e == end);
+        }
         if self.response != Response::Clip {
             self.response
                 .spread(t, finder, start, end, &mut column.time_ns);
             return;
         }
-        let mut i = finder.find(t, s);
         if e <= t[i + 1] {
             column.time_ns[i] += e - s;
-            st.contained += u64::from(s == start && e == end);
             return;
         }
         let mut from = s;
