@@ -518,6 +518,55 @@ fn gpu_domains_with_shaped_sensors_print_the_sensor_aware_and_clipping_errors() 
     assert!(!clip.contains("sensor-aware"), "{clip}");
     let bad = taskwatt(&["report", s(&trace), "--sensor-model", "sideways"]);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("use aware or clip"));
+
+    // Both sensors of each GPU (the counter and the averaged power), fitted together: one
+    // domain per GPU in the report, naming both sensors.
+    let both = default
+        .replace("update_interval_ms = 50", "update_interval_ms = 100")
+        .replace("sampled_ms = 0", "sampled_ms = 25")
+        .replace("sensor = \"energy\"", "sensor = \"both\"");
+    std::fs::write(&cfg_path, both).unwrap();
+    let trace2 = dir.path().join("both.twt");
+    ok(&[
+        "run",
+        "cholesky",
+        "--n",
+        "1024",
+        "--tile",
+        "128",
+        "--workers",
+        "2",
+        "--gpus",
+        "2",
+        "--sched",
+        "eager",
+        "--meter",
+        "sim",
+        "--sim-config",
+        s(&cfg_path),
+        "--trace",
+        s(&trace2),
+        "--perfmodel-dir",
+        s(&pm),
+        "--no-report",
+        "--iterations",
+        "3",
+    ]);
+    let text = ok(&["report", s(&trace2)]);
+    assert!(text.contains("sensors together"), "{text}");
+    assert!(
+        text.contains("a counter that sees the last 25 ms of each update and power averaged"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["report", s(&trace2), "--json"])).unwrap();
+    let gpus = json["report"]["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["domain"]["kind"] == "gpu")
+        .count();
+    assert_eq!(gpus, 2, "{json}");
 }
 
 #[test]

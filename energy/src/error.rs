@@ -168,6 +168,17 @@ pub enum EnergyError {
         period_ns: u128,
     },
 
+    /// An environment variable has a value this build does not know.
+    #[error("{variable} = {value:?}: expected {expected}")]
+    BadEnv {
+        /// The variable.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+        /// What it accepts, in words.
+        expected: &'static str,
+    },
+
     /// An unknown `--meter` value.
     #[error("unknown meter {given:?}: expected one of auto, rapl-perf, rapl-powercap, nvml, sim")]
     UnknownMeter {

@@ -71,8 +71,8 @@ pub use detect::{
 pub use error::EnergyError;
 pub use meter::{Coverage, DomainRead, DomainSpec, Meter, MeterDescription, RawReading};
 pub use nvml::{
-    GpuArchitecture, GpuDevice, NvmlMeter, Scripted, ScriptedGpu, NVML_AVERAGE_WINDOW_NS,
-    NVML_ENERGY_UPDATE_NS, NVML_INSTANT_WINDOW_NS,
+    GpuArchitecture, GpuDevice, NvmlMeter, NvmlSensors, Scripted, ScriptedGpu,
+    NVML_AVERAGE_WINDOW_NS, NVML_ENERGY_UPDATE_NS, NVML_INSTANT_WINDOW_NS,
 };
 pub use perf::{PerfEventDesc, PerfMeter, PowerPmu, DEFAULT_CPU_SYSFS, DEFAULT_PERF_PMU_DIR};
 pub use powercap::{PowercapMeter, DEFAULT_POWERCAP_ROOT};

@@ -92,9 +92,41 @@ enum Source {
     Power,
 }
 
+/// Which of a GPU's sensors the meter reads when it has the energy counter.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NvmlSensors {
+    /// The counter and the power readings, as two domains of the same GPU (the counter
+    /// first), which attribution fits together (the default).
+    #[default]
+    Both,
+    /// The counter alone.
+    Counter,
+}
+
+impl NvmlSensors {
+    /// From `TASKWATT_NVML_SENSORS` (`both`, the default, or `counter`).
+    pub fn from_env() -> Result<NvmlSensors, EnergyError> {
+        match std::env::var("TASKWATT_NVML_SENSORS") {
+            Err(_) => Ok(NvmlSensors::Both),
+            Ok(v) => match v.trim() {
+                "" | "both" => Ok(NvmlSensors::Both),
+                "counter" => Ok(NvmlSensors::Counter),
+                other => Err(EnergyError::BadEnv {
+                    variable: "TASKWATT_NVML_SENSORS",
+                    value: other.to_owned(),
+                    expected: "`both` (the energy counter and the power readings, fitted \
+                               together) or `counter`",
+                }),
+            },
+        }
+    }
+}
+
 /// A meter over NVIDIA GPUs.
 pub struct NvmlMeter {
-    devices: Vec<(Box<dyn GpuDevice>, Source)>,
+    devices: Vec<Box<dyn GpuDevice>>,
+    /// One per domain: the device (index into `devices`) and how it is read.
+    reads: Vec<(usize, Source)>,
     specs: Vec<DomainSpec>,
 }
 
@@ -113,8 +145,9 @@ impl NvmlMeter {
     }
 
     /// Loads NVML from `library` (or the system's `libnvidia-ml.so.1` when `None`) and opens
-    /// every GPU.
+    /// every GPU; the sensors read follow `TASKWATT_NVML_SENSORS` ([`NvmlSensors::from_env`]).
     pub fn open_with_library(library: Option<&Path>) -> Result<NvmlMeter, EnergyError> {
+        let sensors = NvmlSensors::from_env()?;
         let nvml = real::init(library)?;
         let nvml = Arc::new(nvml);
         let count = nvml
@@ -127,25 +160,53 @@ impl NvmlMeter {
         for index in 0..count {
             devices.push(Box::new(real::NvmlGpu::new(nvml.clone(), index)?));
         }
-        Self::from_devices(devices)
+        Self::from_devices_with(devices, sensors)
     }
 
-    /// A meter over the given devices: each is probed once for the energy counter, and read
-    /// through its power instead when it has none.
+    /// [`NvmlMeter::from_devices_with`] reading both sensors where both exist.
     pub fn from_devices(devices: Vec<Box<dyn GpuDevice>>) -> Result<NvmlMeter, EnergyError> {
+        Self::from_devices_with(devices, NvmlSensors::Both)
+    }
+
+    /// A meter over the given devices: each is probed once for the energy counter and for
+    /// its power. A device with the counter gets a counter domain, and with
+    /// [`NvmlSensors::Both`] a second domain of the same GPU for its power readings when
+    /// they answer; a device without the counter is read through its power.
+    pub fn from_devices_with(
+        devices: Vec<Box<dyn GpuDevice>>,
+        sensors: NvmlSensors,
+    ) -> Result<NvmlMeter, EnergyError> {
         if devices.is_empty() {
             return Err(EnergyError::NoGpu);
         }
         let mut out = Vec::with_capacity(devices.len());
+        let mut reads = Vec::with_capacity(devices.len());
         let mut specs = Vec::with_capacity(devices.len());
         for mut dev in devices {
             let index = dev.index();
             let name = dev.name()?;
             let arch = dev.architecture();
-            let (source, spec) = match dev.total_energy_consumption_mj()? {
-                Some(_) => (
-                    Source::EnergyCounter,
-                    DomainSpec {
+            let window_ns = if arch.power_is_one_second_average(&name) {
+                NVML_AVERAGE_WINDOW_NS
+            } else {
+                NVML_INSTANT_WINDOW_NS
+            };
+            let power_spec = |what: &str| DomainSpec {
+                domain: Domain::Gpu { index },
+                name: format!("{name} (GPU {index}, {what})"),
+                unit: "W".into(),
+                joules_per_unit: 1.0,
+                resolution_j: 1e-3,
+                wrap_range_raw: None,
+                sensor: SensorKind::IntegratedPower { window_ns },
+                update_interval_ns: Some(NVML_ENERGY_UPDATE_NS),
+                covers: Coverage::Gpu { index },
+            };
+            let d = out.len();
+            match dev.total_energy_consumption_mj()? {
+                Some(_) => {
+                    reads.push((d, Source::EnergyCounter));
+                    specs.push(DomainSpec {
                         domain: Domain::Gpu { index },
                         name: format!("{name} (GPU {index}, total energy counter)"),
                         unit: "mJ".into(),
@@ -155,35 +216,24 @@ impl NvmlMeter {
                         sensor: SensorKind::EnergyCounter,
                         update_interval_ns: Some(NVML_ENERGY_UPDATE_NS),
                         covers: Coverage::Gpu { index },
-                    },
-                ),
-                None => {
-                    let window_ns = if arch.power_is_one_second_average(&name) {
-                        NVML_AVERAGE_WINDOW_NS
-                    } else {
-                        NVML_INSTANT_WINDOW_NS
-                    };
-                    (
-                        Source::Power,
-                        DomainSpec {
-                            domain: Domain::Gpu { index },
-                            name: format!("{name} (GPU {index}, integrated power_usage)"),
-                            unit: "W".into(),
-                            joules_per_unit: 1.0,
-                            resolution_j: 1e-3,
-                            wrap_range_raw: None,
-                            sensor: SensorKind::IntegratedPower { window_ns },
-                            update_interval_ns: Some(NVML_ENERGY_UPDATE_NS),
-                            covers: Coverage::Gpu { index },
-                        },
-                    )
+                    });
+                    // A second sensor only if it answers now: a board without power
+                    // readings keeps its counter alone.
+                    if sensors == NvmlSensors::Both && dev.power_usage_mw().is_ok() {
+                        reads.push((d, Source::Power));
+                        specs.push(power_spec("power_usage, fitted with the counter"));
+                    }
                 }
-            };
-            out.push((dev, source));
-            specs.push(spec);
+                None => {
+                    reads.push((d, Source::Power));
+                    specs.push(power_spec("integrated power_usage"));
+                }
+            }
+            out.push(dev);
         }
         Ok(NvmlMeter {
             devices: out,
+            reads,
             specs,
         })
     }
@@ -208,7 +258,8 @@ impl Meter for NvmlMeter {
     }
 
     fn read(&mut self, out: &mut [DomainRead]) {
-        for (slot, (dev, source)) in out.iter_mut().zip(self.devices.iter_mut()) {
+        for (slot, &(d, source)) in out.iter_mut().zip(&self.reads) {
+            let dev = &mut self.devices[d];
             *slot = match source {
                 Source::EnergyCounter => match dev.total_energy_consumption_mj() {
                     Ok(Some(mj)) => Ok(RawReading::Counter(mj)),
@@ -468,6 +519,34 @@ mod tests {
     }
 
     #[test]
+    fn reads_both_sensors_of_a_gpu_that_has_both() {
+        let gpu = ScriptedGpu::with_energy(0, "NVIDIA H100", GpuArchitecture::Hopper, &[10, 70])
+            .then_power(Scripted::Value(300_000));
+        let mut m = NvmlMeter::from_devices(vec![Box::new(gpu.clone())]).unwrap();
+        let d = m.domains();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[0].domain, d[1].domain);
+        assert_eq!(d[0].sensor, SensorKind::EnergyCounter);
+        assert_eq!(
+            d[1].sensor,
+            SensorKind::IntegratedPower {
+                window_ns: NVML_AVERAGE_WINDOW_NS
+            }
+        );
+        let r = read(&mut m);
+        assert_eq!(r[0].as_ref().unwrap(), &RawReading::Counter(70));
+        assert_eq!(r[1].as_ref().unwrap(), &RawReading::Power(300.0));
+        // The counter alone when asked.
+        let m = NvmlMeter::from_devices_with(vec![Box::new(gpu)], NvmlSensors::Counter).unwrap();
+        assert_eq!(m.domains().len(), 1);
+        // And when the power readings fail at the probe.
+        let mut mute = ScriptedGpu::with_energy(0, "NVIDIA H100", GpuArchitecture::Hopper, &[1]);
+        mute.power = VecDeque::from([Scripted::Fail("Not Supported".into())]);
+        let m = NvmlMeter::from_devices(vec![Box::new(mute)]).unwrap();
+        assert_eq!(m.domains().len(), 1);
+    }
+
+    #[test]
     fn falls_back_to_power_with_the_right_window() {
         let cases = [
             (
@@ -509,7 +588,9 @@ mod tests {
         let a = ScriptedGpu::with_energy(0, "A", GpuArchitecture::Volta, &[1, 2])
             .then_energy(Scripted::Fail("GPU is lost".into()));
         let b = ScriptedGpu::with_energy(1, "B", GpuArchitecture::Volta, &[5, 6]);
-        let mut m = NvmlMeter::from_devices(vec![Box::new(a), Box::new(b)]).unwrap();
+        let mut m =
+            NvmlMeter::from_devices_with(vec![Box::new(a), Box::new(b)], NvmlSensors::Counter)
+                .unwrap();
         let r = read(&mut m);
         assert!(r[0].is_ok() && r[1].is_ok());
         let r = read(&mut m);

@@ -53,8 +53,13 @@ fn config(sensor: &str, update_ms: u64, sampled_ms: u64) -> SimConfig {
 }
 
 /// Runs the tasks in virtual time, reading the meter every 10 ms; returns the GPU
-/// domain, its samples and the task records.
-fn run(c: SimConfig, seed: u64) -> (DomainInfo, Vec<EnergySample>, Vec<TaskRecord>) {
+/// domains (one, or two for `both`: the counter, then the power readings), their samples
+/// and the task records.
+fn run(
+    c: SimConfig,
+    seed: u64,
+    secs: u64,
+) -> (Vec<DomainInfo>, Vec<EnergySample>, Vec<TaskRecord>) {
     let clock = Arc::new(ManualClock::new(Timestamp(T0)));
     let mut meter = SimMeter::with_clock(c, &[gpu_worker()], clock.clone()).unwrap();
     let obs = meter.observer();
@@ -65,25 +70,31 @@ fn run(c: SimConfig, seed: u64) -> (DomainInfo, Vec<EnergySample>, Vec<TaskRecor
             archs: vec![Arch::Gpu],
         });
     }
-    let gpu = meter
+    let gpus: Vec<usize> = meter
         .domains()
         .iter()
-        .position(|d| matches!(d.domain, taskwatt_traces::Domain::Gpu { .. }))
-        .unwrap();
-    let spec = meter.domains()[gpu].clone();
-    let info = DomainInfo {
-        id: 0,
-        meter: 0,
-        domain: spec.domain,
-        name: spec.name.clone(),
-        unit: spec.unit.clone(),
-        resolution_j: spec.resolution_j,
-        wrap_range_j: None,
-        update_interval_ns: spec.update_interval_ns,
-        sensor: spec.sensor,
-        workers: vec![0],
-    };
-    let mut acc = Accumulator::for_domain(&spec);
+        .enumerate()
+        .filter(|(_, d)| matches!(d.domain, taskwatt_traces::Domain::Gpu { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    let specs: Vec<_> = gpus.iter().map(|&i| meter.domains()[i].clone()).collect();
+    let infos: Vec<DomainInfo> = specs
+        .iter()
+        .enumerate()
+        .map(|(k, spec)| DomainInfo {
+            id: k as u16,
+            meter: 0,
+            domain: spec.domain,
+            name: spec.name.clone(),
+            unit: spec.unit.clone(),
+            resolution_j: spec.resolution_j,
+            wrap_range_j: None,
+            update_interval_ns: spec.update_interval_ns,
+            sensor: spec.sensor,
+            workers: vec![0],
+        })
+        .collect();
+    let mut accs: Vec<Accumulator> = specs.iter().map(Accumulator::for_domain).collect();
     let mut reads: Vec<taskwatt_energy::DomainRead> = (0..meter.domains().len())
         .map(|_| Ok(RawReading::Counter(0)))
         .collect();
@@ -93,23 +104,25 @@ fn run(c: SimConfig, seed: u64) -> (DomainInfo, Vec<EnergySample>, Vec<TaskRecor
         while next_read <= t {
             clock.set(Timestamp(next_read));
             meter.read(&mut reads);
-            let at = meter.value_time(gpu).unwrap_or(Timestamp(next_read));
-            let r = std::mem::replace(&mut reads[gpu], Ok(RawReading::Counter(0))).unwrap();
-            let e = acc.update(at, r);
-            samples.push(EnergySample {
-                domain: 0,
-                t: at,
-                wall_unix_ns: 0,
-                energy_j: e,
-                raw: f64::NAN,
-            });
+            for (k, &gpu) in gpus.iter().enumerate() {
+                let at = meter.value_time(gpu).unwrap_or(Timestamp(next_read));
+                let r = std::mem::replace(&mut reads[gpu], Ok(RawReading::Counter(0))).unwrap();
+                let e = accs[k].update(at, r);
+                samples.push(EnergySample {
+                    domain: k as u16,
+                    t: at,
+                    wall_unix_ns: 0,
+                    energy_j: e,
+                    raw: f64::NAN,
+                });
+            }
             next_read += 10 * MS;
         }
     };
     let mut rng = StdRng::seed_from_u64(seed);
     let mut tasks = Vec::new();
     let mut t = T0 + 2_000 * MS; // 2 s idle first: the base
-    let end = t + 120_000 * MS;
+    let end = t + secs * 1_000 * MS;
     while t < end {
         // Phases of one type, mixed with idle gaps, so that the types vary apart.
         let c = rng.random_range(0..3usize);
@@ -148,12 +161,12 @@ fn run(c: SimConfig, seed: u64) -> (DomainInfo, Vec<EnergySample>, Vec<TaskRecor
         t += rng.random_range(0..800) * MS;
     }
     read_until(t + 3_000 * MS, &mut meter, &mut samples);
-    (info, samples, tasks)
+    (infos, samples, tasks)
 }
 
 /// Worst relative error of the three types' powers, %, under `model`.
 fn worst_error(
-    info: &DomainInfo,
+    domains: &[DomainInfo],
     samples: &[EnergySample],
     tasks: &[TaskRecord],
     model: SensorModel,
@@ -167,8 +180,7 @@ fn worst_error(
             archs: vec![Arch::Gpu],
         })
         .collect();
-    let domains = [info.clone()];
-    let parts = TraceParts::new(&domains, samples, &codelets);
+    let parts = TraceParts::new(domains, samples, &codelets);
     let opts = AttributionOptions {
         sensor_model: model,
         ..AttributionOptions::default()
@@ -201,14 +213,14 @@ fn worst_error(
 }
 
 fn check(sensor: &str, update_ms: u64, sampled_ms: u64, bar_pct: f64) {
-    let (info, samples, tasks) = run(config(sensor, update_ms, sampled_ms), 7);
+    let (infos, samples, tasks) = run(config(sensor, update_ms, sampled_ms), 7, 120);
     eprintln!(
         "{sensor}, sampled {sampled_ms} ms: {:?}, {} tasks",
-        info.sensor,
+        infos[0].sensor,
         tasks.len()
     );
-    let aware = worst_error(&info, &samples, &tasks, SensorModel::Aware);
-    let clip = worst_error(&info, &samples, &tasks, SensorModel::Clip);
+    let aware = worst_error(&infos, &samples, &tasks, SensorModel::Aware);
+    let clip = worst_error(&infos, &samples, &tasks, SensorModel::Clip);
     eprintln!("  worst error: sensor-aware {aware:.2} %, clipping {clip:.2} %");
     assert!(aware <= bar_pct, "sensor-aware {aware:.2} % > {bar_pct} %");
     assert!(
@@ -219,8 +231,8 @@ fn check(sensor: &str, update_ms: u64, sampled_ms: u64, bar_pct: f64) {
 
 #[test]
 fn an_energy_counter_refreshed_every_50_ms() {
-    let (info, samples, tasks) = run(config("energy", 50, 0), 7);
-    let aware = worst_error(&info, &samples, &tasks, SensorModel::Aware);
+    let (infos, samples, tasks) = run(config("energy", 50, 0), 7, 120);
+    let aware = worst_error(&infos, &samples, &tasks, SensorModel::Aware);
     assert!(aware <= 5.0, "{aware}");
 }
 
@@ -232,4 +244,91 @@ fn a_counter_that_sees_a_quarter_of_the_time() {
 #[test]
 fn power_readings_averaged_over_one_second() {
     check("power", 50, 0, 5.0);
+}
+
+/// The samples and domain of one sensor of a `both` run.
+fn only(
+    infos: &[DomainInfo],
+    samples: &[EnergySample],
+    k: u16,
+) -> (Vec<DomainInfo>, Vec<EnergySample>) {
+    (
+        infos.iter().filter(|d| d.id == k).cloned().collect(),
+        samples.iter().filter(|s| s.domain == k).copied().collect(),
+    )
+}
+
+#[test]
+fn counter_and_power_readings_fitted_together() {
+    // NVML on an H100: a counter that sees a quarter of each 100 ms update, and power
+    // readings averaged over 1 s, both of one GPU whose power has 30 W of white noise; 30 s
+    // runs. Both sensors see the same physical noise, the counter only a quarter of it
+    // (scaled by four): the joint fit should do at least as well as the better sensor.
+    let (mut sc, mut sp, mut sj) = (0.0, 0.0, 0.0);
+    let seeds = 8;
+    for seed in 0..seeds {
+        let mut c = config("both", 100, 25);
+        c.gpu.noise_sigma_w = 30.0;
+        let (infos, samples, tasks) = run(c, seed, 30);
+        assert_eq!(infos.len(), 2, "{infos:?}");
+        assert!(infos[0].sensor.is_counter() && !infos[1].sensor.is_counter());
+        let (ci, cs) = only(&infos, &samples, 0);
+        let (pi, ps) = only(&infos, &samples, 1);
+        let counter = worst_error(&ci, &cs, &tasks, SensorModel::Aware);
+        let power = worst_error(&pi, &ps, &tasks, SensorModel::Aware);
+        let joint = worst_error(&infos, &samples, &tasks, SensorModel::Aware);
+        assert!(joint <= 5.0, "seed {seed}: {joint}");
+        sc += counter;
+        sp += power;
+        sj += joint;
+    }
+    let n = seeds as f64;
+    let (sc, sp, sj) = (sc / n, sp / n, sj / n);
+    eprintln!(
+        "mean worst error over {seeds} seeds: counter alone {sc:.2} %, power alone {sp:.2} %, \
+         together {sj:.2} %"
+    );
+    assert!(
+        sj < sc.min(sp),
+        "the joint fit ({sj:.2} %) is no better than the better sensor alone ({:.2} %)",
+        sc.min(sp)
+    );
+}
+
+#[test]
+fn a_joint_fit_reports_one_domain_and_names_both_sensors() {
+    let (infos, samples, tasks) = run(config("both", 50, 0), 5, 20);
+    let codelets: Vec<CodeletInfo> = POWERS
+        .iter()
+        .enumerate()
+        .map(|(id, (name, _))| CodeletInfo {
+            id: id as u32,
+            name: (*name).into(),
+            archs: vec![Arch::Gpu],
+        })
+        .collect();
+    let parts = TraceParts::new(&infos, &samples, &codelets);
+    let a = attribute(&parts, tasks.iter(), &AttributionOptions::default()).unwrap();
+    assert_eq!(a.report.domains.len(), 1);
+    let d = &a.report.domains[0];
+    // The measured energy is the counter's alone, not the sum of both sensors.
+    let mut counter_j = samples.iter().filter(|s| s.domain == 0).map(|s| s.energy_j);
+    let (first, last) = (
+        counter_j.clone().next().unwrap(),
+        counter_j.next_back().unwrap(),
+    );
+    assert!(
+        (d.measured_j - (last - first)).abs() < 1e-6 * d.measured_j.max(1.0),
+        "measured {} J, counter {} J",
+        d.measured_j,
+        last - first
+    );
+    assert_eq!(d.fit.joint.len(), 2, "{:?}", d.fit.joint);
+    assert!(d.fit.joint[0].contains("primary"), "{:?}", d.fit.joint);
+    assert_eq!(a.fits[0].residuals_j.len(), d.intervals);
+    let text = taskwatt_energy::attribution::render_report(
+        &a.report,
+        &taskwatt_energy::attribution::RenderOptions { simulated: true },
+    );
+    assert!(text.contains("sensors together"), "{text}");
 }

@@ -175,16 +175,19 @@ pub(crate) fn sensor_check(
         },
     )?;
     for (d, c) in att.report.domains.iter().zip(&clip.report.domains) {
-        let Some(info) = trace.domains.iter().find(|i| i.id == d.id) else {
-            continue;
-        };
+        // Every sensor of the device: one, or two fitted together (NVML's counter and power).
+        let infos: Vec<_> = trace
+            .domains
+            .iter()
+            .filter(|i| i.domain == d.domain)
+            .collect();
         let (Some(ta), Some(tc)) = (&d.truth, &c.truth) else {
             continue;
         };
-        if !shaped(info.sensor) {
+        if !infos.iter().any(|i| shaped(i.sensor)) {
             continue;
         }
-        let sensor = match info.sensor {
+        let words = |k: taskwatt::traces::SensorKind| match k {
             taskwatt::traces::SensorKind::SampledCounter { sampled_ns } => format!(
                 "a counter that sees the last {} ms of each update",
                 sampled_ns as f64 / 1e6
@@ -194,6 +197,11 @@ pub(crate) fn sensor_check(
             }
             taskwatt::traces::SensorKind::EnergyCounter => "an energy counter".to_owned(),
         };
+        let sensor = infos
+            .iter()
+            .map(|i| words(i.sensor))
+            .collect::<Vec<_>>()
+            .join(" and ");
         let _ = writeln!(
             out,
             "\nsensor model on {} ({sensor}): error against the simulated truth",

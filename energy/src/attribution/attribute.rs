@@ -7,8 +7,8 @@ use taskwatt_traces::TaskRecord;
 use super::error::AttributionError;
 use super::input::{trace_tasks, TraceParts};
 use super::report::{domain_report, AttributionReport};
-use super::solve::{fit_stack, AttributionOptions, DomainFit, Stack};
-use super::system::TraceSystems;
+use super::solve::{fit_group, AttributionOptions, DomainFit};
+use super::system::{DomainSystem, TraceSystems};
 
 /// The result of [`attribute`]: the report, and the fits and systems behind it (for
 /// residual plots, models and further analysis).
@@ -49,6 +49,10 @@ pub fn attribute_systems(
     let mut warnings = Vec::new();
     let mut fits = Vec::new();
     let mut domains = Vec::new();
+    // One device read by two sensors (NVML's energy counter and its power readings) gives
+    // two systems of one domain: the first is its primary reading, the others enter the
+    // same fit (`fit_group`).
+    let mut groups: Vec<Vec<&DomainSystem>> = Vec::new();
     for s in &systems.domains {
         if s.intervals() == 0 {
             warnings.push(format!(
@@ -58,9 +62,15 @@ pub fn attribute_systems(
             ));
             continue;
         }
-        let stack = Stack::new(vec![s], &opts.weights)?;
-        let fit = fit_stack(&stack, opts);
-        domains.push(domain_report(&fit, &[s], parts.truth));
+        match groups.iter_mut().find(|g| g[0].domain() == s.domain()) {
+            Some(g) => g.push(s),
+            None => groups.push(vec![s]),
+        }
+    }
+    for g in groups {
+        let primary: Vec<bool> = (0..g.len()).map(|i| i == 0).collect();
+        let fit = fit_group(g.clone(), primary, opts)?;
+        domains.push(domain_report(&fit, &g[..1], parts.truth));
         fits.push(fit);
     }
     if domains.is_empty() {

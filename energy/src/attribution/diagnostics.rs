@@ -91,6 +91,10 @@ pub struct FitDiagnostics {
     /// stacked trace that was aligned).
     #[serde(default)]
     pub alignment: Vec<String>,
+    /// The sensors fitted together when one device has two (NVML's energy counter and its
+    /// power readings), each with its rows and weight, in words; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub joint: Vec<String>,
     /// Sampling and data warnings, in words.
     pub warnings: Vec<String>,
 }
@@ -311,6 +315,7 @@ pub(crate) fn analyse(
                 .iter()
                 .filter_map(|s| s.alignment.as_ref().map(|a| a.describe()))
                 .collect(),
+            joint: Vec::new(),
             warnings,
         },
     }

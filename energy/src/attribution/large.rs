@@ -217,6 +217,7 @@ pub(crate) fn fit_large(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainF
                 .iter()
                 .filter_map(|s| s.alignment.as_ref().map(|a| a.describe()))
                 .collect(),
+            joint: Vec::new(),
             warnings,
         },
     }

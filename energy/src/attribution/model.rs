@@ -19,7 +19,7 @@ use super::error::AttributionError;
 use super::input::{trace_tasks, TraceParts};
 use super::key::{KeyKind, TypeKey};
 use super::report::{domain_report, DomainReport};
-use super::solve::{fit_stack, AttributionOptions, DomainFit, Estimate, Solver, Stack};
+use super::solve::{fit_group, AttributionOptions, DomainFit, Estimate, Solver};
 use super::system::{DomainSystem, TraceSystems};
 
 /// The model file format version this build writes and reads.
@@ -199,10 +199,15 @@ pub fn fit_model(
             other: t.key,
         });
     }
-    let mut by_domain: BTreeMap<Domain, Vec<&DomainSystem>> = BTreeMap::new();
+    // Per domain, every trace's systems, each marked primary (the trace's first reading of
+    // the domain) or second sensor of the same device.
+    let mut by_domain: BTreeMap<Domain, Vec<(&DomainSystem, bool)>> = BTreeMap::new();
     for t in traces {
+        let mut seen: Vec<Domain> = Vec::new();
         for s in t.domains.iter().filter(|s| s.intervals() > 0) {
-            by_domain.entry(s.domain()).or_default().push(s);
+            let first = !seen.contains(&s.domain());
+            seen.push(s.domain());
+            by_domain.entry(s.domain()).or_default().push((s, first));
         }
     }
     if by_domain.is_empty() {
@@ -222,10 +227,17 @@ pub fn fit_model(
         fits: Vec::new(),
         reports: Vec::new(),
     };
-    for (domain, systems) in by_domain {
-        let stack = Stack::new(systems.clone(), &opts.weights)?;
-        let fit = fit_stack(&stack, opts);
-        let report = domain_report(&fit, &systems, truth.filter(|_| traces.len() == 1));
+    for (domain, group) in by_domain {
+        let systems: Vec<&DomainSystem> = group.iter().map(|(s, _)| *s).collect();
+        let primary: Vec<bool> = group.iter().map(|(_, p)| *p).collect();
+        let fit = fit_group(systems.clone(), primary.clone(), opts)?;
+        let primaries: Vec<&DomainSystem> = systems
+            .iter()
+            .zip(&primary)
+            .filter(|(_, p)| **p)
+            .map(|(s, _)| *s)
+            .collect();
+        let report = domain_report(&fit, &primaries, truth.filter(|_| traces.len() == 1));
         out.model.domains.push(DomainModel {
             domain,
             name: fit.name.clone(),
@@ -660,18 +672,21 @@ fn predict_domain(
 }
 
 /// Domains contained in another predicted domain leave the totals: `core-N` and
-/// `uncore-N` inside `package-N`; packages and DRAM inside `psys`.
+/// `uncore-N` inside `package-N`; packages and DRAM inside `psys`; a second sensor of a
+/// device (a trace's later domain with the same `Domain`).
 fn mark_nested(domains: &mut [DomainPrediction]) {
     let present: Vec<Domain> = domains.iter().map(|d| d.domain).collect();
     let has_psys = present.contains(&Domain::Psys);
-    for d in domains.iter_mut() {
-        d.in_total = match d.domain {
-            Domain::Core { id } | Domain::Uncore { id } => {
-                !has_psys && !present.contains(&Domain::CpuPackage { id })
-            }
-            Domain::CpuPackage { .. } | Domain::Dram { .. } => !has_psys,
-            Domain::Gpu { .. } | Domain::Psys => true,
-        };
+    for (i, d) in domains.iter_mut().enumerate() {
+        // A second sensor of a device already listed counts once.
+        d.in_total = !present[..i].contains(&d.domain)
+            && match d.domain {
+                Domain::Core { id } | Domain::Uncore { id } => {
+                    !has_psys && !present.contains(&Domain::CpuPackage { id })
+                }
+                Domain::CpuPackage { .. } | Domain::Dram { .. } => !has_psys,
+                Domain::Gpu { .. } | Domain::Psys => true,
+            };
     }
 }
 

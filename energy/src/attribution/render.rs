@@ -224,6 +224,18 @@ fn domain(out: &mut String, d: &DomainReport) {
     for l in lines.iter().chain(&f.alignment) {
         wrap(out, l, "", "  ");
     }
+    if !f.joint.is_empty() {
+        wrap(
+            out,
+            "one fit of the device's sensors together (shared powers, each sensor's rows \
+             weighted by 1/its residual variance):",
+            "",
+            "  ",
+        );
+        for l in &f.joint {
+            wrap(out, l, "  - ", "    ");
+        }
+    }
     out.push('\n');
 
     let mut t = Table::new(&[

@@ -312,6 +312,9 @@ pub(crate) struct Stack<'a> {
     offsets: Vec<usize>,
     /// Row weights, or `None` for uniform.
     pub(crate) weights: Option<Vec<f64>>,
+    /// Per system: whether it is its trace's primary reading of the domain (its task
+    /// counts enter `stats`); a second sensor of the same device repeats the same tasks.
+    primary: Vec<bool>,
 }
 
 impl<'a> Stack<'a> {
@@ -320,12 +323,23 @@ impl<'a> Stack<'a> {
         systems: Vec<&'a DomainSystem>,
         weights: &RowWeights,
     ) -> Result<Stack<'a>, AttributionError> {
+        let primary = vec![true; systems.len()];
+        Self::with_primary(systems, primary, weights)
+    }
+
+    /// As [`Stack::new`], with `primary[i]` false for a system that is a second sensor of a
+    /// device another system reads (its rows enter the fit, its task counts do not).
+    pub(crate) fn with_primary(
+        systems: Vec<&'a DomainSystem>,
+        primary: Vec<bool>,
+        weights: &RowWeights,
+    ) -> Result<Stack<'a>, AttributionError> {
         let mut keys: Vec<TypeKey> = Vec::new();
         let mut stats: Vec<TypeStats> = Vec::new();
         let mut index: HashMap<TypeKey, usize> = HashMap::new();
         let mut maps = Vec::with_capacity(systems.len());
         let mut offsets = vec![0];
-        for s in &systems {
+        for (si, s) in systems.iter().enumerate() {
             let mut map = Vec::with_capacity(s.columns.len());
             for c in &s.columns {
                 let g = *index.entry(c.key.clone()).or_insert_with(|| {
@@ -336,7 +350,9 @@ impl<'a> Stack<'a> {
                     });
                     keys.len() - 1
                 });
-                merge_stats(&mut stats[g], &c.stats);
+                if primary[si] {
+                    merge_stats(&mut stats[g], &c.stats);
+                }
                 map.push(g + 1);
             }
             maps.push(map);
@@ -398,7 +414,26 @@ impl<'a> Stack<'a> {
             maps,
             offsets,
             weights: w,
+            primary,
         })
+    }
+
+    /// Multiplies the weights of every row of system `i` by `scale[i]`.
+    pub(crate) fn scale_systems(&mut self, scale: &[f64]) {
+        let rows = self.rows();
+        let w = self.weights.get_or_insert_with(|| vec![1.0; rows]);
+        for (i, f) in scale.iter().enumerate() {
+            for x in &mut w[self.offsets[i]..self.offsets[i + 1]] {
+                *x *= f;
+            }
+        }
+    }
+
+    /// The rows of primary systems, in row order.
+    pub(crate) fn primary_rows(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.systems.len())
+            .filter(|&i| self.primary[i])
+            .flat_map(|i| self.offsets[i]..self.offsets[i + 1])
     }
 
     /// Unknowns: base plus one per type.
@@ -600,6 +635,91 @@ pub(crate) fn fit_stack(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainF
         covariance_w2: out.covariance,
         t95: out.t95,
         diagnostics: out.diagnostics,
+    }
+}
+
+/// Fits one domain read by several sensors at once: `systems[i]` with `primary[i]` true
+/// are the domain's primary readings (one per stacked trace); the others are second
+/// sensors of the same device (NVML's power readings beside its energy counter), whose rows
+/// enter the same least-squares problem through their own sensor responses, sharing the
+/// base and type unknowns.
+///
+/// The sensors are not equally precise, so each one's rows are weighted by the inverse of
+/// its residual variance in a fit of its own (feasible generalised least squares, the
+/// primary's scale kept). Without a second sensor this is [`fit_stack`] unchanged.
+/// Residuals, counts and the measured energy are the primary readings' only; the
+/// diagnostics name every sensor and its weight.
+pub(crate) fn fit_group(
+    systems: Vec<&DomainSystem>,
+    primary: Vec<bool>,
+    opts: &AttributionOptions,
+) -> Result<DomainFit, AttributionError> {
+    let joint = primary.iter().any(|p| !p) && primary.iter().any(|p| *p);
+    let mut stack = Stack::with_primary(systems.clone(), primary.clone(), &opts.weights)?;
+    if !joint {
+        return Ok(fit_stack(&stack, opts));
+    }
+    let alone = AttributionOptions {
+        cv_folds: 0,
+        ..opts.clone()
+    };
+    let mut var = Vec::with_capacity(systems.len());
+    for s in &systems {
+        let one = Stack::new(vec![*s], &opts.weights)?;
+        let f = fit_stack(&one, &alone);
+        let n = f.residuals_j.len();
+        let dof = n.saturating_sub(one.unknowns()).max(1);
+        let rss: f64 = f.residuals_j.iter().map(|r| r * r).sum();
+        var.push((rss / dof as f64).max(f64::MIN_POSITIVE));
+    }
+    let reference = systems
+        .iter()
+        .zip(&primary)
+        .zip(&var)
+        .filter(|((_, p), _)| **p)
+        .map(|(_, v)| *v)
+        .fold(0.0, f64::max);
+    let scale: Vec<f64> = var
+        .iter()
+        .map(|v| (reference / v).clamp(1e-6, 1e6))
+        .collect();
+    stack.scale_systems(&scale);
+    let mut fit = fit_stack(&stack, opts);
+    let keep: Vec<usize> = stack.primary_rows().collect();
+    fit.residuals_j = keep.iter().map(|&r| fit.residuals_j[r]).collect();
+    fit.diagnostics.joint = systems
+        .iter()
+        .zip(&primary)
+        .zip(scale.iter().zip(&var))
+        .map(|((s, p), (w, v))| {
+            format!(
+                "{} ({}{}): {} rows, residual SD {:.3} J, weight {:.3}",
+                s.info.name,
+                sensor_words(s.info.sensor),
+                if *p { ", primary" } else { "" },
+                s.intervals(),
+                v.sqrt(),
+                w
+            )
+        })
+        .collect();
+    Ok(fit)
+}
+
+/// A sensor kind in words, for the diagnostics.
+fn sensor_words(k: taskwatt_traces::SensorKind) -> String {
+    use taskwatt_traces::SensorKind;
+    match k {
+        SensorKind::EnergyCounter => "energy counter".to_owned(),
+        SensorKind::SampledCounter { sampled_ns } => {
+            format!(
+                "energy counter sampling {} ms per update",
+                sampled_ns / 1_000_000
+            )
+        }
+        SensorKind::IntegratedPower { window_ns } => {
+            format!("power averaged over {} ms", window_ns / 1_000_000)
+        }
     }
 }
 

@@ -66,6 +66,10 @@ pub enum GpuSensor {
     Energy,
     /// Power readings averaged over `power_window_ms` (NVML power_usage, Ampere and later).
     Power,
+    /// Both, as NVML gives on Volta and later: two domains of the same GPU, the energy
+    /// counter first (its primary reading) and the averaged power readings second, which
+    /// attribution fits together.
+    Both,
 }
 
 /// NVML-like GPU domains.

@@ -169,7 +169,7 @@ impl SimMeter {
         // the config's check), so that it lies one tick before its update.
         let sampled_ns = config.gpu.sampled_ms * 1_000_000;
         let sampled =
-            config.gpu.sensor == GpuSensor::Energy && sampled_ns > 0 && sampled_ns < gpu_tick;
+            config.gpu.sensor != GpuSensor::Power && sampled_ns > 0 && sampled_ns < gpu_tick;
         let gpu_stream_tick = if sampled { sampled_ns } else { gpu_tick };
         let observer = Arc::new(SimObserver::new(
             config.clone(),
@@ -253,56 +253,68 @@ impl SimMeter {
         for &index in &gpus {
             let g = &config.gpu;
             let covers = Coverage::Gpu { index };
-            let (model, unit, jpu, sensor) = match g.sensor {
-                GpuSensor::Energy if sampled => (
-                    Model::GpuSampled {
-                        sampled_ns,
-                        last_u: t0 / gpu_tick * gpu_tick,
-                        acc_j: 0.0,
-                    },
-                    "mJ",
-                    1e-3,
-                    SensorKind::SampledCounter { sampled_ns },
-                ),
-                GpuSensor::Energy => (Model::GpuEnergy, "mJ", 1e-3, SensorKind::EnergyCounter),
-                GpuSensor::Power => (
-                    Model::GpuPower {
-                        window_ns: g.power_window_ms * 1_000_000,
-                        history: VecDeque::from([(t0, 0.0)]),
-                        last_w: g.base_w,
-                    },
-                    "W",
-                    1.0,
-                    SensorKind::IntegratedPower {
-                        window_ns: g.power_window_ms * 1_000_000,
-                    },
-                ),
+            let kinds: &[GpuSensor] = match g.sensor {
+                GpuSensor::Both => &[GpuSensor::Energy, GpuSensor::Power],
+                GpuSensor::Energy => &[GpuSensor::Energy],
+                GpuSensor::Power => &[GpuSensor::Power],
             };
-            domains.push(SimDomain {
-                channel: GPU,
-                stream: GPU_STREAM,
-                tick_ns: gpu_tick,
-                workers: covered(covers),
-                base_w: g.base_w,
-                noise: NoiseWalk::new(
-                    domain_seed(config.seed, (3u64 << 32) | u64::from(index)),
-                    g.noise_sigma_w,
-                    g.base_w,
-                    t0,
-                ),
-                model,
-            });
-            specs.push(DomainSpec {
-                domain: Domain::Gpu { index },
-                name: format!("simulated NVML GPU {index}"),
-                unit: unit.into(),
-                joules_per_unit: jpu,
-                resolution_j: 1e-3,
-                wrap_range_raw: None,
-                sensor,
-                update_interval_ns: Some(gpu_tick),
-                covers,
-            });
+            for &kind in kinds {
+                let (model, unit, jpu, sensor) = match kind {
+                    GpuSensor::Energy if sampled => (
+                        Model::GpuSampled {
+                            sampled_ns,
+                            last_u: t0 / gpu_tick * gpu_tick,
+                            acc_j: 0.0,
+                        },
+                        "mJ",
+                        1e-3,
+                        SensorKind::SampledCounter { sampled_ns },
+                    ),
+                    GpuSensor::Energy => (Model::GpuEnergy, "mJ", 1e-3, SensorKind::EnergyCounter),
+                    GpuSensor::Power | GpuSensor::Both => (
+                        Model::GpuPower {
+                            window_ns: g.power_window_ms * 1_000_000,
+                            history: VecDeque::from([(t0, 0.0)]),
+                            last_w: g.base_w,
+                        },
+                        "W",
+                        1.0,
+                        SensorKind::IntegratedPower {
+                            window_ns: g.power_window_ms * 1_000_000,
+                        },
+                    ),
+                };
+                domains.push(SimDomain {
+                    channel: GPU,
+                    stream: GPU_STREAM,
+                    tick_ns: gpu_tick,
+                    workers: covered(covers),
+                    base_w: g.base_w,
+                    noise: NoiseWalk::new(
+                        domain_seed(config.seed, (3u64 << 32) | u64::from(index)),
+                        g.noise_sigma_w,
+                        g.base_w,
+                        t0,
+                    ),
+                    model,
+                });
+                specs.push(DomainSpec {
+                    domain: Domain::Gpu { index },
+                    name: match (g.sensor, kind) {
+                        (GpuSensor::Both, GpuSensor::Power) => {
+                            format!("simulated NVML GPU {index} power")
+                        }
+                        _ => format!("simulated NVML GPU {index}"),
+                    },
+                    unit: unit.into(),
+                    joules_per_unit: jpu,
+                    resolution_j: 1e-3,
+                    wrap_range_raw: None,
+                    sensor,
+                    update_interval_ns: Some(gpu_tick),
+                    covers,
+                });
+            }
         }
         Ok(SimMeter {
             snaps: vec![Snapshot::default(); observer.workers()],
@@ -375,6 +387,7 @@ impl Meter for SimMeter {
                 match c.gpu.sensor {
                     GpuSensor::Energy => "mJ counter",
                     GpuSensor::Power => "averaged power",
+                    GpuSensor::Both => "mJ counter and averaged power",
                 },
                 c.package.noise_sigma_w,
                 c.seed
@@ -405,7 +418,10 @@ impl Meter for SimMeter {
                 let (mut u, mut add) = (last_u, 0.0);
                 while u + tick <= b {
                     u += tick;
-                    let seen = self.energy_at(i, u) - self.energy_at(i, u - sampled_ns);
+                    // The start first: the noise walk only moves forward, so reading the
+                    // end first would return the end's noise for the start too.
+                    let before = self.energy_at(i, u - sampled_ns);
+                    let seen = self.energy_at(i, u) - before;
                     add += seen * tick as f64 / sampled_ns as f64;
                 }
                 if let Model::GpuSampled { last_u, acc_j, .. } = &mut self.domains[i].model {
