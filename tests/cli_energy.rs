@@ -479,31 +479,35 @@ fn gpu_domains_with_shaped_sensors_print_the_sensor_aware_and_clipping_errors() 
     std::fs::write(&cfg_path, cfg).unwrap();
     let trace = dir.path().join("t.twt");
     let pm = dir.path().join("pm");
-    ok(&[
-        "run",
-        "cholesky",
-        "--n",
-        "1024",
-        "--tile",
-        "128",
-        "--workers",
-        "2",
-        "--gpus",
-        "2",
-        "--sched",
-        "eager",
-        "--meter",
-        "sim",
-        "--sim-config",
-        s(&cfg_path),
-        "--trace",
-        s(&trace),
-        "--perfmodel-dir",
-        s(&pm),
-        "--no-report",
-        "--iterations",
-        "3",
-    ]);
+    // Cholesky n=1024 tile 128 under eager, 3 iterations, on the config at `cfg_path`.
+    let run = |trace: &std::path::Path| {
+        ok(&[
+            "run",
+            "cholesky",
+            "--n",
+            "1024",
+            "--tile",
+            "128",
+            "--workers",
+            "2",
+            "--gpus",
+            "2",
+            "--sched",
+            "eager",
+            "--meter",
+            "sim",
+            "--sim-config",
+            s(&cfg_path),
+            "--trace",
+            s(trace),
+            "--perfmodel-dir",
+            s(&pm),
+            "--no-report",
+            "--iterations",
+            "3",
+        ])
+    };
+    run(&trace);
     let text = ok(&["report", s(&trace)]);
     assert!(
         text.contains("a counter that sees the last 25 ms of each update"),
@@ -527,31 +531,7 @@ fn gpu_domains_with_shaped_sensors_print_the_sensor_aware_and_clipping_errors() 
         .replace("sensor = \"energy\"", "sensor = \"both\"");
     std::fs::write(&cfg_path, both).unwrap();
     let trace2 = dir.path().join("both.twt");
-    ok(&[
-        "run",
-        "cholesky",
-        "--n",
-        "1024",
-        "--tile",
-        "128",
-        "--workers",
-        "2",
-        "--gpus",
-        "2",
-        "--sched",
-        "eager",
-        "--meter",
-        "sim",
-        "--sim-config",
-        s(&cfg_path),
-        "--trace",
-        s(&trace2),
-        "--perfmodel-dir",
-        s(&pm),
-        "--no-report",
-        "--iterations",
-        "3",
-    ]);
+    run(&trace2);
     let text = ok(&["report", s(&trace2)]);
     assert!(text.contains("sensors together"), "{text}");
     assert!(

@@ -164,14 +164,9 @@ fn run(
     (infos, samples, tasks)
 }
 
-/// Worst relative error of the three types' powers, %, under `model`.
-fn worst_error(
-    domains: &[DomainInfo],
-    samples: &[EnergySample],
-    tasks: &[TaskRecord],
-    model: SensorModel,
-) -> f64 {
-    let codelets: Vec<CodeletInfo> = POWERS
+/// The three codelets.
+fn codelets() -> Vec<CodeletInfo> {
+    POWERS
         .iter()
         .enumerate()
         .map(|(id, (name, _))| CodeletInfo {
@@ -179,7 +174,17 @@ fn worst_error(
             name: (*name).into(),
             archs: vec![Arch::Gpu],
         })
-        .collect();
+        .collect()
+}
+
+/// Worst relative error of the three types' powers, %, under `model`.
+fn worst_error(
+    domains: &[DomainInfo],
+    samples: &[EnergySample],
+    tasks: &[TaskRecord],
+    model: SensorModel,
+) -> f64 {
+    let codelets = codelets();
     let parts = TraceParts::new(domains, samples, &codelets);
     let opts = AttributionOptions {
         sensor_model: model,
@@ -298,15 +303,7 @@ fn counter_and_power_readings_fitted_together() {
 #[test]
 fn a_joint_fit_reports_one_domain_and_names_both_sensors() {
     let (infos, samples, tasks) = run(config("both", 50, 0), 5, 20);
-    let codelets: Vec<CodeletInfo> = POWERS
-        .iter()
-        .enumerate()
-        .map(|(id, (name, _))| CodeletInfo {
-            id: id as u32,
-            name: (*name).into(),
-            archs: vec![Arch::Gpu],
-        })
-        .collect();
+    let codelets = codelets();
     let parts = TraceParts::new(&infos, &samples, &codelets);
     let a = attribute(&parts, tasks.iter(), &AttributionOptions::default()).unwrap();
     assert_eq!(a.report.domains.len(), 1);
