@@ -41,6 +41,8 @@ pub use taskwatt_runtime as runtime;
 pub use taskwatt_scheduler as scheduler;
 #[doc(inline)]
 pub use taskwatt_traces as traces;
+#[doc(inline)]
+pub use taskwatt_whatif as whatif;
 
 /// What a user needs from the other crates, on this page: the trace sink, clock and
 /// markers, the meter choice, and the one-trace attribution.

@@ -29,8 +29,8 @@ mod registry;
 pub use policies::{
     Dmda, Eager, EnergyWeights, Lws, Prio, Ws, ALPHA_ENV, BETA_ENV, GAMMA_ENV, IDLE_POWER_ENV,
 };
-pub use policy::{ArchMask, Archs, Bus, Local, Origin, Policy, SchedTask, WorkerDesc};
+pub use policy::{ArchMask, Archs, Bus, Local, Origin, Policy, PolicyClock, SchedTask, WorkerDesc};
 pub use registry::{
-    check_policy_name, create_policy, policy_from_env, policy_names, PolicyInfo, UnknownPolicy,
-    DEFAULT_POLICY, POLICIES, SCHED_ENV,
+    check_policy_name, create_policy, create_policy_with_clock, policy_from_env, policy_names,
+    PolicyInfo, UnknownPolicy, DEFAULT_POLICY, POLICIES, SCHED_ENV,
 };

@@ -74,6 +74,14 @@ pub trait SchedTask: Send + 'static {
     }
 }
 
+/// Where a policy that reasons about time (dmda and its kin) reads "now", in ns from any
+/// fixed origin. The runtime leaves it to the policy's own monotonic clock; a simulator in
+/// virtual time passes its own (the same policy code then decides in virtual time).
+pub trait PolicyClock: Send + Sync {
+    /// Now, ns.
+    fn now_ns(&self) -> f64;
+}
+
 /// How fast data reaches a worker's memory node (from main memory for a GPU worker, from
 /// the devices for a CPU worker), measured once per machine: the time of `c` copies of
 /// `b` bytes in all is `c * latency_ns + b / bytes_per_s`.

@@ -72,19 +72,33 @@ pub fn create_policy<T: SchedTask>(
     name: &str,
     workers: &[WorkerDesc],
 ) -> Result<Box<dyn Policy<T>>, UnknownPolicy> {
+    create_policy_with_clock(name, workers, None)
+}
+
+/// [`create_policy`], with the policies that reason about time (dmda, dmdas, dmdae)
+/// reading "now" from `clock` when one is given: the same code decides in virtual time.
+pub fn create_policy_with_clock<T: SchedTask>(
+    name: &str,
+    workers: &[WorkerDesc],
+    clock: Option<std::sync::Arc<dyn crate::PolicyClock>>,
+) -> Result<Box<dyn Policy<T>>, UnknownPolicy> {
     let name = name.trim();
+    let timed = |d: Dmda<T>| match &clock {
+        Some(c) => d.with_clock(c.clone()),
+        None => d,
+    };
     Ok(match name.to_ascii_lowercase().as_str() {
         "eager" => Box::new(Eager::new(workers)),
         "ws" => Box::new(Ws::new(workers)),
         "lws" => Box::new(Lws::new(workers)),
         "prio" => Box::new(Prio::new(workers)),
-        "dmda" => Box::new(Dmda::new(workers)),
-        "dmdas" => Box::new(Dmda::sorted(workers)),
-        "dmdae" => Box::new(Dmda::energy_aware(
+        "dmda" => Box::new(timed(Dmda::new(workers))),
+        "dmdas" => Box::new(timed(Dmda::sorted(workers))),
+        "dmdae" => Box::new(timed(Dmda::energy_aware(
             workers,
             crate::policies::EnergyWeights::from_env()
                 .map_err(|e| unknown(name, &format!(" cannot be made: {e}")))?,
-        )),
+        ))),
         _ => return Err(unknown(name, "")),
     })
 }

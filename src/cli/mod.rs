@@ -11,6 +11,7 @@ mod perfmodel;
 mod report;
 mod run;
 mod signals;
+mod simulate;
 
 use std::process::ExitCode;
 
@@ -46,6 +47,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// The performance models that `run` records: show, clear, check against a trace.
     Perfmodel(perfmodel::PerfmodelArgs),
+    /// Replay a trace's graph in virtual time on a platform file, under any policy: its
+    /// makespan and energy (what-if).
+    Simulate(simulate::SimulateArgs),
 }
 
 /// Parses a duration the way `humantime` does: `10ms`, `1s`, `500us`, `2.5s`, `1min 30s`
@@ -114,6 +118,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Import(a) => import::import(a),
         Command::Bench(a) => bench::bench(a),
         Command::Perfmodel(a) => perfmodel::perfmodel(a),
+        Command::Simulate(a) => simulate::run(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

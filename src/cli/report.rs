@@ -256,6 +256,9 @@ pub(crate) fn emit(
         #[derive(serde::Serialize)]
         struct Out<'a> {
             simulated: bool,
+            /// `virtual time` for the trace of a what-if simulation (`taskwatt simulate`).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            run: Option<&'a str>,
             report: &'a taskwatt::energy::attribution::AttributionReport,
             /// Copies between memory nodes (runs with GPUs only).
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -263,11 +266,18 @@ pub(crate) fn emit(
         }
         let out = Out {
             simulated: trace.is_simulated(),
+            run: virtual_time(trace).map(|_| "virtual time"),
             report: &att.report,
             transfers: (!trace.transfers.is_empty()).then(|| trace.transfer_summary()),
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
+        if let Some(platform) = virtual_time(trace) {
+            println!(
+                "VIRTUAL TIME: this trace is a what-if simulation on platform \"{platform}\" \
+                 (taskwatt simulate), not a run: its times and energies are predictions"
+            );
+        }
         print!(
             "{}",
             render_report(
@@ -296,6 +306,13 @@ pub(crate) fn emit(
 }
 
 /// Writes only the SVG plots.
+/// The platform of a what-if simulation's trace; `None` for a real run.
+pub(crate) fn virtual_time(trace: &Trace) -> Option<&str> {
+    let p = &trace.meta.params;
+    (p.get("simulated").map(String::as_str) == Some("virtual time"))
+        .then(|| p.get("platform").map_or("?", String::as_str))
+}
+
 pub(crate) fn emit_svg_only(trace: &Trace, att: &Attribution, dir: &Path) -> CliResult {
     let files = write_svg(dir, trace, att)?;
     eprintln!("wrote {}", files.join(", "));

@@ -288,6 +288,13 @@ pub(crate) struct RunArgs {
     /// Write the report's SVG plots into this directory.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Run on a platform you do not have, in virtual time: the app runs here once (lws,
+    /// --workers) so that its result is checked and its kernels timed, then its graph is
+    /// simulated on the platform (a file or a built-in name, see `taskwatt simulate`)
+    /// under --sched, with the platform's simulated meters; --trace gets the simulated
+    /// run, which every output marks as simulated.
+    #[arg(long, value_name = "FILE|NAME")]
+    platform: Option<String>,
     #[command(flatten)]
     attribution: AttributionArgs,
 }
@@ -409,6 +416,9 @@ impl Drop for Progress {
 
 pub(crate) fn run(a: RunArgs) -> CliResult {
     a.app.config().validate(a.app.app)?;
+    if let Some(p) = &a.platform {
+        return run_on_platform(&a, p);
+    }
     if a.no_energy && (a.svg.is_some() || a.energy.idle_calibration.is_some()) {
         eprintln!(
             "warning: --no-energy samples no meter, so --svg writes no energy plots and \
@@ -750,4 +760,106 @@ fn print_table(o: &RunOutput<'_>) {
             o.trace.bytes as f64 / 1024.0
         );
     }
+}
+
+/// `run --platform`: the app runs here once to check its result and time its kernels
+/// (lws, --workers CPU workers, no meter), then its graph is simulated on the platform.
+fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
+    let platform = taskwatt::whatif::Platform::load(platform)?;
+    let policy = a
+        .sched
+        .clone()
+        .unwrap_or_else(|| taskwatt::scheduler::DEFAULT_POLICY.to_owned());
+    taskwatt::scheduler::check_policy_name(&policy)?;
+    if a.app.gpus > 0 {
+        eprintln!(
+            "note: --gpus is ignored with --platform: the recording runs on this machine's CPU \
+             cores, the platform gives the GPUs"
+        );
+    }
+    let recorded = tempfile::Builder::new().suffix(".twt").tempfile()?;
+    let opts = MeasuredRunOptions {
+        app: a.app.app,
+        config: a.app.config(),
+        policy: Some("lws".into()),
+        workers: a.app.workers,
+        gpus: 0,
+        gpu_backend: taskwatt::runtime::GpuBackend::Emulated,
+        task_powers: Vec::new(),
+        perf_models: None,
+        trace: recorded.path().to_path_buf(),
+        meter: a.energy.meter,
+        detect: a.energy.detect_options()?,
+        period: None,
+        idle_calibration: None,
+        type_calibration: None,
+        stop: StopSignal::new(),
+    };
+    let watch = SignalWatch::start(opts.stop.clone())?;
+    let label = a.app.app.name().to_string();
+    let run = measured_run(&opts, |b| b, |rt| Progress::start(rt, label));
+    let run = match run {
+        Err(e @ SessionError::Interrupted { .. }) => {
+            return Err(interrupted(&watch, &e, false).into())
+        }
+        r => r?,
+    };
+    drop(watch);
+    run.trace
+        .as_ref()
+        .map_err(|e| format!("the recording run's trace could not be written: {e}"))?;
+    let mut out = output(a, &run);
+    // The recording is a temporary file; --trace gets the simulated run.
+    out.trace.path = None;
+    let trace = read_trace(recorded.path())?;
+    let model = a
+        .app
+        .energy_model
+        .as_ref()
+        .map(taskwatt::energy::attribution::EnergyModel::load)
+        .transpose()?;
+    let (rows, sim) = super::simulate::simulate_policies(
+        &trace,
+        &platform,
+        std::slice::from_ref(&policy),
+        model.as_ref(),
+        !a.no_energy,
+    )?;
+    let sim = sim.expect("one policy simulated");
+    if let Some(p) = &a.trace {
+        sim.save(p)?;
+    }
+    let attribution = if a.no_report || a.no_energy {
+        None
+    } else {
+        Some(attribute_trace(&sim, &a.attribution.options())?)
+    };
+    if a.json {
+        let mut v = serde_json::json!({
+            "simulated": "virtual time",
+            "platform": platform.name,
+            "recorded": out,
+            "run": rows[0],
+        });
+        if let Some(att) = &attribution {
+            v["attribution"] = serde_json::to_value(&att.report)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("recorded on this machine (to check the result and time the kernels):");
+        print_table(&out);
+        println!();
+        print!(
+            "{}",
+            super::simulate::render_rows(&platform, &trace, &rows, model.is_some(), !a.no_energy)
+        );
+        if let Some(att) = &attribution {
+            println!();
+            report::emit(&sim, att, false, None, None)?;
+        }
+    }
+    if let Some(p) = &a.trace {
+        eprintln!("wrote {} (the simulated run)", p.display());
+    }
+    Ok(())
 }

@@ -98,6 +98,8 @@ pub struct Dmda<T> {
     nodes: Vec<(usize, Option<crate::Bus>)>,
     queues: Vec<CachePadded<Mutex<Queue<T>>>>,
     start: Instant,
+    /// A clock that replaces `start` (virtual time); `None`: wall time since `start`.
+    clock: Option<std::sync::Arc<dyn crate::PolicyClock>>,
     /// Mean of the expected durations seen, ns (for calibrating tasks), and their count.
     seen: Mutex<(f64, u64)>,
 }
@@ -153,12 +155,23 @@ impl<T: SchedTask> Dmda<T> {
                 })
                 .collect(),
             start: Instant::now(),
+            clock: None,
             seen: Mutex::new((0.0, 0)),
         }
     }
 
+    /// Reads "now" from `clock` instead of the wall clock (a simulation in virtual time).
+    #[must_use]
+    pub fn with_clock(mut self, clock: std::sync::Arc<dyn crate::PolicyClock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     fn now_ns(&self) -> f64 {
-        self.start.elapsed().as_nanos() as f64
+        match &self.clock {
+            Some(c) => c.now_ns(),
+            None => self.start.elapsed().as_nanos() as f64,
+        }
     }
 
     /// The worker where `task` is expected to finish first, and its expected duration

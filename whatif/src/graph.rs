@@ -1,0 +1,328 @@
+//! The task graph to replay: tasks, dependencies and data accesses, from a trace or built
+//! directly.
+
+use std::collections::HashMap;
+
+use taskwatt_traces::{AccessMode, Arch, CodeletInfo, Trace};
+
+use crate::WhatIfError;
+
+/// One task of the graph.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GraphTask {
+    /// Its id in the recorded run (submission order).
+    pub id: u64,
+    /// Its codelet (an id of [`Graph::codelets`]).
+    pub codelet: u32,
+    /// The architecture it ran on.
+    pub arch: Arch,
+    /// Its priority.
+    pub priority: i32,
+    /// Bytes it accessed (its handles' sizes): with the codelet, what perf models key on.
+    pub footprint: u64,
+    /// Its recorded duration, ns.
+    pub duration_ns: u64,
+}
+
+/// One data access of a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Access {
+    /// Dense handle index.
+    pub(crate) handle: u32,
+    /// Whether the task reads the data (needs a valid copy where it runs).
+    pub(crate) reads: bool,
+    /// Whether it writes it (invalidates the other copies).
+    pub(crate) writes: bool,
+    /// Size, bytes.
+    pub(crate) bytes: u64,
+}
+
+/// A task graph: tasks in submission order, successor lists, accesses.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    pub(crate) tasks: Vec<GraphTask>,
+    pub(crate) npreds: Vec<u32>,
+    pub(crate) succ_start: Vec<u32>,
+    pub(crate) succ: Vec<u32>,
+    pub(crate) preds_start: Vec<u32>,
+    pub(crate) preds: Vec<u32>,
+    pub(crate) acc_start: Vec<u32>,
+    pub(crate) acc: Vec<Access>,
+    pub(crate) handles: u32,
+    pub(crate) codelets: Vec<CodeletInfo>,
+    /// Edges to tasks the trace does not hold (acquisitions, tasks of a cut trace).
+    pub(crate) dropped_edges: usize,
+    /// The per-task runtime overhead measured in the recorded run, ns.
+    pub(crate) measured_overhead_ns: Option<u64>,
+}
+
+/// Builds a [`Graph`] task by task (predecessors first).
+#[derive(Debug, Default)]
+pub struct GraphBuilder {
+    g: Graph,
+    edges: Vec<(u32, u32)>,
+    accesses: Vec<(u32, Access)>,
+    handles: HashMap<u64, u32>,
+}
+
+impl GraphBuilder {
+    /// A builder for tasks of `codelets`.
+    pub fn new(codelets: Vec<CodeletInfo>) -> Self {
+        GraphBuilder {
+            g: Graph {
+                codelets,
+                ..Graph::default()
+            },
+            ..GraphBuilder::default()
+        }
+    }
+
+    /// Adds a task after `preds` (indices of tasks added before); returns its index.
+    pub fn task(&mut self, task: GraphTask, preds: &[u32]) -> u32 {
+        let i = self.g.tasks.len() as u32;
+        self.g.tasks.push(task);
+        for &p in preds {
+            debug_assert!(p < i, "predecessors are added first");
+            self.edges.push((p, i));
+        }
+        i
+    }
+
+    /// Declares that task `task` accesses handle `handle` (any id) of `bytes` with `mode`.
+    pub fn access(&mut self, task: u32, handle: u64, mode: AccessMode, bytes: u64) {
+        let n = self.handles.len() as u32;
+        let h = *self.handles.entry(handle).or_insert(n);
+        let (reads, writes) = match mode {
+            AccessMode::R => (true, false),
+            AccessMode::W => (false, true),
+            AccessMode::RW | AccessMode::Commute | AccessMode::Redux => (true, true),
+        };
+        self.accesses.push((
+            task,
+            Access {
+                handle: h,
+                reads,
+                writes,
+                bytes,
+            },
+        ));
+    }
+
+    /// The graph.
+    pub fn build(mut self) -> Graph {
+        let n = self.g.tasks.len();
+        let mut g = self.g;
+        g.handles = self.handles.len() as u32;
+        // Successors and predecessors, compressed.
+        self.edges.sort_unstable();
+        self.edges.dedup();
+        g.npreds = vec![0; n];
+        g.succ_start = vec![0; n + 1];
+        for &(p, s) in &self.edges {
+            g.succ_start[p as usize + 1] += 1;
+            g.npreds[s as usize] += 1;
+        }
+        for i in 0..n {
+            g.succ_start[i + 1] += g.succ_start[i];
+        }
+        g.succ = self.edges.iter().map(|&(_, s)| s).collect();
+        g.preds_start = vec![0; n + 1];
+        for i in 0..n {
+            g.preds_start[i + 1] = g.preds_start[i] + g.npreds[i];
+        }
+        let mut fill = g.preds_start.clone();
+        g.preds = vec![0; self.edges.len()];
+        for &(p, s) in &self.edges {
+            g.preds[fill[s as usize] as usize] = p;
+            fill[s as usize] += 1;
+        }
+        // Accesses grouped by task, in declaration order.
+        self.accesses.sort_by_key(|(t, _)| *t);
+        g.acc_start = vec![0; n + 1];
+        for (t, _) in &self.accesses {
+            g.acc_start[*t as usize + 1] += 1;
+        }
+        for i in 0..n {
+            g.acc_start[i + 1] += g.acc_start[i];
+        }
+        g.acc = self.accesses.into_iter().map(|(_, a)| a).collect();
+        g
+    }
+}
+
+impl Graph {
+    /// The graph a trace recorded: every task execution with its predecessors (format
+    /// 1.0) and, where the trace has them (format 1.3), its data accesses.
+    pub fn from_trace(trace: &Trace) -> Result<Graph, WhatIfError> {
+        let mut recs: Vec<(taskwatt_traces::TaskRecord, Vec<u64>)> = Vec::new();
+        for chunk in &trace.tasks {
+            for r in &chunk.records {
+                recs.push((*r, chunk.preds_of(r).to_vec()));
+            }
+        }
+        if recs.is_empty() {
+            return Err(WhatIfError::Graph(
+                "the trace holds no task (a trace of an empty or failed-to-start run?)".into(),
+            ));
+        }
+        recs.sort_by_key(|(r, _)| r.id);
+        if let Some(w) = recs.windows(2).find(|w| w[0].0.id == w[1].0.id) {
+            return Err(WhatIfError::Graph(format!(
+                "task {} appears twice in the trace",
+                w[0].0.id
+            )));
+        }
+        let index: HashMap<u64, u32> = recs
+            .iter()
+            .enumerate()
+            .map(|(i, (r, _))| (r.id, i as u32))
+            .collect();
+        let mut b = GraphBuilder::new(trace.codelets.clone());
+        let mut dropped = 0;
+        let mut preds = Vec::new();
+        for (r, ps) in &recs {
+            preds.clear();
+            for p in ps {
+                match index.get(p) {
+                    Some(&i) if (i as usize) < b.g.tasks.len() => preds.push(i),
+                    _ => dropped += 1,
+                }
+            }
+            b.task(
+                GraphTask {
+                    id: r.id,
+                    codelet: r.codelet,
+                    arch: r.arch,
+                    priority: r.priority,
+                    footprint: r.footprint,
+                    duration_ns: r.end.as_ns().saturating_sub(r.start.as_ns()),
+                },
+                &preds,
+            );
+        }
+        for a in &trace.accesses {
+            if let Some(&i) = index.get(&a.task) {
+                b.access(i, a.handle, a.mode, a.bytes);
+            }
+        }
+        let mut g = b.build();
+        g.dropped_edges = dropped;
+        g.measured_overhead_ns = overhead(&recs);
+        Ok(g)
+    }
+
+    /// Tasks.
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Whether it has no task.
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// The tasks, in submission order.
+    pub fn tasks(&self) -> &[GraphTask] {
+        &self.tasks
+    }
+
+    /// The codelets.
+    pub fn codelets(&self) -> &[CodeletInfo] {
+        &self.codelets
+    }
+
+    /// The indices of the predecessors of task `i`.
+    pub fn preds(&self, i: usize) -> &[u32] {
+        &self.preds[self.preds_start[i] as usize..self.preds_start[i + 1] as usize]
+    }
+
+    /// Whether the graph knows the tasks' data accesses (format 1.3 traces recorded with
+    /// them): without them no copy is simulated.
+    pub fn has_accesses(&self) -> bool {
+        !self.acc.is_empty()
+    }
+
+    /// Edges to tasks the trace does not hold, left out.
+    pub fn dropped_edges(&self) -> usize {
+        self.dropped_edges
+    }
+
+    /// The per-task runtime overhead measured in the recorded run, ns.
+    pub fn measured_overhead_ns(&self) -> Option<u64> {
+        self.measured_overhead_ns
+    }
+
+    pub(crate) fn succs(&self, i: usize) -> &[u32] {
+        &self.succ[self.succ_start[i] as usize..self.succ_start[i + 1] as usize]
+    }
+
+    pub(crate) fn accesses(&self, i: usize) -> &[Access] {
+        &self.acc[self.acc_start[i] as usize..self.acc_start[i + 1] as usize]
+    }
+
+    pub(crate) fn codelet_name(&self, c: u32) -> &str {
+        self.codelets
+            .iter()
+            .find(|x| x.id == c)
+            .map_or("?", |x| x.name.as_str())
+    }
+}
+
+/// The runtime's own time per task in a recorded run: the median gap between a worker's
+/// task and its next one, over the pairs where the next one was ready before the first
+/// ended (so that the gap is the runtime's, not a wait for work). `None` without such
+/// pairs.
+fn overhead(recs: &[(taskwatt_traces::TaskRecord, Vec<u64>)]) -> Option<u64> {
+    let mut by_worker: HashMap<u32, Vec<&taskwatt_traces::TaskRecord>> = HashMap::new();
+    for (r, _) in recs {
+        by_worker.entry(r.worker).or_default().push(r);
+    }
+    let mut gaps = Vec::new();
+    for v in by_worker.values_mut() {
+        v.sort_by_key(|r| r.start);
+        for w in v.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if b.ready <= a.end && b.start >= a.end {
+                gaps.push(b.start.as_ns() - a.end.as_ns());
+            }
+        }
+    }
+    if gaps.is_empty() {
+        return None;
+    }
+    let mid = gaps.len() / 2;
+    Some(*gaps.select_nth_unstable(mid).1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(id: u64, d: u64) -> GraphTask {
+        GraphTask {
+            id,
+            codelet: 0,
+            arch: Arch::Cpu,
+            priority: 0,
+            footprint: 0,
+            duration_ns: d,
+        }
+    }
+
+    #[test]
+    fn builder_compresses_successors_and_predecessors() {
+        let mut b = GraphBuilder::new(Vec::new());
+        let a = b.task(task(0, 1), &[]);
+        let c = b.task(task(1, 1), &[a]);
+        let d = b.task(task(2, 1), &[a, c, a]);
+        b.access(d, 77, AccessMode::RW, 8);
+        let g = b.build();
+        assert_eq!(g.succs(0), &[1, 2]);
+        assert_eq!(g.succs(1), &[2]);
+        assert_eq!(g.preds(2), &[0, 1]);
+        assert_eq!(g.npreds, vec![0, 1, 2]);
+        assert_eq!(g.accesses(2).len(), 1);
+        assert!(g.accesses(0).is_empty());
+        assert_eq!(g.handles, 1);
+    }
+}

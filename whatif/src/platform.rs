@@ -1,0 +1,460 @@
+//! Platform files: the machine a graph is simulated on.
+//!
+//! A platform is a TOML file (documented examples in `whatif/platforms/`, reference in
+//! docs/whatif.md):
+//!
+//! ```toml
+//! name = "2 CPU cores + 2 GPUs"
+//! description = "free text"
+//! [cpu]
+//! packages = 1
+//! cores_per_package = 2       # one CPU worker per core
+//! [gpu]
+//! count = 2                   # one GPU worker per GPU, memory nodes 1..=count
+//! bandwidth_gb_s = 12.0       # host <-> device bus, each way
+//! latency_us = 10.0
+//! [speed]
+//! durations = "recorded"      # a task keeps its own recorded duration where it ran; or "mean"
+//! [speed.factors]             # times faster than the trace's CPU duration of the codelet
+//! gemm = { gpu = 8.0 }
+//! "*" = { cpu = 1.0 }         # every other codelet
+//! [runtime]
+//! overhead_us = 3.0           # per task; omitted: measured from the trace
+//! [meter]                     # the simulated meters' truth: --sim-config's format, over
+//! period_ms = 10              # the built-in defaults; period_ms: the sampling period
+//! [meter.gpu]
+//! sensor = "both"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use taskwatt_energy::SimConfig;
+use taskwatt_scheduler::{ArchMask, Bus, WorkerDesc};
+use taskwatt_traces::{Arch, WorkerInfo};
+
+use crate::WhatIfError;
+
+/// The platforms shipped with taskwatt, by name: `--platform NAME` finds them.
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "this-machine",
+        include_str!("../platforms/this-machine.toml"),
+    ),
+    ("2x16", include_str!("../platforms/2x16.toml")),
+    ("1s-4gpu", include_str!("../platforms/1s-4gpu.toml")),
+    ("2cpu-2gpu", include_str!("../platforms/2cpu-2gpu.toml")),
+];
+
+/// How a task's duration is taken on the architecture it ran on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durations {
+    /// Its own recorded duration (scaled by a factor where one is given): replays the
+    /// variation of the recorded run.
+    #[default]
+    Recorded,
+    /// The mean of its codelet and footprint on that architecture in the trace.
+    Mean,
+}
+
+/// Speed factors of one codelet, against the trace's CPU duration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Factors {
+    /// On a CPU core.
+    pub cpu: Option<f64>,
+    /// On a GPU.
+    pub gpu: Option<f64>,
+}
+
+impl Factors {
+    /// The factor for `arch`.
+    pub fn get(&self, arch: Arch) -> Option<f64> {
+        match arch {
+            Arch::Cpu => self.cpu,
+            Arch::Gpu => self.gpu,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    name: String,
+    #[serde(default)]
+    description: String,
+    cpu: CpuSection,
+    #[serde(default)]
+    gpu: GpuSection,
+    #[serde(default)]
+    speed: SpeedSection,
+    #[serde(default)]
+    runtime: RuntimeSection,
+    #[serde(default)]
+    meter: Option<toml::Table>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CpuSection {
+    #[serde(default = "one")]
+    packages: u32,
+    cores_per_package: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GpuSection {
+    #[serde(default)]
+    count: u32,
+    #[serde(default = "default_bandwidth")]
+    bandwidth_gb_s: f64,
+    #[serde(default = "default_latency")]
+    latency_us: f64,
+}
+
+impl Default for GpuSection {
+    fn default() -> Self {
+        GpuSection {
+            count: 0,
+            bandwidth_gb_s: default_bandwidth(),
+            latency_us: default_latency(),
+        }
+    }
+}
+
+fn default_bandwidth() -> f64 {
+    12.0
+}
+
+fn default_latency() -> f64 {
+    10.0
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpeedSection {
+    #[serde(default)]
+    durations: Durations,
+    #[serde(default)]
+    factors: BTreeMap<String, Factors>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuntimeSection {
+    overhead_us: Option<f64>,
+}
+
+/// A platform: workers, buses, speeds and the simulated meters' truth.
+#[derive(Clone, Debug)]
+pub struct Platform {
+    /// Its name.
+    pub name: String,
+    /// Free text.
+    pub description: String,
+    /// Where it came from (a path, or `built-in NAME`).
+    pub origin: String,
+    /// CPU packages.
+    pub packages: u32,
+    /// CPU workers per package.
+    pub cores_per_package: u32,
+    /// GPUs (one worker each).
+    pub gpus: u32,
+    /// The bus between the host and each GPU.
+    pub bus: Bus,
+    /// How task durations are taken.
+    pub durations: Durations,
+    /// Speed factors per codelet (`*`: the others).
+    pub factors: BTreeMap<String, Factors>,
+    /// Runtime overhead per task, ns; `None`: measured from the trace.
+    pub overhead_ns: Option<u64>,
+    /// The simulated meters' truth.
+    pub meter: SimConfig,
+    /// The sampling period of the simulated meters, ns.
+    pub period_ns: u64,
+}
+
+impl Platform {
+    /// Reads a platform file, or a built-in platform by name ([`BUILTIN`]) when no such
+    /// file exists.
+    pub fn load(path: impl AsRef<Path>) -> Result<Platform, WhatIfError> {
+        let path = path.as_ref();
+        if !path.exists() {
+            if let Some(p) = Self::builtin(&path.to_string_lossy()) {
+                return p;
+            }
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| WhatIfError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// A built-in platform ([`BUILTIN`]), if `name` is one.
+    pub fn builtin(name: &str) -> Option<Result<Platform, WhatIfError>> {
+        BUILTIN
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, text)| Self::from_toml_str(text, &format!("built-in {n}")))
+    }
+
+    /// Parses a platform; `origin` names it in errors.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Platform, WhatIfError> {
+        let bad = |message: String| WhatIfError::Platform {
+            origin: origin.to_owned(),
+            message,
+        };
+        let f: File = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
+        if f.cpu.packages == 0 {
+            return Err(bad(
+                "cpu.packages = 0: a platform has at least one package".into()
+            ));
+        }
+        let workers = f.cpu.packages * f.cpu.cores_per_package + f.gpu.count;
+        if workers == 0 {
+            return Err(bad(
+                "no worker: set cpu.cores_per_package or gpu.count above 0".into(),
+            ));
+        }
+        if workers > 1024 {
+            return Err(bad(format!("{workers} workers: at most 1024")));
+        }
+        if !(f.gpu.bandwidth_gb_s > 0.0 && f.gpu.bandwidth_gb_s.is_finite()) {
+            return Err(bad(format!(
+                "gpu.bandwidth_gb_s = {}: a positive number of GB/s",
+                f.gpu.bandwidth_gb_s
+            )));
+        }
+        if !(f.gpu.latency_us >= 0.0 && f.gpu.latency_us.is_finite()) {
+            return Err(bad(format!(
+                "gpu.latency_us = {}: a non-negative number of us",
+                f.gpu.latency_us
+            )));
+        }
+        for (name, fs) in &f.speed.factors {
+            for (arch, v) in [("cpu", fs.cpu), ("gpu", fs.gpu)] {
+                if let Some(v) = v {
+                    if !(v > 0.0 && v.is_finite()) {
+                        return Err(bad(format!(
+                            "speed.factors.{name}.{arch} = {v}: a positive factor (2.0: twice \
+                             as fast as the trace's CPU duration)"
+                        )));
+                    }
+                }
+            }
+        }
+        let overhead_ns = match f.runtime.overhead_us {
+            None => None,
+            Some(v) if v >= 0.0 && v.is_finite() => Some((v * 1e3).round() as u64),
+            Some(v) => {
+                return Err(bad(format!(
+                    "runtime.overhead_us = {v}: a non-negative number of us"
+                )))
+            }
+        };
+        let (meter, period_ns) = meter_config(f.meter, origin)?;
+        Ok(Platform {
+            name: f.name,
+            description: f.description,
+            origin: origin.to_owned(),
+            packages: f.cpu.packages,
+            cores_per_package: f.cpu.cores_per_package,
+            gpus: f.gpu.count,
+            bus: Bus {
+                bytes_per_s: (f.gpu.bandwidth_gb_s * 1e9) as u64,
+                latency_ns: (f.gpu.latency_us * 1e3) as u64,
+            },
+            durations: f.speed.durations,
+            factors: f.speed.factors,
+            overhead_ns,
+            meter,
+            period_ns,
+        })
+    }
+
+    /// CPU workers.
+    pub fn cpu_workers(&self) -> usize {
+        (self.packages * self.cores_per_package) as usize
+    }
+
+    /// The workers, CPU cores first (package by package), then one per GPU.
+    pub fn workers(&self) -> Vec<WorkerInfo> {
+        let mut out = Vec::new();
+        for p in 0..self.packages {
+            for c in 0..self.cores_per_package {
+                let id = out.len() as u32;
+                out.push(WorkerInfo {
+                    id,
+                    arch: Arch::Cpu,
+                    cpu: Some(id),
+                    core: Some(p * self.cores_per_package + c),
+                    package: p,
+                    numa: Some(p),
+                    device: None,
+                });
+            }
+        }
+        for g in 0..self.gpus {
+            out.push(WorkerInfo {
+                id: out.len() as u32,
+                arch: Arch::Gpu,
+                cpu: None,
+                core: None,
+                package: 0,
+                numa: Some(0),
+                device: Some(g),
+            });
+        }
+        out
+    }
+
+    /// The workers as the scheduler sees them (GPU i on memory node i + 1 behind the bus).
+    pub fn worker_descs(&self) -> Vec<WorkerDesc> {
+        self.workers()
+            .iter()
+            .map(|w| {
+                let d = WorkerDesc::new(w.id as usize, w.package, w.numa);
+                match w.device {
+                    Some(g) => d
+                        .with_arch(ArchMask::GPU)
+                        .with_memory_node(g as usize + 1, Some(self.bus)),
+                    None => d,
+                }
+            })
+            .collect()
+    }
+
+    /// The speed factor of `codelet` on `arch` (its own entry, else `*`'s).
+    pub fn factor(&self, codelet: &str, arch: Arch) -> Option<f64> {
+        self.factors
+            .get(codelet)
+            .and_then(|f| f.get(arch))
+            .or_else(|| self.factors.get("*").and_then(|f| f.get(arch)))
+    }
+
+    /// Whether the platform has workers of `arch`.
+    pub fn has(&self, arch: Arch) -> bool {
+        match arch {
+            Arch::Cpu => self.cpu_workers() > 0,
+            Arch::Gpu => self.gpus > 0,
+        }
+    }
+}
+
+/// The `[meter]` table over the built-in simulated meter's defaults, and the period.
+fn meter_config(table: Option<toml::Table>, origin: &str) -> Result<(SimConfig, u64), WhatIfError> {
+    let mut base: toml::Table =
+        toml::from_str(SimConfig::DEFAULT_TOML).map_err(|e| WhatIfError::Platform {
+            origin: origin.to_owned(),
+            message: format!("the built-in meter defaults do not parse: {e}"),
+        })?;
+    let mut period_ms = 10.0;
+    if let Some(mut t) = table {
+        if let Some(v) = t.remove("period_ms") {
+            period_ms = v
+                .as_float()
+                .or_else(|| v.as_integer().map(|i| i as f64))
+                .filter(|p| *p >= 1.0 && *p <= 1000.0)
+                .ok_or_else(|| WhatIfError::Platform {
+                    origin: origin.to_owned(),
+                    message: format!("meter.period_ms = {v}: a number of ms in 1..=1000"),
+                })?;
+        }
+        merge(&mut base, t);
+    }
+    let text = toml::to_string(&base).map_err(|e| WhatIfError::Platform {
+        origin: origin.to_owned(),
+        message: format!("[meter]: {e}"),
+    })?;
+    let config =
+        SimConfig::from_toml_str(&text, &format!("{origin} [meter]")).map_err(|source| {
+            WhatIfError::Meter {
+                origin: origin.to_owned(),
+                source,
+            }
+        })?;
+    Ok((config, (period_ms * 1e6) as u64))
+}
+
+/// Deep merge: tables merge key by key, other values replace.
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_platform_parses() {
+        for (name, _) in BUILTIN {
+            let p = Platform::builtin(name).unwrap().unwrap();
+            assert!(!p.workers().is_empty(), "{name}");
+            assert_eq!(p.worker_descs().len(), p.workers().len());
+        }
+    }
+
+    #[test]
+    fn meter_overrides_merge_over_the_defaults() {
+        let p = Platform::from_toml_str(
+            "name = \"x\"\n[cpu]\ncores_per_package = 2\n[meter]\nperiod_ms = 5\n[meter.package]\nbase_w = 50.0\n",
+            "test",
+        )
+        .unwrap();
+        assert_eq!(p.meter.package.base_w, 50.0);
+        assert_eq!(p.meter.dram, SimConfig::default().dram);
+        assert_eq!(p.period_ns, 5_000_000);
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let e = Platform::from_toml_str(
+            "name = \"x\"\n[cpu]\ncores_per_package = 2\n[speed.factors]\ngemm = { gpu = -1.0 }\n",
+            "p.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("speed.factors.gemm.gpu") && e.contains("p.toml"),
+            "{e}"
+        );
+        let e = Platform::from_toml_str("name = \"x\"\n[cpu]\ncores = 2\n", "p.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cores"), "{e}");
+        let e = Platform::from_toml_str(
+            "name = \"x\"\n[cpu]\ncores_per_package = 2\n[meter.gpu]\nsensor = \"psychic\"\n",
+            "p.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("psychic") || e.contains("sensor"), "{e}");
+    }
+
+    #[test]
+    fn gpus_get_their_own_memory_nodes_behind_the_bus() {
+        let p = Platform::builtin("2cpu-2gpu").unwrap().unwrap();
+        let d = p.worker_descs();
+        assert_eq!(d.len(), 4);
+        assert_eq!(d[0].memory_node, 0);
+        assert_eq!(d[2].memory_node, 1);
+        assert_eq!(d[3].memory_node, 2);
+        assert!(d[3].bus.is_some());
+        assert_eq!(p.factor("gemm", Arch::Gpu), Some(8.0));
+    }
+}
