@@ -44,6 +44,14 @@ pub(crate) struct CompareArgs {
     /// Write the comparison plot (compare.svg) into this directory.
     #[arg(long)]
     svg: Option<PathBuf>,
+    /// Simulated rows beside the measured ones: these policies, replayed in virtual time
+    /// (`taskwatt simulate`) from the first run of --fit-on, on each --platform; their
+    /// energy is the platform's simulated meter's and the fitted model's prediction.
+    #[arg(long, value_delimiter = ',', value_name = "POLICIES")]
+    simulate: Vec<String>,
+    /// Platforms of the simulated rows (files or built-in names); default: this-machine.
+    #[arg(long, value_delimiter = ',', value_name = "FILE|NAME")]
+    platform: Vec<String>,
     #[command(flatten)]
     energy: EnergyArgs,
     #[command(flatten)]
@@ -91,6 +99,21 @@ struct CompareOut {
     fit_on: String,
     runs: Vec<RunRow>,
     policies: Vec<PolicyRow>,
+    /// Rows simulated in virtual time (`--simulate`), not run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    virtual_rows: Vec<VirtualRow>,
+}
+
+/// A policy and platform that were not run: simulated from a recorded graph.
+#[derive(Serialize)]
+struct VirtualRow {
+    policy: String,
+    platform: String,
+    makespan_s: f64,
+    /// The platform's simulated meter over the graph, J.
+    meter_j: Option<f64>,
+    /// The fitted model's prediction of the simulated run, J.
+    predicted_j: Option<f64>,
 }
 
 pub(crate) fn compare(a: CompareArgs) -> CliResult {
@@ -116,6 +139,24 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
         )
         .into());
     }
+    for p in &a.simulate {
+        check_policy_name(p)?;
+    }
+    let platforms: Vec<taskwatt::whatif::Platform> = if a.simulate.is_empty() {
+        if !a.platform.is_empty() {
+            return Err(
+                "--platform gives the platforms of --simulate's rows: add --simulate".into(),
+            );
+        }
+        Vec::new()
+    } else if a.platform.is_empty() {
+        vec![taskwatt::whatif::Platform::load("this-machine")?]
+    } else {
+        a.platform
+            .iter()
+            .map(taskwatt::whatif::Platform::load)
+            .collect::<Result<_, _>>()?
+    };
     a.app.config().validate(a.app.app)?;
     let repeat = a.repeat;
     let tmp = tempfile::tempdir()?;
@@ -230,12 +271,36 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
             }
         })
         .collect();
+    // 4. Simulated rows, from the first run of the fitted-on policy.
+    let mut virtual_rows = Vec::new();
+    if let Some((_, _, _, src)) = runs.iter().find(|(p, ..)| *p == fit_on) {
+        let src = read_trace(src)?;
+        for platform in &platforms {
+            let (sims, _) = super::simulate::simulate_policies(
+                &src,
+                platform,
+                &a.simulate,
+                Some(&model),
+                true,
+            )?;
+            for r in sims {
+                virtual_rows.push(VirtualRow {
+                    policy: r.policy,
+                    platform: platform.name.clone(),
+                    makespan_s: r.figures.makespan_s,
+                    meter_j: r.figures.total_j,
+                    predicted_j: r.predicted_j,
+                });
+            }
+        }
+    }
     let out = CompareOut {
         app: a.app.app.name().into(),
         simulated,
         fit_on: fit_on.clone(),
         runs: rows,
         policies: per_policy,
+        virtual_rows,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -261,19 +326,34 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
             &bars,
         )?;
         eprintln!("wrote {}", p.display());
+        if !out.virtual_rows.is_empty() {
+            // Measured runs (the application region) and simulated rows on one plane.
+            let p = d.join("whatif.svg");
+            let mut points = policy_points(&out.policies, " (run)");
+            points.extend(out.virtual_rows.iter().filter_map(|v| {
+                v.meter_j.map(|e| {
+                    (
+                        format!("{} on {} (simulated)", v.policy, v.platform),
+                        v.makespan_s,
+                        e,
+                    )
+                })
+            }));
+            plots::pareto(
+                &p,
+                &format!(
+                    "{}: energy against makespan, measured runs and virtual-time simulations \
+                     (not runs){sim}",
+                    out.app
+                ),
+                &points,
+                &[],
+            )?;
+            eprintln!("wrote {}", p.display());
+        }
         if !sweep.is_empty() {
             let p = d.join("pareto.svg");
-            let points: Vec<(String, f64, f64)> = out
-                .policies
-                .iter()
-                .map(|r| {
-                    let e = r
-                        .application
-                        .and_then(|x| x.measured_j)
-                        .unwrap_or(r.measured_j);
-                    (r.policy.clone(), r.makespan_s, e)
-                })
-                .collect();
+            let points = policy_points(&out.policies, "");
             plots::pareto(
                 &p,
                 &format!(
@@ -291,6 +371,21 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
         eprintln!("traces kept in {}", dir.display());
     }
     Ok(())
+}
+
+/// One point per policy: its label (with `suffix`), makespan and energy (the application
+/// region's where every run marks it, else the whole run's).
+fn policy_points(policies: &[PolicyRow], suffix: &str) -> Vec<(String, f64, f64)> {
+    policies
+        .iter()
+        .map(|r| {
+            let e = r
+                .application
+                .and_then(|x| x.measured_j)
+                .unwrap_or(r.measured_j);
+            (format!("{}{suffix}", r.policy), r.makespan_s, e)
+        })
+        .collect()
 }
 
 fn print_table(o: &CompareOut, repeat: usize) {
@@ -319,6 +414,28 @@ fn print_table(o: &CompareOut, repeat: usize) {
             r.max_abs_error_pct,
             if r.fitted_on { "  (fitted on)" } else { "" }
         );
+    }
+    if !o.virtual_rows.is_empty() {
+        println!(
+            "simulated in virtual time from the first {} run (not runs; the meter is the \
+             platform's simulated one, over the graph alone):",
+            o.fit_on
+        );
+        println!(
+            "{:<14} {:<34} {:>10} {:>12} {:>12}",
+            "policy", "platform", "makespan", "meter", "model"
+        );
+        let j = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2} J"));
+        for v in &o.virtual_rows {
+            println!(
+                "{:<14} {:<34} {:>8.3} s {:>12} {:>12}",
+                v.policy,
+                v.platform,
+                v.makespan_s,
+                j(v.meter_j),
+                j(v.predicted_j)
+            );
+        }
     }
     if o.policies.iter().all(|r| r.application.is_some()) {
         println!("the application alone (the graph, without calibration):");

@@ -96,7 +96,16 @@ pub(crate) fn simulate_policies(
             .map(|t| type_energy(&out, t))
             .unwrap_or_default();
         let predicted_j = match model {
-            Some(m) if energy => Some(predict_trace(m, &out)?.total_predicted_j),
+            Some(m) if energy => {
+                let pred = predict_trace(m, &out)?;
+                for w in &pred.warnings {
+                    eprintln!(
+                        "note: {} on {}: the model's prediction: {w}",
+                        run.policy, platform.name
+                    );
+                }
+                Some(pred.total_predicted_j)
+            }
             _ => None,
         };
         rows.push(SimRow {

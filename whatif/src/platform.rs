@@ -190,6 +190,17 @@ impl Platform {
             if let Some(p) = Self::builtin(&path.to_string_lossy()) {
                 return p;
             }
+            return Err(WhatIfError::Platform {
+                origin: path.display().to_string(),
+                message: format!(
+                    "no such file, and not a built-in platform ({})",
+                    BUILTIN
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
         }
         let text = std::fs::read_to_string(path).map_err(|source| WhatIfError::Read {
             path: path.to_owned(),

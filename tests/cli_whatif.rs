@@ -1,0 +1,225 @@
+//! `taskwatt simulate` and `taskwatt run --platform`: a recorded graph in virtual time.
+
+mod common;
+
+use common::{json, ok, s, taskwatt};
+
+/// Records Cholesky n=1024 tile=128 (120 tasks) on 2 workers under `policy`, with the
+/// simulated meter; returns the trace's path.
+fn record(dir: &std::path::Path, policy: &str) -> std::path::PathBuf {
+    let trace = dir.join(format!("{policy}.twt"));
+    ok(&[
+        "run",
+        "cholesky",
+        "--n",
+        "1024",
+        "--tile",
+        "128",
+        "--workers",
+        "2",
+        "--sched",
+        policy,
+        "--meter",
+        "sim",
+        "--perfmodel-dir",
+        s(&dir.join("pm")),
+        "--trace",
+        s(&trace),
+        "--no-report",
+    ]);
+    trace
+}
+
+#[test]
+fn simulate_replays_a_recorded_run_under_every_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record(dir.path(), "lws");
+    let v = json(&[
+        "simulate",
+        s(&trace),
+        "--platform",
+        "this-machine",
+        "--sched",
+        "eager,ws,lws,prio,dmda",
+        "--json",
+    ]);
+    assert_eq!(v["simulated"], "virtual time");
+    let recorded = v["recorded"]["figures"]["makespan_s"].as_f64().unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 5);
+    for r in runs {
+        let per_worker: u64 = r["tasks_per_worker"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .sum();
+        assert_eq!(per_worker, 120, "{r}");
+        assert!(r["figures"]["total_j"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // Replayed under the policy it ran with, the run takes no longer than it did (a
+    // disturbed recording, from tests running beside it, is longer than its replay, which
+    // has its durations but not its waits), and at least its work over the two workers.
+    let lws = runs.iter().find(|r| r["policy"] == "lws").unwrap();
+    let m = lws["figures"]["makespan_s"].as_f64().unwrap();
+    let work: f64 = lws["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["busy_s"].as_f64().unwrap())
+        .sum();
+    assert!(
+        m >= work / 2.0 && m <= recorded * 1.25,
+        "simulated {m} s: recorded {recorded} s, work {work} s on 2 workers"
+    );
+
+    // One policy to a trace, which report and export read, marked as virtual time.
+    let out = dir.path().join("sim.twt");
+    ok(&[
+        "simulate",
+        s(&trace),
+        "--platform",
+        "this-machine",
+        "--sched",
+        "dmda",
+        "--output",
+        s(&out),
+    ]);
+    let report = ok(&["report", s(&out)]);
+    assert!(report.contains("VIRTUAL TIME"), "{report}");
+    assert!(report.contains("SIMULATED"), "{report}");
+    let j = json(&["report", s(&out), "--json"]);
+    assert_eq!(j["run"], "virtual time");
+    ok(&["export", s(&out), "-o", s(&dir.path().join("sim.json"))]);
+
+    // Errors name what is wrong.
+    let e = taskwatt(&["simulate", s(&trace), "--platform", "nowhere.toml"]);
+    let msg = String::from_utf8_lossy(&e.stderr);
+    assert!(!e.status.success());
+    assert!(
+        msg.contains("nowhere.toml") && msg.contains("2cpu-2gpu"),
+        "{msg}"
+    );
+    let fails = |extra: &[&str]| {
+        let mut args = vec!["simulate", s(&trace), "--platform", "2x16"];
+        args.extend(extra);
+        let e = taskwatt(&args);
+        assert!(!e.status.success());
+        String::from_utf8_lossy(&e.stderr).into_owned()
+    };
+    assert!(fails(&["--sched", "fifo"]).contains("fifo"));
+    let e = fails(&["--sched", "eager,lws", "--output", s(&out)]);
+    assert!(e.contains("one policy"), "{e}");
+}
+
+#[test]
+fn run_on_a_heterogeneous_platform_checks_the_result_and_dmda_uses_the_gpus() {
+    // The platform and size: n=4096, tile 512 (56 gemms), gemm 8x faster on 2 GPUs.
+    let dir = tempfile::tempdir().unwrap();
+    let app = ["cholesky", "--n", "4096", "--tile", "512", "--workers", "2"];
+    let sim = dir.path().join("dmda.twt");
+    let mut args = vec!["run"];
+    args.extend(app);
+    args.extend([
+        "--platform",
+        "2cpu-2gpu",
+        "--sched",
+        "dmda",
+        "--json",
+        "--trace",
+        s(&sim),
+    ]);
+    let v = json(&args);
+    assert_eq!(v["recorded"]["app"]["check"]["passed"], true, "{v}");
+    assert_eq!(v["simulated"], "virtual time");
+    let count = |run: &serde_json::Value, key: &str| -> u64 {
+        run["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["key"] == key)
+            .map_or(0, |t| t["count"].as_u64().unwrap())
+    };
+    // dmda sends most gemms to the GPUs.
+    assert!(
+        count(&v["run"], "gemm@gpu") > 3 * count(&v["run"], "gemm@cpu"),
+        "{v}"
+    );
+    let report = ok(&["report", s(&sim)]);
+    assert!(report.contains("VIRTUAL TIME"), "{report}");
+
+    // From one recording, dmda finishes before eager (a recording per policy would
+    // compare two recordings as much as two policies).
+    let rec = dir.path().join("rec.twt");
+    let mut args = vec!["run"];
+    args.extend(app);
+    args.extend(["--no-energy", "--no-report", "--trace", s(&rec)]);
+    ok(&args);
+    let v = json(&[
+        "simulate",
+        s(&rec),
+        "--platform",
+        "2cpu-2gpu",
+        "--sched",
+        "eager,dmda",
+        "--no-energy",
+        "--json",
+    ]);
+    let makespan = |i: usize| v["runs"][i]["figures"]["makespan_s"].as_f64().unwrap();
+    assert_eq!(v["runs"][1]["policy"], "dmda");
+    assert!(
+        makespan(1) < makespan(0),
+        "dmda {} s, eager {} s",
+        makespan(1),
+        makespan(0)
+    );
+}
+
+#[test]
+fn compare_adds_simulated_rows_and_plots_them_beside_the_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("svg");
+    let base = [
+        "compare",
+        "cholesky",
+        "--n",
+        "1024",
+        "--tile",
+        "256",
+        "--workers",
+        "2",
+        "--meter",
+        "sim",
+        "--policies",
+        "lws",
+        "--repeat",
+        "1",
+    ];
+    let mut args = base.to_vec();
+    args.extend([
+        "--simulate",
+        "dmda,eager",
+        "--platform",
+        "this-machine,2cpu-2gpu",
+        "--svg",
+        s(&svg),
+        "--json",
+    ]);
+    let v = json(&args);
+    let rows = v["virtual_rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{v}");
+    assert!(rows
+        .iter()
+        .any(|r| r["platform"].as_str().unwrap().contains("2 GPUs")));
+    for r in rows {
+        assert!(r["makespan_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["meter_j"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["predicted_j"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let plot = std::fs::read_to_string(svg.join("whatif.svg")).unwrap();
+    assert!(plot.contains("(simulated)") && plot.contains("(run)"));
+    let mut args = base.to_vec();
+    args.extend(["--platform", "2x16"]);
+    let e = taskwatt(&args);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("add --simulate"));
+}

@@ -1,0 +1,205 @@
+//! The engine against hand-computed schedules, the real policies in virtual time, the
+//! simulated meters against their truth, and the trace it writes.
+
+use taskwatt_traces::{AccessMode, Arch, CodeletInfo};
+use taskwatt_whatif::{
+    figures, simulate, to_trace, type_energy, Graph, GraphBuilder, GraphTask, Platform, SimOptions,
+    WhatIfError,
+};
+
+const MS: u64 = 1_000_000;
+
+fn codelets() -> Vec<CodeletInfo> {
+    ["potrf", "gemm"]
+        .iter()
+        .enumerate()
+        .map(|(i, n)| CodeletInfo {
+            id: i as u32,
+            name: (*n).into(),
+            archs: vec![Arch::Cpu],
+        })
+        .collect()
+}
+
+fn task(id: u64, codelet: u32, ms: u64) -> GraphTask {
+    GraphTask {
+        id,
+        codelet,
+        arch: Arch::Cpu,
+        priority: 0,
+        footprint: 0,
+        duration_ns: ms * MS,
+    }
+}
+
+fn platform(extra: &str) -> Platform {
+    Platform::from_toml_str(
+        &format!(
+            "name = \"test\"\n[cpu]\ncores_per_package = 2\n[runtime]\noverhead_us = 0\n{extra}"
+        ),
+        "test",
+    )
+    .unwrap()
+}
+
+fn time_only(policy: &str) -> SimOptions {
+    let mut o = SimOptions::new(policy);
+    o.energy = false;
+    o
+}
+
+#[test]
+fn a_chain_takes_the_sum_and_a_fan_takes_its_share() {
+    // potrf(10) -> 4 x gemm(10) -> potrf(10): 10 + 2 x 10 + 10 on two workers.
+    let mut b = GraphBuilder::new(codelets());
+    let root = b.task(task(0, 0, 10), &[]);
+    let mids: Vec<u32> = (1..=4).map(|i| b.task(task(i, 1, 10), &[root])).collect();
+    b.task(task(5, 0, 10), &mids);
+    let g = b.build();
+    for policy in ["eager", "ws", "lws", "prio", "dmda", "dmdas"] {
+        let r = simulate(&g, &platform(""), &time_only(policy)).unwrap();
+        assert_eq!(r.makespan_ns, 40 * MS, "{policy}");
+        assert_eq!(r.tasks, 6);
+        assert_eq!(r.per_worker.iter().sum::<u64>(), 6);
+    }
+    // With 3 us of runtime overhead per task: three levels on the critical path, the
+    // middle one two tasks deep.
+    let r = simulate(
+        &g,
+        &Platform::from_toml_str(
+            "name = \"t\"\n[cpu]\ncores_per_package = 2\n[runtime]\noverhead_us = 3\n",
+            "t",
+        )
+        .unwrap(),
+        &time_only("eager"),
+    )
+    .unwrap();
+    assert_eq!(r.makespan_ns, 40 * MS + 4 * 3_000);
+}
+
+#[test]
+fn dmda_decides_in_virtual_time_on_a_heterogeneous_platform() {
+    // Independent gemms, 8x faster on a GPU: dmda puts nearly all of them on the GPUs and
+    // finishes well before eager, which hands them to whoever asks.
+    let mut b = GraphBuilder::new(codelets());
+    for i in 0..200 {
+        b.task(task(i, 1, 8), &[]);
+    }
+    let g = b.build();
+    let p = platform("[gpu]\ncount = 2\n[speed.factors]\ngemm = { gpu = 8.0 }\n");
+    let dmda = simulate(&g, &p, &time_only("dmda")).unwrap();
+    let eager = simulate(&g, &p, &time_only("eager")).unwrap();
+    let on_gpus = |r: &taskwatt_whatif::SimRun| r.per_worker[2] + r.per_worker[3];
+    assert!(on_gpus(&dmda) >= 170, "{:?}", dmda.per_worker);
+    // 200 x 1 ms on 2 GPUs is 100 ms; the CPUs take 8 ms each.
+    assert!(dmda.makespan_ns <= 95 * MS, "{}", dmda.makespan_ns);
+    assert!(
+        eager.makespan_ns > dmda.makespan_ns,
+        "eager {} <= dmda {}",
+        eager.makespan_ns,
+        dmda.makespan_ns
+    );
+}
+
+#[test]
+fn copies_follow_the_data_between_memory_nodes() {
+    // A task writes a tile on a GPU; the next one reads it on the CPU: one copy back.
+    let mut b = GraphBuilder::new(codelets());
+    let a = b.task(task(0, 1, 1), &[]);
+    b.access(a, 7, AccessMode::RW, 1 << 20);
+    let c = b.task(task(1, 0, 1), &[a]);
+    b.access(c, 7, AccessMode::R, 1 << 20);
+    let g = b.build();
+    // gemm on the GPU only (the CPU factor makes it 1000x slower), potrf on the CPU only.
+    let p = platform(
+        "[gpu]\ncount = 1\nbandwidth_gb_s = 1.0\nlatency_us = 0\n[speed.factors]\ngemm = { gpu = 1.0, cpu = 0.001 }\n",
+    );
+    let r = simulate(&g, &p, &time_only("dmda")).unwrap();
+    assert_eq!(r.per_worker[2], 1, "{:?}", r.per_worker);
+    // In to the GPU, back to the host: 2 copies of 1 MiB at 1 GB/s.
+    assert_eq!(r.copies, (2, 2 << 20));
+    let copy_ns = (1u64 << 20) as f64; // 1 ns per byte
+    let want = 2.0 * copy_ns + 2e6;
+    assert!(
+        (r.makespan_ns as f64 - want).abs() < 10.0,
+        "{} vs {want}",
+        r.makespan_ns
+    );
+}
+
+#[test]
+fn a_task_that_no_worker_can_run_is_named() {
+    let mut b = GraphBuilder::new(codelets());
+    let mut t = task(42, 1, 1);
+    t.arch = Arch::Gpu;
+    b.task(t, &[]);
+    let e = simulate(&b.build(), &platform(""), &time_only("eager")).unwrap_err();
+    assert!(matches!(e, WhatIfError::NoWorker { task: 42, .. }), "{e}");
+    let m = e.to_string();
+    assert!(m.contains("gemm") && m.contains("speed.factors"), "{m}");
+    let e = simulate(&Graph::default(), &platform(""), &time_only("fifo")).unwrap_err();
+    assert!(e.to_string().contains("fifo"), "{e}");
+}
+
+#[test]
+fn the_simulated_meters_integrate_power_over_virtual_time() {
+    // 400 gemms of 5 ms on 2 cores: 1 s of virtual time, both workers busy.
+    let mut b = GraphBuilder::new(codelets());
+    for i in 0..400 {
+        b.task(task(i, 1, 5), &[]);
+    }
+    let g = b.build();
+    let p = platform("");
+    let r = simulate(&g, &p, &SimOptions::new("lws")).unwrap();
+    assert_eq!(r.makespan_ns, 1_000 * MS);
+    let t = to_trace(&r, &g, &p, None);
+    let f = figures(&t);
+    // Truth: package 30 W base + 2 x 16 W gemm; DRAM 4 W + 2 x 1.8 W (default.toml).
+    let pkg = f
+        .domains
+        .iter()
+        .find(|d| d.name.contains("package"))
+        .unwrap();
+    let dram = f.domains.iter().find(|d| d.name.contains("dram")).unwrap();
+    assert!((pkg.energy_j - 62.0).abs() < 0.5, "{}", pkg.energy_j);
+    assert!((dram.energy_j - 7.6).abs() < 0.2, "{}", dram.energy_j);
+    let types = type_energy(&t, t.truth.as_ref().unwrap());
+    assert_eq!(types.len(), 1);
+    assert!((types[0].dynamic_j - 2.0 * 17.8).abs() < 1e-6, "{types:?}");
+    // The trace says what it is, and the attribution finds the truth back.
+    assert!(t.is_simulated());
+    assert_eq!(t.meta.params["simulated"], "virtual time");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sim.twt");
+    t.save(&path).unwrap();
+    let back = taskwatt_traces::read_trace(&path).unwrap();
+    assert_eq!(back.tasks().count(), 400);
+    let a = taskwatt_energy::attribution::attribute_trace(
+        &back,
+        &taskwatt_energy::attribution::AttributionOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(a.report.tasks, 400);
+}
+
+#[test]
+fn the_same_inputs_give_the_same_schedule() {
+    let mut b = GraphBuilder::new(codelets());
+    let mut prev = Vec::new();
+    for i in 0..300u64 {
+        let preds: Vec<u32> = prev.iter().rev().take(2).copied().collect();
+        prev.push(b.task(task(i, (i % 2) as u32, 1 + i % 7), &preds));
+    }
+    let g = b.build();
+    let p = platform("[gpu]\ncount = 1\n[speed.factors]\ngemm = { gpu = 3.0 }\n");
+    for policy in ["ws", "lws", "dmda"] {
+        let a = simulate(&g, &p, &SimOptions::new(policy)).unwrap();
+        let b = simulate(&g, &p, &SimOptions::new(policy)).unwrap();
+        assert_eq!(a.makespan_ns, b.makespan_ns, "{policy}");
+        assert_eq!(a.per_worker, b.per_worker, "{policy}");
+        assert_eq!(
+            a.energy.unwrap().samples.len(),
+            b.energy.unwrap().samples.len()
+        );
+    }
+}
