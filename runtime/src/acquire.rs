@@ -185,6 +185,166 @@ impl Runtime {
     }
 }
 
+/// An acquisition linked into the handle's dependency chain now, in submission order, and
+/// granted later, without any thread waiting for it: what a communication thread needs
+/// (taskwatt-mpi posts a send when the data it sends is ready, and a receive when the
+/// buffer it receives into is free, without blocking a worker or the submitting thread).
+///
+/// Poll [`DeferredAccess::is_granted`]; once granted, the data's bytes are the holder's
+/// (shared for a read, exclusive for a write) until [`DeferredAccess::release`], which
+/// lets the tasks submitted after it run. Dropping it releases it.
+pub struct DeferredAccess {
+    shared: Arc<crate::runtime::Shared>,
+    node: Arc<TaskNode>,
+    core: Arc<HandleCore>,
+    write: bool,
+    bytes: unsafe fn(&HandleCore) -> (*mut u8, usize),
+    released: bool,
+}
+
+impl std::fmt::Debug for DeferredAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeferredAccess")
+            .field("handle", &self.core.id)
+            .field("write", &self.write)
+            .field("granted", &self.is_granted())
+            .finish()
+    }
+}
+
+/// The bytes of the `T` a handle holds.
+///
+/// # Safety
+/// The caller holds an acquisition of the handle (a write one to write the bytes).
+unsafe fn bytes_of_handle<T: crate::device::DeviceData>(core: &HandleCore) -> (*mut u8, usize) {
+    // SAFETY: the caller's acquisition is granted: no task accesses the data meanwhile.
+    let value = unsafe { core.data_mut() };
+    let v = value
+        .get_mut::<T>()
+        .expect("a registered Handle<T> holds a T until unregistered");
+    let b = v.device_bytes_mut();
+    (b.as_mut_ptr(), b.len())
+}
+
+impl Runtime {
+    /// Links an acquisition of `handle` (a write one when `write`) into its dependency
+    /// chain, as a task submitted now would be, and returns at once; see
+    /// [`DeferredAccess`]. Refused on a runtime with GPU workers (the data would first have
+    /// to come back to main memory, which only a waiting acquisition does).
+    pub fn acquire_deferred<T: crate::device::DeviceData>(
+        &self,
+        handle: &Handle<T>,
+        write: bool,
+    ) -> Result<DeferredAccess, RuntimeError> {
+        let sh = &*self.shared;
+        if sh.devices {
+            return Err(RuntimeError::Device {
+                backend: "runtime",
+                message: "a deferred acquisition (taskwatt-mpi's communications) needs the data \
+                          in main memory: build the runtime without GPU workers"
+                    .into(),
+            });
+        }
+        let core = &handle.core;
+        if !core.belongs_to(&sh.nodes) {
+            return Err(RuntimeError::ForeignHandle {
+                operation: "acquire_deferred".into(),
+                handle: core.id,
+            });
+        }
+        if core.unregistered.load(Ordering::Acquire) {
+            return Err(RuntimeError::Unregistered {
+                codelet: "<acquire>".into(),
+                handle: core.id,
+            });
+        }
+        if sh.interrupted.load(Ordering::SeqCst) {
+            return Err(sh.interrupted_error());
+        }
+        if let Some(ext) = core.ext() {
+            if ext.partitioned.load(Ordering::Acquire) {
+                return Err(RuntimeError::Partitioned {
+                    operation: "acquire_deferred".into(),
+                    handle: core.id,
+                });
+            }
+            self.reduce_pending(core)?;
+        }
+        let node = Arc::new(TaskNode::new(
+            u64::MAX,
+            Kind::Acquire,
+            acquire_codelet(),
+            u32::MAX,
+            0,
+            core.bytes,
+            Clock::now(),
+            None,
+        ));
+        let mode = if write { Access::RW } else { Access::R };
+        let waits = link(core, mode, &node, &mut Preds::new());
+        self.release_guard(&node, waits);
+        self.shared.flush_staged();
+        Ok(DeferredAccess {
+            shared: Arc::clone(&self.shared),
+            node,
+            core: Arc::clone(core),
+            write,
+            bytes: bytes_of_handle::<T>,
+            released: false,
+        })
+    }
+}
+
+impl DeferredAccess {
+    /// Whether every access before it has finished: the bytes are now the holder's.
+    pub fn is_granted(&self) -> bool {
+        self.node.granted.load(Ordering::SeqCst)
+    }
+
+    /// Whether it is a write acquisition.
+    pub fn is_write(&self) -> bool {
+        self.write
+    }
+
+    /// The data's bytes: a pointer and a length, valid until [`DeferredAccess::release`]
+    /// (the value is not moved or resized while an acquisition holds it). `None` until
+    /// granted. Write through the pointer only if [`DeferredAccess::is_write`].
+    pub fn bytes(&self) -> Option<(*mut u8, usize)> {
+        if !self.is_granted() {
+            return None;
+        }
+        // SAFETY: granted, with the rights of its mode.
+        Some(unsafe { (self.bytes)(&self.core) })
+    }
+
+    /// Ends the acquisition: the accesses submitted after it may run.
+    pub fn release(mut self) {
+        self.finish();
+    }
+
+    fn finish(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        // An acquisition released before its grant waits for the grant first: the chain
+        // must not run it out of order.
+        while !self.is_granted() {
+            std::thread::yield_now();
+        }
+        let pushed = self
+            .shared
+            .complete(&self.node, DONE_OK, None, self.shared.now());
+        self.shared.sleep.notify(pushed);
+    }
+}
+
+impl Drop for DeferredAccess {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 impl<T: 'static> Deref for ReadGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {

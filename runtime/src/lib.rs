@@ -54,7 +54,7 @@ mod task;
 mod topology;
 mod worker;
 
-pub use acquire::{ReadGuard, WriteGuard};
+pub use acquire::{DeferredAccess, ReadGuard, WriteGuard};
 pub use codelet::{Codelet, ImplFn};
 pub use context::{TaskCtx, MAX_ACCESSES};
 pub use device::{bytes_of, bytes_of_mut, DeviceData, Element, GpuBackend};

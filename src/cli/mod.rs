@@ -5,8 +5,10 @@ mod compare;
 mod export;
 mod import;
 mod logger;
+mod merge;
 mod meters;
 mod model;
+mod mpi;
 mod perfmodel;
 mod report;
 mod run;
@@ -47,6 +49,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// The performance models that `run` records: show, clear, check against a trace.
     Perfmodel(perfmodel::PerfmodelArgs),
+    /// Merge the traces of the ranks of a distributed run into one, on rank 0's clock.
+    Merge(merge::MergeArgs),
     /// Replay a trace's graph in virtual time on a platform file, under any policy: its
     /// makespan and energy (what-if).
     Simulate(simulate::SimulateArgs),
@@ -119,6 +123,7 @@ pub(crate) fn main() -> ExitCode {
         Command::Bench(a) => bench::bench(a),
         Command::Perfmodel(a) => perfmodel::perfmodel(a),
         Command::Simulate(a) => simulate::run(a),
+        Command::Merge(a) => merge::merge(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -295,8 +295,40 @@ pub(crate) struct RunArgs {
     /// run, which every output marks as simulated.
     #[arg(long, value_name = "FILE|NAME")]
     platform: Option<String>,
+    /// One rank of a distributed run under mpirun (a build with `--features mpi`):
+    /// `mpirun -np 4 taskwatt run cholesky --mpi`. The app's tiles are distributed 2D
+    /// block-cyclic; every rank writes its own trace (`--trace t.twt` gives
+    /// `t.rank0.twt`, ...), which `taskwatt merge` joins (docs/mpi.md).
+    #[arg(long)]
+    mpi: bool,
     #[command(flatten)]
     attribution: AttributionArgs,
+}
+
+/// What `run --mpi` reads (src/cli/mpi.rs).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+impl RunArgs {
+    pub(crate) fn app_config(&self) -> taskwatt::apps::AppConfig {
+        self.app.config()
+    }
+    pub(crate) fn app(&self) -> App {
+        self.app.app
+    }
+    pub(crate) fn app_name(&self) -> &'static str {
+        self.app.app.name()
+    }
+    pub(crate) fn sched(&self) -> Option<&str> {
+        self.sched.as_deref()
+    }
+    pub(crate) fn workers(&self) -> Option<usize> {
+        self.app.workers
+    }
+    pub(crate) fn trace_path(&self) -> Option<&std::path::Path> {
+        self.trace.as_deref()
+    }
+    pub(crate) fn json_output(&self) -> bool {
+        self.json
+    }
 }
 
 #[derive(Serialize)]
@@ -416,6 +448,9 @@ impl Drop for Progress {
 
 pub(crate) fn run(a: RunArgs) -> CliResult {
     a.app.config().validate(a.app.app)?;
+    if a.mpi {
+        return super::mpi::run(&a);
+    }
     if let Some(p) = &a.platform {
         return run_on_platform(&a, p);
     }

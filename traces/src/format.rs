@@ -19,7 +19,7 @@ use crate::codec::{self, DecodeError};
 use crate::{Chunk, DomainInfo, FormatVersion, MeterInfo, TaskChunk};
 
 /// The format version this build writes, and the newest it reads.
-pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 3 };
+pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 4 };
 
 /// First 8 bytes of every trace file.
 pub(crate) const FILE_MAGIC: [u8; 8] = *b"TWTRACE\0";
@@ -50,6 +50,7 @@ pub(crate) enum ChunkKind {
     End = 8,
     Transfers = 9,
     Accesses = 10,
+    Comms = 11,
 }
 
 impl ChunkKind {
@@ -66,6 +67,7 @@ impl ChunkKind {
             Chunk::End(_) => ChunkKind::End,
             Chunk::Transfers(_) => ChunkKind::Transfers,
             Chunk::Accesses(_) => ChunkKind::Accesses,
+            Chunk::Comms(_) => ChunkKind::Comms,
         }
     }
 
@@ -82,6 +84,7 @@ impl ChunkKind {
             8 => ChunkKind::End,
             9 => ChunkKind::Transfers,
             10 => ChunkKind::Accesses,
+            11 => ChunkKind::Comms,
             _ => return None,
         })
     }
@@ -99,6 +102,7 @@ impl ChunkKind {
             ChunkKind::End => "End",
             ChunkKind::Transfers => "Transfers",
             ChunkKind::Accesses => "Accesses",
+            ChunkKind::Comms => "Comms",
         }
     }
 
@@ -215,6 +219,7 @@ pub(crate) fn encode_chunk(chunk: &Chunk, out: &mut Vec<u8>) -> Result<(), Strin
             codec::encode_accesses(a, out);
             Ok(())
         }
+        Chunk::Comms(c) => put_json::<_, crate::CommChunk>(out, c, kind),
         Chunk::End(e) => put_json::<_, crate::RunEnd>(out, e, kind),
     };
     if let Err(e) = res {
@@ -282,6 +287,7 @@ pub(crate) fn decode_payload(kind: ChunkKind, payload: &[u8]) -> Result<Chunk, D
                 ..e
             })?)
         }
+        ChunkKind::Comms => Chunk::Comms(json(payload, kind)?),
         ChunkKind::End => Chunk::End(json(payload, kind)?),
     })
 }
@@ -397,6 +403,7 @@ mod tests {
             (ChunkKind::End, 8, 1),
             (ChunkKind::Transfers, 9, 1),
             (ChunkKind::Accesses, 10, 0),
+            (ChunkKind::Comms, 11, 1),
         ];
         for (k, n, codec) in want {
             assert_eq!(k as u8, n);
@@ -404,7 +411,7 @@ mod tests {
             assert_eq!(k.codec(), codec);
         }
         assert_eq!(ChunkKind::from_u8(0), None);
-        assert_eq!(ChunkKind::from_u8(11), None);
+        assert_eq!(ChunkKind::from_u8(12), None);
     }
 
     proptest! {

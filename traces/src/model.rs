@@ -615,8 +615,57 @@ pub enum Chunk {
     Transfers(Vec<Transfer>),
     /// The data accesses of tasks (format 1.3).
     Accesses(Vec<TaskAccess>),
+    /// The messages of one rank of a distributed run, and its clock offsets (format 1.4).
+    Comms(CommChunk),
     /// The end of the run.
     End(RunEnd),
+}
+
+/// One message between ranks of a distributed run (taskwatt-mpi).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommRecord {
+    /// The other rank.
+    pub peer: u32,
+    /// A send (else a receive).
+    pub send: bool,
+    /// The distributed handle (the message's tag).
+    pub handle: u32,
+    /// Bytes.
+    pub bytes: u64,
+    /// When it was posted (its data ready), on this rank's trace clock.
+    pub start: Timestamp,
+    /// When it completed.
+    pub end: Timestamp,
+}
+
+/// A rank's messages (format 1.4): who it is, its clock against rank 0's, and its
+/// messages. A merged trace (`taskwatt merge`) holds one per rank, on rank 0's clock.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommChunk {
+    /// This rank.
+    pub rank: u32,
+    /// Ranks in the job.
+    pub size: u32,
+    /// Estimates of rank 0's clock minus this rank's, each with when it was taken and the
+    /// round trip it came from (the fastest of a ping-pong): at the start of the run and at
+    /// its end, so that a merge corrects offset and drift.
+    pub clock: Vec<ClockSample>,
+    /// The workers of this rank (their ids in this trace).
+    #[serde(default)]
+    pub workers: Vec<u32>,
+    /// The messages.
+    pub events: Vec<CommRecord>,
+}
+
+/// One estimate of a rank's clock against rank 0's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockSample {
+    /// When it was taken, on this rank's clock.
+    pub at: Timestamp,
+    /// Rank 0's clock minus this rank's, ns.
+    pub offset_ns: i64,
+    /// The round trip of the ping-pong it came from, ns (the error is at most half of it).
+    pub rtt_ns: u64,
 }
 
 #[cfg(test)]

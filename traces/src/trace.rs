@@ -46,6 +46,9 @@ pub struct Trace {
     /// The tasks' data accesses, in trace order (format 1.3): each task's in the order it
     /// declared them.
     pub accesses: Vec<crate::TaskAccess>,
+    /// The messages of the ranks of a distributed run (format 1.4): one per rank in a
+    /// merged trace, this rank's in a rank's own.
+    pub comms: Vec<crate::CommChunk>,
     /// The End chunk; `None` for a run that was cut short.
     pub end: Option<RunEnd>,
 }
@@ -151,6 +154,7 @@ impl Trace {
             Chunk::Markers(m) => self.markers.extend(m),
             Chunk::Transfers(t) => self.transfers.extend(t),
             Chunk::Accesses(a) => self.accesses.extend(a),
+            Chunk::Comms(c) => self.comms.push(c),
             Chunk::End(e) => self.end = Some(e),
         }
     }
@@ -247,6 +251,9 @@ impl Trace {
         }
         for t in self.transfers.chunks(SAMPLES_PER_CHUNK) {
             sink.send(Chunk::Transfers(t.to_vec()));
+        }
+        for c in &self.comms {
+            sink.send(Chunk::Comms(c.clone()));
         }
         let mut summary = match &self.end {
             Some(end) => w.finish_with(end.clone()),

@@ -99,6 +99,7 @@ pub fn to_trace(run: &SimRun, graph: &Graph, platform: &Platform, source: Option
         }],
         transfers: run.transfers.clone(),
         accesses: source.map(|t| t.accesses.clone()).unwrap_or_default(),
+        comms: Vec::new(),
         end: Some(RunEnd {
             tasks: run.tasks as u64,
             failed: 0,

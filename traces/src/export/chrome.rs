@@ -18,6 +18,9 @@
 //!   and the task it was made for in `args`;
 //! - markers as `X` events on their own tracks (tid 1000000 and up): overlapping markers
 //!   go to separate lanes because Perfetto only draws properly nested slices on one track;
+//! - a distributed run's merged trace (`taskwatt merge`, format 1.4): one process per rank
+//!   (pid 2 + rank, "rank N"), its workers' tracks in it, and its messages as `X` events on
+//!   a "messages" track (tid 3000000), each send joined to its receive by a flow arrow;
 //! - run metadata (version, policy, host...) in the top-level `otherData` (flat strings,
 //!   shown by the viewers' metadata panel) and in full under `metadata`.
 
@@ -38,6 +41,8 @@ const PID: u32 = 1;
 const MARKER_TID: u64 = 1_000_000;
 /// Transfer tracks: this plus the destination node.
 const TRANSFER_TID: u64 = 2_000_000;
+/// A rank's messages track (in the rank's process).
+const COMM_TID: u64 = 3_000_000;
 const WHAT: &str = "Chrome trace JSON";
 
 /// Each task's energy in J, when known (from an attribution): shown in the task's `args`
@@ -176,6 +181,8 @@ struct Chrome<'e, W: Write> {
     flows: u64,
     /// Destination nodes whose transfer track is named.
     transfer_tracks: std::collections::HashSet<u32>,
+    /// A distributed run's workers: their rank (process `PID + 1 + rank`).
+    rank_of: HashMap<u32, u32>,
     buf: Vec<u8>,
 }
 
@@ -194,6 +201,11 @@ impl<'e, W: Write> Chrome<'e, W> {
             waiting: HashMap::new(),
             flows: 0,
             transfer_tracks: std::collections::HashSet::new(),
+            rank_of: meta
+                .comms
+                .iter()
+                .flat_map(|c| c.workers.iter().map(move |&w| (w, c.rank)))
+                .collect(),
             buf: Vec::with_capacity(256),
         };
         let m = &meta.meta;
@@ -243,6 +255,7 @@ impl<'e, W: Write> Chrome<'e, W> {
         for c in &meta.codelets {
             w.names.insert(c.id, serde_json::to_string(&c.name)?);
         }
+        w.comms(&meta.comms)?;
         for info in &m.workers {
             w.name_worker(info.id, Some(info))?;
         }
@@ -262,7 +275,7 @@ impl<'e, W: Write> Chrome<'e, W> {
             } else {
                 format!("markers {}", lane + 1)
             };
-            w.thread_meta(tid, &name)?;
+            w.thread_meta(PID, tid, &name)?;
         }
         for (lane, mk) in lanes {
             w.event(|o| {
@@ -294,15 +307,100 @@ impl<'e, W: Write> Chrome<'e, W> {
         Ok(())
     }
 
-    fn thread_meta(&mut self, tid: u64, name: &str) -> io::Result<()> {
+    fn thread_meta(&mut self, pid: u32, tid: u64, name: &str) -> io::Result<()> {
         self.event(|o| {
-            write!(o, "{{\"ph\":\"M\",\"pid\":{PID},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":")?;
+            write!(o, "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":")?;
             json_str(o, name)?;
             o.write_all(b"}}")
         })?;
         self.event(|o| {
-            write!(o, "{{\"ph\":\"M\",\"pid\":{PID},\"tid\":{tid},\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{tid}}}}}")
+            write!(o, "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{tid}}}}}")
         })
+    }
+
+    /// The process of a worker: its rank's in a distributed run, else the run's.
+    fn pid(&self, worker: u32) -> u32 {
+        self.rank_of.get(&worker).map_or(PID, |r| PID + 1 + r)
+    }
+
+    /// A distributed run's ranks as processes, their messages on a track of each, and an
+    /// arrow from each send to its receive.
+    fn comms(&mut self, comms: &[crate::CommChunk]) -> io::Result<()> {
+        let mut sends: HashMap<(u32, u32, u32), Vec<(Timestamp, Timestamp)>> = HashMap::new();
+        let mut recvs: HashMap<(u32, u32, u32), Vec<(Timestamp, Timestamp)>> = HashMap::new();
+        for c in comms {
+            let pid = PID + 1 + c.rank;
+            self.event(|o| {
+                write!(
+                    o,
+                    "{{\"ph\":\"M\",\"pid\":{pid},\"name\":\"process_name\",\"args\":{{\"name\":\"rank {}\"}}}}",
+                    c.rank
+                )
+            })?;
+            self.event(|o| {
+                write!(
+                    o,
+                    "{{\"ph\":\"M\",\"pid\":{pid},\"name\":\"process_sort_index\",\"args\":{{\"sort_index\":{pid}}}}}"
+                )
+            })?;
+            self.thread_meta(pid, COMM_TID, "messages")?;
+            for e in &c.events {
+                let (dir, arrow) = if e.send {
+                    ("send", "→")
+                } else {
+                    ("recv", "←")
+                };
+                self.event(|o| {
+                    write!(
+                        o,
+                        "{{\"ph\":\"X\",\"pid\":{pid},\"tid\":{COMM_TID},\"cat\":\"message\",\"name\":\"{dir} h{} {arrow} {}\",\"ts\":",
+                        e.handle, e.peer
+                    )?;
+                    us(o, e.start.0)?;
+                    o.write_all(b",\"dur\":")?;
+                    us(o, e.end.saturating_sub(e.start))?;
+                    write!(
+                        o,
+                        ",\"args\":{{\"bytes\":{},\"handle\":{},\"peer\":{}}}}}",
+                        e.bytes, e.handle, e.peer
+                    )
+                })?;
+                let key = if e.send {
+                    (c.rank, e.peer, e.handle)
+                } else {
+                    (e.peer, c.rank, e.handle)
+                };
+                let to = if e.send { &mut sends } else { &mut recvs };
+                to.entry(key).or_default().push((e.start, e.end));
+            }
+        }
+        // The k-th send of a handle between two ranks is the k-th receive's.
+        let mut keys: Vec<_> = sends.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys {
+            let (Some(s), Some(r)) = (sends.get(&key), recvs.get(&key)) else {
+                continue;
+            };
+            let (mut s, mut r) = (s.clone(), r.clone());
+            s.sort();
+            r.sort();
+            for ((ss, _), (_, re)) in s.into_iter().zip(r) {
+                self.flows += 1;
+                let id = self.flows;
+                let (from, to) = (PID + 1 + key.0, PID + 1 + key.1);
+                self.event(|o| {
+                    write!(o, "{{\"ph\":\"s\",\"pid\":{from},\"tid\":{COMM_TID},\"id\":{id},\"cat\":\"message\",\"name\":\"message\",\"ts\":")?;
+                    us(o, ss.0)?;
+                    o.write_all(b"}")
+                })?;
+                self.event(|o| {
+                    write!(o, "{{\"ph\":\"f\",\"bp\":\"e\",\"pid\":{to},\"tid\":{COMM_TID},\"id\":{id},\"cat\":\"message\",\"name\":\"message\",\"ts\":")?;
+                    us(o, re.0.saturating_sub(1))?;
+                    o.write_all(b"}")
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// Copies between memory nodes, on a track per destination node.
@@ -310,7 +408,7 @@ impl<'e, W: Write> Chrome<'e, W> {
         for t in transfers {
             let tid = TRANSFER_TID + u64::from(t.dst);
             if self.transfer_tracks.insert(t.dst) {
-                self.thread_meta(tid, &format!("transfers to node {}", t.dst))?;
+                self.thread_meta(PID, tid, &format!("transfers to node {}", t.dst))?;
             }
             self.event(|o| {
                 write!(
@@ -341,7 +439,7 @@ impl<'e, W: Write> Chrome<'e, W> {
             return Ok(());
         }
         let label = info.map_or_else(|| format!("worker {id}"), worker_label);
-        self.thread_meta(u64::from(id), &label)
+        self.thread_meta(self.pid(id), u64::from(id), &label)
     }
 
     fn tasks(&mut self, chunk: &TaskChunk) -> io::Result<()> {
@@ -358,10 +456,11 @@ impl<'e, W: Write> Chrome<'e, W> {
                 }
             };
             let joules = self.energy.and_then(|f| f(r)).filter(|j| j.is_finite());
+            let pid = self.pid(r.worker);
             self.event(|o| {
                 write!(
                     o,
-                    "{{\"ph\":\"X\",\"pid\":{PID},\"tid\":{},\"cat\":\"{}\",\"name\":{name},\"ts\":",
+                    "{{\"ph\":\"X\",\"pid\":{pid},\"tid\":{},\"cat\":\"{}\",\"name\":{name},\"ts\":",
                     r.worker, r.arch
                 )?;
                 us(o, r.start.0)?;
@@ -415,10 +514,11 @@ impl<'e, W: Write> Chrome<'e, W> {
         let id = self.flows;
         // The start binds to the slice that encloses it: a hair before the predecessor's end.
         let start = from.1 .0.saturating_sub(1);
+        let (pf, pt) = (self.pid(from.0), self.pid(to.0));
         self.event(|o| {
             write!(
                 o,
-                "{{\"ph\":\"s\",\"pid\":{PID},\"tid\":{},\"id\":{id},\"cat\":\"dependency\",\"name\":\"dependency\",\"ts\":",
+                "{{\"ph\":\"s\",\"pid\":{pf},\"tid\":{},\"id\":{id},\"cat\":\"dependency\",\"name\":\"dependency\",\"ts\":",
                 from.0
             )?;
             us(o, start)?;
@@ -427,7 +527,7 @@ impl<'e, W: Write> Chrome<'e, W> {
         self.event(|o| {
             write!(
                 o,
-                "{{\"ph\":\"f\",\"bp\":\"e\",\"pid\":{PID},\"tid\":{},\"id\":{id},\"cat\":\"dependency\",\"name\":\"dependency\",\"ts\":",
+                "{{\"ph\":\"f\",\"bp\":\"e\",\"pid\":{pt},\"tid\":{},\"id\":{id},\"cat\":\"dependency\",\"name\":\"dependency\",\"ts\":",
                 to.0
             )?;
             us(o, to.1 .0)?;

@@ -1,0 +1,409 @@
+//! Distributed Cholesky, gemm and stencil over a 2D block-cyclic distribution, each
+//! checked on rank 0 against the sequential result of the same kernels.
+//!
+//! Every rank registers every tile (the owner's holds the data, the others a buffer of
+//! the same size for the copies they receive) and submits every task; the runtime runs
+//! each task on the owner of the tile it writes. At the end every tile is brought to rank
+//! 0, which compares with `taskwatt_kernels::sequential`: the distributed run applies each
+//! tile's updates in the sequential order, so the results agree to the last bit (the
+//! check allows 1e-12 relative).
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use taskwatt_kernels::{
+    gemm_nn, gemm_nt, heat_step, potrf, sequential, syrk, trsm, Neighbours, Tile, TiledMatrix,
+};
+use taskwatt_runtime::Codelet;
+
+use crate::dist::{DistHandle, DistRuntime, DistStats, DistTask};
+use crate::{CommEvent, DistError};
+
+/// A `p` x `q` grid of ranks: tile `(i, j)` belongs to rank `(i mod p) q + (j mod q)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct BlockCyclic {
+    /// Grid rows.
+    pub p: usize,
+    /// Grid columns.
+    pub q: usize,
+}
+
+impl BlockCyclic {
+    /// The squarest grid of `size` ranks (`p <= q`).
+    pub fn of(size: usize) -> BlockCyclic {
+        let size = size.max(1);
+        let p = (1..=size)
+            .filter(|p| size.is_multiple_of(*p) && p * p <= size)
+            .max()
+            .unwrap_or(1);
+        BlockCyclic { p, q: size / p }
+    }
+
+    /// The owner of tile `(i, j)`.
+    pub fn owner(&self, i: usize, j: usize) -> usize {
+        (i % self.p) * self.q + (j % self.q)
+    }
+}
+
+/// The distributed apps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DistApp {
+    /// Tiled Cholesky (lower).
+    Cholesky,
+    /// C = A B, tiled.
+    Gemm,
+    /// Jacobi heat steps on a tiled grid.
+    Stencil,
+}
+
+impl DistApp {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DistApp::Cholesky => "cholesky",
+            DistApp::Gemm => "gemm",
+            DistApp::Stencil => "stencil",
+        }
+    }
+}
+
+/// What a rank's part of a distributed app did.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DistOutcome {
+    /// The app.
+    pub app: DistApp,
+    /// Matrix order and tile size.
+    pub n: usize,
+    /// Tile size.
+    pub nb: usize,
+    /// This rank, and the job's size.
+    pub rank: usize,
+    /// Ranks.
+    pub ranks: usize,
+    /// The distribution.
+    pub grid: BlockCyclic,
+    /// From the first submission to the end of this rank's tasks and messages (before the
+    /// gather for the check), s.
+    pub makespan_s: f64,
+    /// On rank 0: the largest difference from the sequential result, relative to the
+    /// result's largest element.
+    pub check_rel_diff: Option<f64>,
+    /// Whether the check passed (rank 0).
+    pub check_passed: Option<bool>,
+    /// This rank's counts.
+    pub stats: DistStats,
+    /// This rank's messages (the gather for the check included).
+    #[serde(skip)]
+    pub events: Vec<CommEvent>,
+}
+
+/// The check's tolerance, relative to the result's largest element.
+pub const CHECK_TOLERANCE: f64 = 1e-12;
+
+struct Codelets {
+    potrf: Codelet,
+    trsm: Codelet,
+    syrk: Codelet,
+    gemm: Codelet,
+    gemm_nn: Codelet,
+    heat: Codelet,
+}
+
+fn codelets() -> &'static Codelets {
+    static CL: OnceLock<Codelets> = OnceLock::new();
+    CL.get_or_init(|| Codelets {
+        potrf: Codelet::new("potrf").cpu(|ctx| {
+            if let Err(e) = potrf(ctx.rw::<Tile>(0)) {
+                panic!("potrf: {e}");
+            }
+        }),
+        trsm: Codelet::new("trsm").cpu(|ctx| trsm(ctx.r::<Tile>(0), ctx.rw::<Tile>(1))),
+        syrk: Codelet::new("syrk").cpu(|ctx| syrk(ctx.r::<Tile>(0), ctx.rw::<Tile>(1))),
+        gemm: Codelet::new("gemm")
+            .cpu(|ctx| gemm_nt(ctx.r::<Tile>(0), ctx.r::<Tile>(1), ctx.rw::<Tile>(2))),
+        gemm_nn: Codelet::new("gemm_nn").cpu(|ctx| {
+            let beta = *ctx.arg::<f64>();
+            gemm_nn(
+                1.0,
+                ctx.r::<Tile>(0),
+                ctx.r::<Tile>(1),
+                beta,
+                ctx.rw::<Tile>(2),
+            )
+        }),
+        // Accesses: src (R), then the neighbours present (R, in the order north, south,
+        // west, east, flagged in the argument), then dst (W).
+        heat: Codelet::new("heat").cpu(|ctx| {
+            let (present, alpha) = *ctx.arg::<([bool; 4], f64)>();
+            let mut k = 1;
+            let mut next = |p: bool| {
+                p.then(|| {
+                    k += 1;
+                    ctx.r::<Tile>(k - 1)
+                })
+            };
+            let halo = Neighbours {
+                north: next(present[0]),
+                south: next(present[1]),
+                west: next(present[2]),
+                east: next(present[3]),
+            };
+            let dst = 1 + present.iter().filter(|p| **p).count();
+            heat_step(ctx.r::<Tile>(0), halo, ctx.w::<Tile>(dst), alpha);
+        }),
+    })
+}
+
+type Tiles = Vec<Vec<Option<DistHandle<Tile>>>>;
+
+fn register(
+    d: &mut DistRuntime,
+    g: BlockCyclic,
+    nt: usize,
+    nb: usize,
+    lower: bool,
+    make: impl Fn(usize, usize) -> Tile,
+) -> Result<Tiles, DistError> {
+    let me = d.rank();
+    let mut t: Tiles = (0..nt).map(|_| (0..nt).map(|_| None).collect()).collect();
+    for (i, row) in t.iter_mut().enumerate() {
+        for (j, slot) in row.iter_mut().enumerate() {
+            if lower && j > i {
+                continue;
+            }
+            let owner = g.owner(i, j);
+            let v = if owner == me {
+                make(i, j)
+            } else {
+                Tile::zeros(nb)
+            };
+            *slot = Some(d.register(owner, v)?);
+        }
+    }
+    Ok(t)
+}
+
+fn tile(t: &Tiles, i: usize, j: usize) -> &DistHandle<Tile> {
+    t[i][j].as_ref().expect("registered")
+}
+
+/// Brings every tile to rank 0 and takes them back; rank 0 gets the matrix.
+fn gather(
+    d: &mut DistRuntime,
+    t: Tiles,
+    n: usize,
+    nb: usize,
+) -> Result<Option<TiledMatrix>, DistError> {
+    for h in t.iter().flatten().flatten() {
+        d.fetch_to(h, 0)?;
+    }
+    d.wait_all()?;
+    let nt = t.len();
+    let mut tiles: Vec<Option<Tile>> = (0..nt * nt).map(|_| None).collect();
+    for (i, row) in t.into_iter().enumerate() {
+        for (j, h) in row.into_iter().enumerate() {
+            if let Some(h) = h {
+                tiles[i + j * nt] = Some(d.unregister(h)?);
+            }
+        }
+    }
+    if d.rank() != 0 {
+        return Ok(None);
+    }
+    Ok(Some(
+        TiledMatrix::from_tiles(n, nb, tiles).expect("tiles of the matrix's shape"),
+    ))
+}
+
+fn compare(got: &TiledMatrix, want: &TiledMatrix, lower: bool) -> f64 {
+    let nt = want.nt();
+    let (mut diff, mut max) = (0.0f64, 0.0f64);
+    for j in 0..nt {
+        for i in 0..nt {
+            if lower && j > i {
+                continue;
+            }
+            let (Some(a), Some(b)) = (got.tile(i, j), want.tile(i, j)) else {
+                return f64::INFINITY;
+            };
+            for (x, y) in a.as_slice().iter().zip(b.as_slice()) {
+                diff = diff.max((x - y).abs());
+                max = max.max(y.abs());
+            }
+        }
+    }
+    if max > 0.0 {
+        diff / max
+    } else {
+        diff
+    }
+}
+
+/// Runs `app` on the job: `n` the matrix order (grid side for the stencil), `nb` the tile
+/// size, `steps` the stencil's steps, `seed` the matrices'. Every rank calls it.
+pub fn run(
+    d: &mut DistRuntime,
+    app: DistApp,
+    n: usize,
+    nb: usize,
+    steps: usize,
+    seed: u64,
+) -> Result<DistOutcome, DistError> {
+    if nb == 0 || n == 0 || !n.is_multiple_of(nb) {
+        return Err(DistError::NoMpi(format!(
+            "--n {n} must be a positive multiple of --tile {nb}"
+        )));
+    }
+    let nt = n / nb;
+    let g = BlockCyclic::of(d.size());
+    let cl = codelets();
+    let start = Instant::now();
+    let (makespan, got, lower, want): (
+        f64,
+        Option<TiledMatrix>,
+        bool,
+        Box<dyn FnOnce() -> TiledMatrix>,
+    ) = match app {
+        DistApp::Cholesky => {
+            let a = register(d, g, nt, nb, true, |i, j| {
+                TiledMatrix::spd_tile(n, nb, seed, i, j)
+            })?;
+            for k in 0..nt {
+                let p = (2 * (nt - k)) as i32;
+                d.submit(DistTask::new(&cl.potrf).rw(tile(&a, k, k)).priority(p + 2))?;
+                for i in k + 1..nt {
+                    d.submit(
+                        DistTask::new(&cl.trsm)
+                            .r(tile(&a, k, k))
+                            .rw(tile(&a, i, k))
+                            .priority(p + 1),
+                    )?;
+                }
+                for j in k + 1..nt {
+                    d.submit(
+                        DistTask::new(&cl.syrk)
+                            .r(tile(&a, j, k))
+                            .rw(tile(&a, j, j))
+                            .priority(p),
+                    )?;
+                    for i in j + 1..nt {
+                        d.submit(
+                            DistTask::new(&cl.gemm)
+                                .r(tile(&a, i, k))
+                                .r(tile(&a, j, k))
+                                .rw(tile(&a, i, j)),
+                        )?;
+                    }
+                }
+            }
+            d.wait_all()?;
+            let m = start.elapsed().as_secs_f64();
+            let got = gather(d, a, n, nb)?;
+            let want = Box::new(move || {
+                let mut r = TiledMatrix::random_spd(n, nb, seed).expect("valid sizes");
+                sequential::cholesky(&mut r).expect("SPD");
+                r
+            });
+            (m, got, true, want)
+        }
+        DistApp::Gemm => {
+            let a = register(d, g, nt, nb, false, |i, j| {
+                TiledMatrix::random_tile(nb, seed, i, j)
+            })?;
+            let b = register(d, g, nt, nb, false, |i, j| {
+                TiledMatrix::random_tile(nb, seed ^ 0x5eed, i, j)
+            })?;
+            let c = register(d, g, nt, nb, false, |_, _| Tile::zeros(nb))?;
+            for j in 0..nt {
+                for i in 0..nt {
+                    for k in 0..nt {
+                        d.submit(
+                            DistTask::new(&cl.gemm_nn)
+                                .r(tile(&a, i, k))
+                                .r(tile(&b, k, j))
+                                .rw(tile(&c, i, j))
+                                .arg(if k == 0 { 0.0f64 } else { 1.0 }),
+                        )?;
+                    }
+                }
+            }
+            d.wait_all()?;
+            let m = start.elapsed().as_secs_f64();
+            let got = gather(d, c, n, nb)?;
+            for h in a.into_iter().chain(b).flatten().flatten() {
+                d.unregister(h)?;
+            }
+            let want = Box::new(move || {
+                let a = TiledMatrix::random(n, nb, seed).expect("valid sizes");
+                let b = TiledMatrix::random(n, nb, seed ^ 0x5eed).expect("valid sizes");
+                let mut c = TiledMatrix::zeros(n, nb).expect("valid sizes");
+                sequential::gemm(1.0, &a, &b, 0.0, &mut c).expect("shapes");
+                c
+            });
+            (m, got, false, want)
+        }
+        DistApp::Stencil => {
+            let alpha = 0.1;
+            let init = move |i: usize, j: usize| TiledMatrix::random_tile(nb, seed, i, j);
+            let x = register(d, g, nt, nb, false, init)?;
+            let y = register(d, g, nt, nb, false, |_, _| Tile::zeros(nb))?;
+            let grids = [&x, &y];
+            for s in 0..steps {
+                let (src, dst) = (grids[s % 2], grids[(s + 1) % 2]);
+                for j in 0..nt {
+                    for i in 0..nt {
+                        let present = [i > 0, i + 1 < nt, j > 0, j + 1 < nt];
+                        let mut t = DistTask::new(&cl.heat).r(tile(src, i, j));
+                        if present[0] {
+                            t = t.r(tile(src, i - 1, j));
+                        }
+                        if present[1] {
+                            t = t.r(tile(src, i + 1, j));
+                        }
+                        if present[2] {
+                            t = t.r(tile(src, i, j - 1));
+                        }
+                        if present[3] {
+                            t = t.r(tile(src, i, j + 1));
+                        }
+                        d.submit(t.w(tile(dst, i, j)).arg((present, alpha)))?;
+                    }
+                }
+            }
+            d.wait_all()?;
+            let m = start.elapsed().as_secs_f64();
+            let (result, other) = if steps.is_multiple_of(2) { (x, y) } else { (y, x) };
+            let got = gather(d, result, n, nb)?;
+            for h in other.into_iter().flatten().flatten() {
+                d.unregister(h)?;
+            }
+            let want = Box::new(move || {
+                let mut r = TiledMatrix::random(n, nb, seed).expect("valid sizes");
+                sequential::heat(&mut r, steps, alpha).expect("full grid");
+                r
+            });
+            (m, got, false, want)
+        }
+    };
+    let (check_rel_diff, check_passed) = match got {
+        Some(got) => {
+            let diff = compare(&got, &want(), lower);
+            (Some(diff), Some(diff <= CHECK_TOLERANCE))
+        }
+        None => (None, None),
+    };
+    Ok(DistOutcome {
+        app,
+        n,
+        nb,
+        rank: d.rank(),
+        ranks: d.size(),
+        grid: g,
+        makespan_s: makespan,
+        check_rel_diff,
+        check_passed,
+        stats: d.stats().clone(),
+        events: Vec::new(),
+    })
+}

@@ -1,0 +1,296 @@
+//! The communication thread: posts a send when the data it sends is ready and a receive
+//! when the buffer it fills is free (deferred acquisitions of the local runtime), tests
+//! them without blocking any worker, releases the data when done, and gives up with an
+//! error naming the peer when a message does not come in time.
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use taskwatt_runtime::DeferredAccess;
+use taskwatt_traces::{Clock, Timestamp};
+
+use crate::transport::{Req, Transport};
+use crate::DistError;
+
+/// One message, as it happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CommEvent {
+    /// The other rank.
+    pub peer: u32,
+    /// A send (else a receive).
+    pub send: bool,
+    /// The handle (also the tag).
+    pub handle: u32,
+    /// Bytes.
+    pub bytes: u64,
+    /// When it was posted (its data ready), on this rank's trace clock.
+    pub start: Timestamp,
+    /// When it completed.
+    pub end: Timestamp,
+}
+
+/// A message to post once its data is granted.
+pub(crate) struct Op {
+    pub(crate) send: bool,
+    pub(crate) peer: usize,
+    pub(crate) handle: u32,
+    pub(crate) access: DeferredAccess,
+}
+
+pub(crate) enum Cmd {
+    Post(Op),
+    /// Answered when every message posted before it is done.
+    Flush(Sender<Result<(), String>>),
+    /// A clock-offset rendezvous.
+    Clock(Sender<Result<(i64, u64), String>>),
+    Stop,
+}
+
+/// What the thread hands back at the end.
+#[derive(Debug, Default)]
+pub(crate) struct CommLog {
+    pub(crate) events: Vec<CommEvent>,
+}
+
+pub(crate) struct CommThread {
+    pub(crate) tx: Sender<Cmd>,
+    join: Option<JoinHandle<CommLog>>,
+    pub(crate) failed: Arc<Mutex<Option<DistError>>>,
+}
+
+/// How long a posted message may take: `TASKWATT_MPI_TIMEOUT` seconds, default 120.
+pub(crate) fn timeout_s() -> u64 {
+    std::env::var("TASKWATT_MPI_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .unwrap_or(120)
+}
+
+impl CommThread {
+    pub(crate) fn start(mut net: Box<dyn Transport>, limit: u64) -> Result<CommThread, DistError> {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let failed = Arc::new(Mutex::new(None));
+        let f = failed.clone();
+        let rank = net.rank();
+        let join = std::thread::Builder::new()
+            .name(format!("taskwatt-mpi-{rank}"))
+            .spawn(move || run(&mut *net, &rx, &f, limit))
+            .map_err(|e| DistError::CommThread {
+                rank,
+                message: format!("cannot start it: {e}"),
+            })?;
+        Ok(CommThread {
+            tx,
+            join: Some(join),
+            failed,
+        })
+    }
+
+    pub(crate) fn stop(&mut self) -> CommLog {
+        let _ = self.tx.send(Cmd::Stop);
+        self.join
+            .take()
+            .and_then(|j| j.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for CommThread {
+    fn drop(&mut self) {
+        if self.join.is_some() {
+            self.stop();
+        }
+    }
+}
+
+struct Posted {
+    op: Op,
+    req: Req,
+    bytes: u64,
+    start: Timestamp,
+    since: Instant,
+}
+
+fn run(
+    net: &mut dyn Transport,
+    rx: &Receiver<Cmd>,
+    failed: &Mutex<Option<DistError>>,
+    limit: u64,
+) -> CommLog {
+    let rank = net.rank();
+    let mut log = CommLog::default();
+    let mut waiting: Vec<Op> = Vec::new();
+    let mut posted: Vec<Posted> = Vec::new();
+    let mut flushes: Vec<Sender<Result<(), String>>> = Vec::new();
+    let mut error: Option<String> = None;
+    let mut idle_spins = 0u32;
+    let mut stop = false;
+    loop {
+        // Commands: block only when there is nothing to progress.
+        let cmd = if waiting.is_empty() && posted.is_empty() {
+            for f in flushes.drain(..) {
+                let _ = f.send(error.clone().map_or(Ok(()), Err));
+            }
+            if stop {
+                return log;
+            }
+            Some(rx.recv().unwrap_or(Cmd::Stop))
+        } else {
+            match rx.try_recv() {
+                Ok(c) => Some(c),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) => Some(Cmd::Stop),
+            }
+        };
+        let mut progressed = false;
+        match cmd {
+            Some(Cmd::Post(op)) => {
+                waiting.push(op);
+                progressed = true;
+            }
+            Some(Cmd::Flush(reply)) => {
+                flushes.push(reply);
+                progressed = true;
+            }
+            Some(Cmd::Clock(reply)) => {
+                let r = net.clock_offset(&|| Clock::now().as_ns());
+                let _ = reply.send(r);
+                progressed = true;
+            }
+            // Finish what is in flight first: the runtime waits for it.
+            Some(Cmd::Stop) => stop = true,
+            None => {}
+        }
+        // Post the messages whose data is ready.
+        let mut i = 0;
+        while i < waiting.len() {
+            let Some((ptr, len)) = waiting[i].access.bytes() else {
+                i += 1;
+                continue;
+            };
+            let op = waiting.remove(i);
+            // SAFETY: the acquisition holds the bytes (shared for a send, exclusive for a
+            // receive) until it is released, after the request is done.
+            let req = unsafe {
+                if op.send {
+                    net.isend(op.peer, op.handle, ptr, len)
+                } else {
+                    net.irecv(op.peer, op.handle, ptr, len)
+                }
+            };
+            match req {
+                Ok(req) => posted.push(Posted {
+                    op,
+                    req,
+                    bytes: len as u64,
+                    start: Clock::now(),
+                    since: Instant::now(),
+                }),
+                Err(message) => {
+                    let peer = op.peer;
+                    fail(
+                        failed,
+                        &mut error,
+                        DistError::Transport {
+                            rank,
+                            peer,
+                            message,
+                        },
+                    );
+                    drop(op);
+                }
+            }
+            progressed = true;
+        }
+        // Complete what is done.
+        let mut i = 0;
+        while i < posted.len() {
+            match net.test(posted[i].req) {
+                Ok(true) => {
+                    let p = posted.swap_remove(i);
+                    log.events.push(CommEvent {
+                        peer: p.op.peer as u32,
+                        send: p.op.send,
+                        handle: p.op.handle,
+                        bytes: p.bytes,
+                        start: p.start,
+                        end: Clock::now(),
+                    });
+                    p.op.access.release();
+                    progressed = true;
+                }
+                Ok(false) => {
+                    let p = &posted[i];
+                    let waited = p.since.elapsed();
+                    if waited > Duration::from_secs(limit) {
+                        let e = DistError::Timeout {
+                            rank,
+                            peer: p.op.peer,
+                            what: if p.op.send {
+                                "delivery to"
+                            } else {
+                                "message from"
+                            },
+                            handle: p.op.handle,
+                            waited_s: waited.as_secs_f64(),
+                            limit_s: limit,
+                        };
+                        eprintln!("taskwatt-mpi: {e}; ending the job");
+                        fail(failed, &mut error, e);
+                        net.abort(3);
+                        // The job is over; release what this rank holds so that its
+                        // threads can end.
+                        for p in posted.drain(..) {
+                            p.op.access.release();
+                        }
+                        for op in waiting.drain(..) {
+                            op.access.release();
+                        }
+                        for f in flushes.drain(..) {
+                            let _ = f.send(Err(error.clone().unwrap_or_default()));
+                        }
+                        return log;
+                    }
+                    i += 1;
+                }
+                Err(message) => {
+                    let p = posted.swap_remove(i);
+                    fail(
+                        failed,
+                        &mut error,
+                        DistError::Transport {
+                            rank,
+                            peer: p.op.peer,
+                            message,
+                        },
+                    );
+                    p.op.access.release();
+                }
+            }
+        }
+        if progressed {
+            idle_spins = 0;
+        } else {
+            // Nothing moved: spin a little, then back off so as not to take a worker's
+            // core (the thread polls, as StarPU-MPI's does).
+            idle_spins += 1;
+            if idle_spins < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+}
+
+fn fail(failed: &Mutex<Option<DistError>>, error: &mut Option<String>, e: DistError) {
+    if error.is_none() {
+        *error = Some(e.to_string());
+    }
+    if let Ok(mut f) = failed.lock() {
+        f.get_or_insert(e);
+    }
+}

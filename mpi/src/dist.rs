@@ -1,0 +1,469 @@
+//! The distributed runtime: StarPU-MPI's model over one local [`Runtime`] per rank.
+//!
+//! Every rank submits the same sequence of tasks. A handle is registered on every rank
+//! with its owner; a task runs on the owner of the data it writes (or where it is told).
+//! For each task, every rank works out the same thing from the same flow:
+//!
+//! - on the rank that runs it, each datum it reads that another rank owns is received
+//!   first into this rank's copy, unless the copy is still valid (received before and not
+//!   written since: the cache); then the task is submitted to the local runtime;
+//! - on the owner of such a datum, a send is posted when the datum is ready;
+//! - every other rank skips the task;
+//! - a write makes every other rank's copy stale.
+//!
+//! Sends and receives are deferred acquisitions of the local runtime
+//! ([`Runtime::acquire_deferred`]), posted and tested by the communication thread
+//! (`crate::comm`), so that no worker waits for the network. The tag of a message is its
+//! handle's id; two messages of one handle between two ranks keep the flow's order, since
+//! each waits for the accesses before it.
+
+use std::any::Any;
+
+use taskwatt_runtime::{Access, Codelet, DeviceData, Handle, Runtime, Task};
+
+use crate::comm::{Cmd, CommEvent, CommThread, Op};
+use crate::transport::Transport;
+use crate::DistError;
+
+/// A datum of a distributed run: its owner, and this rank's copy.
+#[derive(Debug)]
+pub struct DistHandle<T> {
+    id: u32,
+    owner: usize,
+    local: Handle<T>,
+}
+
+impl<T> DistHandle<T> {
+    /// Its id (also the tag of its messages).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The rank that owns it.
+    pub fn owner(&self) -> usize {
+        self.owner
+    }
+
+    /// This rank's copy: the data on its owner, a cache elsewhere.
+    pub fn local(&self) -> &Handle<T> {
+        &self.local
+    }
+}
+
+/// What a task needs of a handle, whatever its type.
+pub trait DistAccess {
+    /// The handle's id.
+    fn dist_id(&self) -> u32;
+    /// Its owner.
+    fn dist_owner(&self) -> usize;
+    /// Adds the local copy to a task.
+    fn add_to<'a>(&'a self, task: Task<'a>, mode: Access) -> Task<'a>;
+    /// Its size, bytes.
+    fn dist_bytes(&self) -> u64;
+    /// A deferred acquisition of the local copy.
+    fn defer(
+        &self,
+        rt: &Runtime,
+        write: bool,
+    ) -> Result<taskwatt_runtime::DeferredAccess, taskwatt_runtime::RuntimeError>;
+}
+
+impl<T: DeviceData> DistAccess for DistHandle<T> {
+    fn dist_id(&self) -> u32 {
+        self.id
+    }
+    fn dist_owner(&self) -> usize {
+        self.owner
+    }
+    fn add_to<'a>(&'a self, task: Task<'a>, mode: Access) -> Task<'a> {
+        task.access(&self.local, mode)
+    }
+    fn dist_bytes(&self) -> u64 {
+        self.local.bytes()
+    }
+    fn defer(
+        &self,
+        rt: &Runtime,
+        write: bool,
+    ) -> Result<taskwatt_runtime::DeferredAccess, taskwatt_runtime::RuntimeError> {
+        rt.acquire_deferred(&self.local, write)
+    }
+}
+
+type Extra<'a> = Box<dyn FnOnce(Task<'a>) -> Task<'a> + 'a>;
+
+/// A task of a distributed run, built like a [`Task`].
+pub struct DistTask<'a> {
+    codelet: &'a Codelet,
+    accesses: Vec<(&'a dyn DistAccess, Access)>,
+    extra: Vec<Extra<'a>>,
+    rank: Option<usize>,
+}
+
+impl<'a> DistTask<'a> {
+    /// A task of `codelet`.
+    pub fn new(codelet: &'a Codelet) -> Self {
+        DistTask {
+            codelet,
+            accesses: Vec::new(),
+            extra: Vec::new(),
+            rank: None,
+        }
+    }
+
+    /// Reads `h`.
+    pub fn r(mut self, h: &'a dyn DistAccess) -> Self {
+        self.accesses.push((h, Access::R));
+        self
+    }
+
+    /// Writes `h` (without reading it).
+    pub fn w(mut self, h: &'a dyn DistAccess) -> Self {
+        self.accesses.push((h, Access::W));
+        self
+    }
+
+    /// Reads and writes `h`.
+    pub fn rw(mut self, h: &'a dyn DistAccess) -> Self {
+        self.accesses.push((h, Access::RW));
+        self
+    }
+
+    /// Its argument.
+    pub fn arg<A: Any + Send + Sync>(mut self, arg: A) -> Self {
+        self.extra.push(Box::new(move |t| t.arg(arg)));
+        self
+    }
+
+    /// Its priority.
+    pub fn priority(mut self, p: i32) -> Self {
+        self.extra.push(Box::new(move |t| t.priority(p)));
+        self
+    }
+
+    /// Runs it on `rank` instead of the owner of what it writes.
+    pub fn on_rank(mut self, rank: usize) -> Self {
+        self.rank = Some(rank);
+        self
+    }
+}
+
+/// Counts of a rank's part of a distributed run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DistStats {
+    /// Tasks this rank ran.
+    pub tasks: u64,
+    /// Tasks it skipped (other ranks ran them).
+    pub skipped: u64,
+    /// Messages sent (counted when posted), and their bytes (as sent; known at shutdown).
+    pub sent: (u64, u64),
+    /// Messages received (counted when posted), and their bytes (known at shutdown).
+    pub received: (u64, u64),
+    /// Reads served from a valid cached copy (no message).
+    pub cache_hits: u64,
+}
+
+struct Meta {
+    owner: usize,
+    /// Per rank: whether its copy is valid (the owner's always is).
+    valid: Vec<bool>,
+}
+
+/// One rank of a distributed run.
+pub struct DistRuntime {
+    rt: Option<Runtime>,
+    rank: usize,
+    size: usize,
+    comm: CommThread,
+    handles: Vec<Meta>,
+    stats: DistStats,
+}
+
+impl std::fmt::Debug for DistRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DistRuntime")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DistRuntime {
+    /// This rank's part of a job over `net`, running its tasks on `rt` (CPU workers only).
+    /// A message may take `TASKWATT_MPI_TIMEOUT` seconds (default 120) before the job is
+    /// ended with an error naming the peer.
+    pub fn new(rt: Runtime, net: Box<dyn Transport>) -> Result<DistRuntime, DistError> {
+        Self::with_timeout(rt, net, crate::comm::timeout_s())
+    }
+
+    /// [`DistRuntime::new`] with the messages' time limit, s.
+    pub fn with_timeout(
+        rt: Runtime,
+        net: Box<dyn Transport>,
+        timeout_s: u64,
+    ) -> Result<DistRuntime, DistError> {
+        let (rank, size) = (net.rank(), net.size());
+        Ok(DistRuntime {
+            rt: Some(rt),
+            rank,
+            size,
+            comm: CommThread::start(net, timeout_s.max(1))?,
+            handles: Vec::new(),
+            stats: DistStats::default(),
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Ranks in the job.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The local runtime.
+    pub fn runtime(&self) -> &Runtime {
+        self.rt.as_ref().expect("the runtime lives until shutdown")
+    }
+
+    /// Registers a datum owned by `owner`. Every rank registers every datum, in the same
+    /// order, with a value of its size: the owner's holds the data, the others' receive
+    /// copies.
+    pub fn register<T: DeviceData>(
+        &mut self,
+        owner: usize,
+        value: T,
+    ) -> Result<DistHandle<T>, DistError> {
+        if owner >= self.size {
+            return Err(DistError::BadRank {
+                given: owner,
+                size: self.size,
+                what: "a handle's owner",
+            });
+        }
+        let id = self.handles.len() as u32;
+        let mut valid = vec![false; self.size];
+        valid[owner] = true;
+        self.handles.push(Meta { owner, valid });
+        Ok(DistHandle {
+            id,
+            owner,
+            local: self.runtime().register(value),
+        })
+    }
+
+    fn check(&self) -> Result<(), DistError> {
+        match self.comm.failed.lock().ok().and_then(|mut f| f.take()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn post(&mut self, send: bool, peer: usize, h: &dyn DistAccess) -> Result<(), DistError> {
+        let c = if send {
+            &mut self.stats.sent
+        } else {
+            &mut self.stats.received
+        };
+        c.0 += 1;
+        c.1 += h.dist_bytes();
+        let access = h
+            .defer(self.runtime(), !send)
+            .map_err(|source| DistError::Runtime {
+                rank: self.rank,
+                source,
+            })?;
+        self.comm
+            .tx
+            .send(Cmd::Post(Op {
+                send,
+                peer,
+                handle: h.dist_id(),
+                access,
+            }))
+            .map_err(|_| DistError::CommThread {
+                rank: self.rank,
+                message: "it is gone".into(),
+            })
+    }
+
+    /// Submits a task: every rank calls this for every task, in the same order.
+    pub fn submit(&mut self, task: DistTask<'_>) -> Result<(), DistError> {
+        self.check()?;
+        let writes = |m: Access| !matches!(m, Access::R);
+        let reads = |m: Access| !matches!(m, Access::W);
+        let exec = match task.rank {
+            Some(r) if r >= self.size => {
+                return Err(DistError::BadRank {
+                    given: r,
+                    size: self.size,
+                    what: "a task's rank",
+                })
+            }
+            Some(r) => r,
+            None => task
+                .accesses
+                .iter()
+                .find(|(_, m)| writes(*m))
+                .or(task.accesses.first())
+                .map_or(0, |(h, _)| h.dist_owner()),
+        };
+        for (h, m) in &task.accesses {
+            if writes(*m) && h.dist_owner() != exec {
+                return Err(DistError::NotOwner {
+                    codelet: task.codelet.name().to_owned(),
+                    exec,
+                    handle: h.dist_id(),
+                    owner: h.dist_owner(),
+                });
+            }
+        }
+        let me = self.rank;
+        for (h, m) in &task.accesses {
+            if !reads(*m) {
+                continue;
+            }
+            let id = h.dist_id() as usize;
+            let owner = self.handles[id].owner;
+            if owner == exec || self.handles[id].valid[exec] {
+                if exec == me && owner != me {
+                    self.stats.cache_hits += 1;
+                }
+                continue;
+            }
+            // `exec` needs a copy: every rank records it; the two concerned post.
+            self.handles[id].valid[exec] = true;
+            if exec == me {
+                self.post(false, owner, *h)?;
+            } else if owner == me {
+                self.post(true, exec, *h)?;
+            }
+        }
+        for (h, m) in &task.accesses {
+            if writes(*m) {
+                let meta = &mut self.handles[h.dist_id() as usize];
+                for (r, v) in meta.valid.iter_mut().enumerate() {
+                    *v = r == meta.owner;
+                }
+            }
+        }
+        if exec != me {
+            self.stats.skipped += 1;
+            return Ok(());
+        }
+        let mut t = Task::new(task.codelet);
+        for (h, m) in &task.accesses {
+            t = h.add_to(t, *m);
+        }
+        for e in task.extra {
+            t = e(t);
+        }
+        self.runtime()
+            .submit(t)
+            .map_err(|source| DistError::Runtime { rank: me, source })?;
+        self.stats.tasks += 1;
+        Ok(())
+    }
+
+    /// Brings the owner's value of `h` to rank `to` (into its copy), as a task reading it
+    /// there would; a no-op where it is valid already.
+    pub fn fetch_to<T: DeviceData>(
+        &mut self,
+        h: &DistHandle<T>,
+        to: usize,
+    ) -> Result<(), DistError> {
+        let id = h.id as usize;
+        if h.owner == to || self.handles[id].valid[to] {
+            return Ok(());
+        }
+        self.handles[id].valid[to] = true;
+        if to == self.rank {
+            self.post(false, h.owner, h)?;
+        } else if h.owner == self.rank {
+            self.post(true, to, h)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for this rank's tasks and messages.
+    pub fn wait_all(&mut self) -> Result<(), DistError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.comm
+            .tx
+            .send(Cmd::Flush(tx))
+            .map_err(|_| DistError::CommThread {
+                rank: self.rank,
+                message: "it is gone".into(),
+            })?;
+        // The tasks first (some wait for messages), then the messages (some wait for tasks
+        // of their own rank, all submitted by now).
+        let tasks = self.runtime().wait_all();
+        let comms = rx
+            .recv()
+            .unwrap_or_else(|_| Err("the communication thread is gone".into()));
+        self.check()?;
+        tasks.map_err(|source| DistError::Runtime {
+            rank: self.rank,
+            source,
+        })?;
+        comms.map_err(|message| DistError::CommThread {
+            rank: self.rank,
+            message,
+        })
+    }
+
+    /// A clock offset against rank 0 (ns) and the round trip it came from; a rendezvous of
+    /// every rank.
+    pub fn clock_offset(&mut self) -> Result<(i64, u64), DistError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.comm
+            .tx
+            .send(Cmd::Clock(tx))
+            .map_err(|_| DistError::CommThread {
+                rank: self.rank,
+                message: "it is gone".into(),
+            })?;
+        rx.recv()
+            .unwrap_or_else(|_| Err("the communication thread is gone".into()))
+            .map_err(|message| DistError::CommThread {
+                rank: self.rank,
+                message,
+            })
+    }
+
+    /// Takes a handle's value back (every rank: its own copy).
+    pub fn unregister<T: DeviceData>(&mut self, h: DistHandle<T>) -> Result<T, DistError> {
+        self.runtime()
+            .unregister(h.local)
+            .map_err(|source| DistError::Runtime {
+                rank: self.rank,
+                source,
+            })
+    }
+
+    /// Counts so far.
+    pub fn stats(&self) -> &DistStats {
+        &self.stats
+    }
+
+    /// Waits for everything, stops the communication thread and the runtime; returns the
+    /// counts and every message of this rank.
+    pub fn shutdown(mut self) -> Result<(DistStats, Vec<CommEvent>), DistError> {
+        let waited = self.wait_all();
+        let log = self.comm.stop();
+        let rt = self.rt.take().expect("shutdown runs once");
+        let stats = rt.shutdown();
+        waited?;
+        stats.map_err(|source| DistError::Runtime {
+            rank: self.rank,
+            source,
+        })?;
+        // The bytes as they went (a handle's footprint may not count a value's heap).
+        let mut s = self.stats.clone();
+        s.sent.1 = log.events.iter().filter(|e| e.send).map(|e| e.bytes).sum();
+        s.received.1 = log.events.iter().filter(|e| !e.send).map(|e| e.bytes).sum();
+        Ok((s, log.events))
+    }
+}

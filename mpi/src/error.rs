@@ -1,0 +1,83 @@
+//! What can go wrong in a distributed run.
+
+/// A distributed-run error: each names the rank, and the peer or handle involved.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DistError {
+    /// The local runtime failed.
+    #[error("rank {rank}: {source}")]
+    Runtime {
+        /// This rank.
+        rank: usize,
+        /// The runtime's error.
+        source: taskwatt_runtime::RuntimeError,
+    },
+    /// A message did not come (or did not leave) in time: its peer died, hung, or did not
+    /// submit the same task flow.
+    #[error(
+        "rank {rank}: no {what} rank {peer} for handle {handle} after {waited_s:.1} s: that rank \
+         died, hangs, or did not submit the same sequence of tasks (every rank must); \
+         TASKWATT_MPI_TIMEOUT sets the limit (now {limit_s} s)"
+    )]
+    Timeout {
+        /// This rank.
+        rank: usize,
+        /// The other rank.
+        peer: usize,
+        /// `message from` or `delivery to`.
+        what: &'static str,
+        /// The handle.
+        handle: u32,
+        /// How long it waited, s.
+        waited_s: f64,
+        /// The limit, s.
+        limit_s: u64,
+    },
+    /// The transport failed.
+    #[error("rank {rank}: communication with rank {peer} failed: {message}")]
+    Transport {
+        /// This rank.
+        rank: usize,
+        /// The other rank.
+        peer: usize,
+        /// What failed.
+        message: String,
+    },
+    /// A task writes data that another rank owns.
+    #[error(
+        "task {codelet} runs on rank {exec} but writes handle {handle}, owned by rank \
+         {owner}: a task runs where the data it writes lives; write only handles of one \
+         owner per task, or give the task that owner's rank"
+    )]
+    NotOwner {
+        /// The codelet.
+        codelet: String,
+        /// Where the task runs.
+        exec: usize,
+        /// The handle.
+        handle: u32,
+        /// Its owner.
+        owner: usize,
+    },
+    /// An owner or rank outside the job.
+    #[error("rank {given} is outside the job of {size} rank(s) ({what})")]
+    BadRank {
+        /// The rank given.
+        given: usize,
+        /// Ranks in the job.
+        size: usize,
+        /// Where it was given.
+        what: &'static str,
+    },
+    /// The communication thread is gone (it failed earlier).
+    #[error("rank {rank}: the communication thread stopped: {message}")]
+    CommThread {
+        /// This rank.
+        rank: usize,
+        /// Why.
+        message: String,
+    },
+    /// MPI is not available in this build or could not start.
+    #[error("{0}")]
+    NoMpi(String),
+}

@@ -1,0 +1,26 @@
+//! taskwatt over MPI, in StarPU-MPI's model: every rank submits the same task flow; each
+//! datum has an owner rank; a task runs where the data it writes lives; the runtime infers
+//! the messages, caches data read several times until a write makes it stale, and a
+//! communication thread makes them progress without blocking any worker.
+//!
+//! - [`DistRuntime`] ([`dist`]): one rank of a job, over a local `taskwatt` runtime.
+//! - [`Transport`] ([`transport`]): the messages; [`ThreadNet`] puts ranks in threads of
+//!   one process (tests, and trying the model without MPI); with feature `mpi`,
+//!   `MpiTransport` is MPI's (rsmpi over the system's MPI library).
+//! - [`apps`]: distributed Cholesky, gemm and stencil over a 2D block-cyclic distribution,
+//!   checked against the sequential result.
+
+pub mod apps;
+mod comm;
+pub mod dist;
+mod error;
+#[cfg(feature = "mpi")]
+mod mpi_transport;
+pub mod transport;
+
+pub use comm::CommEvent;
+pub use dist::{DistAccess, DistHandle, DistRuntime, DistStats, DistTask};
+pub use error::DistError;
+#[cfg(feature = "mpi")]
+pub use mpi_transport::{MpiTransport, MpiUniverse};
+pub use transport::{ThreadNet, Transport};

@@ -1,0 +1,197 @@
+//! MPI's transport (feature `mpi`): rsmpi over the system's MPI library. Only the
+//! communication thread calls MPI once the job has started (the main thread initialises
+//! and finalises it), so the library must give `MPI_THREAD_SERIALIZED` or more.
+
+use std::collections::HashMap;
+
+use mpi::request::{Request, StaticScope};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use mpi::Threading;
+
+use crate::transport::{Req, Transport};
+use crate::DistError;
+
+/// The tag of the clock rendezvous' messages (handles' tags are their ids, below it).
+const CLOCK_TAG: i32 = 1 << 30;
+
+/// MPI, as long as it lives; dropping it finalises MPI (after every rank's runtime has
+/// shut down).
+pub struct MpiUniverse {
+    _universe: mpi::environment::Universe,
+    /// The thread level the library gave.
+    pub threading: Threading,
+}
+
+impl std::fmt::Debug for MpiUniverse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiUniverse")
+            .field("threading", &self.threading)
+            .finish()
+    }
+}
+
+/// Point-to-point messages over `MPI_COMM_WORLD`.
+pub struct MpiTransport {
+    rank: usize,
+    size: usize,
+    reqs: HashMap<Req, Request<'static, [u8], StaticScope>>,
+    next: Req,
+}
+
+// SAFETY: the requests refer to buffers the caller keeps alive until they complete, and
+// only the communication thread that owns the transport uses it (MPI is initialised with
+// at least MPI_THREAD_SERIALIZED).
+unsafe impl Send for MpiTransport {}
+
+impl std::fmt::Debug for MpiTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MpiTransport")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("in_flight", &self.reqs.len())
+            .finish()
+    }
+}
+
+impl MpiTransport {
+    /// Initialises MPI (once per process) and returns it with this rank's transport.
+    pub fn init() -> Result<(MpiUniverse, MpiTransport), DistError> {
+        let (universe, threading) = mpi::initialize_with_threading(Threading::Multiple)
+            .ok_or_else(|| {
+                DistError::NoMpi(
+                    "MPI was already initialised in this process, or could not start; run \
+                     under mpirun (Open MPI: `mpirun -np 4 taskwatt run cholesky --mpi`)"
+                        .into(),
+                )
+            })?;
+        if threading < Threading::Serialized {
+            return Err(DistError::NoMpi(format!(
+                "the MPI library gives thread level {threading:?}; taskwatt's communication \
+                 thread needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE (Open MPI gives \
+                 both)"
+            )));
+        }
+        let world = universe.world();
+        let t = MpiTransport {
+            rank: world.rank() as usize,
+            size: world.size() as usize,
+            reqs: HashMap::new(),
+            next: 0,
+        };
+        Ok((
+            MpiUniverse {
+                _universe: universe,
+                threading,
+            },
+            t,
+        ))
+    }
+}
+
+fn world() -> SimpleCommunicator {
+    SimpleCommunicator::world()
+}
+
+impl Transport for MpiTransport {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    unsafe fn isend(
+        &mut self,
+        dest: usize,
+        tag: u32,
+        ptr: *const u8,
+        len: usize,
+    ) -> Result<Req, String> {
+        if dest >= self.size {
+            return Err(format!("no rank {dest}"));
+        }
+        // SAFETY: the caller keeps the bytes valid and unchanged until the request is
+        // done, which `test` waits for before the buffer is released.
+        let buf: &'static [u8] = unsafe { std::slice::from_raw_parts(ptr, len) };
+        let r = world()
+            .process_at_rank(dest as i32)
+            .immediate_send_with_tag(StaticScope, buf, tag as i32);
+        self.next += 1;
+        self.reqs.insert(self.next, r);
+        Ok(self.next)
+    }
+
+    unsafe fn irecv(
+        &mut self,
+        src: usize,
+        tag: u32,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<Req, String> {
+        if src >= self.size {
+            return Err(format!("no rank {src}"));
+        }
+        // SAFETY: as `isend`; the buffer is this receive's alone until it is done.
+        let buf: &'static mut [u8] = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+        let r = world()
+            .process_at_rank(src as i32)
+            .immediate_receive_into_with_tag(StaticScope, buf, tag as i32);
+        self.next += 1;
+        self.reqs.insert(self.next, r);
+        Ok(self.next)
+    }
+
+    fn test(&mut self, req: Req) -> Result<bool, String> {
+        let Some(r) = self.reqs.remove(&req) else {
+            return Err(format!("request {req} is unknown"));
+        };
+        match r.test() {
+            Ok(status) => {
+                let got = status.count(u8::equivalent_datatype());
+                let _ = got;
+                Ok(true)
+            }
+            Err(r) => {
+                self.reqs.insert(req, r);
+                Ok(false)
+            }
+        }
+    }
+
+    fn clock_offset(&mut self, now_ns: &dyn Fn() -> u64) -> Result<(i64, u64), String> {
+        // Rank 0 answers each rank's pings with its clock; a rank keeps the estimate of its
+        // fastest round trip: offset = t0 - (t1 + t2) / 2 (NTP's estimate, symmetric paths).
+        const ROUNDS: usize = 20;
+        let w = world();
+        if self.rank == 0 {
+            for r in 1..self.size {
+                for _ in 0..ROUNDS {
+                    let (_ping, _) = w
+                        .process_at_rank(r as i32)
+                        .receive_with_tag::<u64>(CLOCK_TAG);
+                    let t0 = now_ns();
+                    w.process_at_rank(r as i32).send_with_tag(&t0, CLOCK_TAG);
+                }
+            }
+            return Ok((0, 0));
+        }
+        let mut best = (0i64, u64::MAX);
+        for _ in 0..ROUNDS {
+            let t1 = now_ns();
+            w.process_at_rank(0).send_with_tag(&t1, CLOCK_TAG);
+            let (t0, _) = w.process_at_rank(0).receive_with_tag::<u64>(CLOCK_TAG);
+            let t2 = now_ns();
+            let rtt = t2.saturating_sub(t1);
+            if rtt < best.1 {
+                best = (t0 as i64 - ((t1 as i128 + t2 as i128) / 2) as i64, rtt);
+            }
+        }
+        Ok(best)
+    }
+
+    fn abort(&mut self, code: i32) {
+        world().abort(code);
+    }
+}

@@ -1,0 +1,183 @@
+//! Point-to-point messages between ranks: the [`Transport`] trait, MPI's (feature `mpi`,
+//! `crate::mpi_transport`) and an in-process one where ranks are threads
+//! ([`ThreadNet`]), which the tests use and which behaves as MPI's does for what taskwatt
+//! asks of it (non-blocking sends and receives matched by source and tag, in order).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// A request's id, unique per transport.
+pub type Req = u64;
+
+/// What the communication thread needs from the network. Only that thread calls it.
+pub trait Transport: Send {
+    /// This rank.
+    fn rank(&self) -> usize;
+    /// Ranks in the job.
+    fn size(&self) -> usize;
+    /// Starts sending `len` bytes from `ptr` to `dest` with `tag`.
+    ///
+    /// # Safety
+    /// The bytes stay valid and unchanged until [`Transport::test`] says the request is
+    /// done.
+    unsafe fn isend(
+        &mut self,
+        dest: usize,
+        tag: u32,
+        ptr: *const u8,
+        len: usize,
+    ) -> Result<Req, String>;
+    /// Starts receiving `len` bytes from `src` with `tag` into `ptr`.
+    ///
+    /// # Safety
+    /// The bytes stay valid, and nothing else reads or writes them, until
+    /// [`Transport::test`] says the request is done.
+    unsafe fn irecv(
+        &mut self,
+        src: usize,
+        tag: u32,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<Req, String>;
+    /// Whether the request is done (then it is forgotten).
+    fn test(&mut self, req: Req) -> Result<bool, String>;
+    /// A clock offset estimate against rank 0 by ping-pong, ns (rank 0: 0), with the
+    /// round trip it came from; every rank must call it at the same point.
+    fn clock_offset(&mut self, now_ns: &dyn Fn() -> u64) -> Result<(i64, u64), String>;
+    /// Ends the whole job at once (a rank that cannot go on).
+    fn abort(&mut self, code: i32);
+}
+
+type Mailbox = HashMap<(usize, usize, u32), VecDeque<Vec<u8>>>;
+
+/// Ranks as threads of one process: a shared mailbox per (source, destination, tag), FIFO.
+/// Sends are buffered (done at once); a receive is done when its message is there.
+#[derive(Clone, Debug)]
+pub struct ThreadNet {
+    rank: usize,
+    size: usize,
+    boxes: Arc<Mutex<Mailbox>>,
+    pending: HashMap<Req, (usize, u32, *mut u8, usize)>,
+    next: Req,
+    // The rendezvous for clock_offset: (round, rank 0's clock).
+    clock: Arc<Mutex<Vec<Option<u64>>>>,
+    aborted: Arc<std::sync::atomic::AtomicBool>,
+}
+
+// SAFETY: the raw pointers are receive buffers the caller of `irecv` keeps valid and
+// private until the request is done; only the communication thread that owns this
+// transport touches them.
+unsafe impl Send for ThreadNet {}
+
+impl ThreadNet {
+    /// `size` connected transports, one per rank.
+    pub fn new(size: usize) -> Vec<ThreadNet> {
+        let boxes = Arc::new(Mutex::new(HashMap::new()));
+        let clock = Arc::new(Mutex::new(vec![None; size]));
+        let aborted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        (0..size)
+            .map(|rank| ThreadNet {
+                rank,
+                size,
+                boxes: boxes.clone(),
+                pending: HashMap::new(),
+                next: 0,
+                clock: clock.clone(),
+                aborted: aborted.clone(),
+            })
+            .collect()
+    }
+
+    /// Whether a rank called [`Transport::abort`].
+    pub fn aborted(&self) -> bool {
+        self.aborted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Transport for ThreadNet {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    unsafe fn isend(
+        &mut self,
+        dest: usize,
+        tag: u32,
+        ptr: *const u8,
+        len: usize,
+    ) -> Result<Req, String> {
+        if dest >= self.size {
+            return Err(format!("no rank {dest}"));
+        }
+        // SAFETY: the caller keeps `len` bytes at `ptr` valid during the call.
+        let bytes = unsafe { std::slice::from_raw_parts(ptr, len) }.to_vec();
+        self.boxes
+            .lock()
+            .map_err(|_| "the mailbox is poisoned".to_owned())?
+            .entry((self.rank, dest, tag))
+            .or_default()
+            .push_back(bytes);
+        self.next += 1;
+        Ok(self.next)
+    }
+
+    unsafe fn irecv(
+        &mut self,
+        src: usize,
+        tag: u32,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<Req, String> {
+        if src >= self.size {
+            return Err(format!("no rank {src}"));
+        }
+        self.next += 1;
+        self.pending.insert(self.next, (src, tag, ptr, len));
+        Ok(self.next)
+    }
+
+    fn test(&mut self, req: Req) -> Result<bool, String> {
+        let Some(&(src, tag, ptr, len)) = self.pending.get(&req) else {
+            return Ok(true); // a send: buffered
+        };
+        let mut boxes = self
+            .boxes
+            .lock()
+            .map_err(|_| "the mailbox is poisoned".to_owned())?;
+        let Some(msg) = boxes
+            .get_mut(&(src, self.rank, tag))
+            .and_then(VecDeque::pop_front)
+        else {
+            return Ok(false);
+        };
+        if msg.len() != len {
+            return Err(format!(
+                "a message of {} bytes from rank {src} (tag {tag}) for a buffer of {len}",
+                msg.len()
+            ));
+        }
+        // SAFETY: the receive buffer is valid and private until this request is done.
+        unsafe { std::ptr::copy_nonoverlapping(msg.as_ptr(), ptr, len) };
+        self.pending.remove(&req);
+        Ok(true)
+    }
+
+    fn clock_offset(&mut self, now_ns: &dyn Fn() -> u64) -> Result<(i64, u64), String> {
+        // One process, one clock: the offset is 0; still a rendezvous, as MPI's is.
+        let t0 = Instant::now();
+        if self.rank == 0 {
+            self.clock.lock().map_err(|e| e.to_string())?[0] = Some(now_ns());
+        }
+        Ok((0, t0.elapsed().as_nanos() as u64))
+    }
+
+    fn abort(&mut self, _code: i32) {
+        self.aborted
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}

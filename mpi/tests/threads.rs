@@ -1,0 +1,181 @@
+//! The distributed runtime with ranks as threads of one process (`ThreadNet`): the apps
+//! against the sequential result on 1 to 4 ranks under every policy, the cache, the
+//! errors.
+
+use taskwatt_mpi::apps::{run, BlockCyclic, DistApp};
+use taskwatt_mpi::{DistError, DistRuntime, DistTask, ThreadNet};
+use taskwatt_runtime::{Codelet, Runtime};
+
+/// Runs `f` on `size` ranks (threads), each with a runtime of `workers` workers under
+/// `policy`; returns each rank's result.
+fn job<R: Send + 'static>(
+    size: usize,
+    workers: usize,
+    policy: &str,
+    f: impl Fn(&mut DistRuntime) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    let f = std::sync::Arc::new(f);
+    let threads: Vec<_> = ThreadNet::new(size)
+        .into_iter()
+        .map(|net| {
+            let f = f.clone();
+            let policy = policy.to_owned();
+            std::thread::spawn(move || {
+                let rt = Runtime::builder()
+                    .workers(workers)
+                    .policy(&policy)
+                    .build()
+                    .unwrap();
+                let mut d = DistRuntime::with_timeout(rt, Box::new(net), 20).unwrap();
+                let r = f(&mut d);
+                d.shutdown().unwrap();
+                r
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+#[test]
+fn block_cyclic_grids_are_square_as_can_be() {
+    assert_eq!(BlockCyclic::of(4), BlockCyclic { p: 2, q: 2 });
+    assert_eq!(BlockCyclic::of(6), BlockCyclic { p: 2, q: 3 });
+    assert_eq!(BlockCyclic::of(3), BlockCyclic { p: 1, q: 3 });
+    let g = BlockCyclic::of(4);
+    assert_eq!(
+        (g.owner(0, 0), g.owner(0, 1), g.owner(1, 0), g.owner(3, 3)),
+        (0, 1, 2, 3)
+    );
+}
+
+#[test]
+fn the_apps_match_the_sequential_result_on_one_to_four_ranks() {
+    for size in [1, 2, 3, 4] {
+        for app in [DistApp::Cholesky, DistApp::Gemm, DistApp::Stencil] {
+            let out = job(size, 1, "lws", move |d| run(d, app, 256, 64, 3, 7).unwrap());
+            let r0 = &out[0];
+            assert_eq!(
+                r0.check_passed,
+                Some(true),
+                "{} on {size} ranks: relative difference {:?}",
+                app.name(),
+                r0.check_rel_diff
+            );
+            let tasks: u64 = out.iter().map(|o| o.stats.tasks).sum();
+            let expected = match app {
+                DistApp::Cholesky => 4 + 6 + 6 + 4, // nt = 4: 20 tasks
+                DistApp::Gemm => 64,
+                DistApp::Stencil => 3 * 16,
+            };
+            assert_eq!(tasks, expected, "{} on {size} ranks", app.name());
+            if size > 1 {
+                let sent: u64 = out.iter().map(|o| o.stats.sent.0).sum();
+                let received: u64 = out.iter().map(|o| o.stats.received.0).sum();
+                assert!(
+                    sent > 0 && sent == received,
+                    "{sent} sent, {received} received"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_policy_gives_the_same_result() {
+    for policy in taskwatt_scheduler::policy_names() {
+        let out = job(4, 2, policy, |d| {
+            run(d, DistApp::Cholesky, 256, 32, 0, 3).unwrap()
+        });
+        assert_eq!(out[0].check_passed, Some(true), "{policy}");
+    }
+}
+
+#[test]
+fn data_read_twice_is_sent_once_until_written() {
+    // Rank 0 owns `a`; rank 1 reads it three times, then rank 0 writes it, then rank 1
+    // reads it again: two messages, two cache hits.
+    let out = job(2, 1, "eager", |d| {
+        let a = d.register(0, vec![1.0f64; 8]).unwrap();
+        let b = d.register(1, vec![0.0f64; 8]).unwrap();
+        let add = Codelet::new("add").cpu(|ctx| {
+            let x: Vec<f64> = ctx.r::<Vec<f64>>(0).clone();
+            for (y, x) in ctx.rw::<Vec<f64>>(1).iter_mut().zip(x) {
+                *y += x;
+            }
+        });
+        let bump = Codelet::new("bump").cpu(|ctx| {
+            for x in ctx.rw::<Vec<f64>>(0).iter_mut() {
+                *x *= 10.0;
+            }
+        });
+        for _ in 0..3 {
+            d.submit(DistTask::new(&add).r(&a).rw(&b)).unwrap();
+        }
+        d.submit(DistTask::new(&bump).rw(&a)).unwrap();
+        d.submit(DistTask::new(&add).r(&a).rw(&b)).unwrap();
+        d.wait_all().unwrap();
+        let stats = d.stats().clone();
+        let b = d.unregister(b).unwrap();
+        d.unregister(a).unwrap();
+        (stats, b)
+    });
+    let (s1, b) = &out[1];
+    assert_eq!(b, &vec![13.0; 8]);
+    assert_eq!(s1.cache_hits, 2, "{s1:?}");
+    assert_eq!(s1.tasks, 4);
+    assert_eq!(out[0].0.tasks, 1);
+    assert_eq!(out[0].0.skipped, 4);
+}
+
+#[test]
+fn a_task_writing_another_ranks_data_is_refused_by_name() {
+    let out = job(2, 1, "eager", |d| {
+        let a = d.register(0, vec![0u8; 4]).unwrap();
+        let b = d.register(1, vec![0u8; 4]).unwrap();
+        let both = Codelet::new("both").cpu(|_| {});
+        let e = d.submit(DistTask::new(&both).rw(&a).rw(&b)).unwrap_err();
+        d.unregister(a).unwrap();
+        d.unregister(b).unwrap();
+        e.to_string()
+    });
+    assert!(
+        out[0].contains("both") && out[0].contains("owned by rank 1"),
+        "{}",
+        out[0]
+    );
+}
+
+#[test]
+fn a_message_that_never_comes_ends_with_an_error_naming_the_rank() {
+    // Rank 1 does not submit the task that needs rank 0's data: rank 0 never posts the
+    // send... rank 1 waits for it. Here rank 0 skips the flow instead: rank 1's receive
+    // times out.
+    let threads: Vec<_> = ThreadNet::new(2)
+        .into_iter()
+        .map(|net| {
+            std::thread::spawn(move || {
+                let rank = taskwatt_mpi::Transport::rank(&net);
+                let rt = Runtime::builder().workers(1).build().unwrap();
+                let mut d = DistRuntime::with_timeout(rt, Box::new(net), 1).unwrap();
+                let a = d.register(0, vec![0u8; 4]).unwrap();
+                let b = d.register(1, vec![0u8; 4]).unwrap();
+                let cl = Codelet::new("copy").cpu(|_| {});
+                if rank == 1 {
+                    d.submit(DistTask::new(&cl).r(&a).rw(&b)).unwrap();
+                }
+                let r = d.wait_all();
+                drop(a);
+                drop(b);
+                let _ = d.shutdown();
+                r
+            })
+        })
+        .collect();
+    let results: Vec<Result<(), DistError>> =
+        threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let e = results[1].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("rank 1") && e.contains("message from rank 0") && e.contains("handle 0"),
+        "{e}"
+    );
+}

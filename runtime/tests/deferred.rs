@@ -1,0 +1,80 @@
+//! Deferred acquisitions: linked in submission order, granted later, released by whoever
+//! holds them (taskwatt-mpi's communication thread).
+
+use std::time::{Duration, Instant};
+
+use taskwatt_runtime::{Codelet, Runtime, Task};
+
+fn wait_granted(a: &taskwatt_runtime::DeferredAccess) {
+    let t = Instant::now();
+    while !a.is_granted() {
+        assert!(t.elapsed() < Duration::from_secs(10), "never granted");
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+#[test]
+fn a_deferred_write_orders_tasks_around_it_and_its_bytes_are_the_holders() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let h = rt.register(vec![1.0f64; 4]);
+    let add = Codelet::new("add").cpu(|ctx| {
+        for x in ctx.rw::<Vec<f64>>(0).iter_mut() {
+            *x += 1.0;
+        }
+    });
+    rt.submit(Task::new(&add).rw(&h)).unwrap();
+    let w = rt.acquire_deferred(&h, true).unwrap();
+    rt.submit(Task::new(&add).rw(&h)).unwrap();
+    wait_granted(&w);
+    // The task before it has run, the one after it has not (it waits for the release).
+    let (p, n) = w.bytes().unwrap();
+    assert_eq!(n, 32);
+    // SAFETY: a granted write acquisition; the pointer covers 4 f64.
+    let v = unsafe { std::slice::from_raw_parts_mut(p.cast::<f64>(), 4) };
+    assert_eq!(v, &[2.0; 4]);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(v, &[2.0; 4], "a later task ran during the acquisition");
+    // Write as a receive would, from another thread, and release there.
+    let addr = p as usize;
+    std::thread::spawn(move || {
+        // SAFETY: as above, still held.
+        let v = unsafe { std::slice::from_raw_parts_mut(addr as *mut f64, 4) };
+        v.copy_from_slice(&[10.0; 4]);
+        w.release();
+    })
+    .join()
+    .unwrap();
+    assert_eq!(rt.unregister(h).unwrap(), vec![11.0; 4]);
+}
+
+#[test]
+fn deferred_reads_wait_for_the_writer_and_hold_the_next_one() {
+    let rt = Runtime::builder().workers(2).build().unwrap();
+    let h = rt.register(vec![0u64; 2]);
+    let slow = Codelet::new("slow").cpu(|ctx| {
+        std::thread::sleep(Duration::from_millis(30));
+        ctx.w::<Vec<u64>>(0)[0] = 7;
+    });
+    rt.submit(Task::new(&slow).w(&h)).unwrap();
+    let a = rt.acquire_deferred(&h, false).unwrap();
+    let b = rt.acquire_deferred(&h, false).unwrap();
+    assert!(!a.is_granted(), "granted before the writer ended");
+    wait_granted(&a);
+    wait_granted(&b);
+    // SAFETY: granted read acquisitions of 2 u64.
+    let (p, _) = a.bytes().unwrap();
+    assert_eq!(unsafe { *p.cast::<u64>() }, 7);
+    let set = Codelet::new("set").cpu(|ctx| ctx.w::<Vec<u64>>(0)[1] = 9);
+    rt.submit(Task::new(&set).w(&h)).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { *p.cast::<u64>().add(1) },
+        0,
+        "the writer ran during reads"
+    );
+    drop(a);
+    b.release();
+    rt.wait_all().unwrap();
+    assert_eq!(rt.unregister(h).unwrap(), vec![7, 9]);
+}

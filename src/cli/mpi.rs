@@ -1,0 +1,171 @@
+//! `taskwatt run APP --mpi` under mpirun: one rank of a distributed run in StarPU-MPI's
+//! model (crate `taskwatt-mpi`, feature `mpi`), each rank writing its own trace.
+
+#[cfg(feature = "mpi")]
+use std::path::{Path, PathBuf};
+
+#[cfg(feature = "mpi")]
+use taskwatt::apps::App;
+
+use super::CliResult;
+
+/// `out.twt` for rank 3 of a job: `out.rank3.twt`.
+#[cfg(feature = "mpi")]
+pub(crate) fn rank_path(path: &Path, rank: usize) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
+    let ext = path
+        .extension()
+        .map_or_else(|| "twt".into(), |s| s.to_string_lossy().into_owned());
+    path.with_file_name(format!("{stem}.rank{rank}.{ext}"))
+}
+
+/// The distributed app of `app`.
+#[cfg(feature = "mpi")]
+pub(crate) fn dist_app(app: App) -> taskwatt_mpi::apps::DistApp {
+    use taskwatt_mpi::apps::DistApp;
+    match app {
+        App::Cholesky => DistApp::Cholesky,
+        App::Gemm => DistApp::Gemm,
+        App::Stencil => DistApp::Stencil,
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+pub(crate) fn run(_a: &super::run::RunArgs) -> CliResult {
+    Err(
+        "this taskwatt was built without MPI: rebuild with `cargo build --release --features \
+         mpi` (it needs `apt-get install libopenmpi-dev openmpi-bin libclang-dev`), then run \
+         `mpirun -np 4 target/release/taskwatt run cholesky --mpi` (docs/mpi.md)"
+            .into(),
+    )
+}
+
+#[cfg(feature = "mpi")]
+pub(crate) fn run(a: &super::run::RunArgs) -> CliResult {
+    use taskwatt::runtime::Runtime;
+    use taskwatt::traces::{RunOutcome, TraceWriter};
+    use taskwatt_mpi::{DistRuntime, MpiTransport};
+
+    let (universe, net) = MpiTransport::init()?;
+    let (rank, size) = (
+        taskwatt_mpi::Transport::rank(&net),
+        taskwatt_mpi::Transport::size(&net),
+    );
+    let cfg = a.app_config();
+    let policy = a
+        .sched()
+        .unwrap_or(taskwatt::scheduler::DEFAULT_POLICY)
+        .to_owned();
+    taskwatt::scheduler::check_policy_name(&policy)?;
+    let nworkers = a.workers().unwrap_or(1);
+    let writer = match a.trace_path() {
+        Some(p) => Some(TraceWriter::create(rank_path(p, rank))?),
+        None => None,
+    };
+    let mut b = Runtime::builder()
+        .workers(nworkers)
+        .policy(&policy)
+        .app(a.app_name())
+        .param("n", cfg.n)
+        .param("tile", cfg.tile)
+        .param("mpi_rank", rank)
+        .param("mpi_size", size);
+    if let Some(w) = &writer {
+        b = b.trace(w.sink()).trace_accesses(true);
+    }
+    let rt = b.build()?;
+    let mut d = DistRuntime::new(rt, Box::new(net))?;
+    let clock =
+        |d: &mut DistRuntime| -> Result<taskwatt::traces::ClockSample, taskwatt_mpi::DistError> {
+            let at = taskwatt::traces::Clock::now();
+            let (offset_ns, rtt_ns) = d.clock_offset()?;
+            Ok(taskwatt::traces::ClockSample {
+                at,
+                offset_ns,
+                rtt_ns,
+            })
+        };
+    let first = clock(&mut d)?;
+    let workers: Vec<u32> = d.runtime().workers().iter().map(|w| w.id).collect();
+    let out = taskwatt_mpi::apps::run(
+        &mut d,
+        dist_app(a.app()),
+        cfg.n,
+        cfg.tile,
+        cfg.steps,
+        cfg.seed,
+    );
+    let last = clock(&mut d);
+    let (stats, events) = d.shutdown()?;
+    let out = out?;
+    let last = last?;
+    if let Some(w) = writer {
+        let sink = w.sink();
+        sink.send(taskwatt::traces::Chunk::Comms(
+            taskwatt::traces::CommChunk {
+                rank: rank as u32,
+                size: size as u32,
+                clock: vec![first, last],
+                workers,
+                events: events
+                    .iter()
+                    .map(|e| taskwatt::traces::CommRecord {
+                        peer: e.peer,
+                        send: e.send,
+                        handle: e.handle,
+                        bytes: e.bytes,
+                        start: e.start,
+                        end: e.end,
+                    })
+                    .collect(),
+            },
+        ));
+        drop(sink);
+        w.finish_with_outcome(RunOutcome::Complete)?;
+    }
+    let line = format!(
+        "rank {rank}/{size}: {} n={} tile={} grid {}x{}, {} worker(s), policy {policy}: {} tasks \
+         run, {} skipped; sent {} messages ({:.1} MiB), received {} ({:.1} MiB), {} cache hits; \
+         makespan {:.3} s; clock offset to rank 0 {} ns (round trip {} ns)",
+        out.app.name(),
+        out.n,
+        out.nb,
+        out.grid.p,
+        out.grid.q,
+        nworkers,
+        stats.tasks,
+        stats.skipped,
+        stats.sent.0,
+        stats.sent.1 as f64 / (1 << 20) as f64,
+        stats.received.0,
+        stats.received.1 as f64 / (1 << 20) as f64,
+        stats.cache_hits,
+        out.makespan_s,
+        first.offset_ns,
+        first.rtt_ns
+    );
+    if a.json_output() {
+        let v = serde_json::json!({"rank": rank, "size": size, "outcome": out, "stats": stats});
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        println!("{line}");
+    }
+    drop(universe);
+    if let (Some(false), Some(diff)) = (out.check_passed, out.check_rel_diff) {
+        return Err(format!(
+            "rank 0: the distributed result differs from the sequential one by {diff:e} \
+             (relative; tolerance {:e})",
+            taskwatt_mpi::apps::CHECK_TOLERANCE
+        )
+        .into());
+    }
+    if let Some(diff) = out.check_rel_diff {
+        println!(
+            "check: the distributed result against the sequential one: relative difference {diff:e} <= {:e}: ok",
+            taskwatt_mpi::apps::CHECK_TOLERANCE
+        );
+    }
+    Ok(())
+}
