@@ -373,7 +373,11 @@ pub fn run(
             }
             d.wait_all()?;
             let m = start.elapsed().as_secs_f64();
-            let (result, other) = if steps.is_multiple_of(2) { (x, y) } else { (y, x) };
+            let (result, other) = if steps.is_multiple_of(2) {
+                (x, y)
+            } else {
+                (y, x)
+            };
             let got = gather(d, result, n, nb)?;
             for h in other.into_iter().flatten().flatten() {
                 d.unregister(h)?;

@@ -275,12 +275,21 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
     let mut virtual_rows = Vec::new();
     if let Some((_, _, _, src)) = runs.iter().find(|(p, ..)| *p == fit_on) {
         let src = read_trace(src)?;
+        // The --gamma sweep left its last value in the environment: a simulated dmdae row
+        // uses the default gamma, or the one --gamma gives alone.
+        let gamma = match a.app.gamma.as_slice() {
+            [g] => Some(*g),
+            _ => None,
+        };
+        std::env::remove_var(taskwatt::scheduler::GAMMA_ENV);
+        let powers = a.app.task_powers(Some("dmdae"), gamma)?;
         for platform in &platforms {
             let (sims, _) = super::simulate::simulate_policies(
                 &src,
                 platform,
                 &a.simulate,
                 Some(&model),
+                &powers,
                 true,
             )?;
             for r in sims {

@@ -853,11 +853,15 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
         .as_ref()
         .map(taskwatt::energy::attribution::EnergyModel::load)
         .transpose()?;
+    // dmdae's knobs (--alpha ...) and, without --energy-model, the powers of the model
+    // the app's last measured run saved.
+    let powers = a.app.task_powers(Some(&policy), one_gamma(&a.app.gamma)?)?;
     let (rows, sim) = super::simulate::simulate_policies(
         &trace,
         &platform,
         std::slice::from_ref(&policy),
         model.as_ref(),
+        &powers,
         !a.no_energy,
     )?;
     let sim = sim.expect("one policy simulated");

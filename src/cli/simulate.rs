@@ -61,6 +61,7 @@ pub(crate) fn simulate_policies(
     platform: &Platform,
     policies: &[String],
     model: Option<&EnergyModel>,
+    powers: &taskwatt::session::TaskPowers,
     energy: bool,
 ) -> Result<(Vec<SimRow>, Option<taskwatt::traces::Trace>), Box<dyn std::error::Error>> {
     let graph = Graph::from_trace(trace)?;
@@ -82,9 +83,10 @@ pub(crate) fn simulate_policies(
     for p in policies {
         let mut opts = SimOptions::new(p);
         opts.energy = energy;
-        if let Some(m) = model {
-            opts.task_powers = taskwatt::session::task_powers_of(m);
-        }
+        opts.task_powers = match model {
+            Some(m) => taskwatt::session::task_powers_of(m),
+            None => powers.clone(),
+        };
         let t0 = Instant::now();
         let run = simulate(&graph, platform, &opts)?;
         let took = t0.elapsed().as_secs_f64();
@@ -138,8 +140,14 @@ pub(crate) fn run(a: SimulateArgs) -> CliResult {
     let trace = read_trace(&a.trace)?;
     let model = a.energy_model.as_ref().map(EnergyModel::load).transpose()?;
     let recorded = figures(&trace);
-    let (rows, last) =
-        simulate_policies(&trace, &platform, &a.sched, model.as_ref(), !a.no_energy)?;
+    let (rows, last) = simulate_policies(
+        &trace,
+        &platform,
+        &a.sched,
+        model.as_ref(),
+        &Vec::new(),
+        !a.no_energy,
+    )?;
     if let (Some(o), Some(t)) = (&a.output, &last) {
         t.save(o)?;
     }

@@ -239,11 +239,24 @@ fn speeds(g: &Graph, p: &Platform) -> Result<Speeds, WhatIfError> {
             }
         }
         if act.iter().all(|d| *d == u64::MAX) {
+            let hint = if p.has(Arch::Gpu) {
+                format!(
+                    "it ran on a {} and the platform gives it no speed on its GPUs; add \
+                     `{name} = {{ gpu = 4.0 }}` under [speed.factors] (times its CPU speed)",
+                    t.arch.name()
+                )
+            } else {
+                format!(
+                    "it ran only on GPUs in the trace, and a CPU speed cannot be derived from \
+                     GPU runs; give the platform GPUs ([gpu] count) or record it on CPUs"
+                )
+            };
             return Err(WhatIfError::NoWorker {
                 task: t.id,
                 codelet: name.to_owned(),
                 ran: t.arch.name(),
                 platform: p.name.clone(),
+                hint,
             });
         }
         actual.push(act);
@@ -254,9 +267,10 @@ fn speeds(g: &Graph, p: &Platform) -> Result<Speeds, WhatIfError> {
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
-    // Ends before starts at the same time: a worker is free before it starts again.
-    End = 0,
-    Start = 1,
+    // Starts before ends at the same time: a task of no duration starts, then ends. (A
+    // worker's next start is scheduled only once its end has been handled.)
+    Start = 0,
+    End = 1,
 }
 
 /// The meters in virtual time.
@@ -418,8 +432,13 @@ pub fn simulate(
     // The push count at a worker's last empty pop: it pops again only after a new push.
     let mut tried = vec![u64::MAX; nw];
     let mut pushes: u64 = 0;
-    let mut running: Vec<(u32, u64)> = vec![(u32::MAX, 0); nw]; // (task, start)
-    let mut heap: BinaryHeap<Reverse<(u64, Kind, u32)>> = BinaryHeap::new();
+    // The start of each worker's running task.
+    let mut started: Vec<u64> = vec![0; nw];
+    // (time, kind, worker, task)
+    let mut heap: BinaryHeap<Reverse<(u64, Kind, u32, u32)>> = BinaryHeap::new();
+    // When a copy in flight lands: (handle, node) -> time. A task that finds the copy
+    // valid but not there yet waits for it.
+    let mut landing: HashMap<(u32, usize), u64> = HashMap::new();
     for (i, _) in pending.iter().enumerate().filter(|(_, p)| **p == 0) {
         policy.push(make(i), Origin::External);
         pushes += 1;
@@ -458,56 +477,71 @@ pub fn simulate(
             let mut t = now + overhead;
             if let Some(r) = &replicas {
                 let node = node_of[w];
+                let mut ready = t;
                 for a in graph.accesses(i) {
                     let v = &r.valid[a.handle as usize];
-                    let mask = v.load(Ordering::Relaxed);
-                    if a.reads && mask & (1 << node) == 0 {
-                        // From the host if it has a copy, else from a GPU through the host.
-                        let src = if mask & 1 != 0 {
-                            0
-                        } else {
-                            mask.trailing_zeros() as usize
-                        };
-                        let hops = u32::from(src != 0) + u32::from(node != 0);
-                        let d = f64::from(hops) * platform.bus.time_ns(1, a.bytes);
-                        let end = t + d as u64;
-                        run.copies.0 += 1;
-                        run.copies.1 += a.bytes;
-                        if opts.record {
-                            run.transfers.push(Transfer {
-                                handle: u64::from(a.handle),
-                                src: src as u32,
-                                dst: node as u32,
-                                bytes: a.bytes,
-                                worker: Some(w as u32),
-                                task: Some(graph.tasks[i].id),
-                                start: Timestamp(T0_NS + t),
-                                end: Timestamp(T0_NS + end),
-                            });
+                    let mut mask = v.load(Ordering::Relaxed);
+                    if a.reads && mask & (1 << node) != 0 {
+                        // Valid here, but maybe still on its way.
+                        if let Some(&at) = landing.get(&(a.handle, node)) {
+                            ready = ready.max(at);
                         }
-                        t = end;
+                    } else if a.reads {
+                        // From the host if it has a copy, else from a GPU to the host first.
+                        let mut hops: Vec<(usize, usize)> = Vec::with_capacity(2);
+                        if mask & 1 == 0 {
+                            let gpu = mask.trailing_zeros() as usize;
+                            hops.push((gpu, 0));
+                            mask |= 1;
+                        }
+                        if node != 0 {
+                            hops.push((0, node));
+                        }
+                        for (src, dst) in hops {
+                            let start = t.max(landing.get(&(a.handle, src)).copied().unwrap_or(0));
+                            let end = start + platform.bus.time_ns(1, a.bytes) as u64;
+                            run.copies.0 += 1;
+                            run.copies.1 += a.bytes;
+                            if opts.record {
+                                run.transfers.push(Transfer {
+                                    handle: graph.handle_ids[a.handle as usize],
+                                    src: src as u32,
+                                    dst: dst as u32,
+                                    bytes: a.bytes,
+                                    worker: Some(w as u32),
+                                    task: Some(graph.tasks[i].id),
+                                    start: Timestamp(T0_NS + start),
+                                    end: Timestamp(T0_NS + end),
+                                });
+                            }
+                            landing.insert((a.handle, dst), end);
+                            t = end;
+                        }
+                        ready = ready.max(t);
                     }
                     if a.writes {
                         v.store(1 << node, Ordering::Relaxed);
+                        landing.retain(|(h, n), _| *h != a.handle || *n == node);
                     } else if a.reads {
                         v.store(mask | (1 << node), Ordering::Relaxed);
                     }
                 }
+                t = t.max(ready);
             }
             idle[w] = false;
-            running[w] = (task.idx, t);
+            started[w] = t;
             run.busy_ns[w] += t - now + dur;
-            heap.push(Reverse((t, Kind::Start, w as u32)));
-            heap.push(Reverse((t + dur, Kind::End, w as u32)));
+            heap.push(Reverse((t, Kind::Start, w as u32, task.idx)));
+            heap.push(Reverse((t + dur, Kind::End, w as u32, task.idx)));
         }
-        let Some(Reverse((t, kind, w))) = heap.pop() else {
+        let Some(Reverse((t, kind, w, ti))) = heap.pop() else {
             break;
         };
         run.events += 1;
         now = t;
         clock.0.store(now, Ordering::Relaxed);
         let w = w as usize;
-        let (ti, start) = running[w];
+        let start = started[w];
         let i = ti as usize;
         let task = &graph.tasks[i];
         let arch = arch_of[w];
@@ -582,8 +616,16 @@ pub fn simulate(
     run.makespan_ns = now;
     run.tasks = done;
     if let Some(mut m) = meters {
-        // One more period, so that the last interval covers the end.
-        m.until(T0_NS + now + m.period_ns);
+        // Until every domain has a value from after the end: a period more than the
+        // slowest sensor's refresh (a GPU counter's value carries its last update's time).
+        let refresh = m
+            .out
+            .domains
+            .iter()
+            .filter_map(|d| d.update_interval_ns)
+            .max()
+            .unwrap_or(0);
+        m.until(T0_NS + now + refresh + m.period_ns);
         let ids: Vec<u16> = (0..m.out.domains.len() as u16).collect();
         m.out.truth = m.meter.ground_truth(&ids);
         run.energy = Some(m.out);

@@ -34,11 +34,7 @@ pub enum WhatIfError {
     #[error("cannot replay the trace: {0}")]
     Graph(String),
     /// A task can run on no worker of the platform.
-    #[error(
-        "task {task} ({codelet}) can run on no worker of platform {platform}: it ran on {ran} \
-         and the platform gives no speed for another architecture; add a factor under \
-         [speed.factors] (e.g. `{codelet} = {{ gpu = 4.0 }}`) or workers of its kind"
-    )]
+    #[error("task {task} ({codelet}) can run on no worker of platform {platform}: {hint}")]
     NoWorker {
         /// The task id.
         task: u64,
@@ -48,6 +44,8 @@ pub enum WhatIfError {
         ran: &'static str,
         /// The platform's name.
         platform: String,
+        /// What would let it run.
+        hint: String,
     },
     /// The policy name is unknown.
     #[error(transparent)]

@@ -49,6 +49,8 @@ pub struct Graph {
     pub(crate) acc_start: Vec<u32>,
     pub(crate) acc: Vec<Access>,
     pub(crate) handles: u32,
+    /// The trace's id of each dense handle index.
+    pub(crate) handle_ids: Vec<u64>,
     pub(crate) codelets: Vec<CodeletInfo>,
     /// Edges to tasks the trace does not hold (acquisitions, tasks of a cut trace).
     pub(crate) dropped_edges: usize,
@@ -113,6 +115,10 @@ impl GraphBuilder {
         let n = self.g.tasks.len();
         let mut g = self.g;
         g.handles = self.handles.len() as u32;
+        g.handle_ids = vec![0; self.handles.len()];
+        for (&id, &i) in &self.handles {
+            g.handle_ids[i as usize] = id;
+        }
         // Successors and predecessors, compressed.
         self.edges.sort_unstable();
         self.edges.dedup();
@@ -153,11 +159,18 @@ impl GraphBuilder {
 impl Graph {
     /// The graph a trace recorded: every task execution with its predecessors (format
     /// 1.0) and, where the trace has them (format 1.3), its data accesses.
+    ///
+    /// When the trace marks its task graph (`graph` markers, as `taskwatt run` does), only
+    /// the tasks that started inside them are the graph: calibration phases around it are
+    /// left out.
     pub fn from_trace(trace: &Trace) -> Result<Graph, WhatIfError> {
+        let windows = graph_windows(trace);
         let mut recs: Vec<(taskwatt_traces::TaskRecord, Vec<u64>)> = Vec::new();
         for chunk in &trace.tasks {
             for r in &chunk.records {
-                recs.push((*r, chunk.preds_of(r).to_vec()));
+                if in_windows(&windows, r.start.as_ns()) {
+                    recs.push((*r, chunk.preds_of(r).to_vec()));
+                }
             }
         }
         if recs.is_empty() {
@@ -266,6 +279,22 @@ impl Graph {
             .find(|x| x.id == c)
             .map_or("?", |x| x.name.as_str())
     }
+}
+
+/// The spans of a trace's `graph` markers (the application's task graph); empty when it
+/// has none (then every task counts).
+pub fn graph_windows(trace: &Trace) -> Vec<(u64, u64)> {
+    trace
+        .markers
+        .iter()
+        .filter(|m| m.name == "graph")
+        .map(|m| (m.start.as_ns(), m.end.as_ns()))
+        .collect()
+}
+
+/// Whether `t` lies in one of `windows` (always, without windows).
+pub fn in_windows(windows: &[(u64, u64)], t: u64) -> bool {
+    windows.is_empty() || windows.iter().any(|&(a, b)| a <= t && t <= b)
 }
 
 /// The runtime's own time per task in a recorded run: the median gap between a worker's

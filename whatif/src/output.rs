@@ -18,6 +18,13 @@ use crate::platform::Platform;
 /// it is simulated (`params.simulated = "virtual time"`, the platform, the source trace).
 pub fn to_trace(run: &SimRun, graph: &Graph, platform: &Platform, source: Option<&Trace>) -> Trace {
     let mut meta = source.map(|t| t.meta.clone()).unwrap_or_default();
+    // The recording's parameters describe the recording (its period, GPUs, calibration):
+    // kept under `recorded_`.
+    meta.params = meta
+        .params
+        .into_iter()
+        .map(|(k, v)| (format!("recorded_{k}"), v))
+        .collect();
     meta = RunMeta {
         taskwatt_version: env!("CARGO_PKG_VERSION").to_owned(),
         policy: run.policy.clone(),
@@ -98,7 +105,17 @@ pub fn to_trace(run: &SimRun, graph: &Graph, platform: &Platform, source: Option
             end,
         }],
         transfers: run.transfers.clone(),
-        accesses: source.map(|t| t.accesses.clone()).unwrap_or_default(),
+        accesses: source
+            .map(|t| {
+                let ids: std::collections::HashSet<u64> =
+                    graph.tasks.iter().map(|t| t.id).collect();
+                t.accesses
+                    .iter()
+                    .filter(|a| ids.contains(&a.task))
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default(),
         comms: Vec::new(),
         end: Some(RunEnd {
             tasks: run.tasks as u64,
@@ -197,10 +214,16 @@ pub fn window_energy(trace: &Trace, a: u64, b: u64) -> Vec<DomainEnergy> {
     out
 }
 
-/// Makespan and energy of any trace over its tasks' span: first submission to last end.
+/// Makespan and energy of any trace over its graph's span: first submission to last end
+/// of the tasks inside its `graph` markers (all its tasks when it has none), so that
+/// calibration phases around the graph do not count.
 pub fn figures(trace: &Trace) -> RunFigures {
+    let windows = crate::graph::graph_windows(trace);
     let (mut a, mut b) = (u64::MAX, 0u64);
     for (r, _) in trace.tasks() {
+        if !crate::graph::in_windows(&windows, r.start.as_ns()) {
+            continue;
+        }
         a = a.min(r.submit.as_ns().min(r.start.as_ns()));
         b = b.max(r.end.as_ns());
     }

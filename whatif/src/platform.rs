@@ -229,7 +229,14 @@ impl Platform {
                 "cpu.packages = 0: a platform has at least one package".into()
             ));
         }
-        let workers = f.cpu.packages * f.cpu.cores_per_package + f.gpu.count;
+        let workers =
+            u64::from(f.cpu.packages) * u64::from(f.cpu.cores_per_package) + u64::from(f.gpu.count);
+        if f.gpu.count > 31 {
+            return Err(bad(format!(
+                "gpu.count = {}: at most 31 GPUs (memory nodes 1 to 31)",
+                f.gpu.count
+            )));
+        }
         if workers == 0 {
             return Err(bad(
                 "no worker: set cpu.cores_per_package or gpu.count above 0".into(),
@@ -244,19 +251,19 @@ impl Platform {
                 f.gpu.bandwidth_gb_s
             )));
         }
-        if !(f.gpu.latency_us >= 0.0 && f.gpu.latency_us.is_finite()) {
+        if !(0.0..=1e9).contains(&f.gpu.latency_us) {
             return Err(bad(format!(
-                "gpu.latency_us = {}: a non-negative number of us",
+                "gpu.latency_us = {}: a number of us from 0 to 1e9",
                 f.gpu.latency_us
             )));
         }
         for (name, fs) in &f.speed.factors {
             for (arch, v) in [("cpu", fs.cpu), ("gpu", fs.gpu)] {
                 if let Some(v) = v {
-                    if !(v > 0.0 && v.is_finite()) {
+                    if !(1e-6..=1e6).contains(&v) {
                         return Err(bad(format!(
-                            "speed.factors.{name}.{arch} = {v}: a positive factor (2.0: twice \
-                             as fast as the trace's CPU duration)"
+                            "speed.factors.{name}.{arch} = {v}: a factor from 1e-6 to 1e6 (2.0: \
+                             twice as fast as the trace's CPU duration)"
                         )));
                     }
                 }
@@ -264,10 +271,10 @@ impl Platform {
         }
         let overhead_ns = match f.runtime.overhead_us {
             None => None,
-            Some(v) if v >= 0.0 && v.is_finite() => Some((v * 1e3).round() as u64),
+            Some(v) if (0.0..=1e9).contains(&v) => Some((v * 1e3).round() as u64),
             Some(v) => {
                 return Err(bad(format!(
-                    "runtime.overhead_us = {v}: a non-negative number of us"
+                    "runtime.overhead_us = {v}: a number of us from 0 to 1e9"
                 )))
             }
         };
@@ -337,6 +344,9 @@ impl Platform {
                     Some(g) => d
                         .with_arch(ArchMask::GPU)
                         .with_memory_node(g as usize + 1, Some(self.bus)),
+                    // With GPUs, a CPU worker's copies back to the host cross the bus too
+                    // (as the runtime tells dmda).
+                    None if self.gpus > 0 => d.with_memory_node(0, Some(self.bus)),
                     None => d,
                 }
             })

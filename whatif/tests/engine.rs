@@ -136,7 +136,7 @@ fn a_task_that_no_worker_can_run_is_named() {
     let e = simulate(&b.build(), &platform(""), &time_only("eager")).unwrap_err();
     assert!(matches!(e, WhatIfError::NoWorker { task: 42, .. }), "{e}");
     let m = e.to_string();
-    assert!(m.contains("gemm") && m.contains("speed.factors"), "{m}");
+    assert!(m.contains("gemm") && m.contains("[gpu]"), "{m}");
     let e = simulate(&Graph::default(), &platform(""), &time_only("fifo")).unwrap_err();
     assert!(e.to_string().contains("fifo"), "{e}");
 }
@@ -201,5 +201,116 @@ fn the_same_inputs_give_the_same_schedule() {
             a.energy.unwrap().samples.len(),
             b.energy.unwrap().samples.len()
         );
+    }
+}
+
+#[test]
+fn a_task_of_no_duration_starts_before_it_ends() {
+    // Zero-length tasks (an imported trace at µs resolution) on one worker, then a real
+    // one: the meter must not see a task left running.
+    let mut b = GraphBuilder::new(codelets());
+    let mut prev = Vec::new();
+    for i in 0..5 {
+        prev = vec![b.task(task(i, 1, 0), &prev)];
+    }
+    b.task(task(9, 1, 100), &prev);
+    let g = b.build();
+    let p = platform("");
+    let r = simulate(&g, &p, &SimOptions::new("eager")).unwrap();
+    assert_eq!(r.makespan_ns, 100 * MS);
+    let t = to_trace(&r, &g, &p, None);
+    let f = figures(&t);
+    let pkg = f
+        .domains
+        .iter()
+        .find(|d| d.name.contains("package"))
+        .unwrap();
+    // 30 W base + 16 W gemm for 0.1 s: a task left "running" would add 16 W more.
+    assert!((pkg.energy_j - 4.6).abs() < 0.1, "{}", pkg.energy_j);
+}
+
+#[test]
+fn a_reader_waits_for_a_copy_still_on_its_way() {
+    // A GPU writes a 100 MiB tile; two CPU readers start at once on node 0: the second
+    // finds the host copy valid but in flight, and waits for it too.
+    let mut b = GraphBuilder::new(codelets());
+    let w = b.task(task(0, 1, 1), &[]);
+    b.access(w, 1, AccessMode::W, 100 << 20);
+    for i in 1..=2 {
+        let r = b.task(task(i, 0, 1), &[w]);
+        b.access(r, 1, AccessMode::R, 100 << 20);
+    }
+    let g = b.build();
+    let p = platform(
+        "[gpu]\ncount = 1\nbandwidth_gb_s = 1.0\nlatency_us = 0\n[speed.factors]\ngemm = { gpu = 1.0, cpu = 0.001 }\n",
+    );
+    let r = simulate(&g, &p, &SimOptions::new("dmda")).unwrap();
+    // 1 ms on the GPU, 104.9 ms of copy back, then both readers (1 ms each, in parallel).
+    let copy = (100u64 << 20) as f64;
+    let want = 1e6 + copy + 1e6;
+    assert!(
+        (r.makespan_ns as f64 - want).abs() < 1e3,
+        "{} vs {want}",
+        r.makespan_ns
+    );
+    assert_eq!(r.copies.0, 1, "one copy back, shared by both readers");
+}
+
+#[test]
+fn a_gpu_counter_is_read_past_the_end_of_the_run() {
+    // One GPU whose counter refreshes every 100 ms; 7 gemms of 30 ms on it. The GPU
+    // domain's energy over the run is its truth: 60 W base and 180 W per gemm.
+    let mut b = GraphBuilder::new(codelets());
+    for i in 0..7 {
+        b.task(task(i, 1, 30), &[]);
+    }
+    let g = b.build();
+    let p = Platform::from_toml_str(
+        "name = \"g\"\n[cpu]\ncores_per_package = 0\n[gpu]\ncount = 1\n[runtime]\noverhead_us = 0\n[speed.factors]\ngemm = { gpu = 1.0 }\n[meter.gpu]\nupdate_interval_ms = 100\nnoise_sigma_w = 0.0\n",
+        "g",
+    )
+    .unwrap();
+    let r = simulate(&g, &p, &SimOptions::new("eager")).unwrap();
+    assert_eq!(r.makespan_ns, 210 * MS);
+    let e = r.energy.unwrap();
+    let gpu = e
+        .domains
+        .iter()
+        .find(|d| d.name.contains("GPU"))
+        .unwrap()
+        .id;
+    let s: Vec<_> = e.samples.iter().filter(|s| s.domain == gpu).collect();
+    let (first, last) = (s[0], s[s.len() - 1]);
+    // A value from after the end (the counter's last update before the end is at 200 ms).
+    assert!(
+        last.t.as_ns() >= taskwatt_whatif::T0_NS + 210 * MS,
+        "{:?}",
+        last.t
+    );
+    let span = (last.t.as_ns() - first.t.as_ns()) as f64 * 1e-9;
+    let truth = 60.0 * span + 180.0 * 0.21;
+    let got = last.energy_j - first.energy_j;
+    assert!(
+        (got - truth).abs() / truth < 0.01,
+        "{got} J against {truth} J"
+    );
+}
+
+#[test]
+fn platform_limits_are_enforced_with_the_field_named() {
+    for (extra, field) in [
+        ("[gpu]\ncount = 40\n", "gpu.count"),
+        (
+            "[speed.factors]\ngemm = { gpu = 1e-300 }\n",
+            "speed.factors.gemm.gpu",
+        ),
+        ("[runtime]\noverhead_us = 1e20\n", "runtime.overhead_us"),
+        ("[gpu]\nlatency_us = 1e20\n", "gpu.latency_us"),
+    ] {
+        let text = format!("name = \"x\"\n[cpu]\ncores_per_package = 2\n{extra}");
+        let e = Platform::from_toml_str(&text, "p.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(field), "{extra}: {e}");
     }
 }
