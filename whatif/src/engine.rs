@@ -246,10 +246,9 @@ fn speeds(g: &Graph, p: &Platform) -> Result<Speeds, WhatIfError> {
                     t.arch.name()
                 )
             } else {
-                format!(
-                    "it ran only on GPUs in the trace, and a CPU speed cannot be derived from \
-                     GPU runs; give the platform GPUs ([gpu] count) or record it on CPUs"
-                )
+                "it ran only on GPUs in the trace, and a CPU speed cannot be derived from GPU \
+                 runs; give the platform GPUs ([gpu] count) or record it on CPUs"
+                    .to_owned()
             };
             return Err(WhatIfError::NoWorker {
                 task: t.id,
