@@ -12,7 +12,8 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use taskwatt_kernels::{
-    gemm_nn, gemm_nt, heat_step, potrf, sequential, syrk, trsm, Neighbours, Tile, TiledMatrix,
+    gemm_nn, gemm_nt, heat_step, potrf, sequential, syrk, trsm, Neighbours, Scalar, Tile,
+    TiledMatrix,
 };
 use taskwatt_runtime::Codelet;
 
@@ -101,7 +102,9 @@ pub struct DistOutcome {
 /// The check's tolerance, relative to the result's largest element.
 pub const CHECK_TOLERANCE: f64 = 1e-12;
 
-struct Codelets {
+/// The apps' codelets on one element type.
+#[derive(Debug)]
+pub struct Codelets {
     potrf: Codelet,
     trsm: Codelet,
     syrk: Codelet,
@@ -110,30 +113,54 @@ struct Codelets {
     heat: Codelet,
 }
 
-fn codelets() -> &'static Codelets {
-    static CL: OnceLock<Codelets> = OnceLock::new();
-    CL.get_or_init(|| Codelets {
+/// An element type of the distributed apps (f64, or f32 for Cholesky and gemm).
+pub trait DistScalar: Scalar {
+    /// The codelets on tiles of this type.
+    fn codelets() -> &'static Codelets;
+}
+
+impl DistScalar for f64 {
+    fn codelets() -> &'static Codelets {
+        static CL: OnceLock<Codelets> = OnceLock::new();
+        CL.get_or_init(make_codelets::<f64>)
+    }
+}
+
+impl DistScalar for f32 {
+    fn codelets() -> &'static Codelets {
+        static CL: OnceLock<Codelets> = OnceLock::new();
+        CL.get_or_init(make_codelets::<f32>)
+    }
+}
+
+fn make_codelets<T: Scalar>() -> Codelets {
+    Codelets {
         potrf: Codelet::new("potrf").cpu(|ctx| {
-            if let Err(e) = potrf(ctx.rw::<Tile>(0)) {
+            if let Err(e) = potrf(ctx.rw::<Tile<T>>(0)) {
                 panic!("potrf: {e}");
             }
         }),
-        trsm: Codelet::new("trsm").cpu(|ctx| trsm(ctx.r::<Tile>(0), ctx.rw::<Tile>(1))),
-        syrk: Codelet::new("syrk").cpu(|ctx| syrk(ctx.r::<Tile>(0), ctx.rw::<Tile>(1))),
-        gemm: Codelet::new("gemm")
-            .cpu(|ctx| gemm_nt(ctx.r::<Tile>(0), ctx.r::<Tile>(1), ctx.rw::<Tile>(2))),
+        trsm: Codelet::new("trsm").cpu(|ctx| trsm(ctx.r::<Tile<T>>(0), ctx.rw::<Tile<T>>(1))),
+        syrk: Codelet::new("syrk").cpu(|ctx| syrk(ctx.r::<Tile<T>>(0), ctx.rw::<Tile<T>>(1))),
+        gemm: Codelet::new("gemm").cpu(|ctx| {
+            gemm_nt(
+                ctx.r::<Tile<T>>(0),
+                ctx.r::<Tile<T>>(1),
+                ctx.rw::<Tile<T>>(2),
+            )
+        }),
         gemm_nn: Codelet::new("gemm_nn").cpu(|ctx| {
-            let beta = *ctx.arg::<f64>();
+            let beta = T::from_f64(*ctx.arg::<f64>());
             gemm_nn(
-                1.0,
-                ctx.r::<Tile>(0),
-                ctx.r::<Tile>(1),
+                T::ONE,
+                ctx.r::<Tile<T>>(0),
+                ctx.r::<Tile<T>>(1),
                 beta,
-                ctx.rw::<Tile>(2),
+                ctx.rw::<Tile<T>>(2),
             )
         }),
         // Accesses: src (R), then the neighbours present (R, in the order north, south,
-        // west, east, flagged in the argument), then dst (W).
+        // west, east, flagged in the argument), then dst (W). f64 grids.
         heat: Codelet::new("heat").cpu(|ctx| {
             let (present, alpha) = *ctx.arg::<([bool; 4], f64)>();
             let mut k = 1;
@@ -152,21 +179,21 @@ fn codelets() -> &'static Codelets {
             let dst = 1 + present.iter().filter(|p| **p).count();
             heat_step(ctx.r::<Tile>(0), halo, ctx.w::<Tile>(dst), alpha);
         }),
-    })
+    }
 }
 
-type Tiles = Vec<Vec<Option<DistHandle<Tile>>>>;
+type Tiles<T> = Vec<Vec<Option<DistHandle<Tile<T>>>>>;
 
-fn register(
+fn register<T: Scalar>(
     d: &mut DistRuntime,
     g: BlockCyclic,
     nt: usize,
     nb: usize,
     lower: bool,
-    make: impl Fn(usize, usize) -> Tile,
-) -> Result<Tiles, DistError> {
+    make: impl Fn(usize, usize) -> Tile<T>,
+) -> Result<Tiles<T>, DistError> {
     let me = d.rank();
-    let mut t: Tiles = (0..nt).map(|_| (0..nt).map(|_| None).collect()).collect();
+    let mut t: Tiles<T> = (0..nt).map(|_| (0..nt).map(|_| None).collect()).collect();
     for (i, row) in t.iter_mut().enumerate() {
         for (j, slot) in row.iter_mut().enumerate() {
             if lower && j > i {
@@ -184,23 +211,23 @@ fn register(
     Ok(t)
 }
 
-fn tile(t: &Tiles, i: usize, j: usize) -> &DistHandle<Tile> {
+fn tile<T: Scalar>(t: &Tiles<T>, i: usize, j: usize) -> &DistHandle<Tile<T>> {
     t[i][j].as_ref().expect("registered")
 }
 
 /// Brings every tile to rank 0 and takes them back; rank 0 gets the matrix.
-fn gather(
+fn gather<T: Scalar>(
     d: &mut DistRuntime,
-    t: Tiles,
+    t: Tiles<T>,
     n: usize,
     nb: usize,
-) -> Result<Option<TiledMatrix>, DistError> {
+) -> Result<Option<TiledMatrix<T>>, DistError> {
     for h in t.iter().flatten().flatten() {
         d.fetch_to(h, 0)?;
     }
     d.wait_all()?;
     let nt = t.len();
-    let mut tiles: Vec<Option<Tile>> = (0..nt * nt).map(|_| None).collect();
+    let mut tiles: Vec<Option<Tile<T>>> = (0..nt * nt).map(|_| None).collect();
     for (i, row) in t.into_iter().enumerate() {
         for (j, h) in row.into_iter().enumerate() {
             if let Some(h) = h {
@@ -216,7 +243,7 @@ fn gather(
     ))
 }
 
-fn compare(got: &TiledMatrix, want: &TiledMatrix, lower: bool) -> f64 {
+fn compare<T: Scalar>(got: &TiledMatrix<T>, want: &TiledMatrix<T>, lower: bool) -> f64 {
     let nt = want.nt();
     let (mut diff, mut max) = (0.0f64, 0.0f64);
     for j in 0..nt {
@@ -228,6 +255,7 @@ fn compare(got: &TiledMatrix, want: &TiledMatrix, lower: bool) -> f64 {
                 return f64::INFINITY;
             };
             for (x, y) in a.as_slice().iter().zip(b.as_slice()) {
+                let (x, y) = (x.to_f64(), y.to_f64());
                 diff = diff.max((x - y).abs());
                 max = max.max(y.abs());
             }
@@ -240,9 +268,23 @@ fn compare(got: &TiledMatrix, want: &TiledMatrix, lower: bool) -> f64 {
     }
 }
 
-/// Runs `app` on the job: `n` the matrix order (grid side for the stencil), `nb` the tile
-/// size, `steps` the stencil's steps, `seed` the matrices'. Every rank calls it.
+/// Runs `app` on the job in f64: `n` the matrix order (grid side for the stencil), `nb`
+/// the tile size, `steps` the stencil's steps, `seed` the matrices'. Every rank calls it.
 pub fn run(
+    d: &mut DistRuntime,
+    app: DistApp,
+    n: usize,
+    nb: usize,
+    steps: usize,
+    seed: u64,
+) -> Result<DistOutcome, DistError> {
+    run_with::<f64>(d, app, n, nb, steps, seed)
+}
+
+type Want<T> = Box<dyn FnOnce() -> TiledMatrix<T>>;
+
+/// [`run`] with tiles of `T`: f64, or f32 for Cholesky and gemm (the stencil is f64 only).
+pub fn run_with<T: DistScalar>(
     d: &mut DistRuntime,
     app: DistApp,
     n: usize,
@@ -257,17 +299,12 @@ pub fn run(
     }
     let nt = n / nb;
     let g = BlockCyclic::of(d.size());
-    let cl = codelets();
+    let cl = T::codelets();
     let start = Instant::now();
-    let (makespan, got, lower, want): (
-        f64,
-        Option<TiledMatrix>,
-        bool,
-        Box<dyn FnOnce() -> TiledMatrix>,
-    ) = match app {
+    let (makespan, diff) = match app {
         DistApp::Cholesky => {
             let a = register(d, g, nt, nb, true, |i, j| {
-                TiledMatrix::spd_tile(n, nb, seed, i, j)
+                TiledMatrix::<T>::spd_tile(n, nb, seed, i, j)
             })?;
             for k in 0..nt {
                 let p = (2 * (nt - k)) as i32;
@@ -300,21 +337,21 @@ pub fn run(
             d.wait_all()?;
             let m = start.elapsed().as_secs_f64();
             let got = gather(d, a, n, nb)?;
-            let want = Box::new(move || {
-                let mut r = TiledMatrix::random_spd(n, nb, seed).expect("valid sizes");
+            let want: Want<T> = Box::new(move || {
+                let mut r = TiledMatrix::<T>::random_spd(n, nb, seed).expect("valid sizes");
                 sequential::cholesky(&mut r).expect("SPD");
                 r
             });
-            (m, got, true, want)
+            (m, got.map(|got| compare(&got, &want(), true)))
         }
         DistApp::Gemm => {
             let a = register(d, g, nt, nb, false, |i, j| {
-                TiledMatrix::random_tile(nb, seed, i, j)
+                TiledMatrix::<T>::random_tile(nb, seed, i, j)
             })?;
             let b = register(d, g, nt, nb, false, |i, j| {
-                TiledMatrix::random_tile(nb, seed ^ 0x5eed, i, j)
+                TiledMatrix::<T>::random_tile(nb, seed ^ 0x5eed, i, j)
             })?;
-            let c = register(d, g, nt, nb, false, |_, _| Tile::zeros(nb))?;
+            let c = register(d, g, nt, nb, false, |_, _| Tile::<T>::zeros(nb))?;
             for j in 0..nt {
                 for i in 0..nt {
                     for k in 0..nt {
@@ -334,20 +371,26 @@ pub fn run(
             for h in a.into_iter().chain(b).flatten().flatten() {
                 d.unregister(h)?;
             }
-            let want = Box::new(move || {
-                let a = TiledMatrix::random(n, nb, seed).expect("valid sizes");
-                let b = TiledMatrix::random(n, nb, seed ^ 0x5eed).expect("valid sizes");
-                let mut c = TiledMatrix::zeros(n, nb).expect("valid sizes");
-                sequential::gemm(1.0, &a, &b, 0.0, &mut c).expect("shapes");
+            let want: Want<T> = Box::new(move || {
+                let a = TiledMatrix::<T>::random(n, nb, seed).expect("valid sizes");
+                let b = TiledMatrix::<T>::random(n, nb, seed ^ 0x5eed).expect("valid sizes");
+                let mut c = TiledMatrix::<T>::zeros(n, nb).expect("valid sizes");
+                sequential::gemm(T::ONE, &a, &b, T::ZERO, &mut c).expect("shapes");
                 c
             });
-            (m, got, false, want)
+            (m, got.map(|got| compare(&got, &want(), false)))
         }
         DistApp::Stencil => {
+            if T::NAME != "f64" {
+                return Err(DistError::NoMpi(
+                    "the stencil is f64 only: drop --precision f32".into(),
+                ));
+            }
+            let cl = f64::codelets();
             let alpha = 0.1;
-            let init = move |i: usize, j: usize| TiledMatrix::random_tile(nb, seed, i, j);
+            let init = move |i: usize, j: usize| TiledMatrix::<f64>::random_tile(nb, seed, i, j);
             let x = register(d, g, nt, nb, false, init)?;
-            let y = register(d, g, nt, nb, false, |_, _| Tile::zeros(nb))?;
+            let y = register(d, g, nt, nb, false, |_, _| Tile::<f64>::zeros(nb))?;
             let grids = [&x, &y];
             for s in 0..steps {
                 let (src, dst) = (grids[s % 2], grids[(s + 1) % 2]);
@@ -382,20 +425,13 @@ pub fn run(
             for h in other.into_iter().flatten().flatten() {
                 d.unregister(h)?;
             }
-            let want = Box::new(move || {
+            let diff = got.map(|got| {
                 let mut r = TiledMatrix::random(n, nb, seed).expect("valid sizes");
                 sequential::heat(&mut r, steps, alpha).expect("full grid");
-                r
+                compare(&got, &r, false)
             });
-            (m, got, false, want)
+            (m, diff)
         }
-    };
-    let (check_rel_diff, check_passed) = match got {
-        Some(got) => {
-            let diff = compare(&got, &want(), lower);
-            (Some(diff), Some(diff <= CHECK_TOLERANCE))
-        }
-        None => (None, None),
     };
     Ok(DistOutcome {
         app,
@@ -405,8 +441,8 @@ pub fn run(
         ranks: d.size(),
         grid: g,
         makespan_s: makespan,
-        check_rel_diff,
-        check_passed,
+        check_rel_diff: diff,
+        check_passed: diff.map(|x| x <= CHECK_TOLERANCE),
         stats: d.stats().clone(),
         events: Vec::new(),
     })

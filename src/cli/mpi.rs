@@ -89,14 +89,15 @@ pub(crate) fn run(a: &super::run::RunArgs) -> CliResult {
         };
     let first = clock(&mut d)?;
     let workers: Vec<u32> = d.runtime().workers().iter().map(|w| w.id).collect();
-    let out = taskwatt_mpi::apps::run(
-        &mut d,
-        dist_app(a.app()),
-        cfg.n,
-        cfg.tile,
-        cfg.steps,
-        cfg.seed,
-    );
+    let app = dist_app(a.app());
+    let out = match cfg.precision {
+        taskwatt::apps::Precision::F32 => {
+            taskwatt_mpi::apps::run_with::<f32>(&mut d, app, cfg.n, cfg.tile, cfg.steps, cfg.seed)
+        }
+        taskwatt::apps::Precision::F64 => {
+            taskwatt_mpi::apps::run_with::<f64>(&mut d, app, cfg.n, cfg.tile, cfg.steps, cfg.seed)
+        }
+    };
     let last = clock(&mut d);
     let (stats, events) = d.shutdown()?;
     let out = out?;
@@ -126,10 +127,11 @@ pub(crate) fn run(a: &super::run::RunArgs) -> CliResult {
         w.finish_with_outcome(RunOutcome::Complete)?;
     }
     let line = format!(
-        "rank {rank}/{size}: {} n={} tile={} grid {}x{}, {} worker(s), policy {policy}: {} tasks \
+        "rank {rank}/{size}: {} {} n={} tile={} grid {}x{}, {} worker(s), policy {policy}: {} tasks \
          run, {} skipped; sent {} messages ({:.1} MiB), received {} ({:.1} MiB), {} cache hits; \
          makespan {:.3} s; clock offset to rank 0 {} ns (round trip {} ns)",
         out.app.name(),
+        cfg.precision.name(),
         out.n,
         out.nb,
         out.grid.p,

@@ -343,6 +343,7 @@ mod tests {
             Chunk::Samples(vec![]),
             Chunk::Truth(GroundTruth::default()),
             Chunk::Markers(vec![]),
+            Chunk::Comms(crate::CommChunk::default()),
             Chunk::End(RunEnd::default()),
         ];
         for c in &empties {

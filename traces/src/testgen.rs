@@ -343,7 +343,48 @@ pub(crate) fn chunk() -> impl Strategy<Value = Chunk> {
         run_end().prop_map(Chunk::End),
         transfers().prop_map(Chunk::Transfers),
         accesses().prop_map(Chunk::Accesses),
+        comms().prop_map(Chunk::Comms),
     ]
+}
+
+/// A rank's messages and clock samples (format 1.4).
+pub(crate) fn comms() -> impl Strategy<Value = crate::CommChunk> {
+    (
+        0u32..8,
+        1u32..9,
+        vec((ts(), any::<i64>(), edge_u64()), 0..3),
+        vec(0u32..64, 0..4),
+        vec(
+            (0u32..8, any::<bool>(), any::<u32>(), edge_u64(), ts(), ts()),
+            0..8,
+        ),
+    )
+        .prop_map(|(rank, size, clock, workers, events)| crate::CommChunk {
+            rank,
+            size,
+            clock: clock
+                .into_iter()
+                .map(|(at, offset_ns, rtt_ns)| crate::ClockSample {
+                    at,
+                    offset_ns,
+                    rtt_ns,
+                })
+                .collect(),
+            workers,
+            events: events
+                .into_iter()
+                .map(
+                    |(peer, send, handle, bytes, start, end)| crate::CommRecord {
+                        peer,
+                        send,
+                        handle,
+                        bytes,
+                        start,
+                        end,
+                    },
+                )
+                .collect(),
+        })
 }
 
 /// Chunk equality with samples compared bitwise.
