@@ -79,6 +79,8 @@ pub use powercap::{PowercapMeter, DEFAULT_POWERCAP_ROOT};
 pub use sampler::{
     ReadFailure, Sampler, SamplerConfig, SamplerStats, MAX_PERIOD, MIN_PERIOD, SAMPLE_FLUSH,
 };
+/// The simulated meter over recorded executions (a distributed run's nodes, at merge).
+pub use sim::{replay as replay_sim, Execution, Replayed};
 pub use sim::{
     ArchPowers, DomainPower, GpuSensor, GpuSimConfig, ManualClock, RaplSimConfig, SimClock,
     SimConfig, SimMeter, SimObserver, TaskPower, TraceClock, MAX_SIM_CODELETS, MAX_SIM_WORKERS,

@@ -45,6 +45,8 @@ pub(crate) enum Cmd {
     Flush(Sender<Result<(), String>>),
     /// A clock-offset rendezvous.
     Clock(Sender<Result<(i64, u64), String>>),
+    /// Every rank's node name (an all-gather).
+    Names(Sender<Result<Vec<String>, String>>),
     Stop,
 }
 
@@ -158,6 +160,11 @@ fn run(
             Some(Cmd::Clock(reply)) => {
                 let r = net.clock_offset(&|| Clock::now().as_ns());
                 let _ = reply.send(r);
+                progressed = true;
+            }
+            Some(Cmd::Names(reply)) => {
+                let mine = net.node_name();
+                let _ = reply.send(net.gather_names(&mine));
                 progressed = true;
             }
             // Finish what is in flight first: the runtime waits for it.

@@ -433,6 +433,26 @@ impl DistRuntime {
             })
     }
 
+    /// Every rank's node name, indexed by rank; a rendezvous of every rank. The ranks of a
+    /// node share its energy domains (the first of them samples, or the merge simulates
+    /// them).
+    pub fn node_names(&mut self) -> Result<Vec<String>, DistError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.comm
+            .tx
+            .send(Cmd::Names(tx))
+            .map_err(|_| DistError::CommThread {
+                rank: self.rank,
+                message: "it is gone".into(),
+            })?;
+        rx.recv()
+            .unwrap_or_else(|_| Err("the communication thread is gone".into()))
+            .map_err(|message| DistError::CommThread {
+                rank: self.rank,
+                message,
+            })
+    }
+
     /// Takes a handle's value back (every rank: its own copy).
     pub fn unregister<T: DeviceData>(&mut self, h: DistHandle<T>) -> Result<T, DistError> {
         self.runtime()

@@ -14,6 +14,7 @@ pub mod apps;
 mod comm;
 pub mod dist;
 mod error;
+pub mod merge;
 #[cfg(feature = "mpi")]
 mod mpi_transport;
 pub mod transport;

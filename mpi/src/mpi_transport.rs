@@ -191,6 +191,46 @@ impl Transport for MpiTransport {
         Ok(best)
     }
 
+    fn gather_names(&mut self, mine: &str) -> Result<Vec<String>, String> {
+        // Rank 0 gathers, then sends the list (newline-separated) to every rank.
+        const NAMES_TAG: i32 = (1 << 30) + 1;
+        let w = world();
+        if self.rank == 0 {
+            let mut names = vec![mine.to_owned()];
+            for r in 1..self.size {
+                let (bytes, _) = w
+                    .process_at_rank(r as i32)
+                    .receive_vec_with_tag::<u8>(NAMES_TAG);
+                names.push(String::from_utf8_lossy(&bytes).into_owned());
+            }
+            let all = names.join("\n");
+            for r in 1..self.size {
+                w.process_at_rank(r as i32)
+                    .send_with_tag(all.as_bytes(), NAMES_TAG);
+            }
+            return Ok(names);
+        }
+        w.process_at_rank(0)
+            .send_with_tag(mine.as_bytes(), NAMES_TAG);
+        let (bytes, _) = w.process_at_rank(0).receive_vec_with_tag::<u8>(NAMES_TAG);
+        let names: Vec<String> = String::from_utf8_lossy(&bytes)
+            .split('\n')
+            .map(str::to_owned)
+            .collect();
+        if names.len() != self.size {
+            return Err(format!(
+                "{} node names for {} ranks",
+                names.len(),
+                self.size
+            ));
+        }
+        Ok(names)
+    }
+
+    fn node_name(&self) -> String {
+        mpi::environment::processor_name().unwrap_or_else(|_| "unknown".into())
+    }
+
     fn abort(&mut self, code: i32) {
         world().abort(code);
     }

@@ -45,6 +45,11 @@ pub trait Transport: Send {
     /// A clock offset estimate against rank 0 by ping-pong, ns (rank 0: 0), with the
     /// round trip it came from; every rank must call it at the same point.
     fn clock_offset(&mut self, now_ns: &dyn Fn() -> u64) -> Result<(i64, u64), String>;
+    /// Every rank's node name, indexed by rank (an all-gather of `mine`); every rank must
+    /// call it at the same point.
+    fn gather_names(&mut self, mine: &str) -> Result<Vec<String>, String>;
+    /// This rank's node (host) name.
+    fn node_name(&self) -> String;
     /// Ends the whole job at once (a rank that cannot go on).
     fn abort(&mut self, code: i32);
 }
@@ -62,6 +67,8 @@ pub struct ThreadNet {
     next: Req,
     // The rendezvous for clock_offset: (round, rank 0's clock).
     clock: Arc<Mutex<Vec<Option<u64>>>>,
+    names: Arc<Mutex<Vec<Option<String>>>>,
+    per_node: usize,
     aborted: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -71,10 +78,16 @@ pub struct ThreadNet {
 unsafe impl Send for ThreadNet {}
 
 impl ThreadNet {
-    /// `size` connected transports, one per rank.
+    /// `size` connected transports, one per rank, all on one node.
     pub fn new(size: usize) -> Vec<ThreadNet> {
+        Self::with_nodes(size, size.max(1))
+    }
+
+    /// `size` connected transports, `per_node` ranks to a node (`node0`, `node1`...).
+    pub fn with_nodes(size: usize, per_node: usize) -> Vec<ThreadNet> {
         let boxes = Arc::new(Mutex::new(HashMap::new()));
         let clock = Arc::new(Mutex::new(vec![None; size]));
+        let names = Arc::new(Mutex::new(vec![None; size]));
         let aborted = Arc::new(std::sync::atomic::AtomicBool::new(false));
         (0..size)
             .map(|rank| ThreadNet {
@@ -84,6 +97,8 @@ impl ThreadNet {
                 pending: HashMap::new(),
                 next: 0,
                 clock: clock.clone(),
+                names: names.clone(),
+                per_node: per_node.max(1),
                 aborted: aborted.clone(),
             })
             .collect()
@@ -174,6 +189,27 @@ impl Transport for ThreadNet {
             self.clock.lock().map_err(|e| e.to_string())?[0] = Some(now_ns());
         }
         Ok((0, t0.elapsed().as_nanos() as u64))
+    }
+
+    fn gather_names(&mut self, mine: &str) -> Result<Vec<String>, String> {
+        self.names.lock().map_err(|e| e.to_string())?[self.rank] = Some(mine.to_owned());
+        let t = Instant::now();
+        loop {
+            {
+                let n = self.names.lock().map_err(|e| e.to_string())?;
+                if n.iter().all(Option::is_some) {
+                    return Ok(n.iter().flatten().cloned().collect());
+                }
+            }
+            if t.elapsed().as_secs() > 60 {
+                return Err("not every rank gave its node name within 60 s".into());
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+    }
+
+    fn node_name(&self) -> String {
+        format!("node{}", self.rank / self.per_node)
     }
 
     fn abort(&mut self, _code: i32) {

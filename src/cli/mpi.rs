@@ -76,7 +76,34 @@ pub(crate) fn run(a: &super::run::RunArgs) -> CliResult {
         b = b.trace(w.sink()).trace_accesses(true);
     }
     let rt = b.build()?;
+    let local_workers = rt.workers().to_vec();
     let mut d = DistRuntime::new(rt, Box::new(net))?;
+    // Energy per node: the first rank of each node measures it. A real meter (RAPL, NVML)
+    // is sampled by that rank for the whole node; the simulated one cannot see the other
+    // ranks' tasks live, so that rank leaves its configuration in its trace and `taskwatt
+    // merge` runs it over all of the node's tasks.
+    let names = d.node_names()?;
+    let node = names[rank].clone();
+    let leader = names.iter().position(|n| *n == node) == Some(rank);
+    let mut sim_meter = None;
+    let mut sampler = None;
+    if leader && !a.no_energy_flag() {
+        if let Some(w) = &writer {
+            let detect_opts = a.energy_args().detect_options()?;
+            let det =
+                taskwatt::energy::detect(a.energy_args().meter, &local_workers, &detect_opts)?;
+            if det.observer.is_some() {
+                sim_meter = Some(serde_json::to_value(&detect_opts.sim)?);
+            } else {
+                sampler = Some(taskwatt::energy::Sampler::start(
+                    det.meters,
+                    &local_workers,
+                    w.sink(),
+                    taskwatt::energy::SamplerConfig::with_period(a.energy_args().period)?,
+                )?);
+            }
+        }
+    }
     let clock =
         |d: &mut DistRuntime| -> Result<taskwatt::traces::ClockSample, taskwatt_mpi::DistError> {
             let at = taskwatt::traces::Clock::now();
@@ -100,6 +127,9 @@ pub(crate) fn run(a: &super::run::RunArgs) -> CliResult {
     };
     let last = clock(&mut d);
     let (stats, events) = d.shutdown()?;
+    if let Some(s) = sampler {
+        s.stop()?;
+    }
     let out = out?;
     let last = last?;
     if let Some(w) = writer {
@@ -110,6 +140,9 @@ pub(crate) fn run(a: &super::run::RunArgs) -> CliResult {
                 size: size as u32,
                 clock: vec![first, last],
                 workers,
+                node: node.clone(),
+                sim_meter,
+                sim_period_ns: a.energy_args().period.as_nanos() as u64,
                 events: events
                     .iter()
                     .map(|e| taskwatt::traces::CommRecord {

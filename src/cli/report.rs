@@ -176,11 +176,10 @@ pub(crate) fn sensor_check(
     )?;
     for (d, c) in att.report.domains.iter().zip(&clip.report.domains) {
         // Every sensor of the device: one, or two fitted together (NVML's counter and power).
-        let infos: Vec<_> = trace
-            .domains
-            .iter()
-            .filter(|i| i.domain == d.domain)
-            .collect();
+        let Some(me) = trace.domains.iter().find(|i| i.id == d.id) else {
+            continue;
+        };
+        let infos: Vec<_> = trace.domains.iter().filter(|i| i.same_device(me)).collect();
         let (Some(ta), Some(tc)) = (&d.truth, &c.truth) else {
             continue;
         };
@@ -272,6 +271,7 @@ pub(crate) fn emit(
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
+        let job = job_summary(trace, att);
         if let Some(platform) = virtual_time(trace) {
             println!(
                 "VIRTUAL TIME: this trace is a what-if simulation on platform \"{platform}\" \
@@ -290,6 +290,7 @@ pub(crate) fn emit(
         if !trace.transfers.is_empty() {
             println!("transfers: {}", trace.transfer_summary());
         }
+        print!("{job}");
     }
     if let Some(dir) = csv {
         write_csv(dir, att)?;
@@ -306,6 +307,85 @@ pub(crate) fn emit(
 }
 
 /// Writes only the SVG plots.
+/// For the merged trace of a distributed run: each node's energy and the job's, and each
+/// type's energy summed over the nodes (its 95 % interval from the nodes' power intervals,
+/// taken as independent).
+pub(crate) fn job_summary(trace: &Trace, att: &Attribution) -> String {
+    use std::collections::BTreeMap;
+    use std::fmt::Write;
+    let mut out = String::new();
+    if trace.comms.is_empty() {
+        return out;
+    }
+    let node_of_worker: std::collections::HashMap<u32, &str> = trace
+        .comms
+        .iter()
+        .flat_map(|c| c.workers.iter().map(move |&w| (w, c.node.as_str())))
+        .collect();
+    let node_of = |id: u16| -> String {
+        trace
+            .domains
+            .iter()
+            .find(|d| d.id == id)
+            .and_then(|d| d.workers.first())
+            .and_then(|w| node_of_worker.get(w))
+            .map_or_else(|| "?".to_owned(), |n| (*n).to_owned())
+    };
+    let mut nodes: BTreeMap<String, Vec<(String, f64)>> = BTreeMap::new();
+    let mut types: BTreeMap<String, (u64, f64, f64)> = BTreeMap::new();
+    // A node's domains see the same tasks: a type's count per node is its largest.
+    let mut counts: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for d in &att.report.domains {
+        let node = node_of(d.id);
+        nodes
+            .entry(node.clone())
+            .or_default()
+            .push((d.domain.to_string(), d.measured_j));
+        for t in &d.types {
+            let c = counts.entry((node.clone(), t.key.to_string())).or_default();
+            *c = (*c).max(t.count);
+            let e = types.entry(t.key.to_string()).or_default();
+            e.1 += t.total_j;
+            if let Some([lo, hi]) = t.power.ci95_w {
+                let h = 0.5 * (hi - lo) * t.busy_s;
+                e.2 += h * h;
+            }
+        }
+    }
+    for ((_, k), c) in counts {
+        types.entry(k).or_default().0 += c;
+    }
+    let ranks = trace.comms.len();
+    let job: f64 = nodes.values().flatten().map(|(_, j)| j).sum();
+    let _ = writeln!(
+        out,
+        "\njob: {ranks} rank(s) on {} node(s), {:.2} J measured in all",
+        nodes.len(),
+        job
+    );
+    for (n, ds) in &nodes {
+        let total: f64 = ds.iter().map(|(_, j)| j).sum();
+        let parts: Vec<String> = ds.iter().map(|(d, j)| format!("{d} {j:.2} J")).collect();
+        let _ = writeln!(out, "  node {n}: {total:.2} J ({})", parts.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "  {:<20} {:>8} {:>12} {:>12}",
+        "type (all nodes)", "count", "energy", "+-95%"
+    );
+    for (k, (count, j, var)) in &types {
+        let _ = writeln!(
+            out,
+            "  {:<20} {:>8} {:>10.2} J {:>10.2} J",
+            k,
+            count,
+            j,
+            var.sqrt()
+        );
+    }
+    out
+}
+
 /// The platform of a what-if simulation's trace; `None` for a real run.
 pub(crate) fn virtual_time(trace: &Trace) -> Option<&str> {
     let p = &trace.meta.params;

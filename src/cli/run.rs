@@ -329,6 +329,12 @@ impl RunArgs {
     pub(crate) fn json_output(&self) -> bool {
         self.json
     }
+    pub(crate) fn energy_args(&self) -> &EnergyArgs {
+        &self.energy
+    }
+    pub(crate) fn no_energy_flag(&self) -> bool {
+        self.no_energy
+    }
 }
 
 #[derive(Serialize)]

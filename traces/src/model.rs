@@ -403,6 +403,20 @@ pub struct DomainInfo {
     pub workers: Vec<WorkerId>,
 }
 
+impl DomainInfo {
+    /// Whether `other` measures the same device: the same `Domain` over the same workers
+    /// (a second sensor of it, as NVML's power readings beside its counter). The packages
+    /// of two nodes of a merged distributed run share a `Domain` but not their workers.
+    pub fn same_device(&self, other: &DomainInfo) -> bool {
+        self.domain == other.domain && {
+            let (mut a, mut b) = (self.workers.clone(), other.workers.clone());
+            a.sort_unstable();
+            b.sort_unstable();
+            a == b
+        }
+    }
+}
+
 /// One reading of one domain.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EnergySample {
@@ -653,6 +667,17 @@ pub struct CommChunk {
     /// The workers of this rank (their ids in this trace).
     #[serde(default)]
     pub workers: Vec<u32>,
+    /// The node (host) the rank ran on: ranks of one node share its energy domains.
+    #[serde(default)]
+    pub node: String,
+    /// On the first rank of a node whose meter is the simulated one: its configuration
+    /// (`SimConfig` as JSON) and sampling period, for `taskwatt merge` to run the node's
+    /// simulated meter over all the node's tasks (no process sees them all live).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sim_meter: Option<serde_json::Value>,
+    /// The sampling period of `sim_meter`, ns.
+    #[serde(default)]
+    pub sim_period_ns: u64,
     /// The messages.
     pub events: Vec<CommRecord>,
 }

@@ -371,6 +371,9 @@ pub(crate) fn comms() -> impl Strategy<Value = crate::CommChunk> {
                 })
                 .collect(),
             workers,
+            node: format!("node{}", rank / 2),
+            sim_meter: None,
+            sim_period_ns: 0,
             events: events
                 .into_iter()
                 .map(

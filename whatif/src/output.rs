@@ -180,7 +180,7 @@ pub fn window_energy(trace: &Trace, a: u64, b: u64) -> Vec<DomainEnergy> {
             .or_default()
             .push((s.t.as_ns(), s.energy_j));
     }
-    let mut seen: Vec<Domain> = Vec::new();
+    let mut seen: Vec<&taskwatt_traces::DomainInfo> = Vec::new();
     let mut out = Vec::new();
     for d in &trace.domains {
         let Some(v) = by.get_mut(&d.id) else { continue };
@@ -202,8 +202,8 @@ pub fn window_energy(trace: &Trace, a: u64, b: u64) -> Vec<DomainEnergy> {
             }
             e0 + (e1 - e0) * (t - t0) as f64 / (t1 - t0) as f64
         };
-        let in_total = !seen.contains(&d.domain);
-        seen.push(d.domain);
+        let in_total = !seen.iter().any(|x| x.same_device(d));
+        seen.push(d);
         out.push(DomainEnergy {
             domain: d.domain,
             name: d.name.clone(),
@@ -264,12 +264,12 @@ pub fn type_energy(trace: &Trace, truth: &GroundTruth) -> Vec<TypeEnergy> {
         pick(codelet).or_else(|| pick("*")).unwrap_or(0.0)
     };
     let mut covers: HashMap<u32, Vec<u16>> = HashMap::new();
-    let mut seen = Vec::new();
+    let mut seen: Vec<&taskwatt_traces::DomainInfo> = Vec::new();
     for d in &trace.domains {
-        if seen.contains(&d.domain) {
+        if seen.iter().any(|x| x.same_device(d)) {
             continue;
         }
-        seen.push(d.domain);
+        seen.push(d);
         for w in &d.workers {
             covers.entry(*w).or_default().push(d.id);
         }

@@ -62,7 +62,7 @@ pub fn attribute_systems(
             ));
             continue;
         }
-        match groups.iter_mut().find(|g| g[0].domain() == s.domain()) {
+        match groups.iter_mut().find(|g| g[0].info.same_device(&s.info)) {
             Some(g) => g.push(s),
             None => groups.push(vec![s]),
         }

@@ -203,10 +203,10 @@ pub fn fit_model(
     // the domain) or second sensor of the same device.
     let mut by_domain: BTreeMap<Domain, Vec<(&DomainSystem, bool)>> = BTreeMap::new();
     for t in traces {
-        let mut seen: Vec<Domain> = Vec::new();
+        let mut seen: Vec<&taskwatt_traces::DomainInfo> = Vec::new();
         for s in t.domains.iter().filter(|s| s.intervals() > 0) {
-            let first = !seen.contains(&s.domain());
-            seen.push(s.domain());
+            let first = !seen.iter().any(|d| d.same_device(&s.info));
+            seen.push(&s.info);
             by_domain.entry(s.domain()).or_default().push((s, first));
         }
     }
@@ -475,7 +475,22 @@ pub fn predict_systems(
             trace: list(&mut systems.domains.iter().map(|d| d.domain())),
         });
     }
-    mark_nested(&mut domains);
+    // A second sensor of a device already predicted counts once.
+    let second: Vec<bool> = {
+        let predicted: Vec<&DomainSystem> = systems
+            .domains
+            .iter()
+            .filter(|s| model.domain(s.domain()).is_some())
+            .collect();
+        (0..predicted.len())
+            .map(|i| {
+                predicted[..i]
+                    .iter()
+                    .any(|p| p.info.same_device(&predicted[i].info))
+            })
+            .collect()
+    };
+    mark_nested(&mut domains, &second);
     let counted: Vec<&DomainPrediction> = domains.iter().filter(|d| d.in_total).collect();
     let total_predicted_j: f64 = counted.iter().map(|d| d.predicted_j).sum();
     let total_measured_j = counted.iter().map(|d| d.measured_j).sum::<Option<f64>>();
@@ -674,12 +689,12 @@ fn predict_domain(
 /// Domains contained in another predicted domain leave the totals: `core-N` and
 /// `uncore-N` inside `package-N`; packages and DRAM inside `psys`; a second sensor of a
 /// device (a trace's later domain with the same `Domain`).
-fn mark_nested(domains: &mut [DomainPrediction]) {
+fn mark_nested(domains: &mut [DomainPrediction], second: &[bool]) {
     let present: Vec<Domain> = domains.iter().map(|d| d.domain).collect();
     let has_psys = present.contains(&Domain::Psys);
     for (i, d) in domains.iter_mut().enumerate() {
         // A second sensor of a device already listed counts once.
-        d.in_total = !present[..i].contains(&d.domain)
+        d.in_total = !second.get(i).copied().unwrap_or(false)
             && match d.domain {
                 Domain::Core { id } | Domain::Uncore { id } => {
                     !has_psys && !present.contains(&Domain::CpuPackage { id })
@@ -839,11 +854,11 @@ mod tests {
             d(Domain::Dram { id: 0 }),
             d(Domain::Gpu { index: 0 }),
         ];
-        mark_nested(&mut v);
+        mark_nested(&mut v, &[]);
         let flags: Vec<bool> = v.iter().map(|d| d.in_total).collect();
         assert_eq!(flags, vec![true, false, true, true]);
         v.push(d(Domain::Psys));
-        mark_nested(&mut v);
+        mark_nested(&mut v, &[]);
         let flags: Vec<bool> = v.iter().map(|d| d.in_total).collect();
         assert_eq!(flags, vec![false, false, false, true, true]);
     }

@@ -14,6 +14,7 @@ mod config;
 mod meter;
 mod noise;
 mod observer;
+mod replay;
 mod slots;
 
 pub use config::{
@@ -21,3 +22,4 @@ pub use config::{
 };
 pub use meter::{ManualClock, SimClock, SimMeter, TraceClock, MAX_SIM_WORKERS};
 pub use observer::{SimObserver, MAX_SIM_CODELETS};
+pub use replay::{replay, Execution, Replayed};

@@ -1,0 +1,142 @@
+//! Merging ranks' traces (ranks as threads, two ranks to a node): one view, every receive
+//! after its send, and each node's simulated meter run over the node's tasks, attributed
+//! per node as one node is.
+
+use taskwatt_mpi::apps::{run, DistApp};
+use taskwatt_mpi::{DistRuntime, ThreadNet, Transport};
+use taskwatt_runtime::Runtime;
+use taskwatt_traces::{Chunk, Clock, ClockSample, CommChunk, CommRecord, Trace, TraceSink};
+
+/// Runs `app` on `size` ranks, `per_node` to a node, each writing a trace in memory as
+/// `taskwatt run --mpi --trace` does (the simulated meter left to the merge).
+fn traces(app: DistApp, size: usize, per_node: usize, n: usize) -> Vec<(String, Trace)> {
+    let threads: Vec<_> = ThreadNet::with_nodes(size, per_node)
+        .into_iter()
+        .map(move |net| {
+            std::thread::spawn(move || {
+                let (rank, node) = (net.rank(), net.node_name());
+                let (sink, memory): (TraceSink, _) = TraceSink::memory();
+                let rt = Runtime::builder()
+                    .workers(1)
+                    .policy("lws")
+                    .trace(sink.clone())
+                    .app(app.name())
+                    .build()
+                    .unwrap();
+                let workers: Vec<u32> = rt.workers().iter().map(|w| w.id).collect();
+                let mut d = DistRuntime::with_timeout(rt, Box::new(net), 30).unwrap();
+                let names = d.node_names().unwrap();
+                let leader = names.iter().position(|x| *x == node) == Some(rank);
+                let clock = |d: &mut DistRuntime| {
+                    let at = Clock::now();
+                    let (offset_ns, rtt_ns) = d.clock_offset().unwrap();
+                    ClockSample {
+                        at,
+                        offset_ns,
+                        rtt_ns,
+                    }
+                };
+                let first = clock(&mut d);
+                // Idle time before the graph, as a run's start has, pins the base power.
+                std::thread::sleep(std::time::Duration::from_millis(150));
+                let out = run(&mut d, app, n, 64, 2, 11).unwrap();
+                let last = clock(&mut d);
+                let (_, events) = d.shutdown().unwrap();
+                let mut cfg = taskwatt_energy::SimConfig::default();
+                cfg.package.noise_sigma_w = 2.0;
+                sink.send(Chunk::Comms(CommChunk {
+                    rank: rank as u32,
+                    size: size as u32,
+                    clock: vec![first, last],
+                    workers,
+                    node,
+                    sim_meter: leader.then(|| serde_json::to_value(&cfg).unwrap()),
+                    sim_period_ns: 10_000_000,
+                    events: events
+                        .iter()
+                        .map(|e| CommRecord {
+                            peer: e.peer,
+                            send: e.send,
+                            handle: e.handle,
+                            bytes: e.bytes,
+                            start: e.start,
+                            end: e.end,
+                        })
+                        .collect(),
+                }));
+                drop(sink);
+                if rank == 0 {
+                    assert_eq!(out.check_passed, Some(true));
+                }
+                (format!("rank {rank}"), memory.into_trace().unwrap())
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+#[test]
+fn ranks_merge_into_one_view_with_every_receive_after_its_send() {
+    let mut t = traces(DistApp::Cholesky, 4, 2, 512);
+    t.reverse(); // any order
+    let (merged, report) = taskwatt_mpi::merge::merge(t).unwrap();
+    assert_eq!(report.ranks, 4);
+    assert!(report.messages > 0);
+    assert_eq!(report.after, 0);
+    // nt = 8: 8 potrf, 28 trsm, 28 syrk, 56 gemm.
+    assert_eq!(merged.tasks().count(), 120);
+    let ids: std::collections::HashSet<u64> = merged.tasks().map(|(r, _)| r.id).collect();
+    assert_eq!(ids.len(), 120, "task ids unique in the job");
+    // Every predecessor is a task of the merged trace.
+    for (_, preds) in merged.tasks() {
+        assert!(preds.iter().all(|p| ids.contains(p)));
+    }
+    assert_eq!(merged.comms.len(), 4);
+    assert_eq!(report.nodes.len(), 2);
+    for n in &report.nodes {
+        assert_eq!(n.energy, "simulated at merge", "{n:?}");
+        assert_eq!(n.ranks.len(), 2);
+    }
+    // Per node: a package and a DRAM domain, each covering the node's two ranks' workers.
+    let pkgs: Vec<_> = merged
+        .domains
+        .iter()
+        .filter(|d| matches!(d.domain, taskwatt_traces::Domain::CpuPackage { .. }))
+        .collect();
+    assert_eq!(pkgs.len(), 2);
+    for d in &pkgs {
+        assert_eq!(d.workers.len(), 2, "{d:?}");
+    }
+    // A merged trace writes and reads back.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.twt");
+    merged.save(&p).unwrap();
+    let back = taskwatt_traces::read_trace(&p).unwrap();
+    assert_eq!(back.comms.len(), 4);
+}
+
+#[test]
+fn each_node_is_attributed_against_its_truth() {
+    let t = traces(DistApp::Gemm, 4, 2, 512);
+    let (merged, _) = taskwatt_mpi::merge::merge(t).unwrap();
+    let a = taskwatt_energy::attribution::attribute_trace(
+        &merged,
+        &taskwatt_energy::attribution::AttributionOptions::default(),
+    )
+    .unwrap();
+    let pkgs: Vec<_> = a
+        .report
+        .domains
+        .iter()
+        .filter(|d| matches!(d.domain, taskwatt_traces::Domain::CpuPackage { .. }))
+        .collect();
+    assert_eq!(pkgs.len(), 2);
+    for d in pkgs {
+        let truth = d.truth.as_ref().expect("a simulated node has its truth");
+        for row in &truth.rows {
+            let Some(e) = row.error_pct else { continue };
+            eprintln!("{}: {} {:+.2} %", d.name, row.name, e);
+            assert!(e.abs() < 10.0, "{}: {} off by {e:.1} %", d.name, row.name);
+        }
+    }
+}
