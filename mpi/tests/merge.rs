@@ -9,7 +9,13 @@ use taskwatt_traces::{Chunk, Clock, ClockSample, CommChunk, CommRecord, Trace, T
 
 /// Runs `app` on `size` ranks, `per_node` to a node, each writing a trace in memory as
 /// `taskwatt run --mpi --trace` does (the simulated meter left to the merge).
-fn traces(app: DistApp, size: usize, per_node: usize, n: usize) -> Vec<(String, Trace)> {
+fn traces(
+    app: DistApp,
+    size: usize,
+    per_node: usize,
+    n: usize,
+    tile: usize,
+) -> Vec<(String, Trace)> {
     let threads: Vec<_> = ThreadNet::with_nodes(size, per_node)
         .into_iter()
         .map(move |net| {
@@ -38,8 +44,8 @@ fn traces(app: DistApp, size: usize, per_node: usize, n: usize) -> Vec<(String, 
                 };
                 let first = clock(&mut d);
                 // Idle time before the graph, as a run's start has, pins the base power.
-                std::thread::sleep(std::time::Duration::from_millis(150));
-                let out = run(&mut d, app, n, 64, 2, 11).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                let out = run(&mut d, app, n, tile, 2, 11).unwrap();
                 let last = clock(&mut d);
                 let (_, events) = d.shutdown().unwrap();
                 let mut cfg = taskwatt_energy::SimConfig::default();
@@ -77,7 +83,7 @@ fn traces(app: DistApp, size: usize, per_node: usize, n: usize) -> Vec<(String, 
 
 #[test]
 fn ranks_merge_into_one_view_with_every_receive_after_its_send() {
-    let mut t = traces(DistApp::Cholesky, 4, 2, 512);
+    let mut t = traces(DistApp::Cholesky, 4, 2, 512, 64);
     t.reverse(); // any order
     let (merged, report) = taskwatt_mpi::merge::merge(t).unwrap();
     assert_eq!(report.ranks, 4);
@@ -117,7 +123,8 @@ fn ranks_merge_into_one_view_with_every_receive_after_its_send() {
 
 #[test]
 fn each_node_is_attributed_against_its_truth() {
-    let t = traces(DistApp::Gemm, 4, 2, 512);
+    // 512 gemms of 128: a few tenths of a second of work per node between idle spells.
+    let t = traces(DistApp::Gemm, 4, 2, 1024, 128);
     let (merged, _) = taskwatt_mpi::merge::merge(t).unwrap();
     let a = taskwatt_energy::attribution::attribute_trace(
         &merged,
