@@ -62,13 +62,14 @@ pub(crate) struct CommThread {
     pub(crate) failed: Arc<Mutex<Option<DistError>>>,
 }
 
-/// How long a posted message may take: `TASKWATT_MPI_TIMEOUT` seconds, default 120.
+/// How long a rank may wait with messages pending and none completing:
+/// `TASKWATT_MPI_TIMEOUT` seconds, default 300.
 pub(crate) fn timeout_s() -> u64 {
     std::env::var("TASKWATT_MPI_TIMEOUT")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|s| *s > 0)
-        .unwrap_or(120)
+        .unwrap_or(300)
 }
 
 impl CommThread {
@@ -79,7 +80,17 @@ impl CommThread {
         let rank = net.rank();
         let join = std::thread::Builder::new()
             .name(format!("taskwatt-mpi-{rank}"))
-            .spawn(move || run(&mut *net, &rx, &f, limit))
+            .spawn(move || {
+                // A panic here would unwind past requests MPI still writes into: end the
+                // process instead (mpirun then ends the job and names the rank).
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run(&mut *net, &rx, &f, limit)
+                }));
+                r.unwrap_or_else(|_| {
+                    eprintln!("taskwatt-mpi: rank {rank}: the communication thread panicked");
+                    std::process::abort()
+                })
+            })
             .map_err(|e| DistError::CommThread {
                 rank,
                 message: format!("cannot start it: {e}"),
@@ -130,8 +141,14 @@ fn run(
     let mut error: Option<String> = None;
     let mut idle_spins = 0u32;
     let mut stop = false;
+    // The last time a message completed (or none was pending): a rank waits for a message
+    // as long as others keep completing; only a stall of the limit is taken as a failure.
+    let mut moved = Instant::now();
     loop {
         // Commands: block only when there is nothing to progress.
+        if posted.is_empty() {
+            moved = Instant::now();
+        }
         let cmd = if waiting.is_empty() && posted.is_empty() {
             for f in flushes.drain(..) {
                 let _ = f.send(error.clone().map_or(Ok(()), Err));
@@ -217,6 +234,7 @@ fn run(
         while i < posted.len() {
             match net.test(posted[i].req) {
                 Ok(true) => {
+                    moved = Instant::now();
                     let p = posted.swap_remove(i);
                     log.events.push(CommEvent {
                         peer: p.op.peer as u32,
@@ -231,7 +249,7 @@ fn run(
                 }
                 Ok(false) => {
                     let p = &posted[i];
-                    let waited = p.since.elapsed();
+                    let waited = moved.elapsed().min(p.since.elapsed());
                     if waited > Duration::from_secs(limit) {
                         let e = DistError::Timeout {
                             rank,

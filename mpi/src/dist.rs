@@ -374,6 +374,13 @@ impl DistRuntime {
         h: &DistHandle<T>,
         to: usize,
     ) -> Result<(), DistError> {
+        if to >= self.size {
+            return Err(DistError::BadRank {
+                given: to,
+                size: self.size,
+                what: "fetch_to's destination",
+            });
+        }
         let id = h.id as usize;
         if h.owner == to || self.handles[id].valid[to] {
             return Ok(());

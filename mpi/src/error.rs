@@ -15,9 +15,10 @@ pub enum DistError {
     /// A message did not come (or did not leave) in time: its peer died, hung, or did not
     /// submit the same task flow.
     #[error(
-        "rank {rank}: no {what} rank {peer} for handle {handle} after {waited_s:.1} s: that rank \
-         died, hangs, or did not submit the same sequence of tasks (every rank must); \
-         TASKWATT_MPI_TIMEOUT sets the limit (now {limit_s} s)"
+        "rank {rank}: no {what} rank {peer} for handle {handle}, and no message of this rank \
+         completed, for {waited_s:.1} s: that rank died, hangs, or did not submit the same \
+         sequence of tasks (every rank must); TASKWATT_MPI_TIMEOUT sets the limit (now \
+         {limit_s} s; raise it for phases that compute longer without a message)"
     )]
     Timeout {
         /// This rank.

@@ -23,5 +23,26 @@ pub use comm::CommEvent;
 pub use dist::{DistAccess, DistHandle, DistRuntime, DistStats, DistTask};
 pub use error::DistError;
 #[cfg(feature = "mpi")]
-pub use mpi_transport::{MpiTransport, MpiUniverse};
+pub use mpi_transport::{abort_job, MpiTransport, MpiUniverse};
 pub use transport::{ThreadNet, Transport};
+
+/// The CPUs of the `local`-th of `ranks` ranks on one node: a contiguous share of the CPUs
+/// this process may use (one each, round robin, when there are more ranks than CPUs), so
+/// that the ranks of a node do not pin their workers to the same cores.
+pub fn cpu_share(local: usize, ranks: usize) -> Vec<u32> {
+    let allowed: Vec<u32> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id as u32)
+        .collect();
+    let ranks = ranks.max(1);
+    if allowed.is_empty() {
+        return Vec::new();
+    }
+    if allowed.len() >= ranks {
+        let per = allowed.len() / ranks;
+        allowed[local * per..(local + 1) * per].to_vec()
+    } else {
+        vec![allowed[local % allowed.len()]]
+    }
+}

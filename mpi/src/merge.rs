@@ -491,12 +491,29 @@ fn node_energy(
                 .iter()
                 .any(|w| out.comms[leader].workers.contains(w))
         }) {
-            // The first rank of the node sampled its meters: they measure the whole node.
+            // The first rank of the node sampled its meters: they measure the whole node, a
+            // package (and its DRAM, cores, uncore) its workers on that package, psys all.
             let mine = out.comms[leader].workers.clone();
+            let package_of: HashMap<u32, u32> =
+                out.meta.workers.iter().map(|w| (w.id, w.package)).collect();
             for d in &mut out.domains {
-                if d.workers.iter().any(|w| mine.contains(w)) {
-                    d.workers = workers.clone();
+                if !d.workers.iter().any(|w| mine.contains(w)) {
+                    continue;
                 }
+                use taskwatt_traces::Domain;
+                d.workers = match d.domain {
+                    Domain::CpuPackage { id }
+                    | Domain::Dram { id }
+                    | Domain::Core { id }
+                    | Domain::Uncore { id } => workers
+                        .iter()
+                        .copied()
+                        .filter(|w| package_of.get(w) == Some(&id))
+                        .collect(),
+                    Domain::Psys => workers.clone(),
+                    // A GPU's domain covers the worker that drives it.
+                    Domain::Gpu { .. } => d.workers.clone(),
+                };
             }
             format!("sampled by rank {leader}")
         } else {

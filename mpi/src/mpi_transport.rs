@@ -12,8 +12,10 @@ use mpi::Threading;
 use crate::transport::{Req, Transport};
 use crate::DistError;
 
-/// The tag of the clock rendezvous' messages (handles' tags are their ids, below it).
-const CLOCK_TAG: i32 = 1 << 30;
+/// The tags of the control messages, on a communicator of their own (a duplicate of
+/// `MPI_COMM_WORLD`), so that they never meet the data's (tag = handle id).
+const CLOCK_TAG: i32 = 1;
+const NAMES_TAG: i32 = 2;
 
 /// MPI, as long as it lives; dropping it finalises MPI (after every rank's runtime has
 /// shut down).
@@ -35,7 +37,10 @@ impl std::fmt::Debug for MpiUniverse {
 pub struct MpiTransport {
     rank: usize,
     size: usize,
+    control: SimpleCommunicator,
     reqs: HashMap<Req, Request<'static, [u8], StaticScope>>,
+    /// The buffer length of each receive, to check what arrives.
+    lens: HashMap<Req, usize>,
     next: Req,
 }
 
@@ -76,7 +81,9 @@ impl MpiTransport {
         let t = MpiTransport {
             rank: world.rank() as usize,
             size: world.size() as usize,
+            control: world.duplicate(),
             reqs: HashMap::new(),
+            lens: HashMap::new(),
             next: 0,
         };
         Ok((
@@ -91,6 +98,12 @@ impl MpiTransport {
 
 fn world() -> SimpleCommunicator {
     SimpleCommunicator::world()
+}
+
+/// Ends the whole job (`MPI_Abort` on `MPI_COMM_WORLD`): a rank that cannot go on, so that
+/// the others do not wait for it.
+pub fn abort_job(code: i32) {
+    world().abort(code);
 }
 
 impl Transport for MpiTransport {
@@ -140,6 +153,7 @@ impl Transport for MpiTransport {
             .immediate_receive_into_with_tag(StaticScope, buf, tag as i32);
         self.next += 1;
         self.reqs.insert(self.next, r);
+        self.lens.insert(self.next, len);
         Ok(self.next)
     }
 
@@ -148,11 +162,22 @@ impl Transport for MpiTransport {
             return Err(format!("request {req} is unknown"));
         };
         match r.test() {
-            Ok(status) => {
-                let got = status.count(u8::equivalent_datatype());
-                let _ = got;
-                Ok(true)
-            }
+            Ok(status) => match self.lens.remove(&req) {
+                // A receive: the message must fill the buffer.
+                Some(len) => {
+                    let got = status.count(u8::equivalent_datatype());
+                    if got as usize != len {
+                        return Err(format!(
+                            "a message of {got} bytes from rank {} (tag {}) for a buffer of \
+                             {len}: the ranks registered this handle with different sizes",
+                            status.source_rank(),
+                            status.tag()
+                        ));
+                    }
+                    Ok(true)
+                }
+                None => Ok(true),
+            },
             Err(r) => {
                 self.reqs.insert(req, r);
                 Ok(false)
@@ -164,7 +189,7 @@ impl Transport for MpiTransport {
         // Rank 0 answers each rank's pings with its clock; a rank keeps the estimate of its
         // fastest round trip: offset = t0 - (t1 + t2) / 2 (NTP's estimate, symmetric paths).
         const ROUNDS: usize = 20;
-        let w = world();
+        let w = &self.control;
         if self.rank == 0 {
             for r in 1..self.size {
                 for _ in 0..ROUNDS {
@@ -193,8 +218,7 @@ impl Transport for MpiTransport {
 
     fn gather_names(&mut self, mine: &str) -> Result<Vec<String>, String> {
         // Rank 0 gathers, then sends the list (newline-separated) to every rank.
-        const NAMES_TAG: i32 = (1 << 30) + 1;
-        let w = world();
+        let w = &self.control;
         if self.rank == 0 {
             let mut names = vec![mine.to_owned()];
             for r in 1..self.size {

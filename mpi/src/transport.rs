@@ -1,7 +1,8 @@
 //! Point-to-point messages between ranks: the [`Transport`] trait, MPI's (feature `mpi`,
 //! `crate::mpi_transport`) and an in-process one where ranks are threads
-//! ([`ThreadNet`]), which the tests use and which behaves as MPI's does for what taskwatt
-//! asks of it (non-blocking sends and receives matched by source and tag, in order).
+//! ([`ThreadNet`]), which the tests use. It matches messages as MPI does (by source and
+//! tag, in order), but its sends complete at once (buffered) and its ranks share one clock:
+//! MPI's rendezvous sends and separate clocks are checked by runs under mpirun.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -198,7 +198,7 @@ pub struct DeferredAccess {
     node: Arc<TaskNode>,
     core: Arc<HandleCore>,
     write: bool,
-    bytes: unsafe fn(&HandleCore) -> (*mut u8, usize),
+    bytes: unsafe fn(&HandleCore, bool) -> (*mut u8, usize),
     released: bool,
 }
 
@@ -212,18 +212,29 @@ impl std::fmt::Debug for DeferredAccess {
     }
 }
 
-/// The bytes of the `T` a handle holds.
+/// The bytes of the `T` a handle holds: through a shared reference for a read (tasks may
+/// read the value meanwhile), an exclusive one for a write.
 ///
 /// # Safety
-/// The caller holds an acquisition of the handle (a write one to write the bytes).
-unsafe fn bytes_of_handle<T: crate::device::DeviceData>(core: &HandleCore) -> (*mut u8, usize) {
-    // SAFETY: the caller's acquisition is granted: no task accesses the data meanwhile.
-    let value = unsafe { core.data_mut() };
-    let v = value
-        .get_mut::<T>()
-        .expect("a registered Handle<T> holds a T until unregistered");
-    let b = v.device_bytes_mut();
-    (b.as_mut_ptr(), b.len())
+/// The caller holds a granted acquisition of the handle, a write one when `write`.
+unsafe fn bytes_of_handle<T: crate::device::DeviceData>(
+    core: &HandleCore,
+    write: bool,
+) -> (*mut u8, usize) {
+    const HOLDS: &str = "a registered Handle<T> holds a T until unregistered";
+    if write {
+        // SAFETY: a granted write acquisition: no task accesses the data meanwhile.
+        let v = unsafe { core.data_mut() }.get_mut::<T>().expect(HOLDS);
+        let b = v.device_bytes_mut();
+        (b.as_mut_ptr(), b.len())
+    } else {
+        // SAFETY: a granted read acquisition: only readers meanwhile.
+        let b = unsafe { core.data_ref() }
+            .get::<T>()
+            .expect(HOLDS)
+            .device_bytes();
+        (b.as_ptr().cast_mut(), b.len())
+    }
 }
 
 impl Runtime {
@@ -314,10 +325,12 @@ impl DeferredAccess {
             return None;
         }
         // SAFETY: granted, with the rights of its mode.
-        Some(unsafe { (self.bytes)(&self.core) })
+        Some(unsafe { (self.bytes)(&self.core, self.write) })
     }
 
-    /// Ends the acquisition: the accesses submitted after it may run.
+    /// Ends the acquisition: the accesses submitted after it may run. Released (or
+    /// dropped) before its grant, it waits for the grant first: a holder must not release
+    /// an access that can only be granted after something it will do itself.
     pub fn release(mut self) {
         self.finish();
     }

@@ -73,6 +73,8 @@ pub struct RuntimeBuilder {
     workers: Option<usize>,
     policy: PolicyChoice,
     pin: bool,
+    /// CPUs the workers may be placed on, instead of the process's allowed set.
+    cpus: Option<Vec<u32>>,
     sink: TraceSink,
     observer: Option<Arc<dyn ExecutionObserver>>,
     app: Option<String>,
@@ -126,6 +128,7 @@ impl Default for RuntimeBuilder {
             workers: None,
             policy: PolicyChoice::Default,
             pin: true,
+            cpus: None,
             sink: TraceSink::null(),
             observer: None,
             app: None,
@@ -207,6 +210,14 @@ impl RuntimeBuilder {
     /// Whether to pin each worker to its PU (default true).
     pub fn pin(mut self, pin: bool) -> Self {
         self.pin = pin;
+        self
+    }
+
+    /// Places the workers on these CPUs (OS ids) instead of all the process may use: the
+    /// share of one of several processes on a node (taskwatt-mpi's ranks). Ids the process
+    /// may not use are left out; none left falls back to the process's set.
+    pub fn cpus(mut self, cpus: Vec<u32>) -> Self {
+        self.cpus = Some(cpus);
         self
     }
 
@@ -311,11 +322,21 @@ impl RuntimeBuilder {
 
     fn plan(&self) -> Result<(Topology, Vec<WorkerInfo>), RuntimeError> {
         let topology = Topology::discover();
-        let allowed: Vec<u32> = core_affinity::get_core_ids()
+        let mut allowed: Vec<u32> = core_affinity::get_core_ids()
             .unwrap_or_default()
             .into_iter()
             .map(|c| c.id as u32)
             .collect();
+        if let Some(share) = &self.cpus {
+            let mine: Vec<u32> = allowed
+                .iter()
+                .copied()
+                .filter(|c| share.contains(c))
+                .collect();
+            if !mine.is_empty() {
+                allowed = mine;
+            }
+        }
         let n = match self.workers {
             Some(0) => {
                 return Err(RuntimeError::Workers(

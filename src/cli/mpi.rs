@@ -44,15 +44,38 @@ pub(crate) fn run(_a: &super::run::RunArgs) -> CliResult {
 
 #[cfg(feature = "mpi")]
 pub(crate) fn run(a: &super::run::RunArgs) -> CliResult {
+    let (universe, net) = taskwatt_mpi::MpiTransport::init()?;
+    let rank = taskwatt_mpi::Transport::rank(&net);
+    match run_rank(a, net) {
+        Ok(()) => {
+            drop(universe);
+            Ok(())
+        }
+        Err(e) => {
+            // One rank cannot go on: end the whole job, not only this process (the others
+            // would wait for it), naming the rank.
+            eprintln!("taskwatt: rank {rank}: {e}; ending the job");
+            taskwatt_mpi::abort_job(1);
+            Err(e)
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn run_rank(a: &super::run::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> CliResult {
     use taskwatt::runtime::Runtime;
     use taskwatt::traces::{RunOutcome, TraceWriter};
-    use taskwatt_mpi::{DistRuntime, MpiTransport};
+    use taskwatt_mpi::{DistRuntime, Transport};
 
-    let (universe, net) = MpiTransport::init()?;
-    let (rank, size) = (
-        taskwatt_mpi::Transport::rank(&net),
-        taskwatt_mpi::Transport::size(&net),
-    );
+    let (rank, size) = (net.rank(), net.size());
+    // The ranks of a node share its cores (each takes its share) and its energy domains
+    // (the first of them measures).
+    let names = net.gather_names(&net.node_name())?;
+    let node = names[rank].clone();
+    let on_node: Vec<usize> = (0..size).filter(|&r| names[r] == node).collect();
+    let local = on_node.iter().position(|&r| r == rank).unwrap_or(0);
+    let leader = local == 0;
+    let share = taskwatt_mpi::cpu_share(local, on_node.len());
     let cfg = a.app_config();
     let policy = a
         .sched()
@@ -66,6 +89,7 @@ pub(crate) fn run(a: &super::run::RunArgs) -> CliResult {
     };
     let mut b = Runtime::builder()
         .workers(nworkers)
+        .cpus(share)
         .policy(&policy)
         .app(a.app_name())
         .param("n", cfg.n)
@@ -82,9 +106,6 @@ pub(crate) fn run(a: &super::run::RunArgs) -> CliResult {
     // is sampled by that rank for the whole node; the simulated one cannot see the other
     // ranks' tasks live, so that rank leaves its configuration in its trace and `taskwatt
     // merge` runs it over all of the node's tasks.
-    let names = d.node_names()?;
-    let node = names[rank].clone();
-    let leader = names.iter().position(|n| *n == node) == Some(rank);
     let mut sim_meter = None;
     let mut sampler = None;
     if leader && !a.no_energy_flag() {
@@ -187,7 +208,6 @@ pub(crate) fn run(a: &super::run::RunArgs) -> CliResult {
     } else {
         println!("{line}");
     }
-    drop(universe);
     if let (Some(false), Some(diff)) = (out.check_passed, out.check_rel_diff) {
         return Err(format!(
             "rank 0: the distributed result differs from the sequential one by {diff:e} \
