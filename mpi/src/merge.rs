@@ -99,14 +99,13 @@ pub struct NodeReport {
 fn pairs(comms: &[CommChunk]) -> Vec<(usize, usize, usize, usize)> {
     let mut sends: HashMap<(u32, u32, u32), Vec<usize>> = HashMap::new();
     let mut recvs: HashMap<(u32, u32, u32), Vec<usize>> = HashMap::new();
-    for (r, c) in comms.iter().enumerate() {
+    for c in comms {
         for (i, e) in c.events.iter().enumerate() {
             if e.send {
                 sends.entry((c.rank, e.peer, e.handle)).or_default().push(i);
             } else {
                 recvs.entry((e.peer, c.rank, e.handle)).or_default().push(i);
             }
-            let _ = r;
         }
     }
     let rank_index: HashMap<u32, usize> =

@@ -235,12 +235,12 @@ pub(crate) fn render_rows(
         "energy",
         if model { "model's" } else { "" },
         "copies",
-        "sim time"
+        "host time"
     );
     for r in rows {
         let _ = writeln!(
             out,
-            "{:<10} {:>10.4} s {:>14} {:>14} {:>10} {:>8.3} s",
+            "{:<10} {:>10.4} s {:>14} {:>14} {:>10} {:>7.2} ms",
             r.policy,
             r.figures.makespan_s,
             j(r.figures.total_j),
@@ -250,7 +250,7 @@ pub(crate) fn render_rows(
                 String::new()
             },
             r.copies,
-            r.simulated_in_s
+            r.simulated_in_s * 1e3
         );
     }
     for r in rows {
