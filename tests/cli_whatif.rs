@@ -223,3 +223,49 @@ fn compare_adds_simulated_rows_and_plots_them_beside_the_runs() {
     let e = taskwatt(&args);
     assert!(String::from_utf8_lossy(&e.stderr).contains("add --simulate"));
 }
+
+#[test]
+fn run_on_a_platform_without_executing_takes_durations_from_the_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let pm = dir.path().join("pm");
+    let app = [
+        "cholesky",
+        "--n",
+        "1024",
+        "--tile",
+        "256",
+        "--perfmodel-dir",
+        s(&pm),
+    ];
+    // No models yet: the error says how to record them.
+    let mut args = vec!["run"];
+    args.extend(app);
+    args.extend(["--platform", "2cpu-2gpu", "--no-exec", "--no-report"]);
+    let e = taskwatt(&args);
+    let msg = String::from_utf8_lossy(&e.stderr);
+    assert!(!e.status.success());
+    assert!(
+        msg.contains("no performance model") && msg.contains("taskwatt run cholesky"),
+        "{msg}"
+    );
+    // A real run records them; then the graph alone is simulated.
+    let mut rec = vec!["run"];
+    rec.extend(app);
+    rec.extend(["--no-energy", "--no-report"]);
+    ok(&rec);
+    args.push("--json");
+    let v = json(&args);
+    assert_eq!(
+        v["recorded"]["app"]["check"],
+        serde_json::Value::Null,
+        "{v}"
+    );
+    let tasks: u64 = v["run"]["tasks_per_worker"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .sum();
+    assert_eq!(tasks, 20);
+    assert!(v["run"]["figures"]["makespan_s"].as_f64().unwrap() > 0.0);
+}

@@ -75,6 +75,8 @@ pub struct RuntimeBuilder {
     pin: bool,
     /// CPUs the workers may be placed on, instead of the process's allowed set.
     cpus: Option<Vec<u32>>,
+    /// Run no implementation (the graph only).
+    dry_run: bool,
     sink: TraceSink,
     observer: Option<Arc<dyn ExecutionObserver>>,
     app: Option<String>,
@@ -129,6 +131,7 @@ impl Default for RuntimeBuilder {
             policy: PolicyChoice::Default,
             pin: true,
             cpus: None,
+            dry_run: false,
             sink: TraceSink::null(),
             observer: None,
             app: None,
@@ -210,6 +213,15 @@ impl RuntimeBuilder {
     /// Whether to pin each worker to its PU (default true).
     pub fn pin(mut self, pin: bool) -> Self {
         self.pin = pin;
+        self
+    }
+
+    /// Runs no implementation: each task completes as soon as a worker takes it, so that a
+    /// program's task graph, dependencies and data accesses are recorded (in the trace)
+    /// without computing anything; what `taskwatt run --platform --no-exec` simulates. The
+    /// data are left as they were registered.
+    pub fn dry_run(mut self, dry: bool) -> Self {
+        self.dry_run = dry;
         self
     }
 
@@ -554,6 +566,7 @@ impl RuntimeBuilder {
             workers: workers.clone(),
             archs,
             devices,
+            dry_run: self.dry_run,
             backends,
             gpu_backend: self.gpu_backend,
             transfers: AtomicU64::new(0),
@@ -856,6 +869,8 @@ pub(crate) struct Shared {
     /// Some worker drives a device (a memory node other than 0): data is made valid on
     /// the worker's node before each task, and on node 0 before each acquisition.
     pub(crate) devices: bool,
+    /// Run no implementation ([`RuntimeBuilder::dry_run`]).
+    pub(crate) dry_run: bool,
     /// The devices' backends, by memory node (node `1 + i` is `backends[i]`).
     pub(crate) backends: Vec<Arc<dyn Backend>>,
     pub(crate) gpu_backend: GpuBackend,

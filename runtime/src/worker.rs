@@ -407,6 +407,7 @@ fn execute(
     }
     let outcome = match copy_failed {
         Some(e) => Err(e),
+        None if sh.dry_run => Ok(()),
         None => {
             let tctx = TaskCtx::new(
                 &body,

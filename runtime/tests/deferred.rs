@@ -78,3 +78,33 @@ fn deferred_reads_wait_for_the_writer_and_hold_the_next_one() {
     rt.wait_all().unwrap();
     assert_eq!(rt.unregister(h).unwrap(), vec![7, 9]);
 }
+
+#[test]
+fn a_dry_run_records_the_graph_and_runs_no_implementation() {
+    let (sink, memory) = taskwatt_traces::TraceSink::memory();
+    let rt = Runtime::builder()
+        .workers(2)
+        .dry_run(true)
+        .trace(sink)
+        .trace_accesses(true)
+        .build()
+        .unwrap();
+    let h = rt.register(vec![1u8; 4]);
+    let boom = Codelet::new("boom").cpu(|_| panic!("a dry run ran an implementation"));
+    for _ in 0..3 {
+        rt.submit(Task::new(&boom).rw(&h)).unwrap();
+    }
+    rt.wait_all().unwrap();
+    assert_eq!(
+        rt.unregister(h).unwrap(),
+        vec![1u8; 4],
+        "the data are left alone"
+    );
+    rt.shutdown().unwrap();
+    let t = memory.into_trace().unwrap();
+    let recs: Vec<_> = t.tasks().collect();
+    assert_eq!(recs.len(), 3);
+    // The chain of RW accesses is in the recorded graph.
+    assert_eq!(recs.iter().map(|(_, p)| p.len()).sum::<usize>(), 2);
+    assert_eq!(t.accesses.len(), 3);
+}

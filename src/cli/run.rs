@@ -295,6 +295,11 @@ pub(crate) struct RunArgs {
     /// run, which every output marks as simulated.
     #[arg(long, value_name = "FILE|NAME")]
     platform: Option<String>,
+    /// With --platform: execute no kernel. The app's graph is recorded by a run whose tasks
+    /// do nothing (no result, no check), and each task's duration is its codelet's mean in
+    /// the performance models of earlier runs (`taskwatt run APP` records them).
+    #[arg(long, requires = "platform")]
+    no_exec: bool,
     /// One rank of a distributed run under mpirun (a build with `--features mpi`):
     /// `mpirun -np 4 taskwatt run cholesky --mpi`. The app's tiles are distributed 2D
     /// block-cyclic; every rank writes its own trace (`--trace t.twt` gives
@@ -819,9 +824,14 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
         );
     }
     let recorded = tempfile::Builder::new().suffix(".twt").tempfile()?;
+    let mut config = a.app.config();
+    if a.no_exec {
+        // Nothing is computed: there is no result to check.
+        config.check = false;
+    }
     let opts = MeasuredRunOptions {
         app: a.app.app,
-        config: a.app.config(),
+        config,
         policy: Some("lws".into()),
         workers: a.app.workers,
         gpus: 0,
@@ -838,7 +848,8 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
     };
     let watch = SignalWatch::start(opts.stop.clone())?;
     let label = a.app.app.name().to_string();
-    let run = measured_run(&opts, |b| b, |rt| Progress::start(rt, label));
+    let dry = a.no_exec;
+    let run = measured_run(&opts, |b| b.dry_run(dry), |rt| Progress::start(rt, label));
     let run = match run {
         Err(e @ SessionError::Interrupted { .. }) => {
             return Err(interrupted(&watch, &e, false).into())
@@ -852,7 +863,10 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
     let mut out = output(a, &run);
     // The recording is a temporary file; --trace gets the simulated run.
     out.trace.path = None;
-    let trace = read_trace(recorded.path())?;
+    let mut trace = read_trace(recorded.path())?;
+    if a.no_exec {
+        durations_from_models(a, &mut trace)?;
+    }
     let model = a
         .app
         .energy_model
@@ -891,13 +905,27 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("recorded on this machine (to check the result and time the kernels):");
-        print_table(&out);
+        let mut text =
+            super::simulate::render_rows(&platform, &trace, &rows, model.is_some(), !a.no_energy);
+        if a.no_exec {
+            println!(
+                "recorded the graph of {} without executing it (--no-exec: no result, no \
+                 check); task durations from the performance models",
+                a.app.app.name()
+            );
+            // The recording's own times are those of tasks that did nothing.
+            text = text
+                .lines()
+                .filter(|l| !l.starts_with("recorded: "))
+                .collect::<Vec<_>>()
+                .join("\n")
+                + "\n";
+        } else {
+            println!("recorded on this machine (to check the result and time the kernels):");
+            print_table(&out);
+        }
         println!();
-        print!(
-            "{}",
-            super::simulate::render_rows(&platform, &trace, &rows, model.is_some(), !a.no_energy)
-        );
+        print!("{text}");
         if let Some(att) = &attribution {
             println!();
             report::emit(&sim, att, false, None, None)?;
@@ -905,6 +933,44 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
     }
     if let Some(p) = &a.trace {
         eprintln!("wrote {} (the simulated run)", p.display());
+    }
+    Ok(())
+}
+
+/// `run --platform --no-exec`: each task of a recording whose tasks did nothing gets its
+/// codelet's mean duration (on a CPU, at its footprint) from the performance models.
+fn durations_from_models(
+    a: &RunArgs,
+    trace: &mut taskwatt::traces::Trace,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = a.app.perf_models()?.ok_or(
+        "--no-exec takes the tasks' durations from the performance models: drop --no-perfmodel",
+    )?;
+    let models = taskwatt::runtime::PerfModels::load(&dir)?;
+    let names: std::collections::HashMap<u32, String> = trace
+        .codelets
+        .iter()
+        .map(|c| (c.id, c.name.clone()))
+        .collect();
+    for chunk in &mut trace.tasks {
+        for r in &mut chunk.records {
+            let name = names.get(&r.codelet).map_or("?", String::as_str);
+            let p = models
+                .predict(name, taskwatt::traces::Arch::Cpu, r.footprint)
+                .ok_or_else(|| {
+                    format!(
+                        "--no-exec: no performance model of {name} on a CPU (footprint {} \
+                         bytes) in {}: run `taskwatt run {} --n {} --tile {}` once to \
+                         record them",
+                        r.footprint,
+                        dir.display(),
+                        a.app.app.name(),
+                        a.app.n,
+                        a.app.tile
+                    )
+                })?;
+            r.end = taskwatt::traces::Timestamp(r.start.as_ns() + p.mean_ns.max(0.0) as u64);
+        }
     }
     Ok(())
 }
