@@ -196,6 +196,9 @@ fn run(
                 continue;
             };
             let op = waiting.remove(i);
+            // Its start before it is posted: a buffered send is in the peer's hands when
+            // `isend` returns, and the peer may complete the receive at once.
+            let start = Clock::now();
             // SAFETY: the acquisition holds the bytes (shared for a send, exclusive for a
             // receive) until it is released, after the request is done.
             let req = unsafe {
@@ -210,7 +213,7 @@ fn run(
                     op,
                     req,
                     bytes: len as u64,
-                    start: Clock::now(),
+                    start,
                     since: Instant::now(),
                 }),
                 Err(message) => {
