@@ -79,6 +79,9 @@ pub struct MergeReport {
     pub receives_before_send: usize,
     /// The same after the merge (0 unless the merge failed).
     pub after: usize,
+    /// Sends and receives without their other half (a rank's trace cut short, or a job
+    /// that ended on an error).
+    pub unmatched: usize,
     /// The nodes, with their ranks, and how their energy was measured.
     pub nodes: Vec<NodeReport>,
 }
@@ -371,6 +374,7 @@ pub fn merge(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeReport), Strin
         clocks: maps.clone(),
         receives_before_send: before,
         after,
+        unmatched: ranks.iter().map(|(_, c)| c.events.len()).sum::<usize>() - 2 * pairs.len(),
         nodes,
     };
     if after > 0 {

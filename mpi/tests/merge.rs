@@ -89,6 +89,7 @@ fn ranks_merge_into_one_view_with_every_receive_after_its_send() {
     assert_eq!(report.ranks, 4);
     assert!(report.messages > 0);
     assert_eq!(report.after, 0);
+    assert_eq!(report.unmatched, 0);
     // nt = 8: 8 potrf, 28 trsm, 28 syrk, 56 gemm.
     assert_eq!(merged.tasks().count(), 120);
     let ids: std::collections::HashSet<u64> = merged.tasks().map(|(r, _)| r.id).collect();

@@ -57,6 +57,13 @@ pub(crate) fn merge(a: MergeArgs) -> CliResult {
         "receives before their send: {} with the clock estimates, {} after the merge",
         m.receives_before_send, m.after
     );
+    if m.unmatched > 0 {
+        println!(
+            "warning: {} send(s) or receive(s) have no other half in these traces (a rank's \
+             trace cut short, or a job that ended on an error)",
+            m.unmatched
+        );
+    }
     for n in &m.nodes {
         println!(
             "  node {}: ranks {:?}, energy {}",
