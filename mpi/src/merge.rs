@@ -146,11 +146,26 @@ fn violations(comms: &[CommChunk], pairs: &[(usize, usize, usize, usize)]) -> Ve
 pub fn merge(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeReport), String> {
     let mut ranks: Vec<(Trace, CommChunk)> = Vec::new();
     for (name, t) in inputs {
-        let Some(c) = t.comms.first().cloned() else {
-            return Err(format!(
-                "{name}: not the trace of a rank of a distributed run (no Comms chunk; write \
-                 them with `mpirun -np N taskwatt run APP --mpi --trace t.twt`)"
-            ));
+        let c = match t.comms.first().cloned() {
+            Some(c) => c,
+            // A rank cut short (a job that ended on a failure) wrote no Comms chunk, which
+            // comes at the end: its rank from its meta, no clock estimate, no message.
+            None => {
+                let param = |k: &str| t.meta.params.get(k).and_then(|v| v.parse::<u32>().ok());
+                let (Some(rank), Some(size)) = (param("mpi_rank"), param("mpi_size")) else {
+                    return Err(format!(
+                        "{name}: not the trace of a rank of a distributed run (no Comms chunk \
+                         and no mpi_rank in its meta; write them with `mpirun -np N taskwatt \
+                         run APP --mpi --trace t.twt`)"
+                    ));
+                };
+                CommChunk {
+                    rank,
+                    size,
+                    workers: t.meta.workers.iter().map(|w| w.id).collect(),
+                    ..CommChunk::default()
+                }
+            }
         };
         ranks.push((t, c));
     }
@@ -360,11 +375,16 @@ pub fn merge(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeReport), Strin
         first_start: first,
         last_end: last,
         wall_end_unix_ns: 0,
-        outcome: ranks
-            .iter()
-            .filter_map(|(t, _)| t.end.as_ref().map(|e| e.outcome))
-            .find(|o| *o != taskwatt_traces::RunOutcome::Complete)
-            .unwrap_or_default(),
+        // A rank cut short (no End chunk) makes the job a failed one.
+        outcome: if ranks.iter().any(|(t, _)| t.end.is_none()) {
+            taskwatt_traces::RunOutcome::Failed
+        } else {
+            ranks
+                .iter()
+                .filter_map(|(t, _)| t.end.as_ref().map(|e| e.outcome))
+                .find(|o| *o != taskwatt_traces::RunOutcome::Complete)
+                .unwrap_or_default()
+        },
     });
     let nodes = node_energy(&mut out, &ranks, &maps)?;
     let report = MergeReport {

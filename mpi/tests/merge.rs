@@ -148,3 +148,26 @@ fn each_node_is_attributed_against_its_truth() {
         }
     }
 }
+
+#[test]
+fn the_traces_of_a_rank_cut_short_still_merge() {
+    let mut t = traces(DistApp::Cholesky, 2, 2, 256, 64);
+    // Rank 1 died before its end: no Comms chunk, no End chunk; its meta says its rank.
+    let (_, r1) = &mut t[1];
+    r1.comms.clear();
+    r1.end = None;
+    r1.meta.params.insert("mpi_rank".into(), "1".into());
+    r1.meta.params.insert("mpi_size".into(), "2".into());
+    let (merged, report) = taskwatt_mpi::merge::merge(t).unwrap();
+    assert_eq!(report.ranks, 2);
+    assert!(report.unmatched > 0, "rank 0's messages have no other half");
+    assert_eq!(
+        merged.end.unwrap().outcome,
+        taskwatt_traces::RunOutcome::Failed
+    );
+    // Without its meta, the trace is refused by name.
+    let mut t = traces(DistApp::Cholesky, 2, 2, 256, 64);
+    t[1].1.comms.clear();
+    let e = taskwatt_mpi::merge::merge(t).unwrap_err();
+    assert!(e.contains("rank 1") && e.contains("no Comms chunk"), "{e}");
+}

@@ -19,6 +19,10 @@ pub(crate) struct MergeArgs {
     /// Print the merge's figures as JSON.
     #[arg(long)]
     json: bool,
+    /// Read traces cut short (a job that ended on a failure) up to their last complete
+    /// chunk; a rank without its clock estimates keeps its own clock.
+    #[arg(long)]
+    recover: bool,
 }
 
 pub(crate) fn merge(a: MergeArgs) -> CliResult {
@@ -26,7 +30,24 @@ pub(crate) fn merge(a: MergeArgs) -> CliResult {
     taskwatt::traces::refuse_output_over_input(&a.output, &inputs)?;
     let mut traces = Vec::new();
     for p in &a.traces {
-        traces.push((p.display().to_string(), read_trace(p)?));
+        let t = if a.recover {
+            let r = taskwatt::traces::recover_trace(p)?;
+            if let Some(problem) = &r.problem {
+                eprintln!(
+                    "{}: {} complete chunk(s) read ({problem})",
+                    p.display(),
+                    r.complete_chunks
+                );
+            }
+            r.trace
+        } else {
+            read_trace(p).map_err(|e| {
+                format!(
+                    "{e}\n  the traces of a job that ended on a failure: merge them with --recover"
+                )
+            })?
+        };
+        traces.push((p.display().to_string(), t));
     }
     let (out, m) = taskwatt_mpi::merge::merge(traces)?;
     out.save(&a.output)?;
@@ -39,18 +60,23 @@ pub(crate) fn merge(a: MergeArgs) -> CliResult {
         m.ranks, m.tasks, m.messages
     );
     for (k, c) in m.clocks.iter().enumerate() {
+        let moved = if c.shift != 0 {
+            format!(
+                ", moved {} ns later so that its receives follow their sends",
+                c.shift
+            )
+        } else {
+            String::new()
+        };
+        let own = if k > 0 && c.at0 == 0.0 && c.offset0 == 0.0 {
+            " (no clock estimate, a trace cut short: its own clock)"
+        } else {
+            ""
+        };
         println!(
-            "  rank {k}: offset {:+.0} ns, drift {:+.3} ppm{}",
+            "  rank {k}: offset {:+.0} ns, drift {:+.3} ppm{moved}{own}",
             c.offset0,
-            c.drift * 1e6,
-            if c.shift != 0 {
-                format!(
-                    ", moved {} ns later so that its receives follow their sends",
-                    c.shift
-                )
-            } else {
-                String::new()
-            }
+            c.drift * 1e6
         );
     }
     println!(
