@@ -88,6 +88,28 @@ impl DomainSpec {
     pub fn wrap_range_j(&self) -> Option<f64> {
         self.wrap_range_raw.map(|r| r as f64 * self.joules_per_unit)
     }
+
+    /// The trace's description of this domain, as domain `id` of meter `meter`, covering
+    /// those of `workers` it covers.
+    pub fn info(
+        &self,
+        id: taskwatt_traces::DomainId,
+        meter: taskwatt_traces::MeterId,
+        workers: &[WorkerInfo],
+    ) -> taskwatt_traces::DomainInfo {
+        taskwatt_traces::DomainInfo {
+            id,
+            meter,
+            domain: self.domain,
+            name: self.name.clone(),
+            unit: self.unit.clone(),
+            resolution_j: self.resolution_j,
+            wrap_range_j: self.wrap_range_j(),
+            update_interval_ns: self.update_interval_ns,
+            sensor: self.sensor,
+            workers: self.covers.workers(workers),
+        }
+    }
 }
 
 /// One raw reading of one domain.

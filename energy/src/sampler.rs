@@ -272,18 +272,7 @@ impl Sampler {
             for spec in meter.domains() {
                 let did = domains.len() as DomainId;
                 ids.push(did);
-                domains.push(DomainInfo {
-                    id: did,
-                    meter: id,
-                    domain: spec.domain,
-                    name: spec.name.clone(),
-                    unit: spec.unit.clone(),
-                    resolution_j: spec.resolution_j,
-                    wrap_range_j: spec.wrap_range_j(),
-                    update_interval_ns: spec.update_interval_ns,
-                    sensor: spec.sensor,
-                    workers: spec.covers.workers(workers),
-                });
+                domains.push(spec.info(did, id, workers));
             }
             let n = ids.len();
             states.push(MeterState {

@@ -18,7 +18,7 @@ use taskwatt_kernels::{
 use taskwatt_runtime::Codelet;
 
 use crate::dist::{DistHandle, DistRuntime, DistStats, DistTask};
-use crate::{CommEvent, DistError};
+use crate::DistError;
 
 /// A `p` x `q` grid of ranks: tile `(i, j)` belongs to rank `(i mod p) q + (j mod q)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -94,9 +94,6 @@ pub struct DistOutcome {
     pub check_passed: Option<bool>,
     /// This rank's counts.
     pub stats: DistStats,
-    /// This rank's messages (the gather for the check included).
-    #[serde(skip)]
-    pub events: Vec<CommEvent>,
 }
 
 /// The check's tolerance, relative to the result's largest element.
@@ -444,6 +441,5 @@ pub fn run_with<T: DistScalar>(
         check_rel_diff: diff,
         check_passed: diff.map(|x| x <= CHECK_TOLERANCE),
         stats: d.stats().clone(),
-        events: Vec::new(),
     })
 }

@@ -9,27 +9,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use taskwatt_runtime::DeferredAccess;
-use taskwatt_traces::{Clock, Timestamp};
+use taskwatt_traces::{Clock, CommRecord, Timestamp};
 
 use crate::transport::{Req, Transport};
 use crate::DistError;
-
-/// One message, as it happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct CommEvent {
-    /// The other rank.
-    pub peer: u32,
-    /// A send (else a receive).
-    pub send: bool,
-    /// The handle (also the tag).
-    pub handle: u32,
-    /// Bytes.
-    pub bytes: u64,
-    /// When it was posted (its data ready), on this rank's trace clock.
-    pub start: Timestamp,
-    /// When it completed.
-    pub end: Timestamp,
-}
 
 /// A message to post once its data is granted.
 pub(crate) struct Op {
@@ -53,7 +36,7 @@ pub(crate) enum Cmd {
 /// What the thread hands back at the end.
 #[derive(Debug, Default)]
 pub(crate) struct CommLog {
-    pub(crate) events: Vec<CommEvent>,
+    pub(crate) events: Vec<CommRecord>,
 }
 
 pub(crate) struct CommThread {
@@ -239,7 +222,7 @@ fn run(
                 Ok(true) => {
                     moved = Instant::now();
                     let p = posted.swap_remove(i);
-                    log.events.push(CommEvent {
+                    log.events.push(CommRecord {
                         peer: p.op.peer as u32,
                         send: p.op.send,
                         handle: p.op.handle,

@@ -21,9 +21,10 @@ use std::any::Any;
 
 use taskwatt_runtime::{Access, Codelet, DeviceData, Handle, Runtime, Task};
 
-use crate::comm::{Cmd, CommEvent, CommThread, Op};
+use crate::comm::{Cmd, CommThread, Op};
 use crate::transport::Transport;
 use crate::DistError;
+use taskwatt_traces::CommRecord;
 
 /// A datum of a distributed run: its owner, and this rank's copy.
 #[derive(Debug)]
@@ -275,17 +276,42 @@ impl DistRuntime {
                 rank: self.rank,
                 source,
             })?;
-        self.comm
-            .tx
-            .send(Cmd::Post(Op {
-                send,
-                peer,
-                handle: h.dist_id(),
-                access,
-            }))
-            .map_err(|_| DistError::CommThread {
+        self.command(Cmd::Post(Op {
+            send,
+            peer,
+            handle: h.dist_id(),
+            access,
+        }))
+    }
+
+    /// Hands `cmd` to the communication thread.
+    fn command(&self, cmd: Cmd) -> Result<(), DistError> {
+        self.comm.tx.send(cmd).map_err(|_| DistError::CommThread {
+            rank: self.rank,
+            message: "it is gone".into(),
+        })
+    }
+
+    /// Hands the communication thread a command that answers on the channel it is given.
+    fn ask<T>(
+        &self,
+        cmd: impl FnOnce(crossbeam_channel::Sender<Result<T, String>>) -> Cmd,
+    ) -> Result<crossbeam_channel::Receiver<Result<T, String>>, DistError> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.command(cmd(tx))?;
+        Ok(rx)
+    }
+
+    /// The answer to [`DistRuntime::ask`].
+    fn answer<T>(
+        &self,
+        rx: &crossbeam_channel::Receiver<Result<T, String>>,
+    ) -> Result<T, DistError> {
+        rx.recv()
+            .unwrap_or_else(|_| Err("the communication thread is gone".into()))
+            .map_err(|message| DistError::CommThread {
                 rank: self.rank,
-                message: "it is gone".into(),
+                message,
             })
     }
 
@@ -396,68 +422,32 @@ impl DistRuntime {
 
     /// Waits for this rank's tasks and messages.
     pub fn wait_all(&mut self) -> Result<(), DistError> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        self.comm
-            .tx
-            .send(Cmd::Flush(tx))
-            .map_err(|_| DistError::CommThread {
-                rank: self.rank,
-                message: "it is gone".into(),
-            })?;
+        let rx = self.ask(Cmd::Flush)?;
         // The tasks first (some wait for messages), then the messages (some wait for tasks
         // of their own rank, all submitted by now).
         let tasks = self.runtime().wait_all();
-        let comms = rx
-            .recv()
-            .unwrap_or_else(|_| Err("the communication thread is gone".into()));
+        let comms = self.answer(&rx);
         self.check()?;
         tasks.map_err(|source| DistError::Runtime {
             rank: self.rank,
             source,
         })?;
-        comms.map_err(|message| DistError::CommThread {
-            rank: self.rank,
-            message,
-        })
+        comms
     }
 
     /// A clock offset against rank 0 (ns) and the round trip it came from; a rendezvous of
     /// every rank.
     pub fn clock_offset(&mut self) -> Result<(i64, u64), DistError> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        self.comm
-            .tx
-            .send(Cmd::Clock(tx))
-            .map_err(|_| DistError::CommThread {
-                rank: self.rank,
-                message: "it is gone".into(),
-            })?;
-        rx.recv()
-            .unwrap_or_else(|_| Err("the communication thread is gone".into()))
-            .map_err(|message| DistError::CommThread {
-                rank: self.rank,
-                message,
-            })
+        let rx = self.ask(Cmd::Clock)?;
+        self.answer(&rx)
     }
 
     /// Every rank's node name, indexed by rank; a rendezvous of every rank. The ranks of a
     /// node share its energy domains (the first of them samples, or the merge simulates
     /// them).
     pub fn node_names(&mut self) -> Result<Vec<String>, DistError> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        self.comm
-            .tx
-            .send(Cmd::Names(tx))
-            .map_err(|_| DistError::CommThread {
-                rank: self.rank,
-                message: "it is gone".into(),
-            })?;
-        rx.recv()
-            .unwrap_or_else(|_| Err("the communication thread is gone".into()))
-            .map_err(|message| DistError::CommThread {
-                rank: self.rank,
-                message,
-            })
+        let rx = self.ask(Cmd::Names)?;
+        self.answer(&rx)
     }
 
     /// Takes a handle's value back (every rank: its own copy).
@@ -477,7 +467,7 @@ impl DistRuntime {
 
     /// Waits for everything, stops the communication thread and the runtime; returns the
     /// counts and every message of this rank.
-    pub fn shutdown(mut self) -> Result<(DistStats, Vec<CommEvent>), DistError> {
+    pub fn shutdown(mut self) -> Result<(DistStats, Vec<CommRecord>), DistError> {
         let waited = self.wait_all();
         let log = self.comm.stop();
         let rt = self.rt.take().expect("shutdown runs once");

@@ -19,7 +19,6 @@ pub mod merge;
 mod mpi_transport;
 pub mod transport;
 
-pub use comm::CommEvent;
 pub use dist::{DistAccess, DistHandle, DistRuntime, DistStats, DistTask};
 pub use error::DistError;
 #[cfg(feature = "mpi")]

@@ -5,7 +5,7 @@
 use taskwatt_mpi::apps::{run, DistApp};
 use taskwatt_mpi::{DistRuntime, ThreadNet, Transport};
 use taskwatt_runtime::Runtime;
-use taskwatt_traces::{Chunk, Clock, ClockSample, CommChunk, CommRecord, Trace, TraceSink};
+use taskwatt_traces::{Chunk, Clock, ClockSample, CommChunk, Trace, TraceSink};
 
 /// Runs `app` on `size` ranks, `per_node` to a node, each writing a trace in memory as
 /// `taskwatt run --mpi --trace` does (the simulated meter left to the merge).
@@ -58,17 +58,7 @@ fn traces(
                     node,
                     sim_meter: leader.then(|| serde_json::to_value(&cfg).unwrap()),
                     sim_period_ns: 10_000_000,
-                    events: events
-                        .iter()
-                        .map(|e| CommRecord {
-                            peer: e.peer,
-                            send: e.send,
-                            handle: e.handle,
-                            bytes: e.bytes,
-                            start: e.start,
-                            end: e.end,
-                        })
-                        .collect(),
+                    events,
                 }));
                 drop(sink);
                 if rank == 0 {

@@ -52,6 +52,45 @@ impl Runtime {
         mode: Access,
     ) -> Result<Arc<TaskNode>, RuntimeError> {
         let sh = &*self.shared;
+        self.check_acquirable(operation, core)?;
+        // What the acquisition will wait for, collected only when this thread holds a
+        // guard that it could wait for in turn.
+        let preds: Vec<Arc<TaskNode>> = if deadlock::holds_guard(sh.epoch) {
+            crate::modes::waited_for(core, mode)
+        } else {
+            Vec::new()
+        };
+        deadlock::check_acquire(operation, sh.epoch, &preds)?;
+        let node = self.link_acquire(core, mode, true);
+        self.shared
+            .waiters
+            .wait_until(|| node.granted.load(Ordering::SeqCst));
+        if sh.devices {
+            // The data back in main memory (the acquirer's and unregistering thread's).
+            // SAFETY: the acquisition is granted, with the rights of `mode`.
+            if let Err(message) =
+                unsafe { sh.make_valid(0, std::iter::once((&**core, mode)), None, None) }
+            {
+                // Nothing is handed out: the acquisition ends here, and the data stays
+                // where it is valid.
+                self.finish_acquire(&node);
+                return Err(RuntimeError::Transfer {
+                    handle: core.id,
+                    message,
+                });
+            }
+        }
+        Ok(node)
+    }
+
+    /// Refuses an acquisition of a handle of another runtime, unregistered, partitioned,
+    /// or after an interruption; folds a pending REDUX group into the data.
+    fn check_acquirable(
+        &self,
+        operation: &'static str,
+        core: &Arc<HandleCore>,
+    ) -> Result<(), RuntimeError> {
+        let sh = &*self.shared;
         if !core.belongs_to(&sh.nodes) {
             return Err(RuntimeError::ForeignHandle {
                 operation: operation.into(),
@@ -77,14 +116,12 @@ impl Runtime {
             // The data includes the contributions of a pending REDUX group.
             self.reduce_pending(core)?;
         }
-        // What the acquisition will wait for, collected only when this thread holds a
-        // guard that it could wait for in turn.
-        let preds: Vec<Arc<TaskNode>> = if deadlock::holds_guard(sh.epoch) {
-            crate::modes::waited_for(core, mode)
-        } else {
-            Vec::new()
-        };
-        deadlock::check_acquire(operation, sh.epoch, &preds)?;
+        Ok(())
+    }
+
+    /// A new acquisition node of `core`, linked into its chain with `mode` (granted at once
+    /// when nothing is before it); `waiter`: a thread will wait for its grant.
+    fn link_acquire(&self, core: &Arc<HandleCore>, mode: Access, waiter: bool) -> Arc<TaskNode> {
         let node = Arc::new(TaskNode::new(
             u64::MAX,
             Kind::Acquire,
@@ -97,28 +134,12 @@ impl Runtime {
         ));
         // An acquisition has no trace record: its predecessor ids are not kept.
         let waits = link(core, mode, &node, &mut Preds::new());
-        node.has_waiter.store(true, Ordering::SeqCst);
+        if waiter {
+            node.has_waiter.store(true, Ordering::SeqCst);
+        }
         self.release_guard(&node, waits);
         self.shared.flush_staged();
-        self.shared
-            .waiters
-            .wait_until(|| node.granted.load(Ordering::SeqCst));
-        if sh.devices {
-            // The data back in main memory (the acquirer's and unregistering thread's).
-            // SAFETY: the acquisition is granted, with the rights of `mode`.
-            if let Err(message) =
-                unsafe { sh.make_valid(0, std::iter::once((&**core, mode)), None, None) }
-            {
-                // Nothing is handed out: the acquisition ends here, and the data stays
-                // where it is valid.
-                self.finish_acquire(&node);
-                return Err(RuntimeError::Transfer {
-                    handle: core.id,
-                    message,
-                });
-            }
-        }
-        Ok(node)
+        node
     }
 
     /// Waits for the pending writers of `handle`, then gives shared access to its data.
@@ -257,44 +278,9 @@ impl Runtime {
             });
         }
         let core = &handle.core;
-        if !core.belongs_to(&sh.nodes) {
-            return Err(RuntimeError::ForeignHandle {
-                operation: "acquire_deferred".into(),
-                handle: core.id,
-            });
-        }
-        if core.unregistered.load(Ordering::Acquire) {
-            return Err(RuntimeError::Unregistered {
-                codelet: "<acquire>".into(),
-                handle: core.id,
-            });
-        }
-        if sh.interrupted.load(Ordering::SeqCst) {
-            return Err(sh.interrupted_error());
-        }
-        if let Some(ext) = core.ext() {
-            if ext.partitioned.load(Ordering::Acquire) {
-                return Err(RuntimeError::Partitioned {
-                    operation: "acquire_deferred".into(),
-                    handle: core.id,
-                });
-            }
-            self.reduce_pending(core)?;
-        }
-        let node = Arc::new(TaskNode::new(
-            u64::MAX,
-            Kind::Acquire,
-            acquire_codelet(),
-            u32::MAX,
-            0,
-            core.bytes,
-            Clock::now(),
-            None,
-        ));
+        self.check_acquirable("acquire_deferred", core)?;
         let mode = if write { Access::RW } else { Access::R };
-        let waits = link(core, mode, &node, &mut Preds::new());
-        self.release_guard(&node, waits);
-        self.shared.flush_staged();
+        let node = self.link_acquire(core, mode, false);
         Ok(DeferredAccess {
             shared: Arc::clone(&self.shared),
             node,

@@ -164,17 +164,7 @@ fn run_rank(a: &super::run::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cli
                 node: node.clone(),
                 sim_meter,
                 sim_period_ns: a.energy_args().period.as_nanos() as u64,
-                events: events
-                    .iter()
-                    .map(|e| taskwatt::traces::CommRecord {
-                        peer: e.peer,
-                        send: e.send,
-                        handle: e.handle,
-                        bytes: e.bytes,
-                        start: e.start,
-                        end: e.end,
-                    })
-                    .collect(),
+                events,
             },
         ));
         drop(sink);

@@ -302,18 +302,7 @@ impl Meters {
         let domains = specs
             .iter()
             .enumerate()
-            .map(|(i, s)| DomainInfo {
-                id: i as u16,
-                meter: 0,
-                domain: s.domain,
-                name: s.name.clone(),
-                unit: s.unit.clone(),
-                resolution_j: s.resolution_j,
-                wrap_range_j: s.wrap_range_j(),
-                update_interval_ns: s.update_interval_ns,
-                sensor: s.sensor,
-                workers: s.covers.workers(workers),
-            })
+            .map(|(i, s)| s.info(i as u16, 0, workers))
             .collect();
         Ok(Meters {
             accs: specs.iter().map(Accumulator::for_domain).collect(),

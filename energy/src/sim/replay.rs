@@ -82,17 +82,10 @@ pub fn replay(
     let domains: Vec<DomainInfo> = specs
         .iter()
         .enumerate()
-        .map(|(i, s)| DomainInfo {
-            id: first_id + i as u16,
-            meter: 0,
-            domain: s.domain,
-            name: format!("{prefix}{}", s.name),
-            unit: s.unit.clone(),
-            resolution_j: s.resolution_j,
-            wrap_range_j: s.wrap_range_j(),
-            update_interval_ns: s.update_interval_ns,
-            sensor: s.sensor,
-            workers: s.covers.workers(workers),
+        .map(|(i, s)| {
+            let mut d = s.info(first_id + i as u16, 0, workers);
+            d.name = format!("{prefix}{}", d.name);
+            d
         })
         .collect();
     let mut accs: Vec<Accumulator> = specs.iter().map(Accumulator::for_domain).collect();
