@@ -82,7 +82,8 @@ pub use sampler::{
 /// The simulated meter over recorded executions (a distributed run's nodes, at merge).
 pub use sim::{replay as replay_sim, Execution, Replayed};
 pub use sim::{
-    ArchPowers, DomainPower, GpuSensor, GpuSimConfig, ManualClock, RaplSimConfig, SimClock,
-    SimConfig, SimMeter, SimObserver, TaskPower, TraceClock, MAX_SIM_CODELETS, MAX_SIM_WORKERS,
+    ArchPowers, CpuSimConfig, DomainPower, GpuSensor, GpuSimConfig, ManualClock, Profile,
+    RaplSimConfig, SimClock, SimConfig, SimMeter, SimObserver, TaskPower, TaskSimConfig,
+    TraceClock, MAX_SIM_CODELETS, MAX_SIM_WORKERS, MIN_OCCUPANCY_FACTOR,
 };
 pub use wrap::{Accumulator, CounterUnwrapper, PowerIntegrator};

@@ -17,8 +17,9 @@
 //!    little). A deadline already past when the previous reading ends is skipped, not
 //!    caught up, and counted as an overrun: readings are never assumed periodic, each has
 //!    its own timestamp.
-//! 4. [`Sampler::stop`] wakes the thread at once; it takes a last reading, flushes, measures
-//!    its own CPU time and returns [`SamplerStats`].
+//! 4. [`Sampler::stop`] wakes the thread at once; it takes a last reading, flushes, sends
+//!    each simulated meter's truth again with what the run realised, measures its own CPU
+//!    time and returns [`SamplerStats`].
 //!
 //! A domain whose read fails (a zone that vanished) gets no sample for that reading; the
 //! failure is counted per domain and reported in [`SamplerStats::failures`], and the other
@@ -140,6 +141,7 @@ impl SamplerStats {
 struct MeterState {
     meter: Box<dyn Meter>,
     backend: String,
+    simulated: bool,
     ids: Vec<DomainId>,
     acc: Vec<Accumulator>,
     out: Vec<DomainRead>,
@@ -209,6 +211,15 @@ impl Worker {
 
     fn finish(mut self) -> SamplerStats {
         self.flush();
+        // A simulated meter's truth again, now with what the run realised (the last Truth
+        // chunk of a trace is its truth).
+        for m in &self.meters {
+            if m.simulated {
+                if let Some(truth) = m.meter.ground_truth(&m.ids) {
+                    self.sink.send(Chunk::Truth(truth));
+                }
+            }
+        }
         for m in &self.meters {
             for (i, acc) in m.acc.iter().enumerate() {
                 self.stats.wraps += acc.wraps();
@@ -283,6 +294,7 @@ impl Sampler {
                     .collect(),
                 out: (0..n).map(|_| Ok(RawReading::Power(f64::NAN))).collect(),
                 fails: vec![(0, None); n],
+                simulated: desc.simulated,
                 backend: desc.backend,
                 ids,
                 meter,

@@ -429,8 +429,8 @@ fn node_energy(
         let leader = members[0];
         let (_, lc) = &ranks[leader];
         let energy = if let Some(cfg) = &lc.sim_meter {
-            let config = taskwatt_energy::SimConfig::from_json_str(
-                &cfg.to_string(),
+            let config = taskwatt_energy::SimConfig::from_recorded(
+                cfg,
                 &format!("rank {leader}'s simulated meter"),
             )
             .map_err(|e| e.to_string())?;

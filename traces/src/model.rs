@@ -532,10 +532,68 @@ pub struct GroundTruth {
     pub base_w: Vec<(DomainId, f64)>,
     /// Extra power while a task of a codelet runs, per domain, in W.
     pub task_w: Vec<TruthEntry>,
-    /// Standard deviation of the white power noise at 1 ms, in W.
+    /// Standard deviation of the package's white power noise at 1 ms, in W (each domain's
+    /// own is in `noise_w`).
     pub noise_sigma_w: f64,
     /// The full meter configuration, for the record.
     pub config: serde_json::Value,
+    /// Standard deviation of each domain's white power noise at 1 ms, in W.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub noise_w: Vec<(DomainId, f64)>,
+    /// What the run realised on each domain (a simulated meter knows it at the end of a
+    /// run): the mean base, the occupancy factor and each type's mean powers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub realised: Vec<RealisedDomain>,
+}
+
+impl GroundTruth {
+    /// The noise of `domain`, W at 1 ms: its own when recorded, else the package's.
+    pub fn noise_of(&self, domain: DomainId) -> f64 {
+        self.noise_w
+            .iter()
+            .find(|(d, _)| *d == domain)
+            .map_or(self.noise_sigma_w, |(_, w)| *w)
+    }
+
+    /// What `domain` realised, when recorded.
+    pub fn realised_of(&self, domain: DomainId) -> Option<&RealisedDomain> {
+        self.realised.iter().find(|r| r.domain == domain)
+    }
+}
+
+/// What a simulated domain realised over a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RealisedDomain {
+    /// The domain.
+    pub domain: DomainId,
+    /// The window the meter was read over (first and last update read), trace clock ns.
+    pub window_ns: [u64; 2],
+    /// Mean base power over that window, drift included, W.
+    pub base_mean_w: f64,
+    /// The occupancy factor `g(k)`: with `k` of the domain's workers busy, each task draws
+    /// `g(k)` of its power alone (index 0 unused).
+    pub occupancy_factor: Vec<f64>,
+    /// Time with `k` of the domain's workers busy, s, by `k`.
+    pub occupancy_s: Vec<f64>,
+    /// Workers the domain covers.
+    pub workers: usize,
+    /// Each task type that ran on the domain's workers.
+    pub types: Vec<RealisedType>,
+}
+
+/// What one task type realised on one simulated domain.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RealisedType {
+    /// Codelet name.
+    pub codelet: String,
+    /// Architecture.
+    pub arch: Arch,
+    /// Task time, summed over workers, s.
+    pub busy_s: f64,
+    /// Mean power alone of its tasks (each task's drawn variation), time-weighted, W.
+    pub alone_w: f64,
+    /// Mean power at the occupancy and cap its tasks ran under, time-weighted, W.
+    pub at_run_w: f64,
 }
 
 /// One (domain, codelet, arch) truth.

@@ -250,6 +250,7 @@ pub(crate) fn truth() -> impl Strategy<Value = GroundTruth> {
             task_w,
             noise_sigma_w,
             config: serde_json::json!({ "seed": v, "name": k, "list": [1, 2.5, null] }),
+            ..GroundTruth::default()
         })
 }
 

@@ -300,6 +300,7 @@ fn generate(sc: &Scenario) -> Generated {
             .collect(),
         noise_sigma_w: sc.noise_w,
         config: serde_json::Value::Null,
+        ..GroundTruth::default()
     };
     Generated {
         domains,

@@ -237,6 +237,7 @@ impl Synth {
                 .collect(),
             noise_sigma_w: cfg.noise_w,
             config: serde_json::Value::Null,
+            ..GroundTruth::default()
         };
         Synth {
             domains,

@@ -3,11 +3,13 @@
 //! At a read at time `t`, each domain shows its energy at its last update tick `B ≤ t`:
 //!
 //! ```text
-//! E_d(B) = base_w · (B - start)  +  Σ_{workers w covered by d} extra_w(B)  +  noise_d(B)
+//! E_d(B) = ∫ base_d(τ) dτ  +  ∫ cap(τ)·g_d(k(τ))·S_d(τ) dτ  +  noise_d(B)
 //! ```
 //!
-//! where `extra_w(B)` is the exact integral of the worker's task extra powers up to `B`,
-//! running tasks included (from [`super::slots`]), and `noise_d` is white power noise
+//! `base_d` with its warm-up drift (closed form), `S_d` the summed power alone of the tasks
+//! running on the domain's workers (each task's power varied around its type's), `k` their
+//! number and `g_d` the domain's occupancy factor: the dynamic part is integrated exactly,
+//! event by event ([`super::integrator`]); `noise_d` is white power noise
 //! ([`super::noise`]). Then, like the hardware:
 //! - RAPL-like package/DRAM domains quantise `E` to 2^-14 J units, add the start offset and
 //!   keep the low 32 bits: the raw counter changes only every 1 ms and wraps;
@@ -21,13 +23,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use taskwatt_traces::{
-    Arch, Clock, Domain, DomainId, GroundTruth, SensorKind, Timestamp, TruthEntry, WorkerInfo,
+    Arch, Clock, Domain, DomainId, GroundTruth, RealisedDomain, RealisedType, SensorKind,
+    Timestamp, TruthEntry, WorkerInfo,
 };
 
-use super::config::{GpuSensor, SimConfig, TaskPower};
+use super::config::{DomainPower, GpuSensor, SimConfig, TaskPower};
+use super::integrator::{DomainSetup, Integrator, DRAM, GPU, PKG};
 use super::noise::{domain_seed, NoiseWalk};
-use super::observer::SimObserver;
-use super::slots::{Snapshot, DRAM, GPU, GPU_STREAM, PKG, RAPL_STREAM};
+use super::observer::{SimObserver, CODES};
 use crate::meter::{Coverage, DomainRead, DomainSpec, Meter, MeterDescription, RawReading};
 use crate::EnergyError;
 
@@ -104,13 +107,22 @@ enum Model {
 
 #[derive(Clone, Debug)]
 struct SimDomain {
-    channel: usize,
-    stream: usize,
+    /// The tick its value updates on, ns.
     tick_ns: u64,
-    workers: Vec<usize>,
     base_w: f64,
+    /// Warm-up drift `(relative, tau s)`.
+    drift: (f64, f64),
+    noise_sigma_w: f64,
     noise: NoiseWalk,
     model: Model,
+}
+
+impl SimDomain {
+    /// `∫ base` from the meter's start over `dt_s` seconds, drift included, J.
+    fn base_energy(&self, dt_s: f64) -> f64 {
+        let (d, tau) = self.drift;
+        self.base_w * (dt_s + d * (dt_s - tau * (1.0 - (-dt_s / tau).exp())))
+    }
 }
 
 /// A simulated energy meter (backend `sim`).
@@ -118,13 +130,16 @@ pub struct SimMeter {
     observer: Arc<SimObserver>,
     clock: Arc<dyn SimClock>,
     config: SimConfig,
+    seed: u64,
     t0: u64,
     domains: Vec<SimDomain>,
     specs: Vec<DomainSpec>,
-    snaps: Vec<Snapshot>,
+    /// Workers each domain covers.
+    covered: Vec<usize>,
     stale: u64,
-    /// Per domain: the update tick the last read's value belongs to, ns.
+    /// Per domain: the update tick the last read's value belongs to, ns, and the first's.
     as_of: Vec<u64>,
+    first: Vec<Option<u64>>,
 }
 
 impl std::fmt::Debug for SimMeter {
@@ -136,6 +151,15 @@ impl std::fmt::Debug for SimMeter {
     }
 }
 
+/// A seed for a meter whose configuration leaves it open: the time and the process, mixed.
+fn fresh_seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut m = super::noise::SplitMix64::new(t ^ (u64::from(std::process::id()) << 32));
+    m.next_u64()
+}
+
 impl SimMeter {
     /// A simulated meter on the trace clock for these workers.
     pub fn new(config: SimConfig, workers: &[WorkerInfo]) -> Result<SimMeter, EnergyError> {
@@ -145,18 +169,20 @@ impl SimMeter {
     /// A simulated meter reading time from `clock`. Domains: a package and a DRAM domain per
     /// package that has workers (package 0 when there are no workers), and, when
     /// `config.gpu.enabled`, a GPU domain per device driven by GPU workers. Energy counts from
-    /// `clock.now()` at this call.
+    /// `clock.now()` at this call. A configuration without a seed gets a fresh one
+    /// ([`SimMeter::seed`], recorded in the truth).
     pub fn with_clock(
-        config: SimConfig,
+        mut config: SimConfig,
         workers: &[WorkerInfo],
         clock: Arc<dyn SimClock>,
     ) -> Result<SimMeter, EnergyError> {
         config.validate("in-memory config")?;
+        let seed = *config.seed.get_or_insert_with(fresh_seed);
         let t0 = clock.now().as_ns();
         let rapl_tick = config.rapl.update_interval_us * 1_000;
         let gpu_tick = config.gpu.update_interval_ms * 1_000_000;
-        // The observer's table is indexed by worker id (no hash on the workers' hot path):
-        // refuse an id that would size it absurdly rather than allocate for it.
+        // The integrator's tables are indexed by worker id (no hash on the workers' hot
+        // path): refuse an id that would size them absurdly rather than allocate for it.
         if let Some(w) = workers.iter().find(|w| w.id as usize >= MAX_SIM_WORKERS) {
             return Err(EnergyError::SimWorkerId {
                 worker: w.id,
@@ -165,18 +191,11 @@ impl SimMeter {
         }
         let slots = workers.iter().map(|w| w.id as usize + 1).max().unwrap_or(0);
         // A partly sampled GPU counter needs the energy at the start of each sampled part:
-        // the GPU stream ticks every sampled part (which divides the update interval, see
-        // the config's check), so that it lies one tick before its update.
+        // its boundaries are every sampled part (which divides the update interval, see the
+        // config's check), so that one lies a sampled part before each update.
         let sampled_ns = config.gpu.sampled_ms * 1_000_000;
         let sampled =
             config.gpu.sensor != GpuSensor::Power && sampled_ns > 0 && sampled_ns < gpu_tick;
-        let gpu_stream_tick = if sampled { sampled_ns } else { gpu_tick };
-        let observer = Arc::new(SimObserver::new(
-            config.clone(),
-            slots,
-            t0,
-            [rapl_tick, gpu_stream_tick],
-        ));
 
         let mut packages: Vec<u32> = workers.iter().map(|w| w.package).collect();
         if packages.is_empty() {
@@ -214,32 +233,54 @@ impl SimMeter {
                 .map(|id| id as usize)
                 .collect()
         };
+        let cap = config.cap().map(|(from, to, f)| {
+            let at = |s: f64| t0.saturating_add((s * 1e9) as u64);
+            (at(from), at(to), f)
+        });
 
         let mut domains = Vec::new();
         let mut specs = Vec::new();
+        let mut setups = Vec::new();
+        let factors = |pkg: bool, n: usize| -> Vec<f64> {
+            (0..=n).map(|k| config.occupancy_factor(pkg, k)).collect()
+        };
+        let domain = |power: &DomainPower, code: u64, tick: u64, model: Model| SimDomain {
+            tick_ns: tick,
+            base_w: power.base_w,
+            drift: config.drift(power),
+            noise_sigma_w: power.noise_sigma_w,
+            noise: NoiseWalk::new(
+                domain_seed(seed, code),
+                power.noise_sigma_w,
+                power.base_w,
+                t0,
+            ),
+            model,
+        };
         for &id in &packages {
-            for (domain, channel, power, code) in [
+            for (d, channel, power, code) in [
                 (Domain::CpuPackage { id }, PKG, &config.package, 1u64),
                 (Domain::Dram { id }, DRAM, &config.dram, 2u64),
             ] {
                 let covers = Coverage::Package { id };
-                domains.push(SimDomain {
+                let ws = covered(covers);
+                setups.push(DomainSetup {
                     channel,
-                    stream: RAPL_STREAM,
+                    g: factors(channel == PKG, ws.len()),
+                    cap: if channel == PKG { cap } else { None },
+                    workers: ws,
                     tick_ns: rapl_tick,
-                    workers: covered(covers),
-                    base_w: power.base_w,
-                    noise: NoiseWalk::new(
-                        domain_seed(config.seed, (code << 32) | u64::from(id)),
-                        power.noise_sigma_w,
-                        power.base_w,
-                        t0,
-                    ),
-                    model: rapl_model.clone(),
+                    hist_cap: 8,
                 });
+                domains.push(domain(
+                    power,
+                    (code << 32) | u64::from(id),
+                    rapl_tick,
+                    rapl_model.clone(),
+                ));
                 specs.push(DomainSpec {
-                    domain,
-                    name: format!("simulated {domain}"),
+                    domain: d,
+                    name: format!("simulated {d}"),
                     unit: format!("2^-{} J", config.rapl.energy_unit_exp),
                     joules_per_unit: unit_j,
                     resolution_j: unit_j,
@@ -250,6 +291,13 @@ impl SimMeter {
                 });
             }
         }
+        let gpu_power = DomainPower {
+            base_w: config.gpu.base_w,
+            noise_sigma_w: config.gpu.noise_sigma_w,
+            contention: 0.0,
+            drift: 0.0,
+            drift_tau_s: 30.0,
+        };
         for &index in &gpus {
             let g = &config.gpu;
             let covers = Coverage::Gpu { index };
@@ -284,20 +332,24 @@ impl SimMeter {
                         },
                     ),
                 };
-                domains.push(SimDomain {
+                let ws = covered(covers);
+                let n = ws.len();
+                setups.push(DomainSetup {
                     channel: GPU,
-                    stream: GPU_STREAM,
-                    tick_ns: gpu_tick,
-                    workers: covered(covers),
-                    base_w: g.base_w,
-                    noise: NoiseWalk::new(
-                        domain_seed(config.seed, (3u64 << 32) | u64::from(index)),
-                        g.noise_sigma_w,
-                        g.base_w,
-                        t0,
-                    ),
-                    model,
+                    g: vec![1.0; n + 1],
+                    cap: None,
+                    workers: ws,
+                    // The sampled counter reads the energy a sampled part before each
+                    // update: its boundaries are every sampled part, kept for ~100 s.
+                    tick_ns: if sampled { sampled_ns } else { gpu_tick },
+                    hist_cap: if sampled { 4096 } else { 8 },
                 });
+                domains.push(domain(
+                    &gpu_power,
+                    (3u64 << 32) | u64::from(index),
+                    gpu_tick,
+                    model,
+                ));
                 specs.push(DomainSpec {
                     domain: Domain::Gpu { index },
                     name: match (g.sensor, kind) {
@@ -316,14 +368,19 @@ impl SimMeter {
                 });
             }
         }
+        let covered_n = setups.iter().map(|s| s.workers.len()).collect();
+        let integrator = Integrator::new(&config, seed, t0, slots, CODES, setups);
+        let observer = Arc::new(SimObserver::new(config.clone(), slots, integrator));
         Ok(SimMeter {
-            snaps: vec![Snapshot::default(); observer.workers()],
             observer,
             clock,
             config,
+            seed,
             t0,
+            first: vec![None; domains.len()],
             domains,
             specs,
+            covered: covered_n,
             stale: 0,
             as_of: Vec::new(),
         })
@@ -334,9 +391,14 @@ impl SimMeter {
         self.observer.clone()
     }
 
-    /// Its configuration.
+    /// Its configuration (with the seed it uses).
     pub fn config(&self) -> &SimConfig {
         &self.config
+    }
+
+    /// The seed of its noise and per-task variation.
+    pub fn seed(&self) -> u64 {
+        self.seed
     }
 
     /// When it started counting, on the trace clock.
@@ -344,28 +406,27 @@ impl SimMeter {
         Timestamp(self.t0)
     }
 
-    /// Reads whose tick lay so far behind a worker's events that its history was gone (the
-    /// value was then a slight over-estimate). Zero unless the sampler stalls for ticks.
+    /// Reads whose tick lay so far behind the integrated events that its energy was gone
+    /// (the value was then the nearest kept one). Zero unless the sampler stalls for
+    /// many ticks.
     pub fn stale_reads(&self) -> u64 {
         self.stale
     }
 
     /// The energy of domain `i` at boundary `b`, before quantisation.
-    fn energy_at(&mut self, i: usize, b: u64) -> f64 {
+    fn energy_at(&mut self, integ: &Integrator, i: usize, b: u64) -> f64 {
         if b <= self.t0 {
             return 0.0;
         }
-        let d = &mut self.domains[i];
-        let mut e = d.base_w * ((b - self.t0) as f64 * 1e-9);
-        for &w in &d.workers {
-            match self.snaps[w].energy_at(d.stream, d.channel, b) {
-                Ok(x) => e += x,
-                Err(x) => {
-                    e += x;
-                    self.stale += 1;
-                }
+        let dynamic = match integ.domains[i].energy_at(b) {
+            Ok(x) => x,
+            Err(x) => {
+                self.stale += 1;
+                x
             }
-        }
+        };
+        let d = &mut self.domains[i];
+        let e = d.base_energy((b - self.t0) as f64 * 1e-9) + dynamic;
         (e + d.noise.at(b)).max(0.0)
     }
 }
@@ -373,13 +434,26 @@ impl SimMeter {
 impl Meter for SimMeter {
     fn describe(&self) -> MeterDescription {
         let c = &self.config;
+        let machine = if c.contended() {
+            format!(
+                "contended machine (package contention {}, DRAM {}, turbo {:?} GHz, per-task \
+                 variation {}, drift {})",
+                c.package.contention,
+                c.dram.contention,
+                c.cpu.turbo_ghz,
+                c.tasks.variation,
+                c.package.drift
+            )
+        } else {
+            "ideal machine (linear model)".to_owned()
+        };
         MeterDescription {
             backend: "sim".into(),
             simulated: true,
             description: format!(
-                "simulated meter (not a measurement): RAPL-like package/DRAM counters \
-                 (2^-{} J, {} us ticks, {}-bit), NVML-like GPUs ({} ms, {}), white noise \
-                 sigma {} W per package at 1 ms, seed {}",
+                "simulated meter (not a measurement) of a {machine}: RAPL-like package/DRAM \
+                 counters (2^-{} J, {} us ticks, {}-bit), NVML-like GPUs ({} ms, {}), white \
+                 noise sigma {} W per package at 1 ms, seed {}",
                 c.rapl.energy_unit_exp,
                 c.rapl.update_interval_us,
                 c.rapl.counter_bits,
@@ -390,7 +464,7 @@ impl Meter for SimMeter {
                     GpuSensor::Both => "mJ counter and averaged power",
                 },
                 c.package.noise_sigma_w,
-                c.seed
+                self.seed
             ),
         }
     }
@@ -401,14 +475,17 @@ impl Meter for SimMeter {
 
     fn read(&mut self, out: &mut [DomainRead]) {
         let t = self.clock.now().as_ns();
-        self.observer.snapshot_into(&mut self.snaps);
+        let observer = self.observer.clone();
+        let mut integ = observer.integrator.lock();
+        integ.drain(observer.logs());
+        if self.as_of.len() < self.domains.len() {
+            self.as_of.resize(self.domains.len(), 0);
+        }
         for (i, slot) in out.iter_mut().enumerate().take(self.domains.len()) {
             let tick = self.domains[i].tick_ns;
             let b = t / tick * tick;
-            if self.as_of.len() <= i {
-                self.as_of.resize(i + 1, 0);
-            }
             self.as_of[i] = b;
+            self.first[i].get_or_insert(b);
             if let Model::GpuSampled {
                 sampled_ns, last_u, ..
             } = self.domains[i].model
@@ -420,8 +497,8 @@ impl Meter for SimMeter {
                     u += tick;
                     // The start first: the noise walk only moves forward, so reading the
                     // end first would return the end's noise for the start too.
-                    let before = self.energy_at(i, u - sampled_ns);
-                    let seen = self.energy_at(i, u) - before;
+                    let before = self.energy_at(&integ, i, u - sampled_ns);
+                    let seen = self.energy_at(&integ, i, u) - before;
                     add += seen * tick as f64 / sampled_ns as f64;
                 }
                 if let Model::GpuSampled { last_u, acc_j, .. } = &mut self.domains[i].model {
@@ -431,7 +508,7 @@ impl Meter for SimMeter {
                 }
                 continue;
             }
-            let e = self.energy_at(i, b);
+            let e = self.energy_at(&integ, i, b);
             let reading = match &mut self.domains[i].model {
                 Model::Rapl {
                     unit_j,
@@ -476,9 +553,17 @@ impl Meter for SimMeter {
             ..GroundTruth::default()
         };
         let pick = |p: TaskPower, channel: usize| p.channels()[channel];
-        for (d, &id) in self.domains.iter().zip(ids) {
+        let mut integ = self.observer.integrator.lock();
+        integ.drain(self.observer.logs());
+        for (i, (d, &id)) in self.domains.iter().zip(ids).enumerate() {
             truth.base_w.push((id, d.base_w));
-            let archs: &[Arch] = if d.channel == GPU {
+            truth.noise_w.push((id, d.noise_sigma_w));
+            let channel = match self.specs[i].domain {
+                Domain::Dram { .. } => DRAM,
+                Domain::Gpu { .. } => GPU,
+                _ => PKG,
+            };
+            let archs: &[Arch] = if channel == GPU {
                 &[Arch::Gpu]
             } else {
                 &Arch::ALL
@@ -491,11 +576,43 @@ impl Meter for SimMeter {
                             domain: id,
                             codelet: name.to_owned(),
                             arch,
-                            extra_w: pick(p, d.channel),
+                            extra_w: pick(p, channel),
                         });
                     }
                 }
             }
+            // What the run realised, once the meter has been read over a window.
+            let (Some(first), Some(&last)) = (self.first[i], self.as_of.get(i)) else {
+                continue;
+            };
+            if last <= first {
+                continue;
+            }
+            let r = integ.realised(i, last);
+            let span = |b: u64| (b.saturating_sub(self.t0)) as f64 * 1e-9;
+            let base_mean_w = (d.base_energy(span(last)) - d.base_energy(span(first)))
+                / ((last - first) as f64 * 1e-9);
+            let mut types = Vec::new();
+            for &(code, busy_s, alone_w, at_run_w) in &r.types {
+                if let Some((codelet, arch)) = integ.describe_code(code) {
+                    types.push(RealisedType {
+                        codelet,
+                        arch,
+                        busy_s,
+                        alone_w,
+                        at_run_w,
+                    });
+                }
+            }
+            truth.realised.push(RealisedDomain {
+                domain: id,
+                window_ns: [first, last],
+                base_mean_w,
+                occupancy_factor: r.factors,
+                occupancy_s: r.occupancy_s,
+                workers: self.covered[i],
+                types,
+            });
         }
         Some(truth)
     }
@@ -521,8 +638,9 @@ mod tests {
         }
     }
 
+    /// The linear model without noise: every energy is exactly the integral of the powers.
     fn quiet() -> SimConfig {
-        let mut c = SimConfig::default();
+        let mut c = SimConfig::ideal();
         c.package.noise_sigma_w = 0.0;
         c.dram.noise_sigma_w = 0.0;
         c.gpu.noise_sigma_w = 0.0;
@@ -654,8 +772,8 @@ mod tests {
     fn noise_has_the_configured_sigma_and_is_seeded() {
         let run = |seed: u64| {
             let c = SimConfig {
-                seed,
-                ..SimConfig::default()
+                seed: Some(seed),
+                ..SimConfig::ideal()
             };
             let clock = Arc::new(ManualClock::new(Timestamp(T0)));
             let mut m = SimMeter::with_clock(c, &[cpu(0, 0)], clock.clone()).unwrap();
@@ -753,6 +871,9 @@ mod tests {
         let t = m.ground_truth(&[7, 8]).unwrap();
         assert_eq!(t.base_w, vec![(7, 30.0), (8, 4.0)]);
         assert_eq!(t.noise_sigma_w, 5.0);
+        // Each domain's own noise.
+        assert_eq!(t.noise_of(7), 5.0);
+        assert_eq!(t.noise_of(8), 1.0);
         let gemm_pkg = t
             .task_w
             .iter()
@@ -766,7 +887,16 @@ mod tests {
             .unwrap();
         assert_eq!(gemm_dram.extra_w, 1.8);
         assert!(t.task_w.iter().any(|e| e.codelet == "*"));
-        assert_eq!(t.config["seed"], 42);
+        // No seed configured: the meter drew one, and the truth records it.
+        assert_eq!(t.config["seed"], m.seed());
+        let other = SimMeter::new(SimConfig::default(), &[cpu(0, 0)]).unwrap();
+        assert_ne!(other.seed(), m.seed(), "every run draws its own seed");
+        let fixed = SimConfig {
+            seed: Some(42),
+            ..SimConfig::default()
+        };
+        let m = SimMeter::new(fixed, &[cpu(0, 0)]).unwrap();
+        assert_eq!(m.ground_truth(&[0, 1]).unwrap().config["seed"], 42);
     }
 
     #[test]

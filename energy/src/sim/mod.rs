@@ -4,21 +4,22 @@
 //! - [`config`]: the powers (base per domain, extra per codelet and architecture) and the
 //!   sensor behaviour, with a documented default (`default.toml`).
 //! - [`observer`]: [`SimObserver`], the runtime's [`taskwatt_traces::ExecutionObserver`]:
-//!   worker threads report task starts and ends into per-worker slots.
-//! - `slots`: the lock-free per-worker state (a seqlock over atomics) and why it keeps a
-//!   little history.
+//!   worker threads log task starts and ends, each into its own log.
+//! - `integrator`: the per-worker event logs and the exact integration of a contended
+//!   domain's power over them (why every event is kept, and in what order).
 //! - `noise`: seeded white power noise.
 //! - [`meter`]: [`SimMeter`], which the sampler reads like any sensor.
 
 mod config;
+mod integrator;
 mod meter;
 mod noise;
 mod observer;
 mod replay;
-mod slots;
 
 pub use config::{
-    ArchPowers, DomainPower, GpuSensor, GpuSimConfig, RaplSimConfig, SimConfig, TaskPower,
+    ArchPowers, CpuSimConfig, DomainPower, GpuSensor, GpuSimConfig, Profile, RaplSimConfig,
+    SimConfig, TaskPower, TaskSimConfig, MIN_OCCUPANCY_FACTOR,
 };
 pub use meter::{ManualClock, SimClock, SimMeter, TraceClock, MAX_SIM_WORKERS};
 pub use observer::{SimObserver, MAX_SIM_CODELETS};

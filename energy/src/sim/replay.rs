@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn a_replay_reads_what_its_executions_draw() {
-        let mut c = SimConfig::default();
+        let mut c = SimConfig::ideal();
         c.package.noise_sigma_w = 0.0;
         c.dram.noise_sigma_w = 0.0;
         let w = |id| WorkerInfo {
@@ -191,5 +191,40 @@ mod tests {
             b.energy_j - a.energy_j
         );
         assert!(r.truth.unwrap().base_w.iter().any(|(d, _)| *d == 5));
+
+        // On the contended machine (no variation or drift), the 250 ms both workers run
+        // gemm draw g(2) of 2 x 16 W.
+        let mut c = SimConfig::default();
+        c.package.noise_sigma_w = 0.0;
+        c.dram.noise_sigma_w = 0.0;
+        c.tasks.variation = 0.0;
+        c.package.drift = 0.0;
+        let g2 = c.occupancy_factor(true, 2);
+        assert!(g2 < 0.95, "{g2}");
+        let r = replay(c, &[w(0), w(1)], &cl, &ex, 10 * ms, None, 0, "").unwrap();
+        let pkg: Vec<&EnergySample> = r.samples.iter().filter(|s| s.domain == 0).collect();
+        let (a, b) = (pkg[0], pkg[pkg.len() - 1]);
+        let span = (b.t.as_ns() - a.t.as_ns()) as f64 * 1e-9;
+        let want = 30.0 * span + 16.0 * 0.5 + 32.0 * g2 * 0.25;
+        assert!(
+            (b.energy_j - a.energy_j - want).abs() < 0.01,
+            "{} vs {want}",
+            b.energy_j - a.energy_j
+        );
+        // The truth says what the run realised: gemm at g(2) for half of its time.
+        let truth = r.truth.unwrap();
+        let real = truth.realised_of(0).unwrap();
+        let gemm = &real.types[0];
+        assert_eq!(gemm.codelet, "gemm");
+        assert!((gemm.busy_s - 1.0).abs() < 1e-9, "{}", gemm.busy_s);
+        assert!((gemm.alone_w - 16.0).abs() < 1e-9);
+        let at_run = 16.0 * (0.5 + 0.5 * g2);
+        assert!((gemm.at_run_w - at_run).abs() < 1e-9, "{}", gemm.at_run_w);
+        assert!(
+            (real.occupancy_s[2] - 0.25).abs() < 1e-9,
+            "{:?}",
+            real.occupancy_s
+        );
+        assert_eq!(real.occupancy_factor[2], g2);
     }
 }

@@ -1,0 +1,582 @@
+//! The simulated machine's integrator: the exact energy of a contended package.
+//!
+//! # Why every event, in time order
+//! On the contended machine a task's power depends on what runs beside it: with `k` of a
+//! domain's workers busy, each draws `g(k)` of its power alone (sub-additivity and turbo
+//! frequencies, [`SimConfig::occupancy_factor`]). A domain's dynamic power is then
+//! `cap(t)·g(k(t))·S(t)`, `S` the sum of the running tasks' powers: a product of every
+//! worker's state, which no per-worker integral can give. So each worker appends its task
+//! starts and ends to a log of its own ([`Logs`]: one uncontended lock and a push on the
+//! worker's hot path, no cache line shared between workers), and the reader (the sampler,
+//! or a replay) drains every log, merges the events by time and integrates each domain's
+//! piecewise-constant power exactly between them.
+//!
+//! # Reads at update ticks
+//! A counter shows its energy at its last update tick `B ≤ now`; the drained events may
+//! reach past `B` (events of the current tick). Each domain keeps the energy at the tick
+//! boundaries its integration crossed ([`DomainAcc::hist`]), so a read at `B` is exact
+//! either way: from the state when `B` is past the last event, from the history otherwise.
+//!
+//! # Bounded memory
+//! A worker whose log reaches [`HELP_AT`] events drains every log itself when nobody holds
+//! the integrator (a sampler stalled for a long time, or none at all), so logs never grow
+//! without bound and the cost stays a few ns per event on average.
+//!
+//! # Late events
+//! A worker takes a task's time, then logs it. An event logged after a drain that already
+//! integrated past its time (the worker was preempted between the two) is applied at the
+//! time integrated to, and counted ([`Integrator::late_events`]); the shift is that
+//! preemption's length.
+//!
+//! # What the run realised
+//! Per domain and task type the integrator also keeps the time the type ran, its energy
+//! at the power alone (with the per-task variation drawn) and at the occupancy and cap it
+//! ran under, in O(1) per event (each type's running power times the integral of the
+//! domain's factor): the truth of "power alone" and "power at the run's occupancy" that
+//! reports compare against.
+
+use std::collections::VecDeque;
+
+use parking_lot::Mutex;
+
+use super::config::SimConfig;
+use super::noise::SplitMix64;
+
+/// Power channels of a worker: package, DRAM, GPU.
+pub(crate) const CHANNELS: usize = 3;
+/// Channel of the worker's package domain.
+pub(crate) const PKG: usize = 0;
+/// Channel of the worker's DRAM domain.
+pub(crate) const DRAM: usize = 1;
+/// Channel of the worker's GPU domain.
+pub(crate) const GPU: usize = 2;
+
+/// A worker's power code when it runs nothing.
+pub(crate) const IDLE: u32 = u32::MAX;
+
+/// Events in a worker's log at which it drains every log itself, if it can.
+pub(crate) const HELP_AT: usize = 1 << 13;
+
+/// One entry of a worker's log: from `t` (ns, trace clock) on, the worker runs power code
+/// `code` ([`IDLE`]: nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Event {
+    pub(crate) t: u64,
+    pub(crate) code: u32,
+}
+
+/// One worker's log, alone on its cache lines.
+#[repr(align(128))]
+#[derive(Default)]
+struct Log(Mutex<Vec<Event>>);
+
+/// Every worker's log; worker `w` is the only one that pushes to log `w`.
+pub(crate) struct Logs {
+    logs: Box<[Log]>,
+}
+
+impl Logs {
+    pub(crate) fn new(workers: usize) -> Logs {
+        Logs {
+            logs: (0..workers).map(|_| Log::default()).collect(),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.logs.len()
+    }
+
+    /// Appends `e` to worker `w`'s log; the log's length after, or `None` for a worker
+    /// without a log.
+    #[inline]
+    pub(crate) fn push(&self, w: usize, e: Event) -> Option<usize> {
+        let log = self.logs.get(w)?;
+        let mut v = log.0.lock();
+        v.push(e);
+        Some(v.len())
+    }
+
+    /// Moves worker `w`'s log into `into` (appending), leaving it empty.
+    fn take(&self, w: usize, into: &mut Vec<Event>) {
+        let mut v = self.logs[w].0.lock();
+        into.append(&mut v);
+    }
+}
+
+/// A worker's current power.
+#[derive(Clone, Copy, Debug)]
+struct WorkerState {
+    code: u32,
+    p: [f64; CHANNELS],
+}
+
+/// One task type's account on one domain: what it ran and drew.
+#[derive(Clone, Copy, Debug, Default)]
+struct TypeAcc {
+    /// Summed power alone of its running tasks, W, and their number.
+    p: f64,
+    n: u32,
+    /// Domain time and factor integral when `p`/`n` last changed.
+    t_mark: u64,
+    f_mark: f64,
+    /// ∫ p·f dt, J; ∫ p dt, J; ∫ n dt, ns.
+    energy_j: f64,
+    alone_j: f64,
+    busy_ns: f64,
+}
+
+impl TypeAcc {
+    fn flush(&mut self, t: u64, f_int: f64) {
+        let dt = t.saturating_sub(self.t_mark) as f64;
+        self.energy_j += self.p * (f_int - self.f_mark);
+        self.alone_j += self.p * dt * 1e-9;
+        self.busy_ns += f64::from(self.n) * dt;
+        self.t_mark = t;
+        self.f_mark = f_int;
+    }
+}
+
+/// One simulated domain's dynamic energy: the domain's workers' tasks, integrated exactly.
+pub(crate) struct DomainAcc {
+    /// The power channel it sums (package, DRAM, GPU).
+    channel: usize,
+    /// Occupancy factor by number of busy workers (index 0 unused).
+    g: Vec<f64>,
+    /// The cap's span (ns, trace clock) and factor, on package domains.
+    cap: Option<(u64, u64, f64)>,
+    /// Summed power alone of the running tasks, W; busy workers.
+    s: f64,
+    k: usize,
+    /// Integrated up to `t` (ns): dynamic energy `e` (J) and `∫ f dt` (s), `f` the factor.
+    t: u64,
+    e: f64,
+    f_int: f64,
+    /// Tick boundaries' length, ns, and the energies at the boundaries crossed, newest last.
+    tick: u64,
+    hist: VecDeque<(u64, f64)>,
+    hist_cap: usize,
+    /// Per power code: what the type ran and drew.
+    types: Vec<TypeAcc>,
+    /// ns spent with k workers busy, by k.
+    occupancy_ns: Vec<f64>,
+}
+
+impl DomainAcc {
+    /// The factor from `t` on, and when it next changes (a cap edge), if before `to`.
+    #[inline]
+    fn factor(&self, t: u64, to: u64) -> (f64, u64) {
+        let g = self.g[self.k.min(self.g.len() - 1)];
+        match self.cap {
+            Some((from, _, _)) if t < from => (g, to.min(from)),
+            Some((_, until, c)) if t < until => (g * c, to.min(until)),
+            _ => (g, to),
+        }
+    }
+
+    /// Dynamic energy at `b ≥ self.t` with the current state, J (no mutation).
+    fn peek(&self, b: u64) -> f64 {
+        let (mut t, mut e) = (self.t, self.e);
+        while t < b {
+            let (f, end) = self.factor(t, b);
+            e += self.s * f * (end - t) as f64 * 1e-9;
+            t = end;
+        }
+        e
+    }
+
+    /// Integrates the current state up to `to`, keeping the tick boundaries crossed.
+    fn advance(&mut self, to: u64) {
+        if to <= self.t {
+            return;
+        }
+        if self.k < self.occupancy_ns.len() {
+            self.occupancy_ns[self.k] += (to - self.t) as f64;
+        }
+        while self.t < to {
+            let (f, end) = self.factor(self.t, to);
+            let rate = self.s * f * 1e-9;
+            let first = (self.t / self.tick + 1).saturating_mul(self.tick);
+            if first <= end {
+                let last = end / self.tick * self.tick;
+                let keep = self.hist_cap as u64 - 1;
+                let from = first.max(last.saturating_sub(keep * self.tick));
+                let mut b = from;
+                while b <= last {
+                    if self.hist.len() == self.hist_cap {
+                        self.hist.pop_front();
+                    }
+                    self.hist
+                        .push_back((b, self.e + rate * (b - self.t) as f64));
+                    b += self.tick;
+                }
+            }
+            self.e += rate * (end - self.t) as f64;
+            self.f_int += f * (end - self.t) as f64 * 1e-9;
+            self.t = end;
+        }
+    }
+
+    /// Dynamic energy at tick boundary `b`, J: `Ok` exact, `Err` the nearest kept value
+    /// when the boundary's history was overwritten.
+    pub(crate) fn energy_at(&self, b: u64) -> Result<f64, f64> {
+        if b >= self.t {
+            return Ok(self.peek(b));
+        }
+        match self.hist.iter().rev().find(|(hb, _)| *hb <= b) {
+            Some(&(hb, e)) if hb == b => Ok(e),
+            Some(&(_, e)) => Err(e),
+            None => Err(self.hist.front().map_or(0.0, |h| h.1)),
+        }
+    }
+
+    fn account(&mut self, code: u32, p: f64, start: bool) {
+        let Some(acc) = self.types.get_mut(code as usize) else {
+            return;
+        };
+        acc.flush(self.t, self.f_int);
+        if start {
+            acc.p += p;
+            acc.n += 1;
+        } else {
+            acc.p -= p;
+            acc.n = acc.n.saturating_sub(1);
+            if acc.n == 0 {
+                acc.p = 0.0; // no rounding residue once idle
+            }
+        }
+    }
+}
+
+/// What one domain realised, per power code: `(code, busy s, mean power alone W, mean power
+/// at the run's occupancy W)`, and the time with `k` workers busy, s.
+pub(crate) struct RealisedAcc {
+    pub(crate) types: Vec<(u32, f64, f64, f64)>,
+    pub(crate) occupancy_s: Vec<f64>,
+    pub(crate) factors: Vec<f64>,
+}
+
+/// The integrator: every domain's state, fed the workers' logs in time order.
+pub(crate) struct Integrator {
+    workers: Vec<WorkerState>,
+    /// Domains covering each worker.
+    cover: Vec<Vec<usize>>,
+    pub(crate) domains: Vec<DomainAcc>,
+    /// Powers alone by code (`None`: a codelet not registered yet).
+    table: Vec<Option<[f64; CHANNELS]>>,
+    /// Powers of unregistered codes, by arch index.
+    default: [[f64; CHANNELS]; 2],
+    /// Codelet names by id (for the truth).
+    names: Vec<Option<String>>,
+    seed: u64,
+    variation: f64,
+    merged: Vec<(u64, u32, u32)>,
+    buf: Vec<Event>,
+    late: u64,
+    unregistered: u64,
+}
+
+/// What the meter gives the integrator about one domain.
+pub(crate) struct DomainSetup {
+    pub(crate) channel: usize,
+    pub(crate) workers: Vec<usize>,
+    pub(crate) tick_ns: u64,
+    pub(crate) hist_cap: usize,
+    /// Occupancy factor by busy workers, index 0 unused.
+    pub(crate) g: Vec<f64>,
+    pub(crate) cap: Option<(u64, u64, f64)>,
+}
+
+impl Integrator {
+    /// `codes` power codes (see [`super::observer`]); `workers` worker slots.
+    pub(crate) fn new(
+        config: &SimConfig,
+        seed: u64,
+        t0: u64,
+        workers: usize,
+        codes: usize,
+        setups: Vec<DomainSetup>,
+    ) -> Integrator {
+        let mut cover = vec![Vec::new(); workers];
+        let domains = setups
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                for &w in &s.workers {
+                    if w < workers {
+                        cover[w].push(i);
+                    }
+                }
+                DomainAcc {
+                    channel: s.channel,
+                    occupancy_ns: vec![0.0; s.workers.len() + 1],
+                    g: s.g,
+                    cap: s.cap,
+                    s: 0.0,
+                    k: 0,
+                    t: t0,
+                    e: 0.0,
+                    f_int: 0.0,
+                    tick: s.tick_ns.max(1),
+                    hist: VecDeque::with_capacity(s.hist_cap),
+                    hist_cap: s.hist_cap.max(2),
+                    types: vec![
+                        TypeAcc {
+                            t_mark: t0,
+                            ..TypeAcc::default()
+                        };
+                        codes
+                    ],
+                }
+            })
+            .collect();
+        Integrator {
+            workers: vec![
+                WorkerState {
+                    code: IDLE,
+                    p: [0.0; CHANNELS],
+                };
+                workers
+            ],
+            cover,
+            domains,
+            table: vec![None; codes],
+            names: Vec::new(),
+            default: [
+                config.default_power(taskwatt_traces::Arch::Cpu).channels(),
+                config.default_power(taskwatt_traces::Arch::Gpu).channels(),
+            ],
+            seed,
+            variation: config.variation(),
+            merged: Vec::new(),
+            buf: Vec::new(),
+            late: 0,
+            unregistered: 0,
+        }
+    }
+
+    /// Sets the powers alone of power code `code`.
+    pub(crate) fn set_powers(&mut self, code: usize, p: [f64; CHANNELS]) {
+        if let Some(slot) = self.table.get_mut(code) {
+            *slot = Some(p);
+        }
+    }
+
+    /// Names codelet `id`.
+    pub(crate) fn set_name(&mut self, id: usize, name: &str) {
+        if id >= self.names.len() {
+            self.names.resize(id + 1, None);
+        }
+        self.names[id] = Some(name.to_owned());
+    }
+
+    /// The codelet name and architecture of power code `code`, when registered.
+    pub(crate) fn describe_code(&self, code: u32) -> Option<(String, taskwatt_traces::Arch)> {
+        let name = self.names.get((code / 2) as usize)?.clone()?;
+        let arch = taskwatt_traces::Arch::ALL[(code & 1) as usize];
+        Some((name, arch))
+    }
+
+    /// Events applied at a later time than theirs (see the module docs).
+    pub(crate) fn late_events(&self) -> u64 {
+        self.late
+    }
+
+    /// Task starts whose codelet was never registered (given the default power).
+    pub(crate) fn unregistered_events(&self) -> u64 {
+        self.unregistered
+    }
+
+    /// Drains every log and applies the events in time order.
+    pub(crate) fn drain(&mut self, logs: &Logs) {
+        self.merged.clear();
+        for w in 0..logs.len().min(self.workers.len()) {
+            logs.take(w, &mut self.buf);
+            self.merged
+                .extend(self.buf.drain(..).map(|e| (e.t, w as u32, e.code)));
+        }
+        // Stable: one worker's events keep their order at equal times.
+        self.merged.sort_by_key(|e| e.0);
+        let merged = std::mem::take(&mut self.merged);
+        for &(t, w, code) in &merged {
+            self.apply(t, w as usize, code);
+        }
+        self.merged = merged;
+    }
+
+    /// The per-task multiplier of a task started by worker `w` at `t`.
+    fn multiplier(&self, w: usize, t: u64) -> f64 {
+        if self.variation == 0.0 {
+            return 1.0;
+        }
+        let mut r = SplitMix64::new(
+            self.seed ^ (w as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93) ^ t.rotate_left(17),
+        );
+        (1.0 + self.variation * r.next_normal().clamp(-3.0, 3.0)).max(0.0)
+    }
+
+    fn apply(&mut self, t: u64, w: usize, code: u32) {
+        let old = self.workers[w];
+        let p = if code == IDLE {
+            [0.0; CHANNELS]
+        } else {
+            let alone = match self.table.get(code as usize).copied().flatten() {
+                Some(p) => p,
+                None => {
+                    self.unregistered += 1;
+                    self.default[(code & 1) as usize]
+                }
+            };
+            let m = self.multiplier(w, t);
+            alone.map(|x| x * m)
+        };
+        for &di in &self.cover[w] {
+            let d = &mut self.domains[di];
+            let at = if t < d.t {
+                self.late += 1;
+                d.t
+            } else {
+                t
+            };
+            d.advance(at);
+            let ch = d.channel;
+            if old.code != IDLE {
+                d.account(old.code, old.p[ch], false);
+                d.s -= old.p[ch];
+                d.k = d.k.saturating_sub(1);
+            }
+            if code != IDLE {
+                d.account(code, p[ch], true);
+                d.s += p[ch];
+                d.k += 1;
+            }
+            if d.k == 0 {
+                d.s = 0.0; // no rounding residue once idle
+            }
+        }
+        self.workers[w] = WorkerState { code, p };
+    }
+
+    /// What domain `i` realised up to `t`.
+    pub(crate) fn realised(&mut self, i: usize, t: u64) -> RealisedAcc {
+        let d = &mut self.domains[i];
+        d.advance(t);
+        let (now, f_int) = (d.t, d.f_int);
+        let mut types = Vec::new();
+        for (code, acc) in d.types.iter_mut().enumerate() {
+            acc.flush(now, f_int);
+            if acc.busy_ns > 0.0 {
+                let busy_s = acc.busy_ns * 1e-9;
+                types.push((
+                    code as u32,
+                    busy_s,
+                    acc.alone_j / busy_s,
+                    acc.energy_j / busy_s,
+                ));
+            }
+        }
+        RealisedAcc {
+            types,
+            occupancy_s: d.occupancy_ns.iter().map(|ns| ns * 1e-9).collect(),
+            factors: d.g.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn setup(g: Vec<f64>, cap: Option<(u64, u64, f64)>) -> Integrator {
+        let mut c = SimConfig::default();
+        c.tasks.variation = 0.0;
+        let mut i = Integrator::new(
+            &c,
+            1,
+            0,
+            3,
+            4,
+            vec![DomainSetup {
+                channel: 0,
+                workers: vec![0, 1, 2],
+                tick_ns: MS,
+                hist_cap: 4,
+                g,
+                cap,
+            }],
+        );
+        i.set_powers(0, [10.0, 0.0, 0.0]);
+        i.set_powers(2, [20.0, 0.0, 0.0]);
+        i
+    }
+
+    #[test]
+    fn occupancy_scales_every_running_task() {
+        // g(1) = 1, g(2) = 0.9, g(3) = 0.8.
+        let mut i = setup(vec![1.0, 1.0, 0.9, 0.8], None);
+        i.apply(0, 0, 0); // 10 W from 0
+        i.apply(2 * MS, 1, 2); // 20 W from 2 ms
+        i.apply(4 * MS, 2, 0); // 10 W from 4 ms
+        i.apply(6 * MS, 0, IDLE);
+        // 0-2 ms: 10 W; 2-4: 30 * 0.9; 4-6: 40 * 0.8; 6-8: 30 * 0.9.
+        let want = (10.0 * 2.0 + 27.0 * 2.0 + 32.0 * 2.0 + 27.0 * 2.0) * 1e-3;
+        let e = i.domains[0].energy_at(8 * MS).unwrap();
+        assert!((e - want).abs() < 1e-12, "{e} vs {want}");
+        // A boundary crossed by the integration is kept exactly.
+        i.apply(9 * MS + 500_000, 1, IDLE);
+        let at8 = i.domains[0].energy_at(8 * MS).unwrap();
+        assert!((at8 - want).abs() < 1e-12, "{at8} vs {want}");
+        // What the run realised: code 0 (two tasks) ran 0-6 ms and 4-... ms.
+        let r = i.realised(0, 10 * MS);
+        let c0 = r.types.iter().find(|t| t.0 == 0).unwrap();
+        assert!((c0.2 - 10.0).abs() < 1e-9, "alone {}", c0.2);
+        assert!(c0.3 < 10.0 && c0.3 > 8.0, "at run {}", c0.3);
+    }
+
+    #[test]
+    fn a_cap_scales_the_power_inside_its_span() {
+        let mut i = setup(vec![1.0; 4], Some((2 * MS, 4 * MS, 0.5)));
+        i.apply(0, 0, 0);
+        let e = i.domains[0].energy_at(6 * MS).unwrap();
+        let want = 10.0 * (2.0 + 1.0 + 2.0) * 1e-3;
+        assert!((e - want).abs() < 1e-12, "{e} vs {want}");
+    }
+
+    #[test]
+    fn late_events_are_applied_at_the_integrated_time_and_counted() {
+        let mut i = setup(vec![1.0; 4], None);
+        i.apply(5 * MS, 0, 0);
+        i.apply(3 * MS, 1, 0);
+        assert_eq!(i.late_events(), 1);
+        assert_eq!(i.domains[0].k, 2);
+    }
+
+    #[test]
+    fn logs_drain_in_time_order_across_workers() {
+        let logs = Logs::new(2);
+        let mut i = setup(vec![1.0, 1.0, 0.5, 0.5], None);
+        logs.push(0, Event { t: 0, code: 0 });
+        logs.push(1, Event { t: MS, code: 0 });
+        logs.push(
+            0,
+            Event {
+                t: 3 * MS,
+                code: IDLE,
+            },
+        );
+        logs.push(
+            1,
+            Event {
+                t: 4 * MS,
+                code: IDLE,
+            },
+        );
+        i.drain(&logs);
+        // 0-1: 10; 1-3: 20 * 0.5; 3-4: 10.
+        let want = (10.0 + 10.0 * 2.0 + 10.0) * 1e-3;
+        let e = i.domains[0].energy_at(5 * MS).unwrap();
+        assert!((e - want).abs() < 1e-12, "{e} vs {want}");
+        assert_eq!(i.late_events(), 0);
+    }
+}
