@@ -164,10 +164,11 @@ pub enum TypeCalibration {
 }
 
 impl TypeCalibration {
-    /// `auto` with its defaults: a 3 s budget, 250 ms steps, the report's 5% threshold.
+    /// `auto` with its defaults: an 8 s budget, 250 ms steps, the report's 5% threshold
+    /// (calibrating to half of it, [`CALIBRATION_TARGET`]).
     pub fn auto() -> TypeCalibration {
         TypeCalibration::Auto {
-            budget: Duration::from_secs(3),
+            budget: Duration::from_secs(8),
             step: Duration::from_millis(250),
             precision_pct: taskwatt_energy::attribution::DEFAULT_PRECISION_PCT,
         }
@@ -431,6 +432,9 @@ pub fn measured_run<P>(
     })
 }
 
+/// The share of the report's precision threshold adaptive type calibration aims for.
+pub const CALIBRATION_TARGET: f64 = 0.5;
+
 /// Adaptive type calibration: fit what the trace file holds so far (the runtime and the
 /// writer put everything in it within 100 ms), calibrate the types whose power is not
 /// shown as a measurement, repeat within `budget`.
@@ -451,7 +455,9 @@ fn auto_calibrate(
         if opts.stop.is_stopped() {
             break;
         }
-        let flagged = match flagged_types(&opts.trace, precision_pct) {
+        // Calibrate to half the report's threshold: a power shown within +-5 % is then
+        // good to about +-2.5 %, which is what comparisons between runs need.
+        let flagged = match flagged_types(&opts.trace, precision_pct * CALIBRATION_TARGET) {
             Ok(f) => f,
             Err(e) => {
                 report.error = Some(e);

@@ -8,10 +8,18 @@
 //! separates them, as idle calibration pins the base power. The phases are marked
 //! `type-calibration:<codelet>` in the trace; the attribution needs nothing else.
 //!
+//! Each phase runs the type first alone (one task at a time, so one worker is busy) for two
+//! thirds of its time, then on every worker at once (batches of two per worker): on a real
+//! package a task draws less when others run beside it (contention, docs/attribution.md),
+//! and the two parts give the fit the contrast that separates a type's power alone from
+//! its power on a full package. Alone gets the larger part because the graph itself runs
+//! every type beside others, and a type's power alone rests on its tasks run alone (each
+//! task's power varies around its type's).
+//!
 //! Calibration tasks are the app's own codelets (the same objects, so the same task types),
-//! each on its own scratch tile, in batches of two per worker, restoring their input from a
-//! pristine copy first when the kernel works in place (the copy is a small part of the
-//! task: 0.5 MiB against 2 to 34 MFlop for 256 x 256 tiles).
+//! each on its own scratch tile, restoring their input from a pristine copy first when the
+//! kernel works in place (the copy is a small part of the task: 0.5 MiB against 2 to 34
+//! MFlop for 256 x 256 tiles).
 
 use std::time::{Duration, Instant};
 
@@ -26,9 +34,10 @@ pub const TYPE_CALIBRATION: &str = "type-calibration";
 #[derive(Clone, Copy, Debug)]
 pub struct Calibration;
 
-/// Runs `make(slot)` tasks in batches of two per worker until `duration` has passed, then
-/// marks the phase `type-calibration:<name>` in `sink`. `make` gets the task's slot in the
-/// batch (0 .. 2 * workers), so that tasks of one batch use distinct scratch data.
+/// Runs `make(slot)` tasks one at a time for two thirds of `duration`, then in batches of two
+/// per worker for the rest (with one worker, batches only), then marks the phase
+/// `type-calibration:<name>` in `sink`. `make` gets the task's slot in the batch
+/// (0 .. 2 * workers), so that tasks of one batch use distinct scratch data.
 pub(crate) fn phase<'a>(
     rt: &Runtime,
     sink: &TraceSink,
@@ -42,6 +51,12 @@ pub(crate) fn phase<'a>(
     let slots = 2 * rt.workers().len();
     let start = Clock::now();
     let t0 = Instant::now();
+    if rt.workers().len() > 1 {
+        while t0.elapsed() < duration * 2 / 3 {
+            rt.submit(make(0))?;
+            rt.wait_all()?;
+        }
+    }
     while t0.elapsed() < duration {
         for slot in 0..slots {
             rt.submit(make(slot))?;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use taskwatt::energy::attribution::{
     attribute_trace, render_report, Attribution, AttributionOptions, KeyKind, RenderOptions,
-    SensorModel, Solver,
+    RowWeights, SensorModel, Solver,
 };
 use taskwatt::plots;
 use taskwatt::traces::{read_trace, RunOutcome, Trace};
@@ -23,9 +23,22 @@ pub(crate) struct AttributionArgs {
     /// Solver: nnls (powers >= 0) or ols.
     #[arg(long, default_value = "nnls", value_parser = parse_solver)]
     pub(crate) solver: Solver,
-    /// Weight rows by 1/interval length (intervals of uneven length).
-    #[arg(long)]
+    /// Row weights: `auto` (default) from the rows' own error variance, a + b * interval
+    /// length, fitted to a first fit's residuals; `uniform`; or `duration`, 1/interval
+    /// length (white power noise on intervals of uneven length).
+    #[arg(long, default_value = "auto", value_parser = parse_weights)]
+    pub(crate) weights: RowWeights,
+    /// The same as `--weights duration` (kept for scripts).
+    #[arg(long, hide = true)]
     pub(crate) weight_by_duration: bool,
+    /// Whether to fit each domain's contention (tasks drawing less when others run beside
+    /// them): `on` (default) or `off` (every task draws its power whatever runs beside it).
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub(crate) contention: bool,
+    /// Whether to fit a linear drift of the base power over the run: `on` (default) or
+    /// `off`.
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub(crate) drift: bool,
     /// Show a power as a measurement only when its 95% interval is within this many
     /// percent of it; anything wider is shown as a range and flagged.
     #[arg(long, value_name = "PCT",
@@ -38,6 +51,25 @@ pub(crate) struct AttributionArgs {
     /// clipped to its intervals (the seed paper's model), to compare.
     #[arg(long, default_value = "aware", value_parser = parse_sensor_model)]
     pub(crate) sensor_model: SensorModel,
+}
+
+fn parse_weights(s: &str) -> Result<RowWeights, String> {
+    match s {
+        "auto" => Ok(RowWeights::Auto),
+        "uniform" => Ok(RowWeights::Uniform),
+        "duration" => Ok(RowWeights::InverseDuration),
+        _ => Err(format!(
+            "unknown weights `{s}`: use auto, uniform or duration"
+        )),
+    }
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "true" | "yes" => Ok(true),
+        "off" | "false" | "no" => Ok(false),
+        _ => Err(format!("`{s}`: use on or off")),
+    }
 }
 
 fn parse_sensor_model(s: &str) -> Result<SensorModel, String> {
@@ -81,12 +113,15 @@ impl AttributionArgs {
         let mut o = AttributionOptions {
             key: self.key,
             solver: self.solver,
+            weights: self.weights.clone(),
             precision_pct: self.measured_within,
             sensor_model: self.sensor_model,
+            contention: self.contention,
+            drift: self.drift,
             ..AttributionOptions::default()
         };
         if self.weight_by_duration {
-            o.weights = taskwatt::energy::attribution::RowWeights::InverseDuration;
+            o.weights = RowWeights::InverseDuration;
         }
         o
     }

@@ -62,6 +62,9 @@ pub enum Alignment {
     AtTicks {
         /// The update interval, ns.
         update_ns: u64,
+        /// Where the update interval came from.
+        #[serde(default)]
+        source: IntervalSource,
     },
     /// Sample times replaced by the meter's update times, from a phase found in the
     /// readings.
@@ -76,6 +79,9 @@ pub enum Alignment {
         consistency: f64,
         /// Stale samples dropped (no update since the previous read).
         stale_dropped: usize,
+        /// Where the update interval came from.
+        #[serde(default)]
+        source: IntervalSource,
     },
     /// Sample times moved back by their expected lag behind the last update (half an
     /// update interval, or the middle of the phases the reads allow), and intervals
@@ -91,15 +97,74 @@ pub enum Alignment {
         ambiguity_ns: u64,
         /// Samples dropped by merging.
         merged: usize,
+        /// Where the update interval came from.
+        #[serde(default)]
+        source: IntervalSource,
     },
+}
+
+/// Where a domain's update interval came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "from", rename_all = "snake_case")]
+pub enum IntervalSource {
+    /// The meter (or the import's `--update-interval`) said it.
+    #[default]
+    Declared,
+    /// Nobody said it: found from the reads that repeated (no update between them).
+    Detected,
+    /// The reads contradict the declared interval and agree with another one.
+    Corrected {
+        /// What was declared, ns.
+        declared_ns: u64,
+    },
+}
+
+impl Alignment {
+    /// Records where the update interval came from: `None` declared, `Some(0)` found in
+    /// the reads, `Some(d)` found in the reads against the declared `d`.
+    pub(crate) fn set_detected(&mut self, detected: Option<u64>) {
+        let src = match detected {
+            None => IntervalSource::Declared,
+            Some(0) => IntervalSource::Detected,
+            Some(d) => IntervalSource::Corrected { declared_ns: d },
+        };
+        match self {
+            Alignment::AtTicks { source, .. }
+            | Alignment::Phase { source, .. }
+            | Alignment::Merged { source, .. } => *source = src,
+        }
+    }
+
+    fn source_words(&self) -> String {
+        let (Alignment::AtTicks { source, .. }
+        | Alignment::Phase { source, .. }
+        | Alignment::Merged { source, .. }) = self;
+        match source {
+            IntervalSource::Declared => String::new(),
+            IntervalSource::Detected => {
+                " (update interval found from the repeated readings)".to_owned()
+            }
+            IntervalSource::Corrected { declared_ns } => format!(
+                " (update interval found from the repeated readings; the meter declared \
+                 {:.3} ms, which they contradict)",
+                *declared_ns as f64 * 1e-6
+            ),
+        }
+    }
 }
 
 impl Alignment {
     /// One line for the report.
     pub fn describe(&self) -> String {
+        let mut out = self.describe_alignment();
+        out.push_str(&self.source_words());
+        out
+    }
+
+    fn describe_alignment(&self) -> String {
         let ms = |ns: u64| ns as f64 * 1e-6;
         match self {
-            Alignment::AtTicks { update_ns } => format!(
+            Alignment::AtTicks { update_ns, .. } => format!(
                 "sample times are the meter's own {:.3} ms update times: intervals are aligned",
                 ms(*update_ns)
             ),
@@ -109,6 +174,7 @@ impl Alignment {
                 constraints,
                 consistency,
                 stale_dropped,
+                ..
             } => format!(
                 "intervals aligned to the meter's {:.3} ms updates (phase {:.3} ms, from {} \
                  close reads, {:.1}% consistent); {} stale reading(s) dropped",
@@ -124,6 +190,7 @@ impl Alignment {
                 consistency,
                 ambiguity_ns,
                 merged,
+                ..
             } => {
                 let why = if *constraints < MIN_CONSTRAINTS {
                     "the period is too long to see the update phase".to_owned()
@@ -153,12 +220,39 @@ impl Alignment {
 /// Aligns `samples` (sorted, distinct times, non-decreasing energy) to the domain's meter;
 /// `None` when the sensor has no known update interval or is not a counter.
 pub(crate) fn align(info: &DomainInfo, samples: &mut Vec<(u64, f64)>) -> Option<Alignment> {
-    let u = info.update_interval_ns.filter(|&u| u > 0)?;
     if !info.sensor.is_counter() || samples.len() < 2 {
         return None;
     }
+    let declared = info.update_interval_ns.filter(|&u| u > 0);
+    let (u, detected) = match declared {
+        Some(u) => match detect_update_interval(samples) {
+            // The reads contradict the declared interval (a RAPL counter updating every
+            // 0.977 ms, not 1 ms, drifts out of phase over a run): believe the reads.
+            Some(d) if !informative_at(samples, u) && informative_at(samples, d) => (d, Some(u)),
+            _ => (u, None),
+        },
+        None => (detect_update_interval(samples)?, Some(0)),
+    };
+    let mut a = align_at(samples, u)?;
+    a.set_detected(detected);
+    Some(a)
+}
+
+/// Whether the reads pin one tick phase at update interval `u`.
+fn informative_at(samples: &[(u64, f64)], u: u64) -> bool {
+    let est = estimate_phase(samples, u);
+    est.constraints >= MIN_CONSTRAINTS
+        && est.consistency >= MIN_CONSISTENCY
+        && est.phase.is_some_and(|p| p.1 <= u / MAX_AMBIGUITY)
+}
+
+/// [`align`] at a known update interval `u`.
+fn align_at(samples: &mut Vec<(u64, f64)>, u: u64) -> Option<Alignment> {
     if at_ticks(samples, u) {
-        return Some(Alignment::AtTicks { update_ns: u });
+        return Some(Alignment::AtTicks {
+            update_ns: u,
+            source: IntervalSource::Declared,
+        });
     }
     let est = estimate_phase(samples, u);
     let informative = est.constraints >= MIN_CONSTRAINTS && est.consistency >= MIN_CONSISTENCY;
@@ -176,6 +270,7 @@ pub(crate) fn align(info: &DomainInfo, samples: &mut Vec<(u64, f64)>) -> Option<
                 constraints: est.constraints,
                 consistency: est.consistency,
                 stale_dropped: before - samples.len(),
+                source: IntervalSource::Declared,
             });
         }
         Some((phase, _)) if informative => {
@@ -219,6 +314,7 @@ pub(crate) fn align(info: &DomainInfo, samples: &mut Vec<(u64, f64)>) -> Option<
             u
         },
         merged: before - samples.len(),
+        source: IntervalSource::Declared,
     })
 }
 
@@ -321,15 +417,131 @@ fn estimate_phase(samples: &[(u64, f64)], u: u64) -> PhaseEstimate {
         };
     }
     // Bin k holds phases in [k·u/BINS, (k+1)·u/BINS); a run of bins [s, s+len) holds
-    // [s·u/BINS, (s+len)·u/BINS): take its middle.
+    // [s·u/BINS, (s+len)·u/BINS): its middle is where the most reads agree, to a bin.
     let mid2 = 2 * run_start + run_len; // twice the middle, in bins
-    let phase = ((mid2 as u128 * u as u128) / (2 * BINS as u128)) as u64 % u;
-    let width = ((run_len as u128 * u as u128) / BINS as u128) as u64;
+    let centre = ((mid2 as u128 * u as u128) / (2 * BINS as u128)) as u64 % u;
+    // Refined exactly: the intersection, in ns, of the arcs of every read that agrees with
+    // that middle. Taking a bin's middle instead puts the phase up to half a bin (u / 512)
+    // off, which maps the reads that fell in that sliver to the wrong tick (issue 28
+    // measured a 3-6 % bias on 1 ms fits from it).
+    let (lo, hi) = exact_arc(samples, u, centre);
+    let phase = (centre as i128 + ((lo + hi) / 2) as i128).rem_euclid(u as i128) as u64;
+    let width = (hi - lo).max(0) as u64;
     PhaseEstimate {
         phase: Some((phase, width)),
         constraints: n,
         consistency,
     }
+}
+
+/// The phases every constraining read that agrees with `centre` allows, as offsets from
+/// `centre` in ns: `[lo, hi]`, `lo ≤ 0 ≤ hi` (ticks in `(t0, t1]` for a read that changed,
+/// none for one that repeated).
+fn exact_arc(samples: &[(u64, f64)], u: u64, centre: u64) -> (i64, i64) {
+    let ui = u as i64;
+    // Offset of a phase from the centre, in [-u/2, u/2).
+    let off = |x: u64| -> i64 {
+        let d = (x % u) as i64 - centre as i64;
+        (d + ui / 2).rem_euclid(ui) - ui / 2
+    };
+    let (mut lo, mut hi) = (-ui / 2, ui / 2);
+    for w in samples.windows(2) {
+        let (t0, e0) = w[0];
+        let (t1, e1) = w[1];
+        let dt = t1 - t0;
+        if dt >= u || dt == 0 {
+            continue;
+        }
+        // The allowed arc, as (start exclusive, end inclusive) phases.
+        let (a, len) = if e1 != e0 {
+            (t0, dt as i64)
+        } else {
+            (t1, ui - dt as i64)
+        };
+        // The arc (a, a + len] in offsets around the centre, when it holds the centre.
+        let start = off(a);
+        let (s, e) = if start < 0 && start + len >= 0 {
+            (start, start + len)
+        } else if start >= 0 && start - ui + len >= 0 {
+            (start - ui, start - ui + len)
+        } else {
+            continue; // disagrees with the centre: one of the inconsistent reads
+        };
+        lo = lo.max(s + 1);
+        hi = hi.min(e);
+    }
+    if lo > hi {
+        (0, 0)
+    } else {
+        (lo, hi)
+    }
+}
+
+/// What the reads say about a meter whose update interval nobody gave: when some reads
+/// repeated the previous one (no update between them), the interval whose ticks agree with
+/// the most reads, searched from half to 64 times the median read spacing and refined to
+/// a part in a million. `None` without repeated reads (updates faster than reads) or
+/// without an interval that at least [`MIN_CONSISTENCY`] of the reads agree with.
+pub(crate) fn detect_update_interval(samples: &[(u64, f64)]) -> Option<u64> {
+    // Enough reads to tell, few enough to stay cheap.
+    let s = &samples[..samples.len().min(20_000)];
+    if s.len() < MIN_CONSTRAINTS + 2 {
+        return None;
+    }
+    let stale = s
+        .windows(2)
+        .filter(|w| w[1].1 == w[0].1 && w[1].0 > w[0].0)
+        .count();
+    if stale * 100 < s.len() || stale < 5 {
+        return None;
+    }
+    let mut dts: Vec<u64> = s
+        .windows(2)
+        .map(|w| w[1].0 - w[0].0)
+        .filter(|&d| d > 0)
+        .collect();
+    let mid = dts.len() / 2;
+    let median = *dts.select_nth_unstable(mid).1;
+    let score = |u: u64| -> Option<(f64, u64)> {
+        let est = estimate_phase(s, u);
+        (est.constraints >= MIN_CONSTRAINTS)
+            .then(|| (est.consistency, est.phase.map_or(u, |p| p.1)))
+    };
+    // Coarse: 64 steps per octave.
+    let mut best: Option<(u64, f64, u64)> = None;
+    for j in -64i32..=(6 * 64) {
+        let u = (median as f64 * 2f64.powf(f64::from(j) / 64.0)) as u64;
+        if u < 2 {
+            continue;
+        }
+        if let Some((c, width)) = score(u) {
+            let better = match best {
+                None => true,
+                // Clearly more consistent, or as consistent with a tighter phase.
+                Some((_, bc, bw)) => {
+                    c > bc + 1e-3 || ((c - bc).abs() <= 1e-3 && width * bw.max(1) < bw * 1)
+                }
+            };
+            if better {
+                best = Some((u, c, width));
+            }
+        }
+    }
+    let (mut u, mut c, _) = best?;
+    // Fine: the true interval keeps one phase over the whole run.
+    for rel in [1.2e-2, 1.2e-4] {
+        let lo = u as f64 * (1.0 - rel);
+        let step = 2.0 * rel * u as f64 / 200.0;
+        for k in 0..=200 {
+            let cand = (lo + step * f64::from(k)) as u64;
+            if let Some((cc, _)) = score(cand) {
+                if cc > c {
+                    (u, c) = (cand, cc);
+                }
+            }
+        }
+    }
+    (c >= MIN_CONSISTENCY).then_some(u)
 }
 
 #[cfg(test)]
@@ -441,7 +653,10 @@ mod tests {
         let orig = s.clone();
         assert_eq!(
             align(&info(Some(u)), &mut s),
-            Some(Alignment::AtTicks { update_ns: u })
+            Some(Alignment::AtTicks {
+                update_ns: u,
+                source: IntervalSource::Declared
+            })
         );
         assert_eq!(s, orig);
     }

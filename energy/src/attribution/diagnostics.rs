@@ -95,6 +95,9 @@ pub struct FitDiagnostics {
     /// power readings), each with its rows and weight, in words; empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub joint: Vec<String>,
+    /// How the intervals' covariance was estimated (`classical`, or `block-robust (...)`).
+    #[serde(default)]
+    pub covariance: String,
     /// Sampling and data warnings, in words.
     pub warnings: Vec<String>,
 }
@@ -103,10 +106,15 @@ pub struct FitDiagnostics {
 pub(crate) struct Analysis {
     /// Base then types.
     pub(crate) estimates: Vec<Estimate>,
-    /// Covariance of the unconstrained coefficients, W², base then types; `None` when
-    /// some coefficient is not identifiable or no degree of freedom is left.
+    /// Covariance of the unconstrained coefficients, W², over the model's columns then
+    /// the contention when fitted; `None` when some coefficient is not identifiable or no
+    /// degree of freedom is left.
     pub(crate) covariance: Option<Vec<Vec<f64>>>,
-    /// Student-t 95% quantile for the fit's residual degrees of freedom.
+    /// The contention's standard error, when fitted.
+    pub(crate) theta_se: Option<f64>,
+    /// How the covariance was estimated.
+    pub(crate) cov_method: String,
+    /// Student-t 95% quantile for the intervals.
     pub(crate) t95: f64,
     pub(crate) residuals_j: Vec<f64>,
     pub(crate) diagnostics: FitDiagnostics,
@@ -116,12 +124,16 @@ pub(crate) struct Analysis {
 const NULL_LOADING: f64 = 1e-3;
 
 /// Everything but the coefficients: residual pass, SEs, conditioning, CV, warnings.
+/// `full` is the augmented factor of every row; `theta` the contention when fitted (the
+/// stack's rows are formed at it).
 pub(crate) fn analyse(
     stack: &Stack<'_>,
     solved: &Solved,
     accs: &[TriAccumulator],
+    full: &TriAccumulator,
     folds: usize,
     opts: &AttributionOptions,
+    theta: Option<f64>,
 ) -> Analysis {
     let p = stack.unknowns();
     let n = stack.rows();
@@ -136,7 +148,7 @@ pub(crate) fn analyse(
     // Rows without task time: they pin the base, marked as idle calibration or not.
     let mut empty_rows = 0usize;
     stack.visit(0..n, |g, x, y, w| {
-        empty_rows += usize::from(w > 0.0 && x[1..].iter().all(|&v| v == 0.0));
+        empty_rows += usize::from(w > 0.0 && x[1..=stack.keys.len()].iter().all(|&v| v == 0.0));
         let r = y - dot(x, b);
         residuals[g] = r;
         rss_w += w * r * r;
@@ -159,52 +171,56 @@ pub(crate) fn analyse(
 
     // Standard errors and intervals from the unconstrained fit on every included column
     // (docs/attribution.md, "Intervals"): holding one coefficient at a bound must not make
-    // the others look more precise than the data allow.
-    let dof = rows_w as f64 - cond.rank as f64;
-    let sigma2 = (dof > 0.0).then(|| rss_ols_w / dof);
-    let t = t975(dof);
-    let mut se: Vec<Option<f64>> = vec![None; p];
+    // the others look more precise than the data allow. The covariance is classical and
+    // block-robust combined, over the model's columns and the contention (covariance.rs).
+    let theta_dir = theta.map(|_| {
+        let k = stack.keys.len();
+        let powers: Vec<f64> = (1..=k).map(|j| solved.ols[j]).collect();
+        -stack.occupancy_direction(full, &powers)
+    });
+    let cov = super::covariance::covariance(
+        &super::covariance::CovInput {
+            stack,
+            solved,
+            theta_dir,
+            rows_w,
+            rss_ols_w,
+        },
+        p,
+        cond.rank,
+    );
+    let t = cov.t95;
+    let mut se: Vec<Option<f64>> = cov.se[..p].to_vec();
     let mut ci: Vec<Option<[f64; 2]>> = vec![None; p];
-    let mut covariance = None;
-    if let Some(s2) = sigma2 {
-        covariance = scaled_inverse(&solved.scaled).map(|inv| {
-            let mut c = vec![vec![0.0; p]; p];
-            for (k1, &j1) in solved.included.iter().enumerate() {
-                for (k2, &j2) in solved.included.iter().enumerate() {
-                    c[j1][j2] = s2 * inv[(k1, k2)] / (solved.norms[k1] * solved.norms[k2]);
-                }
+    let covariance = cov.matrix;
+    let theta_se = theta.and_then(|_| cov.se.get(p).copied().flatten());
+    for &j in &solved.included {
+        ci[j] = se[j].map(|s| {
+            let centre = solved.ols[j];
+            let (mut lo, mut hi) = (centre - t * s, centre + t * s);
+            if opts.solver == Solver::Nnls && j <= stack.keys.len() {
+                // Powers are physical: every true value the unconstrained interval
+                // holds is also in its non-negative part. (The drift may be negative.)
+                lo = lo.max(0.0);
+                hi = hi.max(0.0);
             }
-            c
+            [lo.min(b[j]), hi.max(b[j])]
         });
-        let var = scaled_variances(&solved.scaled);
-        for (k, &j) in solved.included.iter().enumerate() {
-            se[j] = var[k].map(|v| (s2 * v).sqrt() / solved.norms[k]);
-            ci[j] = se[j].map(|s| {
-                let centre = solved.ols[j];
-                let (mut lo, mut hi) = (centre - t * s, centre + t * s);
-                if opts.solver == Solver::Nnls {
-                    // Powers are physical: every true value the unconstrained interval
-                    // holds is also in its non-negative part.
-                    lo = lo.max(0.0);
-                    hi = hi.max(0.0);
-                }
-                [lo.min(b[j]), hi.max(b[j])]
-            });
-        }
     }
+    se.truncate(p);
 
     // Cross-validation: fit on every fold but one, predict the held-out block.
     let cv_mape_pct = (folds >= 2)
         .then(|| {
             let mut ape = Ape::default();
             for f in 0..folds {
-                let mut train = TriAccumulator::new(p);
+                let mut train = TriAccumulator::new(stack.augmented());
                 for (g, a) in accs.iter().enumerate() {
                     if g != f {
                         train.merge(a);
                     }
                 }
-                let s = solve(&train, p, opts.solver);
+                let s = solve(&train, stack, opts.solver);
                 stack.visit(fold_range(n, folds, f), |_, x, y, _| {
                     ape.add(y - dot(x, &s.coef), y)
                 });
@@ -289,6 +305,8 @@ pub(crate) fn analyse(
     Analysis {
         estimates,
         covariance,
+        theta_se,
+        cov_method: cov.method,
         t95: t,
         residuals_j: residuals,
         diagnostics: FitDiagnostics {
@@ -316,6 +334,7 @@ pub(crate) fn analyse(
                 .filter_map(|s| s.alignment.as_ref().map(|a| a.describe()))
                 .collect(),
             joint: Vec::new(),
+            covariance: String::new(),
             warnings,
         },
     }
@@ -466,29 +485,9 @@ fn merge_overlapping(found: Vec<(Vec<usize>, bool, f64)>) -> Vec<(Vec<usize>, bo
     merged
 }
 
-/// `(AᵀA)⁻¹` for a column-scaled `A` of full column rank, by SVD; `None` otherwise.
-fn scaled_inverse(a: &DMatrix<f64>) -> Option<DMatrix<f64>> {
-    let m = a.ncols();
-    if m == 0 {
-        return Some(DMatrix::zeros(0, 0));
-    }
-    let svd = a.clone().svd(false, true);
-    let s = &svd.singular_values;
-    let v_t = svd.v_t.as_ref()?;
-    let smax = s.max();
-    if s.iter().any(|&x| x <= RANK_TOL * smax) {
-        return None;
-    }
-    Some(DMatrix::from_fn(m, m, |i, j| {
-        (0..s.len())
-            .map(|k| v_t[(k, i)] * v_t[(k, j)] / (s[k] * s[k]))
-            .sum()
-    }))
-}
-
 /// Diagonal of `(AᵀA)⁻¹` for a column-scaled `A`, by SVD; `None` for coefficients that
 /// load on a null direction (not identifiable).
-fn scaled_variances(a: &DMatrix<f64>) -> Vec<Option<f64>> {
+pub(crate) fn scaled_variances(a: &DMatrix<f64>) -> Vec<Option<f64>> {
     let m = a.ncols();
     if m == 0 {
         return Vec::new();
@@ -659,6 +658,11 @@ fn describe(f: &Flag, ci: Option<[f64; 2]>, unconstrained: f64) -> String {
         Flag::NoInterval => {
             "no interval (not identifiable, or no residual degree of freedom)".to_owned()
         }
+        Flag::ContentionUnknown => "contention unknown: the run's occupancy did not vary \
+                                    enough to tell its power alone from its power beside \
+                                    other tasks"
+            .to_owned(),
+        Flag::ModelInDoubt { departure } => format!("the model does not hold: {departure}"),
     }
 }
 

@@ -193,7 +193,14 @@ pub(crate) fn fit_large(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainF
         types,
         stats: stack.stats.clone(),
         residuals_j: residuals,
+        drift: None,
+        contention: None,
+        types_at_run: vec![None; stack.keys.len()],
         covariance_w2: None,
+        layout: super::solve::CovLayout {
+            types: stack.keys.len(),
+            ..Default::default()
+        },
         t95: f64::INFINITY,
         diagnostics: FitDiagnostics {
             solver: opts.solver,
@@ -218,6 +225,7 @@ pub(crate) fn fit_large(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainF
                 .filter_map(|s| s.alignment.as_ref().map(|a| a.describe()))
                 .collect(),
             joint: Vec::new(),
+            covariance: String::new(),
             warnings,
         },
     }

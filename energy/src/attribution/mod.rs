@@ -24,6 +24,9 @@
 
 mod align;
 mod attribute;
+mod contention;
+mod covariance;
+mod departures;
 mod diagnostics;
 mod error;
 mod input;
@@ -31,6 +34,7 @@ mod key;
 mod large;
 mod model;
 mod nnls;
+mod occupancy;
 mod qr;
 mod render;
 mod report;
@@ -45,24 +49,26 @@ mod testkit;
 #[cfg(test)]
 mod tests;
 
-pub use align::Alignment;
+pub use align::{Alignment, IntervalSource};
 pub use attribute::{attribute, attribute_systems, attribute_trace, Attribution};
+pub use contention::ContentionFit;
 pub use diagnostics::{FitDiagnostics, InseparableGroup, InseparableReason};
 pub use error::AttributionError;
 pub use input::{trace_tasks, TraceParts, IDLE_CALIBRATION};
 pub use key::{footprint_class, KeyKind, TypeKey};
 pub use model::{
     fit_model, predict, predict_systems, predict_trace, DomainModel, DomainPrediction, EnergyModel,
-    ModelFit, Prediction, RegionPrediction, TypeModel, MODEL_FORMAT_VERSION,
+    ModelFit, Prediction, RegionPrediction, TypeModel, MODEL_FORMAT_OLDEST, MODEL_FORMAT_VERSION,
 };
 pub use nnls::{nnls, NnlsSolution};
+pub use occupancy::{Occupancy, OCCUPANCY_MAX_TASKS};
 pub use render::{render_prediction, render_report, RenderOptions};
 pub use report::{
     AttributionReport, DomainReport, RegionReport, RegionType, TruthComparison, TruthRow,
     TypeReport,
 };
 pub use solve::{
-    AttributionOptions, DomainFit, Estimate, Flag, RowWeights, SensorModel, Solver,
-    DEFAULT_PRECISION_PCT, MAX_SPARSE_TYPES, MAX_TYPES,
+    AttributionOptions, CovLayout, DomainFit, Estimate, Flag, RowWeights, SensorModel, Solver,
+    DEFAULT_PRECISION_PCT, MAX_CONTENTION_TYPES, MAX_SPARSE_TYPES, MAX_TYPES,
 };
 pub use system::{regions_of, DomainSystem, RegionDef, TraceSystems, TypeColumn, TypeStats};

@@ -22,8 +22,13 @@ use super::report::{domain_report, DomainReport};
 use super::solve::{fit_group, AttributionOptions, DomainFit, Estimate, Solver};
 use super::system::{DomainSystem, TraceSystems};
 
-/// The model file format version this build writes and reads.
-pub const MODEL_FORMAT_VERSION: u32 = 1;
+/// The model file format version this build writes. Version 2 added each domain's
+/// contention and the covariance's layout; version 1 files are read as models without
+/// contention.
+pub const MODEL_FORMAT_VERSION: u32 = 2;
+
+/// The oldest model file format version this build reads.
+pub const MODEL_FORMAT_OLDEST: u32 = 1;
 
 /// A fitted energy model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -59,11 +64,20 @@ pub struct DomainModel {
     pub r2: Option<f64>,
     /// Cross-validated MAPE of the fit, %.
     pub cv_mape_pct: Option<f64>,
-    /// Covariance of the powers, W², base first then `types` in order: what prediction
-    /// intervals are computed from. Absent in models written before it existed, or when
-    /// a power was not identifiable (then predictions have no interval).
+    /// The contention `c`: each task draws `1 − c·(k − 1)` of its power alone with `k`
+    /// tasks running on the domain; absent when not fitted (the powers are then taken as
+    /// alone whatever the occupancy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contention: Option<Estimate>,
+    /// Covariance of the powers, in `layout`'s order (base, `types` in order, then the
+    /// contention when fitted): what prediction intervals are computed from. Absent in
+    /// models written before it existed, or when a power was not identifiable (then
+    /// predictions have no interval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub covariance_w2: Option<Vec<Vec<f64>>>,
+    /// The order of `covariance_w2` (absent in version 1 files: base then types).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<super::solve::CovLayout>,
     /// Student-t 95% quantile for the fit's residual degrees of freedom.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub t95: Option<f64>,
@@ -102,14 +116,19 @@ impl EnergyModel {
         };
         let value: serde_json::Value = serde_json::from_str(text).map_err(parse)?;
         let found = value.get("format_version");
-        if found.and_then(|v| v.as_u64()) != Some(u64::from(MODEL_FORMAT_VERSION)) {
+        let known = u64::from(MODEL_FORMAT_OLDEST)..=u64::from(MODEL_FORMAT_VERSION);
+        if !found
+            .and_then(|v| v.as_u64())
+            .is_some_and(|v| known.contains(&v))
+        {
             return Err(AttributionError::ModelVersion {
                 path: path.to_owned(),
                 found: found.map_or("missing".to_owned(), |v| v.to_string()),
                 supported: MODEL_FORMAT_VERSION,
             });
         }
-        let model: EnergyModel = serde_json::from_value(value).map_err(parse)?;
+        let mut model: EnergyModel = serde_json::from_value(value).map_err(parse)?;
+        model.format_version = MODEL_FORMAT_VERSION;
         model.validate(path)?;
         Ok(model)
     }
@@ -133,6 +152,32 @@ impl EnergyModel {
                         domain: d.name.clone(),
                         what,
                         value,
+                    });
+                }
+            }
+            if let Some(c) = &d.contention {
+                // g(k) = 1 − c (k − 1) must stay a factor: a contention of 1 or more would
+                // make two tasks at once draw nothing.
+                if !(c.value_w.is_finite() && c.value_w > -1.0 && c.value_w < 1.0) {
+                    return Err(AttributionError::ModelPower {
+                        path: path.to_owned(),
+                        domain: d.name.clone(),
+                        what: "contention (must lie in (-1, 1))".to_owned(),
+                        value: c.value_w,
+                    });
+                }
+            }
+            if let (Some(l), Some(cov)) = (&d.layout, &d.covariance_w2) {
+                if l.types != d.types.len() || l.len() != cov.len() {
+                    return Err(AttributionError::ModelPower {
+                        path: path.to_owned(),
+                        domain: d.name.clone(),
+                        what: format!(
+                            "covariance ({} rows for a layout of {})",
+                            cov.len(),
+                            l.len()
+                        ),
+                        value: f64::NAN,
                     });
                 }
             }
@@ -256,7 +301,23 @@ pub fn fit_model(
             rows: fit.diagnostics.rows,
             r2: fit.diagnostics.r2,
             cv_mape_pct: fit.diagnostics.cv_mape_pct,
-            covariance_w2: fit.covariance_w2.clone(),
+            contention: fit
+                .contention
+                .as_ref()
+                .filter(|c| c.identified)
+                .map(|c| c.c.clone()),
+            // A model carries no drift: its base is the fit's mean base.
+            layout: Some(match &fit.covariance_w2 {
+                Some(cov) => fit.layout.without_drift(cov).0,
+                None => super::solve::CovLayout {
+                    drift: false,
+                    ..fit.layout
+                },
+            }),
+            covariance_w2: fit
+                .covariance_w2
+                .as_ref()
+                .map(|cov| fit.layout.without_drift(cov).1),
             t95: Some(fit.t95).filter(|t| t.is_finite()),
         });
         out.fits.push(fit);
@@ -525,35 +586,54 @@ fn predict_domain(
     let (a, b) = s.window_ns().or(span).unwrap_or((0, 0));
     let window_s = (b - a) as f64 * 1e-9;
     let base_w = m.base.value_w;
+    let layout = m.layout.unwrap_or(super::solve::CovLayout {
+        types: m.types.len(),
+        drift: false,
+        contention: false,
+    });
+    let c_model = m.contention.as_ref().map_or(0.0, |c| c.value_w);
+    if m.contention.is_some() && !s.occupancy().built && s.columns.iter().any(|c| c.stats.count > 0)
+    {
+        if let Some(why) = &s.occupancy().skipped {
+            warnings.push(format!(
+                "{}: the model has a contention but the run's occupancy is not known ({why}): \
+                 predicted at the powers alone",
+                s.domain()
+            ));
+        }
+    }
     let mut coef = Vec::with_capacity(s.columns.len());
     let (mut missing, mut unreliable) = (Vec::new(), Vec::new());
     let flag_of = |e: &Estimate| e.flags.first().map_or("unreliable", |f| f.short());
     if !m.base.reliable {
         unreliable.push(format!("base ({})", flag_of(&m.base)));
     }
-    // Model-order times, for the covariance: base window then each model type.
+    // Model-order effective times, for the covariance.
     let index: HashMap<&TypeKey, usize> = m
         .types
         .iter()
         .enumerate()
         .map(|(i, t)| (&t.key, i))
         .collect();
-    let mut c = vec![0.0; m.types.len() + 1];
-    c[0] = window_s;
+    let mut effective = vec![0.0; m.types.len()];
+    let mut dc = 0.0;
     let mut dynamic_j = 0.0;
     for col in &s.columns {
-        let ns = if sampled {
-            col.stats.clipped_ns
+        let (ns, occ) = if sampled {
+            (col.stats.clipped_ns, col.stats.occ_ns)
         } else {
-            col.stats.total_ns
+            (col.stats.total_ns, col.stats.occ_total_ns)
         };
+        let (t, u) = (ns as f64 * 1e-9, occ as f64 * 1e-9);
+        let x = t - c_model * u;
         let p = match powers.get(&col.key) {
             Some(e) => {
                 if !e.reliable && ns > 0 {
                     unreliable.push(format!("{} ({})", col.key, flag_of(e)));
                 }
                 if let Some(&i) = index.get(&col.key) {
-                    c[i + 1] += ns as f64 * 1e-9;
+                    effective[i] += x;
+                    dc -= e.value_w * u;
                 }
                 e.value_w
             }
@@ -564,9 +644,10 @@ fn predict_domain(
                 0.0
             }
         };
-        dynamic_j += p * ns as f64 * 1e-9;
+        dynamic_j += p * x;
         coef.push(p);
     }
+    let c = layout.gradient(window_s, &effective, 0.0, dc);
     let half_width_j = m
         .covariance_w2
         .as_ref()
@@ -617,7 +698,8 @@ fn predict_domain(
                 }
                 let mut yhat = base_w * s.dt_ns(i) as f64 * 1e-9;
                 for (c, p) in s.columns.iter().zip(&coef) {
-                    yhat += p * c.time_ns[i] as f64 * 1e-9;
+                    let u = c.occ_ns.get(i).map_or(0.0, |&u| u as f64);
+                    yhat += p * (c.time_ns[i] as f64 - c_model * u) * 1e-9;
                 }
                 sum += ((y - yhat) / y).abs();
                 n += 1;
@@ -626,22 +708,31 @@ fn predict_domain(
         })
         .flatten();
     let t95 = m.t95.unwrap_or(1.96);
+    let occ = s.region_occupancy();
     let regions = s
         .regions()
         .iter()
         .zip(s.region_time())
-        .map(|(r, times)| {
+        .enumerate()
+        .map(|(ri, (r, times))| {
             let window = r.length_ns() as f64 * 1e-9;
-            let mut c = vec![0.0; m.types.len() + 1];
-            c[0] = window;
+            let mut effective = vec![0.0; m.types.len()];
+            let mut dc = 0.0;
             let mut predicted_j = base_w * window;
-            for ((col, &(_, ns)), p) in s.columns.iter().zip(times).zip(&coef) {
+            for (ci, ((col, &(_, ns)), p)) in s.columns.iter().zip(times).zip(&coef).enumerate() {
                 let busy = ns as f64 * 1e-9;
-                predicted_j += p * busy;
+                let u = occ
+                    .get(ri)
+                    .and_then(|o| o.get(ci))
+                    .map_or(0.0, |&u| u as f64 * 1e-9);
+                let x = busy - c_model * u;
+                predicted_j += p * x;
                 if let Some(&i) = index.get(&col.key) {
-                    c[i + 1] += busy;
+                    effective[i] += x;
+                    dc -= p * u;
                 }
             }
+            let c = layout.gradient(window, &effective, 0.0, dc);
             let interval_j = m
                 .covariance_w2
                 .as_ref()
@@ -738,10 +829,33 @@ mod tests {
                 rows: 100,
                 r2: Some(0.99),
                 cv_mape_pct: None,
+                contention: None,
                 covariance_w2: Some(vec![vec![0.01, -0.002], vec![-0.002, 0.01]]),
+                layout: Some(super::super::solve::CovLayout {
+                    types: 1,
+                    ..Default::default()
+                }),
                 t95: Some(1.97),
             }],
         }
+    }
+
+    #[test]
+    fn version_1_files_read_as_models_without_contention() {
+        let mut v: serde_json::Value = serde_json::from_str(&sample_model().to_json()).unwrap();
+        v["format_version"] = 1.into();
+        v["domains"][0].as_object_mut().unwrap().remove("layout");
+        let m = EnergyModel::from_json(&v.to_string(), Path::new("old.json")).unwrap();
+        assert_eq!(m.format_version, MODEL_FORMAT_VERSION);
+        assert!(m.domains[0].contention.is_none() && m.domains[0].layout.is_none());
+        // A contention that would make tasks draw nothing is refused, naming it.
+        let mut m = sample_model();
+        m.domains[0].contention = Some(m.domains[0].base.clone());
+        let msg = m.validate(Path::new("m.json")).unwrap_err().to_string();
+        assert!(
+            msg.contains("contention") && msg.contains("m.json"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -130,6 +130,7 @@ impl TriAccumulator {
     }
 
     /// Euclidean norm of column `j` of `X` (= of `R`).
+    #[cfg(test)]
     pub(crate) fn column_norm(&self, j: usize) -> f64 {
         (0..=j)
             .map(|i| self.r[i * self.q + j].powi(2))

@@ -83,6 +83,15 @@ pub struct DomainReport {
     /// regions); empty when the trace marks none.
     #[serde(default)]
     pub regions: Vec<RegionReport>,
+    /// The contention: each task's power falls by `c` of its power alone per other task
+    /// running beside it (docs/attribution.md, "Contention"); present when the domain's
+    /// occupancy was modelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contention: Option<super::contention::ContentionFit>,
+    /// The base power's linear drift over the window (its change from the window's middle
+    /// to its end, W; `base` is the window's mean), when modelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_drift: Option<Estimate>,
 }
 
 /// The energy of one region of the run on one domain, from the fitted powers.
@@ -139,13 +148,21 @@ pub struct TypeReport {
     pub mean_duration_s: f64,
     /// Task time inside the window, summed over workers, s (`T_k`).
     pub busy_s: f64,
-    /// Dynamic power `p_k`.
+    /// Dynamic power `p_k` of a task of the type running alone.
     pub power: Estimate,
-    /// `p_k · mean duration`, J.
+    /// Its mean power at the occupancy it ran at, `p_k·(T_k − c·U_k)/T_k`, when the
+    /// domain's contention was modelled: what its tasks drew in this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_at_run: Option<Estimate>,
+    /// Mean number of tasks running on the domain while it ran (itself included), when
+    /// the occupancy is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_occupancy: Option<f64>,
+    /// Its dynamic energy per task at the occupancy it ran at, J.
     pub dynamic_j_per_task: f64,
-    /// `(p_k + P_base / W) · mean duration`, J.
+    /// That plus its workers' share of the base per task, `P_base / W · mean duration`, J.
     pub total_j_per_task: f64,
-    /// `(p_k + P_base / W) · T_k`, J.
+    /// `p_k·(T_k − c·U_k) + P_base / W · T_k`, J.
     pub total_j: f64,
     /// `total_j / measured_j`.
     pub share_of_measured: f64,
@@ -236,20 +253,29 @@ pub(crate) fn domain_report(
             0.0
         }
     };
+    let theta = fit.theta();
     let types: Vec<TypeReport> = fit
         .keys
         .iter()
         .zip(&fit.types)
         .zip(&fit.stats)
-        .map(|((key, est), st)| {
+        .enumerate()
+        .map(|(k, ((key, est), st))| {
             let mean = if st.count > 0 {
                 st.total_ns as f64 * 1e-9 / st.count as f64
             } else {
                 0.0
             };
             let busy_s = st.clipped_ns as f64 * 1e-9;
+            // The share of its time that counts at its power alone, after contention.
+            let ratio = if st.clipped_ns > 0 {
+                (st.clipped_ns as f64 - theta * st.occ_ns as f64) / st.clipped_ns as f64
+            } else {
+                1.0
+            };
             let p = est.value_w;
-            let total_j = (p + per_worker) * busy_s;
+            let dynamic = p * ratio;
+            let total_j = (dynamic + per_worker) * busy_s;
             TypeReport {
                 key: key.clone(),
                 count: st.count,
@@ -257,8 +283,11 @@ pub(crate) fn domain_report(
                 mean_duration_s: mean,
                 busy_s,
                 power: est.clone(),
-                dynamic_j_per_task: p * mean,
-                total_j_per_task: (p + per_worker) * mean,
+                power_at_run: fit.types_at_run.get(k).cloned().flatten(),
+                mean_occupancy: (fit.contention.is_some() && st.clipped_ns > 0)
+                    .then(|| 1.0 + st.occ_ns as f64 / st.clipped_ns as f64),
+                dynamic_j_per_task: dynamic * mean,
+                total_j_per_task: (dynamic + per_worker) * mean,
                 total_j,
                 share_of_measured: share(total_j),
             }
@@ -296,15 +325,21 @@ pub(crate) fn domain_report(
         base_energy_j: p_base * window_s,
         idle_j,
         idle_share: share(idle_j),
-        dynamic_j: types.iter().map(|t| t.power.value_w * t.busy_s).sum(),
+        dynamic_j: types
+            .iter()
+            .map(|t| t.total_j - per_worker * t.busy_s)
+            .sum(),
         types,
         fit: fit.diagnostics.clone(),
         truth,
         regions,
+        contention: fit.contention.clone(),
+        base_drift: fit.drift.clone(),
     }
 }
 
-/// Each region's energy from the fitted powers, with its interval and measured energy.
+/// Each region's energy from the fitted powers (at the occupancy its tasks ran at, with
+/// the base's drift over its spans), with its interval and measured energy.
 fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<RegionReport> {
     let p_base = fit.base.value_w;
     let per_worker = if workers > 0 {
@@ -312,21 +347,25 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
     } else {
         0.0
     };
+    let theta = fit.theta();
     // Fit columns by key (the system's columns are the fit's for a single trace, but
     // match by key to be safe).
     let index: std::collections::HashMap<&TypeKey, usize> =
         fit.keys.iter().enumerate().map(|(i, k)| (k, i)).collect();
+    let occ = sys.region_occupancy();
     sys.regions()
         .iter()
         .zip(sys.region_time())
-        .map(|(r, times)| {
+        .enumerate()
+        .map(|(ri, (r, times))| {
             let window_s = r.length_ns() as f64 * 1e-9;
-            let mut c = vec![0.0; fit.keys.len() + 1];
-            c[0] = window_s;
+            let mut effective = vec![0.0; fit.keys.len()];
+            let mut dc = 0.0;
             let mut types = Vec::new();
             let mut tasks = 0;
             let mut busy_total = 0.0;
-            for (col, &(count, ns)) in sys.columns().iter().zip(times) {
+            let mut dynamic = 0.0;
+            for (ci, (col, &(count, ns))) in sys.columns().iter().zip(times).enumerate() {
                 let Some(&k) = index.get(&col.key) else {
                     continue;
                 };
@@ -335,24 +374,29 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
                     continue;
                 }
                 let busy_s = ns as f64 * 1e-9;
+                let u_s = occ
+                    .get(ri)
+                    .and_then(|o| o.get(ci))
+                    .map_or(0.0, |&u| u as f64 * 1e-9);
+                let x = busy_s - theta * u_s;
                 busy_total += busy_s;
-                c[k + 1] = busy_s;
+                effective[k] += x;
                 let est = &fit.types[k];
+                dc -= est.value_w * u_s;
+                dynamic += est.value_w * x;
                 types.push(RegionType {
                     key: col.key.clone(),
                     count,
                     busy_s,
-                    total_j: (est.value_w + per_worker) * busy_s,
+                    total_j: est.value_w * x + per_worker * busy_s,
                     share: 0.0,
                     measured: est.reliable,
                 });
             }
-            let dynamic: f64 = types
-                .iter()
-                .map(|ty| fit.types[index[&ty.key]].value_w * ty.busy_s)
-                .sum();
+            let drift_s = drift_integral(sys, &r.spans);
             let base_j = p_base * window_s;
-            let energy_j = base_j + dynamic;
+            let energy_j =
+                base_j + dynamic + fit.drift.as_ref().map_or(0.0, |d| d.value_w * drift_s);
             for ty in &mut types {
                 ty.share = if energy_j != 0.0 {
                     ty.total_j / energy_j
@@ -360,6 +404,7 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
                     0.0
                 };
             }
+            let c = fit.layout.gradient(window_s, &effective, drift_s, dc);
             let interval_j = fit
                 .covariance_w2
                 .as_ref()
@@ -390,8 +435,30 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
         .collect()
 }
 
+/// `∫ τ dt` over `spans`, s: the base drift's column over them (`τ` the time on `[-1, 1]`
+/// across the system's sampled window).
+pub(crate) fn drift_integral(sys: &DomainSystem, spans: &[(u64, u64)]) -> f64 {
+    let Some((t0, tn)) = sys.window_ns() else {
+        return 0.0;
+    };
+    let centre = 0.5 * (t0 as f64 + tn as f64);
+    let half = (0.5 * (tn - t0) as f64).max(1.0);
+    spans
+        .iter()
+        .map(|&(a, b)| {
+            let (a, b) = (a as f64 - centre, b as f64 - centre);
+            (b * b - a * a) / (2.0 * half) * 1e-9
+        })
+        .sum()
+}
+
 fn compare_truth(fit: &DomainFit, id: DomainId, truth: &GroundTruth) -> TruthComparison {
-    let base_truth = truth.base_w.iter().find(|(d, _)| *d == id).map(|&(_, w)| w);
+    let realised = truth.realised_of(id);
+    // The base the run realised (its drift included) when the meter recorded it, else the
+    // configured one.
+    let base_truth = realised
+        .map(|r| r.base_mean_w)
+        .or_else(|| truth.base_w.iter().find(|(d, _)| *d == id).map(|&(_, w)| w));
     let mut rows = vec![truth_row("base".to_owned(), &fit.base, base_truth)];
     for (key, est) in fit.keys.iter().zip(&fit.types) {
         let mut row = truth_row(key.to_string(), est, type_truth(truth, id, key));
@@ -403,8 +470,36 @@ fn compare_truth(fit: &DomainFit, id: DomainId, truth: &GroundTruth) -> TruthCom
             .any(|t| t.domain == id && t.codelet == key.codelet);
         rows.push(row);
     }
+    // What the run realised: each type's mean power at the occupancy it ran at, and the
+    // contention (exact for two workers; for more, the occupancy factor is not linear in
+    // the number of tasks and has no single `c`).
+    if let Some(r) = realised {
+        for (k, (key, est)) in fit.keys.iter().zip(&fit.types_at_run).enumerate() {
+            let Some(est) = est else { continue };
+            let t = r
+                .types
+                .iter()
+                .filter(|t| t.codelet == key.codelet && key.arch.is_none_or(|a| a == t.arch))
+                .fold((0.0, 0.0), |(e, b), t| {
+                    (e + t.at_run_w * t.busy_s, b + t.busy_s)
+                });
+            let truth_w = (t.1 > 0.0).then(|| t.0 / t.1);
+            let _ = k;
+            rows.push(truth_row(format!("{key} at run"), est, truth_w));
+        }
+        if let Some(c) = &fit.contention {
+            let g = &r.occupancy_factor;
+            let linear = g.len() >= 3
+                && (2..g.len()).all(|k| {
+                    let c2 = 1.0 - g[2];
+                    (g[k] - (1.0 - c2 * (k - 1) as f64).max(0.0)).abs() < 1e-9
+                });
+            let c_true = (g.len() >= 3 && (g.len() == 3 || linear)).then(|| 1.0 - g[2]);
+            rows.push(truth_row("contention".to_owned(), &c.c, c_true));
+        }
+    }
     TruthComparison {
-        noise_sigma_w: truth.noise_sigma_w,
+        noise_sigma_w: truth.noise_of(id),
         rows,
     }
 }

@@ -32,6 +32,13 @@ pub const MAX_TYPES: usize = 1024;
 /// ([`AttributionError::TooManyTypes`]).
 pub const MAX_SPARSE_TYPES: usize = 1 << 20;
 
+/// Rows a single-trace fit needs before it models a base drift.
+pub(crate) const MIN_DRIFT_ROWS: usize = 30;
+
+/// Task types up to which contention is modelled (its profile solves the fit a few dozen
+/// times, and the augmented factor doubles the columns).
+pub const MAX_CONTENTION_TYPES: usize = 64;
+
 /// The default [`AttributionOptions::precision_pct`]: 95% intervals within ±5%.
 pub const DEFAULT_PRECISION_PCT: f64 = 5.0;
 
@@ -63,8 +70,13 @@ impl Solver {
 /// Weights of the rows (intervals) in the least-squares fit.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum RowWeights {
-    /// Every interval counts the same.
+    /// The default: weights from the rows' own error variance, `1 / (a + b·Δt_i)`, with
+    /// `a` (per-reading error: quantisation, misalignment) and `b` (white power noise,
+    /// whose energy variance grows with the interval) fitted to the squared residuals of a
+    /// first, unweighted fit (feasible generalised least squares).
     #[default]
+    Auto,
+    /// Every interval counts the same.
     Uniform,
     /// Weight `mean Δt / Δt_i`: the right weight when the noise is white power noise, whose
     /// energy variance grows with the interval length.
@@ -77,6 +89,7 @@ pub enum RowWeights {
 impl RowWeights {
     fn describe(&self) -> &'static str {
         match self {
+            RowWeights::Auto => "auto: 1/(a + b dt)",
             RowWeights::Uniform => "uniform",
             RowWeights::InverseDuration => "1/dt",
             RowWeights::PerInterval(_) => "user",
@@ -119,6 +132,12 @@ pub struct AttributionOptions {
     /// How a task's activity reaches a domain's readings (default: through the domain's
     /// sensor, see docs/attribution.md "Sensor models").
     pub sensor_model: SensorModel,
+    /// Fit each domain's contention (its tasks' power falling with the number running at
+    /// once) where the occupancy columns exist (default on; docs/attribution.md,
+    /// "Contention").
+    pub contention: bool,
+    /// Fit a linear drift of the base power over a single trace's window (default on).
+    pub drift: bool,
 }
 
 /// How the design matrix sees a domain's sensor.
@@ -150,6 +169,8 @@ impl Default for AttributionOptions {
             precision_pct: DEFAULT_PRECISION_PCT,
             align_to_meter: true,
             sensor_model: SensorModel::Aware,
+            contention: true,
+            drift: true,
         }
     }
 }
@@ -240,6 +261,15 @@ pub enum Flag {
     NoTimeInWindow,
     /// No interval can be given (not identifiable, or no residual degree of freedom).
     NoInterval,
+    /// The run's occupancy did not vary enough to tell the power alone from the power
+    /// beside other tasks: the value is the power at the run's occupancy.
+    ContentionUnknown,
+    /// The residuals show that the model does not hold for this domain (the powers change
+    /// over the run, or with the occupancy beyond the fitted contention).
+    ModelInDoubt {
+        /// Which departure, in words.
+        departure: String,
+    },
 }
 
 impl Flag {
@@ -254,6 +284,8 @@ impl Flag {
             Flag::TooFewTasks { .. } => "few tasks",
             Flag::NoTimeInWindow => "no time",
             Flag::NoInterval => "no interval",
+            Flag::ContentionUnknown => "contention?",
+            Flag::ModelInDoubt { .. } => "model?",
         }
     }
 }
@@ -275,13 +307,101 @@ pub struct DomainFit {
     pub stats: Vec<TypeStats>,
     /// `E_i − Ê_i`, J, one per interval (stacked traces one after the other).
     pub residuals_j: Vec<f64>,
-    /// Covariance of the unconstrained coefficients, W², base then types (the matrix
-    /// behind every interval); `None` when a coefficient is not identifiable.
+    /// The base power's linear drift over the window (the change from the window's middle
+    /// to its end, W; `base` is the window's mean), when modelled.
+    pub drift: Option<Estimate>,
+    /// The contention, when the domain's occupancy columns exist.
+    pub contention: Option<super::contention::ContentionFit>,
+    /// Each type's mean power at the occupancy it ran at, when contention is modelled
+    /// (parallel to `keys`; `None` for a type with no time in the window).
+    pub types_at_run: Vec<Option<Estimate>>,
+    /// Covariance of the unconstrained coefficients in `layout`'s order (the matrix behind
+    /// every interval); `None` when a coefficient is not identifiable.
     pub covariance_w2: Option<Vec<Vec<f64>>>,
-    /// Student-t 95% quantile for the fit's residual degrees of freedom.
+    /// The order of `covariance_w2`.
+    pub layout: CovLayout,
+    /// Student-t 95% quantile for the intervals.
     pub t95: f64,
     /// Fit quality and warnings.
     pub diagnostics: FitDiagnostics,
+}
+
+impl DomainFit {
+    /// The contention the fit's powers are alone at: `c` when identified, else 0.
+    pub fn theta(&self) -> f64 {
+        self.contention
+            .as_ref()
+            .filter(|c| c.identified)
+            .map_or(0.0, |c| c.c.value_w)
+    }
+}
+
+/// The order of a fit's (or a model's) covariance: the base, each type, then the base
+/// drift and the contention when modelled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CovLayout {
+    /// Task types.
+    pub types: usize,
+    /// Whether a drift row follows the types.
+    #[serde(default)]
+    pub drift: bool,
+    /// Whether a contention row comes last.
+    #[serde(default)]
+    pub contention: bool,
+}
+
+impl CovLayout {
+    /// Rows of the covariance.
+    pub fn len(&self) -> usize {
+        1 + self.types + usize::from(self.drift) + usize::from(self.contention)
+    }
+
+    /// Whether it has no row (never: the base is always there).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The gradient of an energy `P_base·window + Σ_k p_k·(T_k − c·U_k) + drift·D` in
+    /// this order: `window` (s), each type's effective time `T_k − c·U_k` (s), the drift's
+    /// integral `D` (s), and `−Σ_k p_k·U_k` (J) for the contention.
+    pub fn gradient(
+        &self,
+        window_s: f64,
+        effective_s: &[f64],
+        drift_s: f64,
+        dc_j: f64,
+    ) -> Vec<f64> {
+        let mut g = Vec::with_capacity(self.len());
+        g.push(window_s);
+        g.extend((0..self.types).map(|k| effective_s.get(k).copied().unwrap_or(0.0)));
+        if self.drift {
+            g.push(drift_s);
+        }
+        if self.contention {
+            g.push(dc_j);
+        }
+        g
+    }
+
+    /// The same layout without the drift row (what a model keeps), and the matrix to match.
+    pub fn without_drift(&self, cov: &[Vec<f64>]) -> (CovLayout, Vec<Vec<f64>>) {
+        if !self.drift {
+            return (*self, cov.to_vec());
+        }
+        let skip = 1 + self.types;
+        let keep: Vec<usize> = (0..self.len()).filter(|&i| i != skip).collect();
+        let m = keep
+            .iter()
+            .map(|&i| keep.iter().map(|&j| cov[i][j]).collect())
+            .collect();
+        (
+            CovLayout {
+                drift: false,
+                ..*self
+            },
+            m,
+        )
+    }
 }
 
 /// Half-width of the 95% interval of `cᵀ b` for coefficients `b` with covariance `cov`
@@ -301,7 +421,13 @@ pub(crate) fn half_width(cov: &[Vec<f64>], c: &[f64], t: f64) -> Option<f64> {
 }
 
 /// One domain's rows, stacked over one or more traces, with a shared column set.
-/// Column 0 is the base (Δt); column `1 + k` is type `keys[k]`.
+///
+/// The *model* columns are: 0, the base (Δt); `1 + k`, type `keys[k]`'s effective time
+/// `T − θ·U` (its time, less the contention `θ` times its occupancy-weighted time); then,
+/// when [`Stack::drift`], the base drift `Δt·τ` (`τ` the interval's middle on `[-1, 1]`
+/// over the system's window). The *augmented* rows add, when [`Stack::occupancy`], each
+/// type's occupancy column `U` after the model columns: what the contention profile needs
+/// (`contention.rs`).
 pub(crate) struct Stack<'a> {
     pub(crate) systems: Vec<&'a DomainSystem>,
     pub(crate) keys: Vec<TypeKey>,
@@ -315,6 +441,12 @@ pub(crate) struct Stack<'a> {
     /// Per system: whether it is its trace's primary reading of the domain (its task
     /// counts enter `stats`); a second sensor of the same device repeats the same tasks.
     primary: Vec<bool>,
+    /// A base drift column (one system only).
+    pub(crate) drift: bool,
+    /// Occupancy columns in the augmented rows (every system has them).
+    pub(crate) occupancy: bool,
+    /// The contention the model rows are formed at.
+    pub(crate) theta: f64,
 }
 
 impl<'a> Stack<'a> {
@@ -371,7 +503,8 @@ impl<'a> Stack<'a> {
         let rows = *offsets.last().unwrap();
         let domain = systems.first().map(|s| s.domain());
         let w = match weights {
-            RowWeights::Uniform => None,
+            // Auto weights are fitted by `fit_stack`, from a first unweighted fit.
+            RowWeights::Uniform | RowWeights::Auto => None,
             RowWeights::InverseDuration => {
                 let total: u64 = systems.iter().map(|s| total_span(s)).sum();
                 let mean = total as f64 / rows.max(1) as f64;
@@ -415,7 +548,36 @@ impl<'a> Stack<'a> {
             offsets,
             weights: w,
             primary,
+            drift: false,
+            occupancy: false,
+            theta: 0.0,
         })
+    }
+
+    /// Adds a base drift column when `drift` and the stack is one system with enough
+    /// rows, and occupancy columns when `occupancy` and every system has them (with two
+    /// tasks at once somewhere): what the dense fit models beyond the base and the powers.
+    pub(crate) fn enable(&mut self, drift: bool, occupancy: bool) {
+        self.drift = drift && self.systems.len() == 1 && self.rows() >= MIN_DRIFT_ROWS;
+        self.occupancy = occupancy
+            && self.keys.len() <= MAX_CONTENTION_TYPES
+            && self.systems.iter().all(|s| s.occupancy.built)
+            && self.max_k() >= 2
+            && self.stats.iter().any(|st| st.occ_ns > 0);
+    }
+
+    /// The most tasks that ran at once on the domain, over every system.
+    pub(crate) fn max_k(&self) -> usize {
+        self.systems
+            .iter()
+            .map(|s| s.occupancy.max_k())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Columns of the augmented rows: the model's, then the occupancy columns.
+    pub(crate) fn augmented(&self) -> usize {
+        self.unknowns() + if self.occupancy { self.keys.len() } else { 0 }
     }
 
     /// Multiplies the weights of every row of system `i` by `scale[i]`.
@@ -436,9 +598,9 @@ impl<'a> Stack<'a> {
             .flat_map(|i| self.offsets[i]..self.offsets[i + 1])
     }
 
-    /// Unknowns: base plus one per type.
+    /// Model unknowns: base, one per type, and the drift when modelled.
     pub(crate) fn unknowns(&self) -> usize {
-        self.keys.len() + 1
+        self.keys.len() + 1 + usize::from(self.drift)
     }
 
     /// Total rows.
@@ -446,24 +608,105 @@ impl<'a> Stack<'a> {
         *self.offsets.last().unwrap()
     }
 
-    /// Calls `f(row, x, y, w)` for each row in `range`, `x` in seconds, `y` in J.
-    pub(crate) fn visit(&self, range: Range<usize>, mut f: impl FnMut(usize, &[f64], f64, f64)) {
-        let mut x = vec![0.0; self.unknowns()];
+    /// The span of row `g`, ns, on its trace's clock.
+    pub(crate) fn row_span(&self, g: usize) -> (u64, u64) {
+        let si = self.offsets.partition_point(|&o| o <= g) - 1;
+        let s = self.systems[si];
+        let i = g - self.offsets[si];
+        (s.t_ns[i], s.t_ns[i + 1])
+    }
+
+    /// Each stacked system's rows.
+    pub(crate) fn system_ranges(&self) -> impl Iterator<Item = Range<usize>> + '_ {
+        self.offsets.windows(2).map(|w| w[0]..w[1])
+    }
+
+    /// Calls `f(row, a, y, w)` for each row in `range` with the augmented row `a` (model
+    /// columns at no contention, then the occupancy columns), in seconds, `y` in J.
+    pub(crate) fn visit_augmented(
+        &self,
+        range: Range<usize>,
+        mut f: impl FnMut(usize, &[f64], f64, f64),
+    ) {
+        let mut x = vec![0.0; self.augmented()];
+        let (k, p) = (self.keys.len(), self.unknowns());
         for (si, s) in self.systems.iter().enumerate() {
             let (lo, hi) = (self.offsets[si], self.offsets[si + 1]);
             let (a, b) = (range.start.max(lo), range.end.min(hi));
             let map = &self.maps[si];
+            let (centre, half) = match s.window_ns() {
+                Some((t0, tn)) => (0.5 * (t0 + tn) as f64, (0.5 * (tn - t0) as f64).max(1.0)),
+                None => (0.0, 1.0),
+            };
             for g in a..b {
                 let i = g - lo;
                 x.fill(0.0);
-                x[0] = s.dt_ns(i) as f64 * 1e-9;
+                let dt = s.dt_ns(i) as f64 * 1e-9;
+                x[0] = dt;
                 for (c, col) in s.columns.iter().enumerate() {
                     x[map[c]] = col.time_ns[i] as f64 * 1e-9;
+                    if self.occupancy {
+                        x[p + map[c] - 1] = col.occ_ns[i] as f64 * 1e-9;
+                    }
+                }
+                if self.drift {
+                    let mid = 0.5 * (s.t_ns[i] + s.t_ns[i + 1]) as f64;
+                    x[1 + k] = dt * (mid - centre) / half;
                 }
                 let w = self.weights.as_ref().map_or(1.0, |w| w[g]);
                 f(g, &x, s.energy_j[i], w);
             }
         }
+    }
+
+    /// Calls `f(row, x, y, w)` for each row in `range` with the model row `x` at the
+    /// stack's contention `theta`, in seconds, `y` in J.
+    pub(crate) fn visit(&self, range: Range<usize>, mut f: impl FnMut(usize, &[f64], f64, f64)) {
+        let p = self.unknowns();
+        let mut x = vec![0.0; p];
+        self.visit_augmented(range, |g, a, y, w| {
+            self.model_row(a, &mut x);
+            f(g, &x, y, w);
+        });
+        let _ = p;
+    }
+
+    /// The model row of augmented row `a` at the stack's contention.
+    #[inline]
+    pub(crate) fn model_row(&self, a: &[f64], x: &mut [f64]) {
+        let p = self.unknowns();
+        x.copy_from_slice(&a[..p]);
+        if self.occupancy && self.theta != 0.0 {
+            for (j, xj) in x.iter_mut().enumerate().take(self.keys.len() + 1).skip(1) {
+                *xj -= self.theta * a[p + j - 1];
+            }
+        }
+    }
+
+    /// The model's factor at contention `theta` from the augmented factor `acc`:
+    /// `R[:, j] − θ·R[:, aux(j)]` for the type columns, and `z`.
+    pub(crate) fn model_r(&self, acc: &TriAccumulator, theta: f64) -> (DMatrix<f64>, DVector<f64>) {
+        let p = self.unknowns();
+        let all: Vec<usize> = (0..p).collect();
+        let mut r = acc.r_columns(&all);
+        if self.occupancy && theta != 0.0 {
+            let aux: Vec<usize> = (1..=self.keys.len()).map(|j| p + j - 1).collect();
+            let ra = acc.r_columns(&aux);
+            for (c, j) in (1..=self.keys.len()).enumerate() {
+                let col = ra.column(c).clone_owned();
+                r.column_mut(j).axpy(-theta, &col, 1.0);
+            }
+        }
+        (r, acc.z())
+    }
+
+    /// `R[:, aux]·v`: the factor of `Σ_k v_k U_k` (the contention's derivative direction
+    /// for powers `v`), from the augmented factor.
+    pub(crate) fn occupancy_direction(&self, acc: &TriAccumulator, v: &[f64]) -> DVector<f64> {
+        let p = self.unknowns();
+        let aux: Vec<usize> = (1..=self.keys.len()).map(|j| p + j - 1).collect();
+        let ra = acc.r_columns(&aux);
+        ra * DVector::from_column_slice(v)
     }
 
     /// Interval lengths of every row, ns, in row order.
@@ -473,12 +716,14 @@ impl<'a> Stack<'a> {
             .flat_map(|s| (0..s.intervals()).map(move |i| s.dt_ns(i)))
     }
 
-    /// Column labels: `base`, then the keys.
+    /// Column labels: `base`, then the keys, then `base drift`.
     pub(crate) fn label(&self, j: usize) -> String {
         if j == 0 {
             "base".to_owned()
-        } else {
+        } else if j <= self.keys.len() {
             self.keys[j - 1].to_string()
+        } else {
+            "base drift".to_owned()
         }
     }
 }
@@ -495,6 +740,8 @@ pub(crate) fn merge_stats(into: &mut TypeStats, s: &TypeStats) {
     into.min_ns = into.min_ns.min(s.min_ns);
     into.max_ns = into.max_ns.max(s.max_ns);
     into.contained += s.contained;
+    into.occ_ns += s.occ_ns;
+    into.occ_total_ns += s.occ_total_ns;
 }
 
 /// Contiguous block `f` of `k` over `n` rows.
@@ -502,15 +749,16 @@ pub(crate) fn fold_range(n: usize, k: usize, f: usize) -> Range<usize> {
     (f * n / k)..((f + 1) * n / k)
 }
 
-/// One triangle per fold (a single one when `folds < 2`), from one pass over the rows.
+/// One triangle of the augmented rows per fold (a single one when `folds < 2`), from one
+/// pass over the rows.
 pub(crate) fn accumulate(stack: &Stack<'_>, folds: usize) -> Vec<TriAccumulator> {
-    let p = stack.unknowns();
+    let p = stack.augmented();
     let n = stack.rows();
     let k = folds.max(1);
     let mut accs = vec![TriAccumulator::new(p); k];
     let mut row = vec![0.0; p + 1];
     for (f, acc) in accs.iter_mut().enumerate() {
-        stack.visit(fold_range(n, k, f), |_, x, y, w| {
+        stack.visit_augmented(fold_range(n, k, f), |_, x, y, w| {
             if w <= 0.0 {
                 return;
             }
@@ -544,15 +792,23 @@ pub(crate) struct Solved {
     pub(crate) ols: Vec<f64>,
 }
 
-/// Solves the accumulated least-squares problem with the chosen solver.
-pub(crate) fn solve(acc: &TriAccumulator, p: usize, solver: Solver) -> Solved {
-    let included: Vec<usize> = (0..p).filter(|&j| acc.column_norm(j) > 0.0).collect();
-    let norms: Vec<f64> = included.iter().map(|&j| acc.column_norm(j)).collect();
-    let mut a = acc.r_columns(&included);
+/// Solves the accumulated least-squares problem with the chosen solver, at the stack's
+/// contention.
+pub(crate) fn solve(acc: &TriAccumulator, stack: &Stack<'_>, solver: Solver) -> Solved {
+    let (r, z) = stack.model_r(acc, stack.theta);
+    solve_r(&r, z, solver)
+}
+
+/// Solves `min ‖r·b − z‖` (a factor `r` of the model's columns) with the chosen solver.
+pub(crate) fn solve_r(r: &DMatrix<f64>, z: DVector<f64>, solver: Solver) -> Solved {
+    let p = r.ncols();
+    let norm = |j: usize| r.column(j).norm();
+    let included: Vec<usize> = (0..p).filter(|&j| norm(j) > 0.0).collect();
+    let norms: Vec<f64> = included.iter().map(|&j| norm(j)).collect();
+    let mut a = r.select_columns(&included);
     for (k, d) in norms.iter().enumerate() {
         a.column_mut(k).unscale_mut(*d);
     }
-    let z = acc.z();
     let unconstrained = ols(&a, &z);
     let (xs, free) = match solver {
         Solver::Nnls => {
@@ -600,14 +856,16 @@ fn ols(a: &DMatrix<f64>, z: &DVector<f64>) -> DVector<f64> {
     lstsq_min_norm(a, z)
 }
 
-/// Fits one domain from its rows stacked over one or more traces.
-pub(crate) fn fit_stack(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainFit {
+/// Fits one domain from its rows stacked over one or more traces: the auto weights (when
+/// asked), the contention's profile (when the occupancy columns exist), the powers, then
+/// everything [`diagnostics::analyse`] and [`super::departures`] say about them.
+pub(crate) fn fit_stack(stack: &mut Stack<'_>, opts: &AttributionOptions) -> DomainFit {
     if stack.keys.len() > MAX_TYPES {
         let mut fit = super::large::fit_large(stack, opts);
         fit.diagnostics.weights = opts.weights.describe().to_owned();
         return fit;
     }
-    let p = stack.unknowns();
+    stack.enable(opts.drift, opts.contention);
     let n = stack.rows();
     // Contiguous-block cross-validation needs at least two rows per fold to mean anything.
     let folds = if opts.cv_folds >= 2 && n >= 2 * opts.cv_folds {
@@ -615,26 +873,298 @@ pub(crate) fn fit_stack(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainF
     } else {
         1
     };
+    if opts.weights == RowWeights::Auto {
+        variance_weights(stack, opts.solver);
+    }
     let accs = accumulate(stack, folds);
     let mut full = accs[0].clone();
     for a in &accs[1..] {
         full.merge(a);
     }
-    let solved = solve(&full, p, opts.solver);
-    let first = stack.systems[0];
-    let mut out = diagnostics::analyse(stack, &solved, &accs, folds, opts);
+    let profiled = stack
+        .occupancy
+        .then(|| super::contention::profile(stack, &full, opts.solver));
+    stack.theta = profiled.as_ref().map_or(0.0, |p| p.theta);
+    let solved = solve(&full, stack, opts.solver);
+    let theta = profiled.as_ref().filter(|p| p.identified).map(|p| p.theta);
+    let mut out = diagnostics::analyse(stack, &solved, &accs, &full, folds, opts, theta);
     out.diagnostics.weights = opts.weights.describe().to_owned();
-    DomainFit {
+    out.diagnostics.covariance = out.cov_method.clone();
+    let k = stack.keys.len();
+    let layout = CovLayout {
+        types: k,
+        drift: stack.drift,
+        contention: theta.is_some(),
+    };
+    let first = stack.systems[0];
+    let mut estimates = out.estimates;
+    let drift = stack.drift.then(|| estimates.remove(1 + k));
+    let base = estimates.remove(0);
+    let mut types = estimates;
+    let contention = stack.occupancy.then(|| {
+        let mean_k = {
+            let (mut w, mut t) = (0.0, 0.0);
+            for s in &stack.systems {
+                let m = s.occupancy.mean_busy_k();
+                let busy: u64 = s.occupancy.time_by_k_ns.iter().skip(1).sum();
+                w += m * busy as f64;
+                t += busy as f64;
+            }
+            if t > 0.0 {
+                w / t
+            } else {
+                0.0
+            }
+        };
+        super::contention::ContentionFit {
+            c: contention_estimate(theta, out.theta_se, out.t95),
+            identified: theta.is_some(),
+            max_k: stack.max_k(),
+            mean_k,
+        }
+    });
+    let mut types_at_run = vec![None; k];
+    if stack.occupancy {
+        for (j, est) in types.iter_mut().enumerate() {
+            let st = &stack.stats[j];
+            if st.clipped_ns == 0 {
+                continue;
+            }
+            let at = at_run(
+                est,
+                j,
+                st,
+                stack.theta,
+                theta.is_some(),
+                &solved,
+                out.covariance.as_ref(),
+                &layout,
+                out.t95,
+                opts,
+            );
+            if theta.is_none() && st.occ_ns > 0 {
+                // The occupancy hardly varied: this power is the power at the run's
+                // occupancy, and nothing in the data gives the power alone.
+                est.flags.push(Flag::ContentionUnknown);
+                est.issues.push(describe_contention_unknown());
+                est.reliable = false;
+            }
+            types_at_run[j] = Some(at);
+        }
+        if theta.is_none() {
+            out.diagnostics.warnings.push(
+                "contention cannot be separated from the powers: the number of tasks running \
+                 at once hardly varied, so each power is the power at the run's occupancy, \
+                 not alone (flagged `contention?`); run each type alone on one worker and on \
+                 every worker (`--type-calibration`) to separate them"
+                    .to_owned(),
+            );
+        }
+    } else if let Some(why) = stack
+        .systems
+        .iter()
+        .find_map(|s| s.occupancy.skipped.clone())
+        .filter(|_| stack.max_k() >= 2)
+    {
+        out.diagnostics
+            .warnings
+            .push(format!("contention is not modelled: {why}"));
+    } else if stack.max_k() >= 2 && k > MAX_CONTENTION_TYPES {
+        out.diagnostics.warnings.push(format!(
+            "contention is not modelled: {k} task types, more than the {MAX_CONTENTION_TYPES} \
+             its profile takes"
+        ));
+    }
+    let mut fit = DomainFit {
         domain: first.domain(),
         name: first.info.name.clone(),
         keys: stack.keys.clone(),
-        base: out.estimates.remove(0),
-        types: out.estimates,
+        base,
+        types,
         stats: stack.stats.clone(),
         residuals_j: out.residuals_j,
+        drift,
+        contention,
+        types_at_run,
         covariance_w2: out.covariance,
+        layout,
         t95: out.t95,
         diagnostics: out.diagnostics,
+    };
+    super::departures::check(stack, &mut fit, opts);
+    fit
+}
+
+/// The contention as an estimate: its value, standard error and 95% interval (no sign
+/// constraint: a package can be super-additive), or 0 without an interval when not
+/// identified.
+fn contention_estimate(theta: Option<f64>, se: Option<f64>, t: f64) -> Estimate {
+    match (theta, se) {
+        (Some(c), Some(se)) => Estimate {
+            value_w: c,
+            se_w: Some(se),
+            ci95_w: Some([c - t * se, c + t * se]),
+            at_bound: false,
+            reliable: true,
+            flags: Vec::new(),
+            issues: Vec::new(),
+        },
+        (c, _) => Estimate {
+            value_w: c.unwrap_or(0.0),
+            se_w: None,
+            ci95_w: None,
+            at_bound: false,
+            reliable: false,
+            flags: vec![Flag::NoInterval],
+            issues: vec!["not identified by the run's occupancy".to_owned()],
+        },
+    }
+}
+
+fn describe_contention_unknown() -> String {
+    "contention unknown: the run's occupancy did not vary enough to tell its power alone from \
+     its power beside other tasks; this is its power at the run's occupancy"
+        .to_owned()
+}
+
+/// A type's mean power at the occupancy it ran at: `p_k·(T_k − c·U_k)/T_k`, its interval
+/// from the covariance of `p_k` and `c` (delta method), its flags those of the power alone
+/// that still apply.
+#[allow(clippy::too_many_arguments)]
+fn at_run(
+    alone: &Estimate,
+    j: usize,
+    st: &TypeStats,
+    theta: f64,
+    fitted: bool,
+    solved: &Solved,
+    cov: Option<&Vec<Vec<f64>>>,
+    layout: &CovLayout,
+    t: f64,
+    opts: &AttributionOptions,
+) -> Estimate {
+    let (tt, uu) = (st.clipped_ns as f64, st.occ_ns as f64);
+    let ratio = (tt - theta * uu) / tt;
+    let value = alone.value_w * ratio;
+    let mut grad = vec![0.0; layout.len()];
+    grad[1 + j] = ratio;
+    if fitted {
+        grad[layout.len() - 1] = -solved.ols[1 + j] * uu / tt;
+    }
+    let se = cov.and_then(|c| {
+        let v: f64 = (0..grad.len())
+            .map(|a| grad[a] * (0..grad.len()).map(|b| c[a][b] * grad[b]).sum::<f64>())
+            .sum();
+        (v.is_finite() && v >= 0.0).then(|| v.sqrt())
+    });
+    let centre = solved.ols[1 + j] * ratio;
+    let ci = se.map(|s| {
+        let (mut lo, mut hi) = (centre - t * s, centre + t * s);
+        if opts.solver == Solver::Nnls {
+            lo = lo.max(0.0);
+            hi = hi.max(0.0);
+        }
+        [lo.min(value), hi.max(value)]
+    });
+    let mut flags: Vec<Flag> = alone
+        .flags
+        .iter()
+        .filter(|f| {
+            !matches!(
+                f,
+                Flag::Imprecise { .. } | Flag::ContentionUnknown | Flag::NearlyCollinear { .. }
+            )
+        })
+        .cloned()
+        .collect();
+    match ci {
+        Some([lo, hi]) if value > 0.0 && !alone.at_bound => {
+            let pct = 100.0 * (value - lo).max(hi - value) / value;
+            if pct > opts.precision_pct {
+                flags.push(Flag::Imprecise {
+                    half_width_pct: pct,
+                    threshold_pct: opts.precision_pct,
+                });
+            }
+        }
+        None if !flags
+            .iter()
+            .any(|f| matches!(f, Flag::NoInterval | Flag::Inseparable { .. })) =>
+        {
+            flags.push(Flag::NoInterval)
+        }
+        _ => {}
+    }
+    let issues = flags.iter().map(|f| f.short().to_owned()).collect();
+    Estimate {
+        value_w: value,
+        se_w: se,
+        ci95_w: ci,
+        at_bound: alone.at_bound,
+        reliable: flags.is_empty(),
+        flags,
+        issues,
+    }
+}
+
+/// Fits the rows' error variance `a + b·Δt` to the squared residuals of a first fit (at its
+/// own profiled contention, with the weights the stack already has) and multiplies the
+/// stack's weights by `1 / (a + b·Δt)`, normalised to a mean of 1.
+fn variance_weights(stack: &mut Stack<'_>, solver: Solver) {
+    let n = stack.rows();
+    if n < 8 {
+        return;
+    }
+    let acc = accumulate(stack, 1).remove(0);
+    stack.theta = if stack.occupancy {
+        super::contention::profile(stack, &acc, solver).theta
+    } else {
+        0.0
+    };
+    let solved = solve(&acc, stack, solver);
+    // Least squares of r² on (1, Δt), constrained to a, b ≥ 0.
+    let (mut s1, mut sd, mut sdd, mut sr, mut srd) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    stack.visit(0..n, |_, x, y, w| {
+        if w <= 0.0 {
+            return;
+        }
+        let r = y - x.iter().zip(&solved.coef).map(|(a, b)| a * b).sum::<f64>();
+        let r2 = w * r * r;
+        let d = x[0];
+        s1 += 1.0;
+        sd += d;
+        sdd += d * d;
+        sr += r2;
+        srd += r2 * d;
+    });
+    stack.theta = 0.0;
+    if s1 < 8.0 {
+        return;
+    }
+    let det = s1 * sdd - sd * sd;
+    let (mut a, mut b) = if det > 0.0 {
+        ((sr * sdd - sd * srd) / det, (s1 * srd - sd * sr) / det)
+    } else {
+        (sr / s1, 0.0)
+    };
+    if a < 0.0 {
+        a = 0.0;
+        b = if sdd > 0.0 { srd / sdd } else { 0.0 };
+    }
+    if b < 0.0 {
+        b = 0.0;
+        a = sr / s1;
+    }
+    if !(a + b > 0.0) {
+        return;
+    }
+    let dts: Vec<f64> = stack.dt_ns().map(|d| d as f64 * 1e-9).collect();
+    let floor = 1e-6 * (a + b * dts.iter().cloned().fold(0.0, f64::max));
+    let raw: Vec<f64> = dts.iter().map(|d| 1.0 / (a + b * d).max(floor)).collect();
+    let mean = raw.iter().sum::<f64>() / raw.len() as f64;
+    let w = stack.weights.get_or_insert_with(|| vec![1.0; n]);
+    for (x, r) in w.iter_mut().zip(&raw) {
+        *x *= r / mean;
     }
 }
 
@@ -657,7 +1187,7 @@ pub(crate) fn fit_group(
     let joint = primary.iter().any(|p| !p) && primary.iter().any(|p| *p);
     let mut stack = Stack::with_primary(systems.clone(), primary.clone(), &opts.weights)?;
     if !joint {
-        return Ok(fit_stack(&stack, opts));
+        return Ok(fit_stack(&mut stack, opts));
     }
     let alone = AttributionOptions {
         cv_folds: 0,
@@ -665,8 +1195,8 @@ pub(crate) fn fit_group(
     };
     let mut var = Vec::with_capacity(systems.len());
     for s in &systems {
-        let one = Stack::new(vec![*s], &opts.weights)?;
-        let f = fit_stack(&one, &alone);
+        let mut one = Stack::new(vec![*s], &opts.weights)?;
+        let f = fit_stack(&mut one, &alone);
         let n = f.residuals_j.len();
         let dof = n.saturating_sub(one.unknowns()).max(1);
         let rss: f64 = f.residuals_j.iter().map(|r| r * r).sum();
@@ -684,7 +1214,7 @@ pub(crate) fn fit_group(
         .map(|v| (reference / v).clamp(1e-6, 1e6))
         .collect();
     stack.scale_systems(&scale);
-    let mut fit = fit_stack(&stack, opts);
+    let mut fit = fit_stack(&mut stack, opts);
     let keep: Vec<usize> = stack.primary_rows().collect();
     fit.residuals_j = keep.iter().map(|&r| fit.residuals_j[r]).collect();
     fit.diagnostics.joint = systems

@@ -129,6 +129,11 @@ pub struct TypeStats {
     pub max_ns: u64,
     /// Tasks that lie entirely inside one interval.
     pub contained: u64,
+    /// Its time inside the window weighted by the other tasks running beside it, ns (the
+    /// occupancy column's sum; 0 when the columns were not built).
+    pub occ_ns: u64,
+    /// The same over all of its tasks, inside the window or not, ns.
+    pub occ_total_ns: u64,
 }
 
 /// One task type's column.
@@ -140,12 +145,21 @@ pub struct TypeColumn {
     pub stats: TypeStats,
     /// Time the type ran in each interval, summed over the domain's workers, ns.
     pub(crate) time_ns: Vec<u64>,
+    /// The same weighted by the other tasks running beside it, ns (see `occupancy.rs`);
+    /// empty when the domain's occupancy columns were not built.
+    pub(crate) occ_ns: Vec<u64>,
 }
 
 impl TypeColumn {
     /// Time the type ran in each interval, ns (one entry per interval).
     pub fn time_ns(&self) -> &[u64] {
         &self.time_ns
+    }
+
+    /// Time the type ran in each interval weighted by the number of other tasks beside it,
+    /// ns; empty when not built ([`DomainSystem::occupancy`]).
+    pub fn occupancy_ns(&self) -> &[u64] {
+        &self.occ_ns
     }
 }
 
@@ -174,6 +188,11 @@ pub struct DomainSystem {
     /// in it and their time inside it, ns.
     pub(crate) regions: Vec<RegionDef>,
     pub(crate) region_time: Vec<Vec<(u64, u64)>>,
+    /// Per region and column: occupancy-weighted time inside it, ns (empty when the
+    /// occupancy columns were not built).
+    pub(crate) region_occ: Vec<Vec<u64>>,
+    /// How busy the domain was, and whether its occupancy columns exist.
+    pub(crate) occupancy: super::occupancy::Occupancy,
 }
 
 /// One region of a run: a name and the time spans it covers.
@@ -333,6 +352,17 @@ impl DomainSystem {
     pub fn alignment(&self) -> Option<&super::align::Alignment> {
         self.alignment.as_ref()
     }
+
+    /// How busy the domain was, and whether its occupancy columns were built.
+    pub fn occupancy(&self) -> &super::occupancy::Occupancy {
+        &self.occupancy
+    }
+
+    /// Per region (in [`DomainSystem::regions`] order) and column: the occupancy-weighted
+    /// time inside the region, ns; empty when not built.
+    pub fn region_occupancy(&self) -> &[Vec<u64>] {
+        &self.region_occ
+    }
 }
 
 /// The systems of every domain of one trace, built in one pass over its tasks.
@@ -402,6 +432,8 @@ struct Builder {
     by_key: HashMap<TypeKey, u32>,
     /// How a task's activity reaches this domain's readings.
     response: Response,
+    /// The tasks, for the occupancy sweep (`None`: not built for this domain).
+    spans: Option<super::occupancy::Spans>,
 }
 
 /// Slots (or worker ids) below this go through a flat table, the others through a map: ids
@@ -536,11 +568,14 @@ impl Builder {
                 alignment,
                 regions: Vec::new(),
                 region_time: Vec::new(),
+                region_occ: Vec::new(),
+                occupancy: super::occupancy::Occupancy::default(),
             },
             finder,
             slots: SlotTable::default(),
             by_key: HashMap::new(),
             response: Response::Clip,
+            spans: None,
         })
     }
 
@@ -577,6 +612,7 @@ impl Builder {
                     ..TypeStats::default()
                 },
                 time_ns: vec![0; n],
+                occ_ns: Vec::new(),
             });
         }
         self.slots.insert(slot, c);
@@ -589,6 +625,9 @@ impl Builder {
         span.0 = span.0.min(start);
         span.1 = span.1.max(end);
         let dur = end.saturating_sub(start);
+        if let Some(sp) = &mut self.spans {
+            sp.push(start, end, col);
+        }
         let t = &self.sys.t_ns;
         let column = &mut self.sys.columns[col];
         let st = &mut column.stats;
@@ -636,6 +675,56 @@ impl Builder {
             from = to;
             i += 1;
         }
+    }
+
+    /// Decides whether the domain gets occupancy columns: a counter (clipped) read over at
+    /// least one interval, covering two workers or more.
+    fn want_occupancy(&mut self) {
+        let workers = {
+            let mut w = self.sys.info.workers.clone();
+            w.sort_unstable();
+            w.dedup();
+            w.len()
+        };
+        let reason = if workers < 2 {
+            Some("the domain covers one worker: no task runs beside another")
+        } else if self.response != Response::Clip {
+            Some("the sensor's readings are shaped (a sampled counter or averaged power)")
+        } else {
+            None
+        };
+        match reason {
+            None => self.spans = Some(super::occupancy::Spans::new()),
+            Some(r) => self.sys.occupancy.skipped = Some(r.to_owned()),
+        }
+    }
+
+    /// Fills the occupancy columns from the tasks the pass kept.
+    fn finish_occupancy(&mut self) {
+        let Some(spans) = self.spans.take() else {
+            return;
+        };
+        if spans.overflowed() {
+            self.sys.occupancy.skipped = Some(format!(
+                "more than {} tasks on the domain: the occupancy columns were not built \
+                 (their memory), so contention is not modelled",
+                super::occupancy::OCCUPANCY_MAX_TASKS
+            ));
+            return;
+        }
+        let region_spans: Vec<Vec<(u64, u64)>> =
+            self.sys.regions.iter().map(|r| r.spans.clone()).collect();
+        let out =
+            super::occupancy::sweep(spans, &self.sys.t_ns, self.sys.columns.len(), &region_spans);
+        for ((col, occ), total) in self.sys.columns.iter_mut().zip(out.columns).zip(out.totals) {
+            col.stats.occ_ns = occ.iter().sum();
+            col.stats.occ_total_ns = total;
+            col.occ_ns = occ;
+        }
+        // Regions: per region a value per column.
+        self.sys.region_occ = out.regions;
+        self.sys.occupancy.time_by_k_ns = out.time_by_k_ns;
+        self.sys.occupancy.built = true;
     }
 
     /// Counts the rows lying inside idle-calibration markers.
@@ -742,6 +831,7 @@ impl TraceSystems {
                 b.sys.invalid_samples = invalid;
                 b.sys.regions = regions.clone();
                 b.sys.region_time = vec![Vec::new(); regions.len()];
+                b.want_occupancy();
                 Ok(b)
             })
             .collect::<Result<_, AttributionError>>()?;
@@ -778,6 +868,7 @@ impl TraceSystems {
         }
         for b in &mut builders {
             b.mark_idle(parts.markers);
+            b.finish_occupancy();
         }
         Ok(TraceSystems {
             key,

@@ -72,7 +72,8 @@ fn noiseless_systems_are_recovered_exactly_by_every_solver() {
             }
             let f = &d.fit;
             assert!(f.inseparable.is_empty(), "{:?}", f.inseparable);
-            assert_eq!(f.rank, 6);
+            // Base, five types and the base's drift.
+            assert_eq!(f.rank, 7);
             assert!(f.r2.unwrap() > 1.0 - 1e-9);
             assert!(f.mape_pct.unwrap() < 1e-6);
             assert!(f.cv_mape_pct.unwrap() < 1e-6);

@@ -802,12 +802,21 @@ mod tests {
             (mean, sd)
         };
         let (pw, pd) = run(42);
+        let c = SimConfig::ideal();
         let (mean, sd) = stats(&pw);
         assert!((mean - 30.0).abs() < 0.15, "mean {mean}");
-        assert!((sd - 5.0).abs() < 0.15, "sd {sd}");
+        let want = c.package.noise_sigma_w;
+        assert!((sd - want).abs() < 0.03 * want, "sd {sd} vs {want}");
         let (mean_d, sd_d) = stats(&pd);
         assert!((mean_d - 4.0).abs() < 0.05, "dram mean {mean_d}");
-        assert!((sd_d - 1.0).abs() < 0.05, "dram sd {sd_d}");
+        let want = c.dram.noise_sigma_w;
+        // Quantisation (2^-14 J per 1 ms) adds its own 18 mW.
+        let q = 2f64.powi(-14) / 1e-3 / 12f64.sqrt();
+        let want = (want * want + q * q).sqrt();
+        assert!(
+            (sd_d - want).abs() < 0.05 * want,
+            "dram sd {sd_d} vs {want}"
+        );
         assert_eq!(run(42).0, pw);
         assert_ne!(run(43).0, pw);
     }
@@ -870,10 +879,11 @@ mod tests {
         let m = SimMeter::new(SimConfig::default(), &[cpu(0, 0)]).unwrap();
         let t = m.ground_truth(&[7, 8]).unwrap();
         assert_eq!(t.base_w, vec![(7, 30.0), (8, 4.0)]);
-        assert_eq!(t.noise_sigma_w, 5.0);
+        let c = SimConfig::default();
+        assert_eq!(t.noise_sigma_w, c.package.noise_sigma_w);
         // Each domain's own noise.
-        assert_eq!(t.noise_of(7), 5.0);
-        assert_eq!(t.noise_of(8), 1.0);
+        assert_eq!(t.noise_of(7), c.package.noise_sigma_w);
+        assert_eq!(t.noise_of(8), c.dram.noise_sigma_w);
         let gemm_pkg = t
             .task_w
             .iter()

@@ -1,0 +1,235 @@
+//! The covariance behind every interval: classical, and robust to what real meters do.
+//!
+//! Least squares' classical covariance `σ̂²(JᵀWJ)⁻¹` assumes the rows' errors independent
+//! with the variance the weights say. Real readings are not: a task longer than an interval
+//! puts its own power deviation into several rows, a drifting base or a model that is only
+//! nearly right leaves errors that run in time, and the weights are themselves estimated.
+//! Issue 28 measured 80 of 100 nominal 95 % intervals covering the truth on the README's
+//! main job with the classical covariance.
+//!
+//! So the fit also computes a block-robust (cluster-robust over contiguous blocks of rows)
+//! sandwich, `(JᵀWJ)⁻¹ (Σ_b s_b s_bᵀ) (JᵀWJ)⁻¹ · G/(G−1)`, with `s_b = Σ_{i∈b} w_i e_i j_i`
+//! the scores of block `b` (Kiefer & Vogelsang's fixed-b view of HAC estimation; with blocks
+//! longer than the errors' correlation it is consistent whatever their serial correlation
+//! and heteroscedasticity). Blocks span at least twice the longest mean task of the domain
+//! and `n^{1/3}` rows, never cross from one stacked trace to the next, and there must be
+//! at least [`MIN_BLOCKS`] of them.
+//!
+//! The interval uses `classical + (robust − classical)₊`, the positive part taken in the
+//! eigenbasis: a covariance at least as large as either in every direction (so that an
+//! interval covers when either estimate is right), and a true covariance matrix (so that
+//! predictions' intervals, `cᵀΣc`, stay valid). Its Student quantile takes the fewer degrees
+//! of freedom of the two (`G − 1` for the robust one).
+//!
+//! Contention (when fitted) enters through the Jacobian's extra column `−Σ_k p_k U_k`: the
+//! covariance is over the model's columns and `c`, so every power's interval carries `c`'s
+//! uncertainty.
+
+use nalgebra::{DMatrix, DVector, SymmetricEigen};
+
+use super::diagnostics::t975;
+use super::solve::{Solved, Stack, RANK_TOL};
+
+/// Fewest blocks for the robust covariance: below, the classical one alone.
+pub(crate) const MIN_BLOCKS: usize = 12;
+
+/// The covariance of a fit.
+pub(crate) struct Covariance {
+    /// Over the model's columns then, when fitted, the contention; W² (and W per unit of
+    /// `c`, and 1 for `c`); `None` when a coefficient is not identifiable.
+    pub(crate) matrix: Option<Vec<Vec<f64>>>,
+    /// Standard errors, same layout; `None` for a coefficient the data cannot identify.
+    pub(crate) se: Vec<Option<f64>>,
+    /// Student-t 97.5 % quantile for the intervals.
+    pub(crate) t95: f64,
+    /// How it was estimated, in words.
+    pub(crate) method: String,
+}
+
+/// Inputs beyond the solve.
+pub(crate) struct CovInput<'a> {
+    pub(crate) stack: &'a Stack<'a>,
+    pub(crate) solved: &'a Solved,
+    /// The contention direction in the factor's space, `−R[:, U]·p` (unscaled), when the
+    /// contention is fitted.
+    pub(crate) theta_dir: Option<DVector<f64>>,
+    /// Weighted rows, their numerical rank, and the OLS residual sum of squares.
+    pub(crate) rows_w: usize,
+    pub(crate) rss_ols_w: f64,
+}
+
+/// `(AᵀA)⁻¹` for `A` of full column rank, by SVD; `None` otherwise.
+fn inverse_gram(a: &DMatrix<f64>) -> Option<DMatrix<f64>> {
+    let m = a.ncols();
+    if m == 0 {
+        return Some(DMatrix::zeros(0, 0));
+    }
+    let svd = a.clone().svd(false, true);
+    let s = &svd.singular_values;
+    let v_t = svd.v_t.as_ref()?;
+    let smax = s.max();
+    if s.iter().any(|&x| x <= RANK_TOL * smax) {
+        return None;
+    }
+    Some(DMatrix::from_fn(m, m, |i, j| {
+        (0..s.len())
+            .map(|k| v_t[(k, i)] * v_t[(k, j)] / (s[k] * s[k]))
+            .sum()
+    }))
+}
+
+/// Rows per block: twice the longest mean task, in median intervals, and `n^{1/3}`.
+fn block_rows(stack: &Stack<'_>) -> usize {
+    let n = stack.rows().max(1);
+    let mut dts: Vec<u64> = stack.dt_ns().collect();
+    let median = if dts.is_empty() {
+        1
+    } else {
+        let mid = dts.len() / 2;
+        (*dts.select_nth_unstable(mid).1).max(1)
+    };
+    let longest = stack
+        .stats
+        .iter()
+        .filter(|s| s.count > 0)
+        .map(|s| s.total_ns / s.count)
+        .max()
+        .unwrap_or(0);
+    let by_task = (2 * longest).div_ceil(median) as usize;
+    let by_n = (n as f64).cbrt().ceil() as usize;
+    by_task.max(by_n).max(1)
+}
+
+/// The covariance over the model's included columns (and the contention), classical and
+/// block-robust combined (see the module docs).
+pub(crate) fn covariance(input: &CovInput<'_>, p: usize, rank: usize) -> Covariance {
+    let CovInput {
+        stack,
+        solved,
+        theta_dir,
+        rows_w,
+        rss_ols_w,
+    } = input;
+    let with_theta = theta_dir.is_some();
+    let m = solved.included.len();
+    let mt = m + usize::from(with_theta);
+    let dof = *rows_w as f64 - rank as f64 - f64::from(u8::from(with_theta));
+    let width = p + usize::from(with_theta);
+    let mut out = Covariance {
+        matrix: None,
+        se: vec![None; width],
+        t95: t975(dof),
+        method: "classical".to_owned(),
+    };
+    if dof <= 0.0 {
+        return out;
+    }
+    let sigma2 = rss_ols_w / dof;
+    // The Jacobian in the factor's space, columns scaled to unit norm.
+    let mut jac = DMatrix::zeros(solved.scaled.nrows(), mt);
+    jac.columns_mut(0, m).copy_from(&solved.scaled);
+    let theta_norm = match theta_dir {
+        Some(d) => {
+            let n = d.norm();
+            jac.column_mut(m).copy_from(&(d / n));
+            n
+        }
+        None => 1.0,
+    };
+    let scale = |k: usize| {
+        if k < m {
+            solved.norms[k]
+        } else {
+            theta_norm
+        }
+    };
+    let index = |k: usize| {
+        if k < m {
+            solved.included[k]
+        } else {
+            p
+        }
+    };
+    let Some(inv) = inverse_gram(&jac) else {
+        // Rank-deficient: each identifiable coefficient's classical variance alone (the
+        // caller names the others), no matrix.
+        let var = super::diagnostics::scaled_variances(&jac);
+        for (k, v) in var.iter().enumerate() {
+            out.se[index(k)] = v.map(|v| (sigma2 * v).sqrt() / scale(k));
+        }
+        return out;
+    };
+    let classical = &inv * sigma2;
+    let mut chosen = classical.clone();
+    // The block-robust sandwich.
+    let rows = stack.rows();
+    let b = block_rows(stack);
+    let blocks: usize = stack.system_ranges().map(|r| r.len().div_ceil(b)).sum();
+    if blocks >= MIN_BLOCKS {
+        let k = stack.keys.len();
+        let pm = stack.unknowns();
+        let theta_powers: Vec<f64> = (1..=k).map(|j| solved.ols[j]).collect();
+        let mut meat = DMatrix::<f64>::zeros(mt, mt);
+        let mut score = DVector::<f64>::zeros(mt);
+        let mut jrow = vec![0.0; mt];
+        let mut x = vec![0.0; pm];
+        let mut starts: Vec<usize> = Vec::new();
+        for r in stack.system_ranges() {
+            let mut s = r.start;
+            while s < r.end {
+                starts.push(s);
+                s += b;
+            }
+        }
+        starts.push(rows);
+        let mut next = 1;
+        let flush = |score: &mut DVector<f64>, meat: &mut DMatrix<f64>| {
+            meat.ger(1.0, score, score, 1.0);
+            score.fill(0.0);
+        };
+        stack.visit_augmented(0..rows, |g, a, y, w| {
+            while next < starts.len() && g >= starts[next] {
+                flush(&mut score, &mut meat);
+                next += 1;
+            }
+            if w <= 0.0 {
+                return;
+            }
+            stack.model_row(a, &mut x);
+            let fit: f64 = x.iter().zip(&solved.ols).map(|(a, b)| a * b).sum();
+            let e = y - fit;
+            for (kk, &j) in solved.included.iter().enumerate() {
+                jrow[kk] = x[j] / solved.norms[kk];
+            }
+            if with_theta {
+                let u: f64 = theta_powers
+                    .iter()
+                    .enumerate()
+                    .map(|(t, p)| p * a[pm + t])
+                    .sum();
+                jrow[m] = -u / theta_norm;
+            }
+            for (s, j) in score.iter_mut().zip(&jrow) {
+                *s += w * e * j;
+            }
+        });
+        flush(&mut score, &mut meat);
+        let g = blocks as f64;
+        let robust = &inv * meat * &inv * (g / (g - 1.0));
+        let diff = &robust - &classical;
+        let eig = SymmetricEigen::new(0.5 * (&diff + diff.transpose()));
+        let pos = DMatrix::from_diagonal(&eig.eigenvalues.map(|v| v.max(0.0)));
+        chosen = &classical + &eig.eigenvectors * pos * eig.eigenvectors.transpose();
+        out.t95 = t975(dof.min(g - 1.0));
+        out.method = format!("block-robust ({blocks} blocks of {b} interval(s))");
+    }
+    let mut matrix = vec![vec![0.0; width]; width];
+    for k1 in 0..mt {
+        for k2 in 0..mt {
+            matrix[index(k1)][index(k2)] = chosen[(k1, k2)] / (scale(k1) * scale(k2));
+        }
+        out.se[index(k1)] = Some(chosen[(k1, k1)].max(0.0).sqrt() / scale(k1));
+    }
+    out.matrix = Some(matrix);
+    out
+}

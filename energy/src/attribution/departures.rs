@@ -1,0 +1,233 @@
+//! Does the model hold? Residual checks against time and against occupancy.
+//!
+//! A fit can be exact arithmetic on a model that is wrong for the machine: a frequency step
+//! or a power cap for part of the run, a contention the fitted law does not follow, a base
+//! that wanders. Their residuals show it where R² and CV MAPE do not. After each fit, the
+//! residuals `e_i` are regressed on the fitted dynamic energy `d_i = Σ_k p_k x_ik` within
+//!
+//! - **time blocks** ([`TIME_BLOCKS`] contiguous stretches of the run): `λ_g = Σ w e d / Σ
+//!   w d²` is how much the tasks' power in block `g` differs from the fitted powers,
+//!   relatively (a cap at 0.8 over a third of the run reads about −14 % there and +7 %
+//!   elsewhere);
+//! - **occupancy levels** (rows grouped by the mean number of tasks running, rounded):
+//!   the same `λ` per level, which a contention law that fits leaves at 0.
+//!
+//! and the base's shift `μ_g = Σ w e Δt / Σ w Δt²` per time block. Each `λ` gets a
+//! standard error from batch means (the group cut into [`BATCHES`] consecutive batches,
+//! robust to errors correlated over shorter stretches than a batch). A departure is named
+//! when it is both significant (`|λ| > 4·SE`, about 1 in 16 000 by chance per test) and
+//! material (`|λ|` above [`MATERIAL_SHARE`] of the precision threshold, so that what it can
+//! move is a good part of what a measurement may be off by). Then every power of the
+//! domain is flagged [`Flag::ModelInDoubt`] (not shown as a measurement) and a warning
+//! says which departure, where, and what to do. A base that shifts only warns: the base's
+//! column absorbs it unless it follows the tasks.
+
+use super::solve::{AttributionOptions, DomainFit, Flag, Stack};
+
+/// Contiguous time blocks of the time check.
+pub(crate) const TIME_BLOCKS: usize = 6;
+/// Batches a group is cut into for its standard error.
+const BATCHES: usize = 8;
+/// Significance: `|λ|` over this many standard errors.
+const SIGMAS: f64 = 4.0;
+/// Materiality: `|λ|` over this share of the precision threshold (5 % × 0.6 = 3 %).
+const MATERIAL_SHARE: f64 = 0.6;
+
+/// One row's part in the checks.
+#[derive(Clone, Copy)]
+struct Row {
+    w: f64,
+    e: f64,
+    d: f64,
+    dt: f64,
+    k: f64,
+}
+
+/// `λ` and its batch-means standard error over `rows`: `Σ w e d / Σ w d²`.
+fn ratio(rows: &[Row], num: impl Fn(&Row) -> f64, den: impl Fn(&Row) -> f64) -> Option<(f64, f64)> {
+    let total_den: f64 = rows.iter().map(&den).sum();
+    if !(total_den > 0.0) || rows.len() < 2 * BATCHES {
+        return None;
+    }
+    let lambda = rows.iter().map(&num).sum::<f64>() / total_den;
+    let per = rows.len() / BATCHES;
+    let mut xs = Vec::with_capacity(BATCHES);
+    for b in 0..BATCHES {
+        let chunk = &rows[b * per..if b + 1 == BATCHES {
+            rows.len()
+        } else {
+            (b + 1) * per
+        }];
+        let dd: f64 = chunk.iter().map(&den).sum();
+        if dd > 0.0 {
+            xs.push((chunk.iter().map(&num).sum::<f64>() / dd, dd));
+        }
+    }
+    if xs.len() < 4 {
+        return None;
+    }
+    // Weighted batch means: the spread of the batches' ratios, each weighted by its share
+    // of the information.
+    let wsum: f64 = xs.iter().map(|x| x.1).sum();
+    let mean = xs.iter().map(|x| x.0 * x.1).sum::<f64>() / wsum;
+    let var = xs.iter().map(|x| x.1 * (x.0 - mean).powi(2)).sum::<f64>() / wsum;
+    let neff = wsum * wsum / xs.iter().map(|x| x.1 * x.1).sum::<f64>();
+    let se = (var / (neff - 1.0).max(1.0)).sqrt();
+    Some((lambda, se))
+}
+
+fn seconds(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 * 1e-9)
+}
+
+/// Runs the checks on a finished fit and flags its powers when the model does not hold.
+pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOptions) {
+    let n = stack.rows();
+    if n < TIME_BLOCKS * 2 * BATCHES || fit.residuals_j.len() != n {
+        return;
+    }
+    let k = stack.keys.len();
+    let coef: Vec<f64> = std::iter::once(fit.base.value_w)
+        .chain(fit.types.iter().map(|t| t.value_w))
+        .chain(fit.drift.iter().map(|d| d.value_w))
+        .collect();
+    let mut rows: Vec<Row> = Vec::with_capacity(n);
+    stack.visit_augmented(0..n, |g, a, _, w| {
+        let mut x = vec![0.0; stack.unknowns()];
+        stack.model_row(a, &mut x);
+        let d: f64 = (1..=k).map(|j| coef[j] * x[j]).sum();
+        let busy: f64 = a[1..=k].iter().sum();
+        rows.push(Row {
+            w,
+            e: fit.residuals_j[g],
+            d,
+            dt: x[0],
+            k: if x[0] > 0.0 { busy / x[0] } else { 0.0 },
+        });
+    });
+    let material = MATERIAL_SHARE * opts.precision_pct / 100.0;
+    let num = |r: &Row| r.w * r.e * r.d;
+    let den = |r: &Row| r.w * r.d * r.d;
+    let mut departures: Vec<String> = Vec::new();
+
+    // Time.
+    let mut found = Vec::new();
+    let mut base_shift = Vec::new();
+    let base = fit.base.value_w.abs().max(1e-9);
+    for b in 0..TIME_BLOCKS {
+        let (lo, hi) = (b * n / TIME_BLOCKS, (b + 1) * n / TIME_BLOCKS);
+        let block = &rows[lo..hi];
+        let span = (stack.row_span(lo).0, stack.row_span(hi - 1).1);
+        let dbg = ratio(block, num, den);
+        if std::env::var_os("TW_DEBUG").is_some() {
+            eprintln!("block {b}: {dbg:?}");
+        }
+        if let Some((l, se)) = dbg {
+            if l.abs() > material && l.abs() > SIGMAS * se {
+                found.push(format!(
+                    "{:+.0}% from {} to {} ({:.1} sigma)",
+                    100.0 * l,
+                    seconds(span.0),
+                    seconds(span.1),
+                    l.abs() / se.max(1e-12)
+                ));
+            }
+        }
+        if let Some((mu, se)) = ratio(block, |r| r.w * r.e * r.dt, |r| r.w * r.dt * r.dt) {
+            if mu.abs() / base > 0.02 && mu.abs() > SIGMAS * se {
+                base_shift.push(format!(
+                    "{:+.1}% from {} to {}",
+                    100.0 * mu / base,
+                    seconds(span.0),
+                    seconds(span.1)
+                ));
+            }
+        }
+    }
+    if !found.is_empty() {
+        departures.push(format!(
+            "the tasks' power changes over the run ({}): a frequency change or a power cap \
+             for part of it; these powers average over it; sample at a steady frequency, \
+             split the run at the change, or record the frequency",
+            found.join("; ")
+        ));
+    }
+    if !base_shift.is_empty() {
+        fit.diagnostics.warnings.push(format!(
+            "the base power shifts over the run beyond a linear drift ({}): warming up, or \
+             something else running on the domain; idle intervals spread over the run pin it",
+            base_shift.join("; ")
+        ));
+    }
+
+    // Occupancy.
+    let max_k = rows.iter().map(|r| r.k.round() as usize).max().unwrap_or(0);
+    if max_k >= 2 {
+        let mut found = Vec::new();
+        for level in 1..=max_k {
+            let group: Vec<Row> = rows
+                .iter()
+                .filter(|r| r.k >= 0.5 && r.k.round() as usize == level)
+                .copied()
+                .collect();
+            let dbg = ratio(&group, num, den);
+            if std::env::var_os("TW_DEBUG").is_some() {
+                eprintln!("level {level}: {} rows, {dbg:?}", group.len());
+            }
+            if let Some((l, se)) = dbg {
+                if l.abs() > material && l.abs() > SIGMAS * se {
+                    found.push(format!(
+                        "{:+.0}% with {level} task(s) running ({:.1} sigma)",
+                        100.0 * l,
+                        l.abs() / se.max(1e-12)
+                    ));
+                }
+            }
+        }
+        if !found.is_empty() {
+            let what = match &fit.contention {
+                Some(c) if c.identified => {
+                    format!("beyond the fitted contention (c = {:.3})", c.c.value_w)
+                }
+                _ => "and contention is not modelled here".to_owned(),
+            };
+            departures.push(format!(
+                "the tasks' power depends on how many run at once {what} ({}): shared \
+                 caches, memory or power limits; calibrate the types alone and together \
+                 (`--type-calibration`), or read these powers as averages over the run's \
+                 occupancy",
+                found.join("; ")
+            ));
+        }
+    }
+
+    if departures.is_empty() {
+        return;
+    }
+    for d in &departures {
+        fit.diagnostics
+            .warnings
+            .push(format!("model departure: {d}"));
+    }
+    let short = departures
+        .iter()
+        .map(|d| d.split(" (").next().unwrap_or(d).to_owned())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let flag = Flag::ModelInDoubt { departure: short };
+    let mark = |e: &mut super::solve::Estimate| {
+        e.issues
+            .push(format!("the model does not hold here: see the warnings"));
+        e.flags.push(flag.clone());
+        e.reliable = false;
+    };
+    for t in &mut fit.types {
+        mark(t);
+    }
+    for t in fit.types_at_run.iter_mut().flatten() {
+        mark(t);
+    }
+    if let Some(c) = &mut fit.contention {
+        mark(&mut c.c);
+    }
+}
