@@ -370,51 +370,34 @@ impl Platform {
     }
 }
 
-/// The `[meter]` table over the built-in simulated meter's defaults, and the period.
+/// The `[meter]` table over the built-in simulated meter's defaults, and the period. A
+/// simulation is deterministic: without a `seed`, the meter's noise uses seed 42.
 fn meter_config(table: Option<toml::Table>, origin: &str) -> Result<(SimConfig, u64), WhatIfError> {
-    let mut base: toml::Table =
-        toml::from_str(SimConfig::DEFAULT_TOML).map_err(|e| WhatIfError::Platform {
-            origin: origin.to_owned(),
-            message: format!("the built-in meter defaults do not parse: {e}"),
-        })?;
     let mut period_ms = 10.0;
-    if let Some(mut t) = table {
-        if let Some(v) = t.remove("period_ms") {
-            period_ms = v
-                .as_float()
-                .or_else(|| v.as_integer().map(|i| i as f64))
-                .filter(|p| *p >= 1.0 && *p <= 1000.0)
-                .ok_or_else(|| WhatIfError::Platform {
-                    origin: origin.to_owned(),
-                    message: format!("meter.period_ms = {v}: a number of ms in 1..=1000"),
-                })?;
-        }
-        merge(&mut base, t);
+    let mut t = table.unwrap_or_default();
+    if let Some(v) = t.remove("period_ms") {
+        period_ms = v
+            .as_float()
+            .or_else(|| v.as_integer().map(|i| i as f64))
+            .filter(|p| *p >= 1.0 && *p <= 1000.0)
+            .ok_or_else(|| WhatIfError::Platform {
+                origin: origin.to_owned(),
+                message: format!("meter.period_ms = {v}: a number of ms in 1..=1000"),
+            })?;
     }
-    let text = toml::to_string(&base).map_err(|e| WhatIfError::Platform {
+    let text = toml::to_string(&t).map_err(|e| WhatIfError::Platform {
         origin: origin.to_owned(),
         message: format!("[meter]: {e}"),
     })?;
-    let config =
+    let mut config =
         SimConfig::from_toml_str(&text, &format!("{origin} [meter]")).map_err(|source| {
             WhatIfError::Meter {
                 origin: origin.to_owned(),
                 source,
             }
         })?;
+    config.seed.get_or_insert(42);
     Ok((config, (period_ms * 1e6) as u64))
-}
-
-/// Deep merge: tables merge key by key, other values replace.
-fn merge(into: &mut toml::Table, from: toml::Table) {
-    for (k, v) in from {
-        match (into.get_mut(&k), v) {
-            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
-            (_, v) => {
-                into.insert(k, v);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -35,7 +35,8 @@ fn task(id: u64, codelet: u32, ms: u64) -> GraphTask {
 fn platform(extra: &str) -> Platform {
     Platform::from_toml_str(
         &format!(
-            "name = \"test\"\n[cpu]\ncores_per_package = 2\n[runtime]\noverhead_us = 0\n{extra}"
+            "name = \"test\"\n[cpu]\ncores_per_package = 2\n[runtime]\noverhead_us = 0\n\
+             [meter]\nprofile = \"ideal\"\n{extra}"
         ),
         "test",
     )
@@ -266,7 +267,7 @@ fn a_gpu_counter_is_read_past_the_end_of_the_run() {
     }
     let g = b.build();
     let p = Platform::from_toml_str(
-        "name = \"g\"\n[cpu]\ncores_per_package = 0\n[gpu]\ncount = 1\n[runtime]\noverhead_us = 0\n[speed.factors]\ngemm = { gpu = 1.0 }\n[meter.gpu]\nupdate_interval_ms = 100\nnoise_sigma_w = 0.0\n",
+        "name = \"g\"\n[cpu]\ncores_per_package = 0\n[gpu]\ncount = 1\n[runtime]\noverhead_us = 0\n[speed.factors]\ngemm = { gpu = 1.0 }\n[meter]\nprofile = \"ideal\"\n[meter.gpu]\nupdate_interval_ms = 100\nnoise_sigma_w = 0.0\n",
         "g",
     )
     .unwrap();

@@ -51,6 +51,8 @@ struct PhaseEstimate {
     constraints: usize,
     /// Share of them the phase satisfies.
     consistency: f64,
+    /// Share of the phase bins that satisfy as many reads as the best.
+    best_share: f64,
 }
 
 /// How a domain's samples were aligned to its meter.
@@ -79,6 +81,9 @@ pub enum Alignment {
         consistency: f64,
         /// Stale samples dropped (no update since the previous read).
         stale_dropped: usize,
+        /// Windows with a phase of their own (1: one phase for the whole run).
+        #[serde(default = "one")]
+        windows: usize,
         /// Where the update interval came from.
         #[serde(default)]
         source: IntervalSource,
@@ -101,6 +106,10 @@ pub enum Alignment {
         #[serde(default)]
         source: IntervalSource,
     },
+}
+
+fn one() -> usize {
+    1
 }
 
 /// Where a domain's update interval came from.
@@ -174,12 +183,17 @@ impl Alignment {
                 constraints,
                 consistency,
                 stale_dropped,
+                windows,
                 ..
             } => format!(
-                "intervals aligned to the meter's {:.3} ms updates (phase {:.3} ms, from {} \
-                 close reads, {:.1}% consistent); {} stale reading(s) dropped",
+                "intervals aligned to the meter's {:.3} ms updates ({}, from {} close reads, \
+                 {:.1}% consistent); {} stale reading(s) dropped",
                 ms(*update_ns),
-                ms(*phase_ns),
+                if *windows > 1 {
+                    format!("a phase for each of {windows} stretches of the run")
+                } else {
+                    format!("phase {:.3} ms", ms(*phase_ns))
+                },
                 constraints,
                 100.0 * consistency,
                 stale_dropped
@@ -238,12 +252,14 @@ pub(crate) fn align(info: &DomainInfo, samples: &mut Vec<(u64, f64)>) -> Option<
     Some(a)
 }
 
-/// Whether the reads pin one tick phase at update interval `u`.
+/// Whether the reads pin the tick phase at update interval `u`, for the whole run or
+/// window by window.
 fn informative_at(samples: &[(u64, f64)], u: u64) -> bool {
     let est = estimate_phase(samples, u);
-    est.constraints >= MIN_CONSTRAINTS
+    (est.constraints >= MIN_CONSTRAINTS
         && est.consistency >= MIN_CONSISTENCY
-        && est.phase.is_some_and(|p| p.1 <= u / MAX_AMBIGUITY)
+        && est.phase.is_some_and(|p| p.1 <= u / MAX_AMBIGUITY))
+        || windowed_phases(samples, u).is_some()
 }
 
 /// [`align`] at a known update interval `u`.
@@ -257,6 +273,33 @@ fn align_at(samples: &mut Vec<(u64, f64)>, u: u64) -> Option<Alignment> {
     let est = estimate_phase(samples, u);
     let informative = est.constraints >= MIN_CONSTRAINTS && est.consistency >= MIN_CONSISTENCY;
     let before = samples.len();
+    let pinned = informative && est.phase.is_some_and(|p| p.1 <= u / MAX_AMBIGUITY);
+    if !pinned {
+        // One phase for the whole run does not hold (a tick that drifts, an interval known
+        // only roughly): a phase per window may.
+        if let Some((phases, constraints, consistency)) = windowed_phases(samples, u) {
+            let mut w = 0;
+            let mut prev = 0u64;
+            for s in samples.iter_mut() {
+                while w + 1 < phases.len() && phases[w + 1].0 <= s.0 {
+                    w += 1;
+                }
+                // Never earlier than the read before: windows' phases differ a little.
+                s.0 = last_tick(s.0, u, phases[w].1 % u).max(prev);
+                prev = s.0;
+            }
+            samples.dedup_by_key(|s| s.0);
+            return Some(Alignment::Phase {
+                update_ns: u,
+                phase_ns: phases[0].1,
+                constraints,
+                consistency,
+                stale_dropped: before - samples.len(),
+                windows: phases.len(),
+                source: IntervalSource::Declared,
+            });
+        }
+    }
     match est.phase {
         Some((phase, width)) if informative && width <= u / MAX_AMBIGUITY => {
             for s in samples.iter_mut() {
@@ -270,6 +313,7 @@ fn align_at(samples: &mut Vec<(u64, f64)>, u: u64) -> Option<Alignment> {
                 constraints: est.constraints,
                 consistency: est.consistency,
                 stale_dropped: before - samples.len(),
+                windows: 1,
                 source: IntervalSource::Declared,
             });
         }
@@ -335,16 +379,45 @@ fn last_tick(t: u64, u: u64, phase: u64) -> u64 {
     phase + (t - phase) / u * u
 }
 
+/// Two consecutive reads: whether the reading changed between them.
+#[derive(Clone, Copy, Debug)]
+struct Close {
+    t0: u64,
+    t1: u64,
+    changed: bool,
+}
+
+/// Consecutive reads closer than `max` (and distinct in time): the phase constraints.
+fn close_reads(samples: &[(u64, f64)], max: u64) -> Vec<Close> {
+    samples
+        .windows(2)
+        .filter(|w| w[1].0 > w[0].0 && w[1].0 - w[0].0 < max)
+        .map(|w| Close {
+            t0: w[0].0,
+            t1: w[1].0,
+            changed: w[1].1 != w[0].1,
+        })
+        .collect()
+}
+
 /// The phase that most close reads agree with.
 fn estimate_phase(samples: &[(u64, f64)], u: u64) -> PhaseEstimate {
+    phase_of(&close_reads(samples, u), u)
+}
+
+/// The phase that most of `cons` (those closer than `u`) agree with.
+fn phase_of(cons: &[Close], u: u64) -> PhaseEstimate {
     // Circular difference array over BINS bins; a constraint votes for the bins whose
     // centre satisfies it.
-    let mut diff = vec![0i64; BINS + 1];
+    let mut diff = [0i64; BINS + 1];
     let mut n = 0usize;
-    let bin_of = |x: u64| -> usize { ((x % u) as u128 * BINS as u128 / u as u128) as usize };
-    // Adds one vote to every bin in the circular half-open bin range [a, b).
-    let vote = |diff: &mut Vec<i64>, a: usize, b: usize| {
-        if a <= b {
+    // Adds one vote to every bin in the circular half-open bin range [a, b) (all of them
+    // when a == b: an arc that touches every bin; an arc touches at least one).
+    let vote = |diff: &mut [i64; BINS + 1], a: usize, b: usize| {
+        if a == b {
+            diff[0] += 1;
+            diff[BINS] -= 1;
+        } else if a < b {
             diff[a] += 1;
             diff[b] -= 1;
         } else {
@@ -354,39 +427,35 @@ fn estimate_phase(samples: &[(u64, f64)], u: u64) -> PhaseEstimate {
             diff[b] -= 1;
         }
     };
-    for w in samples.windows(2) {
-        let (t0, e0) = w[0];
-        let (t1, e1) = w[1];
-        let dt = t1 - t0;
-        if dt >= u || dt == 0 {
+    for c in cons {
+        if c.t1 - c.t0 >= u {
             continue;
         }
         n += 1;
-        // Ticks in (t0, t1] have phases in the arc from t0 to t1 (mod u); by bin: the bins
-        // after t0's up to t1's.
-        let (a, b) = ((bin_of(t0) + 1) % BINS, (bin_of(t1) + 1) % BINS);
-        if e1 != e0 {
-            // A tick fell in (t0, t1]: the phase is in the arc.
-            if a != b {
-                vote(&mut diff, a, b);
-            }
+        // Every bin the allowed arc touches gets a vote (a bin is a sliver of phases: the
+        // exact refinement below finds the phase inside it): a tick in (t0, t1] puts the
+        // phase on the arc from t0 to t1; none puts it on the arc from t1 round to t0 + u.
+        let dt = c.t1 - c.t0;
+        let (start, len) = if c.changed {
+            (c.t0, dt)
         } else {
-            // No tick: the phase is outside the arc.
-            if a == b {
-                vote(&mut diff, 0, BINS);
-            } else {
-                vote(&mut diff, b, a);
-            }
-        }
+            (c.t1, u - dt)
+        };
+        let x = (start % u) as u128;
+        let k0 = (x * BINS as u128 / u as u128) as usize;
+        let k1 = ((x + len as u128) * BINS as u128 / u as u128) as usize;
+        let count = (k1 - k0 + 1).min(BINS);
+        vote(&mut diff, k0, (k0 + count) % BINS);
     }
     if n == 0 {
         return PhaseEstimate {
             phase: None,
             constraints: 0,
             consistency: 0.0,
+            best_share: 1.0,
         };
     }
-    let mut votes = vec![0i64; BINS];
+    let mut votes = [0i64; BINS];
     let mut acc = 0;
     for (i, v) in votes.iter_mut().enumerate() {
         acc += diff[i];
@@ -414,6 +483,7 @@ fn estimate_phase(samples: &[(u64, f64)], u: u64) -> PhaseEstimate {
             phase: None,
             constraints: n,
             consistency,
+            best_share: 1.0,
         };
     }
     // Bin k holds phases in [k·u/BINS, (k+1)·u/BINS); a run of bins [s, s+len) holds
@@ -424,20 +494,21 @@ fn estimate_phase(samples: &[(u64, f64)], u: u64) -> PhaseEstimate {
     // that middle. Taking a bin's middle instead puts the phase up to half a bin (u / 512)
     // off, which maps the reads that fell in that sliver to the wrong tick (issue 28
     // measured a 3-6 % bias on 1 ms fits from it).
-    let (lo, hi) = exact_arc(samples, u, centre);
+    let (lo, hi) = exact_arc(cons, u, centre);
     let phase = (centre as i128 + ((lo + hi) / 2) as i128).rem_euclid(u as i128) as u64;
     let width = (hi - lo).max(0) as u64;
     PhaseEstimate {
         phase: Some((phase, width)),
         constraints: n,
         consistency,
+        best_share: votes.iter().filter(|&&v| v == best).count() as f64 / BINS as f64,
     }
 }
 
-/// The phases every constraining read that agrees with `centre` allows, as offsets from
-/// `centre` in ns: `[lo, hi]`, `lo ≤ 0 ≤ hi` (ticks in `(t0, t1]` for a read that changed,
-/// none for one that repeated).
-fn exact_arc(samples: &[(u64, f64)], u: u64, centre: u64) -> (i64, i64) {
+/// The phases every constraint that agrees with `centre` allows, as offsets from `centre`
+/// in ns: `[lo, hi]`, `lo ≤ 0 ≤ hi` (a tick in `(t0, t1]` for a read that changed, none for
+/// one that repeated).
+fn exact_arc(cons: &[Close], u: u64, centre: u64) -> (i64, i64) {
     let ui = u as i64;
     // Offset of a phase from the centre, in [-u/2, u/2).
     let off = |x: u64| -> i64 {
@@ -445,18 +516,16 @@ fn exact_arc(samples: &[(u64, f64)], u: u64, centre: u64) -> (i64, i64) {
         (d + ui / 2).rem_euclid(ui) - ui / 2
     };
     let (mut lo, mut hi) = (-ui / 2, ui / 2);
-    for w in samples.windows(2) {
-        let (t0, e0) = w[0];
-        let (t1, e1) = w[1];
-        let dt = t1 - t0;
-        if dt >= u || dt == 0 {
+    for c in cons {
+        let dt = c.t1 - c.t0;
+        if dt >= u {
             continue;
         }
         // The allowed arc, as (start exclusive, end inclusive) phases.
-        let (a, len) = if e1 != e0 {
-            (t0, dt as i64)
+        let (a, len) = if c.changed {
+            (c.t0, dt as i64)
         } else {
-            (t1, ui - dt as i64)
+            (c.t1, ui - dt as i64)
         };
         // The arc (a, a + len] in offsets around the centre, when it holds the centre.
         let start = off(a);
@@ -477,14 +546,91 @@ fn exact_arc(samples: &[(u64, f64)], u: u64, centre: u64) -> (i64, i64) {
     }
 }
 
-/// What the reads say about a meter whose update interval nobody gave: when some reads
-/// repeated the previous one (no update between them), the interval whose ticks agree with
-/// the most reads, searched from half to 64 times the median read spacing and refined to
-/// a part in a million. `None` without repeated reads (updates faster than reads) or
-/// without an interval that at least [`MIN_CONSISTENCY`] of the reads agree with.
+/// Constraints per window when the phase is found window by window: enough to pin it, few
+/// enough that a tick interval off by a little (or a tick that drifts) moves little within a
+/// window.
+const PER_WINDOW: usize = 40;
+
+/// The phase of each window of [`PER_WINDOW`] consecutive constraints: the window's first
+/// read time and its estimate (a last window too short to say much joins the one before).
+fn windowed(cons: &[Close], u: u64) -> Vec<(u64, PhaseEstimate)> {
+    let n = cons.len();
+    let windows = (n / PER_WINDOW).max(1);
+    (0..windows)
+        .map(|w| {
+            let (a, b) = (w * n / windows, (w + 1) * n / windows);
+            (cons[a].t0, phase_of(&cons[a..b], u))
+        })
+        .collect()
+}
+
+/// The reads' evidence for update interval `u`: over windows of the same constraints
+/// (every close read, whatever `u`), the log of the share of phases that agree with the
+/// most of them, less [`LOG_ERROR`] per read none agrees with (a read closer than `u` that
+/// no phase satisfies, or a repeated read farther apart than `u`, which no tick
+/// interval of `u` allows). The true interval pins the phase with no read against it; a
+/// wrong one either contradicts reads or, agreeing with them by chance, leaves a smaller
+/// share of phases that do (Bayesian evidence with a uniform prior on the phase).
+fn evidence(cons: &[Close], u: u64) -> (f64, usize) {
+    let (mut log_e, mut used) = (0.0, 0usize);
+    let n = cons.len();
+    let windows = (n / PER_WINDOW).max(1);
+    for w in 0..windows {
+        let win = &cons[w * n / windows..(w + 1) * n / windows];
+        // A repeat over a whole interval or more: impossible at `u`.
+        let impossible = win
+            .iter()
+            .filter(|c| !c.changed && c.t1 - c.t0 >= u)
+            .count();
+        let e = phase_of(win, u);
+        let against = e.constraints - (e.consistency * e.constraints as f64).round() as usize;
+        log_e +=
+            e.best_share.max(1.0 / BINS as f64).ln() + LOG_ERROR * (against + impossible) as f64;
+        used += e.constraints;
+    }
+    (log_e, used)
+}
+
+/// Log-probability of a read that no phase explains (a read stamped a little off its
+/// value, say): one in a hundred.
+const LOG_ERROR: f64 = -4.605;
+
+/// Each window's first read time and phase, the constraints and the share they satisfy.
+type WindowPhases = (Vec<(u64, u64)>, usize, f64);
+
+/// Phases window by window at update interval `u`, when every window pins its phase: the
+/// window starts and phases. A meter whose tick drifts (or whose interval is known only
+/// approximately) keeps one phase per window rather than one for the whole run.
+fn windowed_phases(samples: &[(u64, f64)], u: u64) -> Option<WindowPhases> {
+    let cons = close_reads(samples, u);
+    if cons.len() < MIN_CONSTRAINTS {
+        return None;
+    }
+    let mut out = Vec::new();
+    let (mut agree, mut total) = (0.0, 0usize);
+    for (start, e) in windowed(&cons, u) {
+        let (phase, width) = e.phase?;
+        if e.consistency < MIN_CONSISTENCY || width > u / MAX_AMBIGUITY {
+            return None;
+        }
+        agree += e.consistency * e.constraints as f64;
+        total += e.constraints;
+        out.push((start, phase));
+    }
+    Some((out, total, agree / total.max(1) as f64))
+}
+
+/// What the reads say about a meter whose update interval nobody gave (or that the reads
+/// contradict): when some reads repeated the previous one (no update between them), the
+/// interval whose ticks agree with the most close reads. The search starts from the run's
+/// span over the number of updates seen (readings that changed) and scans ±35 % of it, in
+/// steps fine enough that within a window of [`PER_WINDOW`] constraints the ticks drift by
+/// less than a sixteenth of an interval; each window keeps its own phase, so that an
+/// interval slightly off, or a tick that drifts, does not spoil the score. `None` without
+/// repeated reads (updates faster than reads: nothing to align), or when no interval
+/// satisfies [`MIN_CONSISTENCY`] of them.
 pub(crate) fn detect_update_interval(samples: &[(u64, f64)]) -> Option<u64> {
-    // Enough reads to tell, few enough to stay cheap.
-    let s = &samples[..samples.len().min(20_000)];
+    let s = &samples[..samples.len().min(50_000)];
     if s.len() < MIN_CONSTRAINTS + 2 {
         return None;
     }
@@ -492,56 +638,74 @@ pub(crate) fn detect_update_interval(samples: &[(u64, f64)]) -> Option<u64> {
         .windows(2)
         .filter(|w| w[1].1 == w[0].1 && w[1].0 > w[0].0)
         .count();
-    if stale * 100 < s.len() || stale < 5 {
+    if stale * 200 < s.len() || stale < 5 {
         return None;
     }
-    let mut dts: Vec<u64> = s
-        .windows(2)
-        .map(|w| w[1].0 - w[0].0)
-        .filter(|&d| d > 0)
-        .collect();
-    let mid = dts.len() / 2;
-    let median = *dts.select_nth_unstable(mid).1;
-    let score = |u: u64| -> Option<(f64, u64)> {
-        let est = estimate_phase(s, u);
-        (est.constraints >= MIN_CONSTRAINTS)
-            .then(|| (est.consistency, est.phase.map_or(u, |p| p.1)))
-    };
-    // Coarse: 64 steps per octave.
-    let mut best: Option<(u64, f64, u64)> = None;
-    for j in -64i32..=(6 * 64) {
-        let u = (median as f64 * 2f64.powf(f64::from(j) / 64.0)) as u64;
-        if u < 2 {
-            continue;
+    let changes = s.windows(2).filter(|w| w[1].1 != w[0].1).count().max(1);
+    let u0 = (s[s.len() - 1].0 - s[0].0) as f64 / changes as f64;
+    let (lo, hi) = (0.65 * u0, 1.35 * u0);
+    let cons = close_reads(s, hi as u64 + 1);
+    if cons.len() < MIN_CONSTRAINTS {
+        return None;
+    }
+    // The longest window, in intervals: the step keeps its drift under 1/16 of one.
+    let n = cons.len();
+    let windows = (n / PER_WINDOW).max(1);
+    let longest = (0..windows)
+        .map(|w| cons[((w + 1) * n / windows) - 1].t1 - cons[w * n / windows].t0)
+        .max()
+        .unwrap_or(0) as f64;
+    let rel = (u0 / (16.0 * longest.max(u0))).clamp(1e-6, 1e-2);
+    // The interval with the most evidence.
+    let mut best: Option<(u64, f64)> = None;
+    let mut u = lo;
+    while u <= hi {
+        let cand = u as u64;
+        let (e, used) = evidence(&cons, cand);
+        if used >= MIN_CONSTRAINTS && best.is_none_or(|b| e > b.1) {
+            best = Some((cand, e));
         }
-        if let Some((c, width)) = score(u) {
-            let better = match best {
-                None => true,
-                // Clearly more consistent, or as consistent with a tighter phase.
-                Some((_, bc, bw)) => {
-                    c > bc + 1e-3 || ((c - bc).abs() <= 1e-3 && width * bw.max(1) < bw * 1)
-                }
-            };
-            if better {
-                best = Some((u, c, width));
-            }
+        u *= 1.0 + rel;
+    }
+    let (mut u, _) = best?;
+    // One phase for the whole run, when the interval is exact enough to keep it: refine it
+    // to the run's length.
+    // (The same reads for every candidate: those closer than all of them.)
+    let same = close_reads(samples, (u as f64 * (1.0 - 2.0 * rel)) as u64);
+    let ticks = ((samples[samples.len() - 1].0 - samples[0].0) as f64 / u as f64).max(1.0);
+    let fine = (1.0 / (16.0 * ticks)).max(1e-9);
+    let steps = ((rel / fine).ceil() as i64).min(4000);
+    let mut global = phase_of(&same, u).consistency;
+    let centre = u as f64;
+    for k in -steps..=steps {
+        let cand = (centre * (1.0 + fine * k as f64)) as u64;
+        let g = phase_of(&same, cand).consistency;
+        if g > global {
+            (u, global) = (cand, g);
         }
     }
-    let (mut u, mut c, _) = best?;
-    // Fine: the true interval keeps one phase over the whole run.
-    for rel in [1.2e-2, 1.2e-4] {
-        let lo = u as f64 * (1.0 - rel);
-        let step = 2.0 * rel * u as f64 / 200.0;
-        for k in 0..=200 {
-            let cand = (lo + step * f64::from(k)) as u64;
-            if let Some((cc, _)) = score(cand) {
-                if cc > c {
-                    (u, c) = (cand, cc);
-                }
-            }
-        }
+    // Kept only when the reads agree with it as the alignment needs, window by window or
+    // over the whole run.
+    let own = close_reads(samples, u);
+    let (c, _, _) = windowed_consistency(&own, u);
+    (c >= MIN_CONSISTENCY || phase_of(&own, u).consistency >= MIN_CONSISTENCY).then_some(u)
+}
+
+/// Share of the constraints their own window's phase satisfies, how many there are, and
+/// the mean width of the windows' phases (a share of `u`; 1 where a window pins nothing).
+fn windowed_consistency(cons: &[Close], u: u64) -> (f64, usize, f64) {
+    let (mut agree, mut total, mut width) = (0.0, 0usize, 0.0);
+    let windows = windowed(cons, u);
+    for (_, e) in &windows {
+        agree += e.consistency * e.constraints as f64;
+        total += e.constraints;
+        width += e.phase.map_or(1.0, |p| p.1 as f64 / u as f64);
     }
-    (c >= MIN_CONSISTENCY).then_some(u)
+    (
+        if total > 0 { agree / total as f64 } else { 0.0 },
+        total,
+        width / windows.len().max(1) as f64,
+    )
 }
 
 #[cfg(test)]

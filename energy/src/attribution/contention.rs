@@ -125,7 +125,7 @@ fn identified(stack: &Stack<'_>, acc: &TriAccumulator, theta: f64, solver: Solve
     let powers: Vec<f64> = (1..=k).map(|j| s.coef[j]).collect();
     let d = stack.occupancy_direction(acc, &powers);
     let dn = d.norm();
-    if !(dn > 0.0) || s.scaled.ncols() == 0 {
+    if dn.is_nan() || dn <= 0.0 || s.scaled.ncols() == 0 {
         return dn > 0.0;
     }
     let d = d / dn;

@@ -15,11 +15,16 @@
 //! and `n^{1/3}` rows, never cross from one stacked trace to the next, and there must be
 //! at least [`MIN_BLOCKS`] of them.
 //!
-//! The interval uses `classical + (robust − classical)₊`, the positive part taken in the
-//! eigenbasis: a covariance at least as large as either in every direction (so that an
-//! interval covers when either estimate is right), and a true covariance matrix (so that
-//! predictions' intervals, `cᵀΣc`, stay valid). Its Student quantile takes the fewer degrees
-//! of freedom of the two (`G − 1` for the robust one).
+//! With at least [`ROBUST_ALONE`] blocks the intervals use the robust covariance: on held-out
+//! contended data (energy/tests/heldout_contended.rs) its z-scores have a mean square of
+//! 1.1 and its 95 % intervals cover 95 %, where the classical one's mean square is 0.55
+//! (too wide: it takes every interval's error as equally likely, and the errors of busy
+//! intervals, where each task's own power deviation adds up, are not those of idle ones).
+//! With fewer blocks, where the robust estimate is itself noisy, they use
+//! `classical + (robust − classical)₊`, the positive part taken in the eigenbasis: a
+//! covariance at least as large as either in every direction, and still a covariance
+//! matrix (so that predictions' intervals, `cᵀΣc`, stay valid). The Student quantile takes
+//! the fewer degrees of freedom of the two (`G − 1` for the robust one).
 //!
 //! Contention (when fitted) enters through the Jacobian's extra column `−Σ_k p_k U_k`: the
 //! covariance is over the model's columns and `c`, so every power's interval carries `c`'s
@@ -32,6 +37,10 @@ use super::solve::{Solved, Stack, RANK_TOL};
 
 /// Fewest blocks for the robust covariance: below, the classical one alone.
 pub(crate) const MIN_BLOCKS: usize = 12;
+/// Blocks from which the robust covariance is used alone; between [`MIN_BLOCKS`] and this,
+/// the wider of the two in every direction (a robust estimate from few blocks is itself
+/// noisy).
+pub(crate) const ROBUST_ALONE: usize = 30;
 
 /// The covariance of a fit.
 pub(crate) struct Covariance {
@@ -219,9 +228,16 @@ pub(crate) fn covariance(input: &CovInput<'_>, p: usize, rank: usize) -> Covaria
         let diff = &robust - &classical;
         let eig = SymmetricEigen::new(0.5 * (&diff + diff.transpose()));
         let pos = DMatrix::from_diagonal(&eig.eigenvalues.map(|v| v.max(0.0)));
-        chosen = &classical + &eig.eigenvectors * pos * eig.eigenvectors.transpose();
+        if blocks >= ROBUST_ALONE {
+            chosen = robust;
+            out.method = format!("block-robust ({blocks} blocks of {b} interval(s))");
+        } else {
+            chosen = &classical + &eig.eigenvectors * pos * eig.eigenvectors.transpose();
+            out.method = format!(
+                "classical and block-robust ({blocks} blocks of {b} interval(s)), the wider"
+            );
+        }
         out.t95 = t975(dof.min(g - 1.0));
-        out.method = format!("block-robust ({blocks} blocks of {b} interval(s))");
     }
     let mut matrix = vec![vec![0.0; width]; width];
     for k1 in 0..mt {

@@ -46,7 +46,7 @@ struct Row {
 /// `λ` and its batch-means standard error over `rows`: `Σ w e d / Σ w d²`.
 fn ratio(rows: &[Row], num: impl Fn(&Row) -> f64, den: impl Fn(&Row) -> f64) -> Option<(f64, f64)> {
     let total_den: f64 = rows.iter().map(&den).sum();
-    if !(total_den > 0.0) || rows.len() < 2 * BATCHES {
+    if total_den.is_nan() || total_den <= 0.0 || rows.len() < 2 * BATCHES {
         return None;
     }
     let lambda = rows.iter().map(&num).sum::<f64>() / total_den;
@@ -109,20 +109,21 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
     let num = |r: &Row| r.w * r.e * r.d;
     let den = |r: &Row| r.w * r.d * r.d;
     let mut departures: Vec<String> = Vec::new();
+    // The range of the tasks' power relative to the fit, over the groups of a departure
+    // found (0 included): the powers' intervals widen to it.
+    let (mut low, mut high) = (0.0f64, 0.0f64);
 
     // Time.
     let mut found = Vec::new();
+    let mut lambdas = Vec::new();
     let mut base_shift = Vec::new();
     let base = fit.base.value_w.abs().max(1e-9);
     for b in 0..TIME_BLOCKS {
         let (lo, hi) = (b * n / TIME_BLOCKS, (b + 1) * n / TIME_BLOCKS);
         let block = &rows[lo..hi];
         let span = (stack.row_span(lo).0, stack.row_span(hi - 1).1);
-        let dbg = ratio(block, num, den);
-        if std::env::var_os("TW_DEBUG").is_some() {
-            eprintln!("block {b}: {dbg:?}");
-        }
-        if let Some((l, se)) = dbg {
+        if let Some((l, se)) = ratio(block, num, den) {
+            lambdas.push(l);
             if l.abs() > material && l.abs() > SIGMAS * se {
                 found.push(format!(
                     "{:+.0}% from {} to {} ({:.1} sigma)",
@@ -145,6 +146,10 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
         }
     }
     if !found.is_empty() {
+        for l in &lambdas {
+            low = low.min(*l);
+            high = high.max(*l);
+        }
         departures.push(format!(
             "the tasks' power changes over the run ({}): a frequency change or a power cap \
              for part of it; these powers average over it; sample at a steady frequency, \
@@ -164,17 +169,15 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
     let max_k = rows.iter().map(|r| r.k.round() as usize).max().unwrap_or(0);
     if max_k >= 2 {
         let mut found = Vec::new();
+        let mut lambdas = Vec::new();
         for level in 1..=max_k {
             let group: Vec<Row> = rows
                 .iter()
                 .filter(|r| r.k >= 0.5 && r.k.round() as usize == level)
                 .copied()
                 .collect();
-            let dbg = ratio(&group, num, den);
-            if std::env::var_os("TW_DEBUG").is_some() {
-                eprintln!("level {level}: {} rows, {dbg:?}", group.len());
-            }
-            if let Some((l, se)) = dbg {
+            if let Some((l, se)) = ratio(&group, num, den) {
+                lambdas.push(l);
                 if l.abs() > material && l.abs() > SIGMAS * se {
                     found.push(format!(
                         "{:+.0}% with {level} task(s) running ({:.1} sigma)",
@@ -185,6 +188,10 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
             }
         }
         if !found.is_empty() {
+            for l in &lambdas {
+                low = low.min(*l);
+                high = high.max(*l);
+            }
             let what = match &fit.contention {
                 Some(c) if c.identified => {
                     format!("beyond the fitted contention (c = {:.3})", c.c.value_w)
@@ -215,11 +222,21 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
         .collect::<Vec<_>>()
         .join("; ");
     let flag = Flag::ModelInDoubt { departure: short };
+    // Each power's interval spans what the tasks drew over the run, not only the fit's
+    // average: the truth of a power that changes lies within that range.
     let mark = |e: &mut super::solve::Estimate| {
-        e.issues
-            .push(format!("the model does not hold here: see the warnings"));
+        e.issues.push(format!(
+            "the model does not hold here (its power ranges {:+.0}% to {:+.0}% around this \
+             value over the run): see the warnings",
+            100.0 * low,
+            100.0 * high
+        ));
         e.flags.push(flag.clone());
         e.reliable = false;
+        if let Some([lo, hi]) = &mut e.ci95_w {
+            *lo = (*lo * (1.0 + low)).max(0.0);
+            *hi *= 1.0 + high;
+        }
     };
     for t in &mut fit.types {
         mark(t);

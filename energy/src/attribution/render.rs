@@ -214,14 +214,48 @@ fn domain(out: &mut String, d: &DomainReport) {
             }
         ),
         format!(
-            "base power {}; base energy {}; idle {} ({} of measured)",
+            "base power {}{}; base energy {}; idle {} ({} of measured)",
             estimate(&d.base),
+            match &d.base_drift {
+                Some(dr) if dr.value_w.abs() >= 0.0005 * d.base.value_w.abs() => format!(
+                    " (the window's mean; drift {}{} to its end)",
+                    if dr.value_w >= 0.0 { "+" } else { "" },
+                    si(dr.value_w, "W")
+                ),
+                _ => String::new(),
+            },
             si(d.base_energy_j, "J"),
             si(d.idle_j, "J"),
             pct(100.0 * d.idle_share)
         ),
     ];
-    for l in lines.iter().chain(&f.alignment) {
+    let mut extra: Vec<String> = Vec::new();
+    if let Some(c) = &d.contention {
+        extra.push(if c.identified {
+            let half = c.c.ci95_w.map(|[lo, hi]| (hi - lo) / 2.0);
+            format!(
+                "contention {:.3}{}: with k tasks at once each draws 1 - c(k - 1) of its power \
+                 alone (up to {} at once here, {:.2} on average while busy)",
+                c.c.value_w,
+                half.map_or(String::new(), |h| format!(" +-{h:.3}")),
+                c.max_k,
+                c.mean_k
+            )
+        } else {
+            format!(
+                "contention not identified: the number of tasks at once hardly varied (up to \
+                 {}, {:.2} on average); powers are at the run's occupancy",
+                c.max_k, c.mean_k
+            )
+        });
+    }
+    if !f.covariance.is_empty() && f.covariance != "classical" {
+        extra.push(format!(
+            "intervals: classical and {} covariance, the wider",
+            f.covariance
+        ));
+    }
+    for l in lines.iter().chain(&extra).chain(&f.alignment) {
         wrap(out, l, "", "  ");
     }
     if !f.joint.is_empty() {
@@ -238,26 +272,48 @@ fn domain(out: &mut String, d: &DomainReport) {
     }
     out.push('\n');
 
-    let mut t = Table::new(&[
+    let at_run = d.types.iter().any(|t| t.power_at_run.is_some());
+    let mut head = vec![
         ("type", false),
         ("count", true),
         ("mean dur", true),
         ("power", true),
         ("95% interval", true),
-        ("note", false),
-    ]);
+    ];
+    if at_run {
+        head.push(("at run", true));
+    }
+    head.push(("note", false));
+    let mut t = Table::new(&head);
     for ty in &d.types {
         let (value, range) = value_range(&ty.power);
-        t.row(vec![
+        let mut row = vec![
             ty.key.to_string(),
             ty.count.to_string(),
             fmt_ns((ty.mean_duration_s * 1e9).round() as u64),
             value,
             range,
-            note(&ty.power),
-        ]);
+        ];
+        if at_run {
+            row.push(
+                ty.power_at_run
+                    .as_ref()
+                    .map_or("-".into(), |e| value_range(e).0),
+            );
+        }
+        row.push(note(&ty.power));
+        t.row(row);
     }
     t.render(out);
+    if at_run {
+        wrap(
+            out,
+            "power: a task of the type alone; at run: its mean power beside the others it ran \
+             with",
+            "",
+            "  ",
+        );
+    }
     out.push('\n');
 
     if !d.regions.is_empty() {
@@ -416,10 +472,16 @@ fn whole_trace_energy(out: &mut String, d: &DomainReport) {
 }
 
 fn truth(out: &mut String, tr: &TruthComparison) {
-    let _ = writeln!(
+    out.push('\n');
+    wrap(
         out,
-        "\ntruth (simulated meter configuration; noise {:.3} W at 1 ms):",
-        tr.noise_sigma_w
+        &format!(
+            "truth (simulated meter; noise {:.3} W at 1 ms; the base and `at run` as the run \
+             realised them):",
+            tr.noise_sigma_w
+        ),
+        "",
+        "  ",
     );
     let mut t = Table::new(&[
         ("coefficient", false),
@@ -431,24 +493,39 @@ fn truth(out: &mut String, tr: &TruthComparison) {
         ("in", true),
     ]);
     for r in &tr.rows {
+        // The contention is a fraction, not a power.
+        let unitless = r.name == "contention";
+        let num = |v: f64| {
+            if unitless {
+                format!("{v:.4}")
+            } else {
+                si(v, "W")
+            }
+        };
         let est = if r.reliable {
-            si(r.estimate_w, "W")
+            num(r.estimate_w)
         } else {
-            format!("({})", si(r.estimate_w, "W"))
+            format!("({})", num(r.estimate_w))
         };
         t.row(vec![
             r.name.clone(),
             est,
             r.truth_w.map_or("?".into(), |v| {
                 if r.truth_is_default {
-                    format!("{}*", si(v, "W"))
+                    format!("{}*", num(v))
                 } else {
-                    si(v, "W")
+                    num(v)
                 }
             }),
-            r.error_w.map_or("-".into(), |v| si(v, "W")),
+            r.error_w.map_or("-".into(), num),
             r.error_pct.map_or("-".into(), signed_pct),
-            r.ci95_w.map_or("-".into(), |[lo, hi]| range(lo, hi)),
+            r.ci95_w.map_or("-".into(), |[lo, hi]| {
+                if unitless {
+                    format!("{lo:.4}..{hi:.4}")
+                } else {
+                    range(lo, hi)
+                }
+            }),
             r.covered
                 .map_or("-", |c| if c { "yes" } else { "NO" })
                 .to_owned(),
