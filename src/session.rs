@@ -164,11 +164,11 @@ pub enum TypeCalibration {
 }
 
 impl TypeCalibration {
-    /// `auto` with its defaults: an 8 s budget, 250 ms steps, the report's 5% threshold
-    /// (calibrating to half of it, [`CALIBRATION_TARGET`]).
+    /// `auto` with its defaults: a 10 s budget, 250 ms steps, the report's 5% threshold
+    /// (calibrating to a share of it, [`CALIBRATION_TARGET`]).
     pub fn auto() -> TypeCalibration {
         TypeCalibration::Auto {
-            budget: Duration::from_secs(8),
+            budget: Duration::from_secs(10),
             step: Duration::from_millis(250),
             precision_pct: taskwatt_energy::attribution::DEFAULT_PRECISION_PCT,
         }
@@ -433,7 +433,7 @@ pub fn measured_run<P>(
 }
 
 /// The share of the report's precision threshold adaptive type calibration aims for.
-pub const CALIBRATION_TARGET: f64 = 0.5;
+pub const CALIBRATION_TARGET: f64 = 0.4;
 
 /// Adaptive type calibration: fit what the trace file holds so far (the runtime and the
 /// writer put everything in it within 100 ms), calibrate the types whose power is not
@@ -455,8 +455,8 @@ fn auto_calibrate(
         if opts.stop.is_stopped() {
             break;
         }
-        // Calibrate to half the report's threshold: a power shown within +-5 % is then
-        // good to about +-2.5 %, which is what comparisons between runs need.
+        // Calibrate to a share of the report's threshold: a power shown within +-5 % is
+        // then good to about +-2 %, which is what comparisons between runs need.
         let flagged = match flagged_types(&opts.trace, precision_pct * CALIBRATION_TARGET) {
             Ok(f) => f,
             Err(e) => {
@@ -464,31 +464,36 @@ fn auto_calibrate(
                 break;
             }
         };
-        report.still_flagged = flagged.clone();
-        if flagged.is_empty() || t0.elapsed() + step * flagged.len() as u32 > budget {
+        report.still_flagged = flagged.iter().map(|(n, _)| n.clone()).collect();
+        // Each type for as long as it needs: the interval narrows as the square root of
+        // the time, so a type twice as far from the target gets up to four steps.
+        let plan: Vec<(String, Duration)> = flagged
+            .iter()
+            .map(|(n, need)| (n.clone(), step.mul_f64(need.clamp(1.0, 4.0))))
+            .collect();
+        let planned: Duration = plan.iter().map(|(_, d)| *d).sum();
+        if plan.is_empty() || t0.elapsed() + planned > budget {
             break;
         }
         let start = Instant::now();
-        if let Err(e) = crate::apps::calibrate_some_types(
-            opts.app,
-            rt,
-            &opts.config,
-            sink,
-            step,
-            Some(&flagged),
-        ) {
+        if let Err(e) =
+            crate::apps::calibrate_some_types(opts.app, rt, &opts.config, sink, step, Some(&plan))
+        {
             report.error = Some(e.to_string());
             break;
         }
-        report.rounds.push((flagged, start.elapsed().as_secs_f64()));
+        report
+            .rounds
+            .push((report.still_flagged.clone(), start.elapsed().as_secs_f64()));
     }
     report.spent_s = t0.elapsed().as_secs_f64();
     report
 }
 
-/// Codelets with a power, on any domain, that the fit of the trace so far does not show
-/// as a measurement.
-fn flagged_types(path: &std::path::Path, precision_pct: f64) -> Result<Vec<String>, String> {
+/// Codelets with a power alone, on any domain, that the fit of the trace so far does not
+/// show within `precision_pct`, each with how much more it needs: the square of its
+/// interval's half-width over the threshold (1 for a flag other than imprecision).
+fn flagged_types(path: &std::path::Path, precision_pct: f64) -> Result<Vec<(String, f64)>, String> {
     use taskwatt_energy::attribution::{attribute_trace, AttributionOptions, Flag};
     let rec = taskwatt_traces::recover_trace(path).map_err(|e| e.to_string())?;
     let opts = AttributionOptions {
@@ -496,15 +501,20 @@ fn flagged_types(path: &std::path::Path, precision_pct: f64) -> Result<Vec<Strin
         ..AttributionOptions::default()
     };
     let att = attribute_trace(&rec.trace, &opts).map_err(|e| e.to_string())?;
-    let mut out: Vec<String> = Vec::new();
+    let mut out: Vec<(String, f64)> = Vec::new();
     for d in &att.report.domains {
         for t in &d.types {
             let e = &t.power;
-            if !e.reliable
-                && !e.flags.contains(&Flag::NoTimeInWindow)
-                && !out.contains(&t.key.codelet)
-            {
-                out.push(t.key.codelet.clone());
+            if e.reliable || e.flags.contains(&Flag::NoTimeInWindow) {
+                continue;
+            }
+            let need = e
+                .relative_half_width_pct()
+                .filter(|h| h.is_finite())
+                .map_or(1.0, |h| (h / precision_pct).powi(2));
+            match out.iter_mut().find(|(n, _)| *n == t.key.codelet) {
+                Some((_, n)) => *n = n.max(need),
+                None => out.push((t.key.codelet.clone(), need)),
             }
         }
     }

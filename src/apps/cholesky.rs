@@ -121,16 +121,22 @@ fn make_codelets<T: Scalar>() -> Codelets {
     cl
 }
 
-/// Runs each of the four codelets (those named in `only`, if given) alone on every
-/// worker for `each` (see calibrate.rs).
+/// Runs each of the four codelets (those named in `only`, for their own durations, if
+/// given) alone, then on every worker, for `each` (see calibrate.rs).
 pub(super) fn calibrate<T: AppScalar>(
     rt: &Runtime,
     cfg: &AppConfig,
     sink: &TraceSink,
     each: Duration,
-    only: Option<&[String]>,
+    only: Option<&[(String, Duration)]>,
 ) -> Result<(), AppError> {
-    let wanted = |name: &str| only.is_none_or(|o| o.iter().any(|n| n == name));
+    let time = |name: &str| match only {
+        None => each,
+        Some(o) => o
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(Duration::ZERO, |(_, d)| *d),
+    };
     let err = kernel_err("cholesky");
     let (n, nb) = (cfg.n, cfg.tile);
     TiledMatrix::<T>::empty(n, nb).map_err(&err)?;
@@ -149,20 +155,20 @@ pub(super) fn calibrate<T: AppScalar>(
         rt.register_device_bytes(l, bytes),
         rt.register_device_bytes(b0, bytes),
     );
-    phase(rt, sink, "potrf", each * u32::from(wanted("potrf")), &|s| {
+    phase(rt, sink, "potrf", time("potrf"), &|s| {
         Task::new(&cl.potrf).rw(&scratch[s]).r(&a0).arg(Calibration)
     })?;
-    phase(rt, sink, "trsm", each * u32::from(wanted("trsm")), &|s| {
+    phase(rt, sink, "trsm", time("trsm"), &|s| {
         Task::new(&cl.trsm)
             .r(&l)
             .rw(&scratch[s])
             .r(&b0)
             .arg(Calibration)
     })?;
-    phase(rt, sink, "syrk", each * u32::from(wanted("syrk")), &|s| {
+    phase(rt, sink, "syrk", time("syrk"), &|s| {
         Task::new(&cl.syrk).r(&b0).rw(&scratch[s])
     })?;
-    phase(rt, sink, "gemm", each * u32::from(wanted("gemm")), &|s| {
+    phase(rt, sink, "gemm", time("gemm"), &|s| {
         Task::new(&cl.gemm).r(&b0).r(&l).rw(&scratch[s])
     })?;
     Ok(())

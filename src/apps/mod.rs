@@ -301,15 +301,15 @@ pub fn calibrate_types(
     calibrate_some_types(app, rt, config, sink, each, None)
 }
 
-/// [`calibrate_types`] for the codelets named in `only` (all when `None`); names the app
-/// does not have are ignored.
+/// [`calibrate_types`] for the codelets named in `only`, each for its own duration (all
+/// for `each` when `None`); names the app does not have are ignored.
 pub fn calibrate_some_types(
     app: App,
     rt: &Runtime,
     config: &AppConfig,
     sink: &taskwatt_traces::TraceSink,
     each: std::time::Duration,
-    only: Option<&[String]>,
+    only: Option<&[(String, std::time::Duration)]>,
 ) -> Result<(), AppError> {
     config.validate(app)?;
     taskwatt_kernels::init();

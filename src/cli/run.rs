@@ -217,14 +217,17 @@ pub(crate) struct EnergyArgs {
     /// graph, to pin the base power (e.g. 1s).
     #[arg(long, value_parser = parse_duration)]
     pub(crate) idle_calibration: Option<Duration>,
-    /// Run the app's task types alone on every worker, so that types that co-run in fixed
-    /// proportion can be separated: a duration (e.g. 300ms) runs each type that long
-    /// before the graph; `auto` (or `auto:5s`, a budget) calibrates after the graph only
-    /// the types whose power the fit could not pin down, until their 95% intervals are
-    /// within --measured-within or the budget (default 3s) is spent.
+    /// Run the app's task types alone (on one worker, then on every worker), so that types
+    /// that co-run in fixed proportion, and a type's power alone from its power beside
+    /// others, can be separated: a duration (e.g. 300ms) runs each type that long before
+    /// the graph; `auto` (or `auto:5s`, a budget) calibrates after the graph only the types
+    /// whose power alone the fit could not pin down, until their 95% intervals are within
+    /// 0.4 x --measured-within or the budget (default 10s) is spent.
     #[arg(long, value_parser = parse_type_calibration)]
     pub(crate) type_calibration: Option<TypeCalibration>,
-    /// The simulated meter's configuration (TOML); default: the embedded one.
+    /// The simulated meter's configuration (TOML or JSON), holding only what it changes
+    /// from the embedded default (energy/src/sim/default.toml: a contended machine; a file
+    /// with `profile = "ideal"` gives the linear model).
     #[arg(long)]
     pub(crate) sim_config: Option<PathBuf>,
 }

@@ -49,10 +49,44 @@ pub(crate) struct Covariance {
     pub(crate) matrix: Option<Vec<Vec<f64>>>,
     /// Standard errors, same layout; `None` for a coefficient the data cannot identify.
     pub(crate) se: Vec<Option<f64>>,
-    /// Student-t 97.5 % quantile for the intervals.
+    /// Student-t 97.5 % quantile for intervals of combinations of many coefficients
+    /// (regions, predictions).
     pub(crate) t95: f64,
     /// How it was estimated, in words.
     pub(crate) method: String,
+    /// Each block's influence on the coefficients, in `layout` order (rows: blocks), when
+    /// the robust estimate was computed: what [`Covariance::t95_of`] reads the effective
+    /// number of blocks from.
+    influence: Option<DMatrix<f64>>,
+    /// The degrees of freedom of the classical estimate.
+    dof: f64,
+}
+
+impl Covariance {
+    /// The Student quantile for an interval of `gᵀβ` (`g` in the layout's order): with
+    /// the robust covariance, its degrees of freedom are the effective number of blocks
+    /// that inform it, `(Σ_b a_b²)² / Σ_b a_b⁴` less one, `a_b` block `b`'s influence on
+    /// `gᵀβ` (Bell and McCaffrey's correction, in its simplest form). A power alone that
+    /// rests on a handful of calibration blocks then gets the wider quantile it needs, where
+    /// the whole run's block count would make its interval too narrow.
+    pub(crate) fn t95_of(&self, g: &[f64]) -> f64 {
+        let Some(inf) = &self.influence else {
+            return self.t95;
+        };
+        let (mut s2, mut s4) = (0.0, 0.0);
+        for b in 0..inf.nrows() {
+            let a: f64 = (0..inf.ncols().min(g.len()))
+                .map(|k| inf[(b, k)] * g[k])
+                .sum();
+            s2 += a * a;
+            s4 += a * a * a * a;
+        }
+        if s4 <= 0.0 {
+            return self.t95;
+        }
+        let eff = s2 * s2 / s4;
+        t975((eff - 1.0).min(self.dof).max(1.0)).max(self.t95)
+    }
 }
 
 /// Inputs beyond the solve.
@@ -129,6 +163,8 @@ pub(crate) fn covariance(input: &CovInput<'_>, p: usize, rank: usize) -> Covaria
         se: vec![None; width],
         t95: t975(dof),
         method: "classical".to_owned(),
+        influence: None,
+        dof,
     };
     if dof <= 0.0 {
         return out;
@@ -179,6 +215,7 @@ pub(crate) fn covariance(input: &CovInput<'_>, p: usize, rank: usize) -> Covaria
         let pm = stack.unknowns();
         let theta_powers: Vec<f64> = (1..=k).map(|j| solved.ols[j]).collect();
         let mut meat = DMatrix::<f64>::zeros(mt, mt);
+        let mut scores: Vec<DVector<f64>> = Vec::with_capacity(blocks);
         let mut score = DVector::<f64>::zeros(mt);
         let mut jrow = vec![0.0; mt];
         let mut x = vec![0.0; pm];
@@ -192,13 +229,14 @@ pub(crate) fn covariance(input: &CovInput<'_>, p: usize, rank: usize) -> Covaria
         }
         starts.push(rows);
         let mut next = 1;
-        let flush = |score: &mut DVector<f64>, meat: &mut DMatrix<f64>| {
+        let flush = |score: &mut DVector<f64>, meat: &mut DMatrix<f64>, all: &mut Vec<_>| {
             meat.ger(1.0, score, score, 1.0);
+            all.push(score.clone());
             score.fill(0.0);
         };
         stack.visit_augmented(0..rows, |g, a, y, w| {
             while next < starts.len() && g >= starts[next] {
-                flush(&mut score, &mut meat);
+                flush(&mut score, &mut meat, &mut scores);
                 next += 1;
             }
             if w <= 0.0 {
@@ -222,8 +260,17 @@ pub(crate) fn covariance(input: &CovInput<'_>, p: usize, rank: usize) -> Covaria
                 *s += w * e * j;
             }
         });
-        flush(&mut score, &mut meat);
+        flush(&mut score, &mut meat, &mut scores);
         let g = blocks as f64;
+        // Each block's influence on the coefficients, unscaled, in the layout's order.
+        let mut influence = DMatrix::<f64>::zeros(scores.len(), width);
+        for (bi, sc) in scores.iter().enumerate() {
+            let a = &inv * sc;
+            for k in 0..mt {
+                influence[(bi, index(k))] = a[k] / scale(k);
+            }
+        }
+        out.influence = Some(influence);
         let robust = &inv * meat * &inv * (g / (g - 1.0));
         let diff = &robust - &classical;
         let eig = SymmetricEigen::new(0.5 * (&diff + diff.transpose()));

@@ -112,6 +112,10 @@ pub(crate) struct Analysis {
     pub(crate) covariance: Option<Vec<Vec<f64>>>,
     /// The contention's standard error, when fitted.
     pub(crate) theta_se: Option<f64>,
+    /// The Student quantile of the contention's interval (its own effective blocks).
+    pub(crate) theta_t: Option<f64>,
+    /// The Student quantile of each type's power at the run's occupancy.
+    pub(crate) at_run_t: Vec<f64>,
     /// How the covariance was estimated.
     pub(crate) cov_method: String,
     /// Student-t 95% quantile for the intervals.
@@ -190,11 +194,18 @@ pub(crate) fn analyse(
         cond.rank,
     );
     let t = cov.t95;
+    let width = cov.se.len();
+    let unit = |j: usize| -> Vec<f64> {
+        let mut g = vec![0.0; width];
+        g[j] = 1.0;
+        g
+    };
     let mut se: Vec<Option<f64>> = cov.se[..p].to_vec();
     let mut ci: Vec<Option<[f64; 2]>> = vec![None; p];
-    let covariance = cov.matrix;
     let theta_se = theta.and_then(|_| cov.se.get(p).copied().flatten());
+    let theta_t = theta.map(|_| cov.t95_of(&unit(p)));
     for &j in &solved.included {
+        let t = cov.t95_of(&unit(j));
         ci[j] = se[j].map(|s| {
             let centre = solved.ols[j];
             let (mut lo, mut hi) = (centre - t * s, centre + t * s);
@@ -208,6 +219,19 @@ pub(crate) fn analyse(
         });
     }
     se.truncate(p);
+    let t_of = |g: &[f64]| cov.t95_of(g);
+    let at_run_t: Vec<f64> = (1..=stack.keys.len())
+        .map(|j| {
+            // A power at the run's occupancy rests on its power alone and the contention.
+            let mut g = vec![0.0; width];
+            g[j] = 1.0;
+            if theta.is_some() {
+                g[p] = 1.0;
+            }
+            t_of(&g)
+        })
+        .collect();
+    let covariance = cov.matrix;
 
     // Cross-validation: fit on every fold but one, predict the held-out block.
     let cv_mape_pct = (folds >= 2)
@@ -306,6 +330,8 @@ pub(crate) fn analyse(
         estimates,
         covariance,
         theta_se,
+        theta_t,
+        at_run_t,
         cov_method: cov.method,
         t95: t,
         residuals_j: residuals,

@@ -892,7 +892,11 @@ pub(crate) fn fit_stack(stack: &mut Stack<'_>, opts: &AttributionOptions) -> Dom
     // busiest occupancy by more than half) identifies nothing: hold it at 0, so that the
     // powers are what the data do give, the powers at the run's occupancy.
     let loose = 0.5 / (stack.max_k().max(2) - 1) as f64;
-    if theta.is_some() && out.theta_se.is_none_or(|se| out.t95 * se > loose) {
+    if theta.is_some()
+        && out
+            .theta_se
+            .is_none_or(|se| out.theta_t.unwrap_or(out.t95) * se > loose)
+    {
         theta = None;
         stack.theta = 0.0;
         solved = solve(&full, stack, opts.solver);
@@ -927,7 +931,7 @@ pub(crate) fn fit_stack(stack: &mut Stack<'_>, opts: &AttributionOptions) -> Dom
             }
         };
         super::contention::ContentionFit {
-            c: contention_estimate(theta, out.theta_se, out.t95),
+            c: contention_estimate(theta, out.theta_se, out.theta_t.unwrap_or(out.t95)),
             identified: theta.is_some(),
             max_k: stack.max_k(),
             mean_k,
@@ -949,7 +953,7 @@ pub(crate) fn fit_stack(stack: &mut Stack<'_>, opts: &AttributionOptions) -> Dom
                 &solved,
                 out.covariance.as_ref(),
                 &layout,
-                out.t95,
+                out.at_run_t.get(j).copied().unwrap_or(out.t95),
                 opts,
             );
             if theta.is_none() && st.occ_ns > 0 {
