@@ -467,12 +467,24 @@ fn auto_calibrate(
         report.still_flagged = flagged.iter().map(|(n, _)| n.clone()).collect();
         // Each type for as long as it needs: the interval narrows as the square root of
         // the time, so a type twice as far from the target gets up to four steps.
-        let plan: Vec<(String, Duration)> = flagged
+        let mut plan: Vec<(String, Duration)> = flagged
             .iter()
             .map(|(n, need)| (n.clone(), step.mul_f64(need.clamp(1.0, 4.0))))
             .collect();
+        // What is left of the budget: the plan shrinks to it, each type keeping at least
+        // one step, the neediest first when not all of them fit.
+        let left = budget.saturating_sub(t0.elapsed());
         let planned: Duration = plan.iter().map(|(_, d)| *d).sum();
-        if plan.is_empty() || t0.elapsed() + planned > budget {
+        if planned > left {
+            plan.sort_by(|a, b| b.1.cmp(&a.1));
+            plan.truncate((left.as_nanos() / step.as_nanos().max(1)) as usize);
+            let planned: Duration = plan.iter().map(|(_, d)| *d).sum();
+            let scale = left.as_secs_f64() / planned.as_secs_f64().max(1e-9);
+            for (_, d) in &mut plan {
+                *d = d.mul_f64(scale.min(1.0)).max(step);
+            }
+        }
+        if plan.is_empty() {
             break;
         }
         let start = Instant::now();

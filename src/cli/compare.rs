@@ -66,6 +66,10 @@ struct RunRow {
     measured_j: f64,
     predicted_j: f64,
     error_pct: f64,
+    /// 95% interval in which the measurement was expected (the model's uncertainty and
+    /// the meter's noise), and whether it held the measurement.
+    measurement_interval_j: Option<[f64; 2]>,
+    covered: Option<bool>,
     /// The application region (the task graph without its calibration), when marked.
     application: Option<RegionRow>,
     fitted_on: bool,
@@ -76,6 +80,15 @@ struct RunRow {
 struct RegionRow {
     predicted_j: f64,
     measured_j: Option<f64>,
+    /// As the run's: the 95% interval for the measurement, and whether it held it.
+    measurement_interval_j: Option<[f64; 2]>,
+    covered: Option<bool>,
+}
+
+/// Whether `m` lies in `iv`.
+fn covers(iv: Option<[f64; 2]>, m: Option<f64>) -> Option<bool> {
+    let ([lo, hi], m) = (iv?, m?);
+    Some(lo <= m && m <= hi)
 }
 
 #[derive(Serialize)]
@@ -87,6 +100,8 @@ struct PolicyRow {
     predicted_j: f64,
     error_pct: f64,
     max_abs_error_pct: f64,
+    /// Runs whose measurement interval held the measurement, of those with one.
+    covered: (usize, usize),
     /// Mean energy of the application region (the graph alone), when every run marks it.
     application: Option<RegionRow>,
     fitted_on: bool,
@@ -233,9 +248,16 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
             measured_j: measured,
             predicted_j: pred.total_predicted_j,
             error_pct: pred.total_error_pct.unwrap_or(f64::NAN),
-            application: pred.region_total("application").map(|(p, m)| RegionRow {
-                predicted_j: p,
-                measured_j: m,
+            measurement_interval_j: pred.total_measurement_interval_j,
+            covered: covers(pred.total_measurement_interval_j, Some(measured)),
+            application: pred.region_total("application").map(|(p, m)| {
+                let iv = pred.region_measurement_interval("application");
+                RegionRow {
+                    predicted_j: p,
+                    measured_j: m,
+                    measurement_interval_j: iv,
+                    covered: covers(iv, m),
+                }
             }),
             fitted_on: *policy == fit_on,
             trace: path.clone(),
@@ -255,6 +277,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 predicted_j: mean(&|r| r.predicted_j),
                 error_pct: mean(&|r| r.error_pct),
                 max_abs_error_pct: rs.iter().map(|r| r.error_pct.abs()).fold(0.0, f64::max),
+                covered: count_covered(rs.iter().map(|r| r.covered)),
                 application: rs
                     .iter()
                     .map(|r| r.application)
@@ -266,6 +289,8 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                             .map(|x| x.measured_j)
                             .sum::<Option<f64>>()
                             .map(|m| m / n),
+                        measurement_interval_j: None,
+                        covered: None,
                     }),
                 fitted_on: *p == fit_on,
             }
@@ -397,6 +422,12 @@ fn policy_points(policies: &[PolicyRow], suffix: &str) -> Vec<(String, f64, f64)
         .collect()
 }
 
+/// `(covered, with an interval)`.
+fn count_covered(c: impl Iterator<Item = Option<bool>>) -> (usize, usize) {
+    c.flatten()
+        .fold((0, 0), |(k, n), ok| (k + usize::from(ok), n + 1))
+}
+
 fn print_table(o: &CompareOut, repeat: usize) {
     if o.simulated {
         println!("*** SIMULATED meter: energies come from taskwatt's simulator, not a sensor ***");
@@ -409,19 +440,38 @@ fn print_table(o: &CompareOut, repeat: usize) {
         if repeat == 1 { "" } else { "s" }
     );
     println!(
-        "{:<14} {:>10} {:>12} {:>12} {:>9} {:>9}",
-        "policy", "makespan", "measured", "predicted", "error", "max|err|"
+        "{:<14} {:>10} {:>12} {:>12} {:>9} {:>9} {:>7}",
+        "policy", "makespan", "measured", "predicted", "error", "max|err|", "covers"
     );
+    let frac = |(k, n): (usize, usize)| {
+        if n == 0 {
+            "-".to_owned()
+        } else {
+            format!("{k}/{n}")
+        }
+    };
     for r in &o.policies {
         println!(
-            "{:<14} {:>8.3} s {:>10.2} J {:>10.2} J {:>8.2}% {:>8.2}%{}",
+            "{:<14} {:>8.3} s {:>10.2} J {:>10.2} J {:>8.2}% {:>8.2}% {:>7}{}",
             r.policy,
             r.makespan_s,
             r.measured_j,
             r.predicted_j,
             r.error_pct,
             r.max_abs_error_pct,
+            frac(r.covered),
             if r.fitted_on { "  (fitted on)" } else { "" }
+        );
+    }
+    let all = count_covered(o.runs.iter().map(|r| r.covered));
+    let app = count_covered(o.runs.iter().map(|r| r.application.and_then(|a| a.covered)));
+    if all.1 + app.1 > 0 {
+        println!(
+            "covers: runs whose measurement lies in the prediction's 95% interval (the model's \
+             uncertainty and the meter's noise): {} of the runs' totals, {} of their \
+             application regions",
+            frac(all),
+            frac(app)
         );
     }
     if !o.virtual_rows.is_empty() {
@@ -449,21 +499,28 @@ fn print_table(o: &CompareOut, repeat: usize) {
     if o.policies.iter().all(|r| r.application.is_some()) {
         println!("the application alone (the graph, without calibration):");
         println!(
-            "{:<14} {:>12} {:>12} {:>9}",
-            "policy", "measured", "predicted", "error"
+            "{:<14} {:>12} {:>12} {:>9} {:>7}",
+            "policy", "measured", "predicted", "error", "covers"
         );
         for r in &o.policies {
             let app = r.application.expect("checked");
             let m = app.measured_j;
+            let covered = count_covered(
+                o.runs
+                    .iter()
+                    .filter(|x| x.policy == r.policy)
+                    .map(|x| x.application.and_then(|a| a.covered)),
+            );
             println!(
-                "{:<14} {:>12} {:>10.2} J {:>9}",
+                "{:<14} {:>12} {:>10.2} J {:>9} {:>7}",
                 r.policy,
                 m.map_or("-".to_owned(), |m| format!("{m:.2} J")),
                 app.predicted_j,
                 m.filter(|&m| m != 0.0).map_or("-".to_owned(), |m| format!(
                     "{:.2}%",
                     100.0 * (app.predicted_j - m) / m
-                ))
+                )),
+                frac(covered)
             );
         }
     }

@@ -192,6 +192,12 @@ pub(crate) fn fit_large(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainF
         base,
         types,
         stats: stack.stats.clone(),
+        noise: super::solve::NoiseModel::fit(
+            stack
+                .dt_ns()
+                .zip(&residuals)
+                .map(|(d, r)| (d as f64 * 1e-9, 0.0, r * r)),
+        ),
         residuals_j: residuals,
         drift: None,
         contention: None,

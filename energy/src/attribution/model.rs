@@ -19,7 +19,7 @@ use super::error::AttributionError;
 use super::input::{trace_tasks, TraceParts};
 use super::key::{KeyKind, TypeKey};
 use super::report::{domain_report, DomainReport};
-use super::solve::{fit_group, AttributionOptions, DomainFit, Estimate, Solver};
+use super::solve::{fit_group, AttributionOptions, DomainFit, Estimate, NoiseModel, Solver};
 use super::system::{DomainSystem, TraceSystems};
 
 /// The model file format version this build writes. Version 2 added each domain's
@@ -81,6 +81,11 @@ pub struct DomainModel {
     /// Student-t 95% quantile for the fit's residual degrees of freedom.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub t95: Option<f64>,
+    /// The fit's residual variance against interval length: what a measurement adds to
+    /// a prediction's uncertainty (absent in older files: predictions then have no
+    /// measurement interval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<super::solve::NoiseModel>,
 }
 
 /// The model of one task type.
@@ -319,6 +324,7 @@ pub fn fit_model(
                 .as_ref()
                 .map(|cov| fit.layout.without_drift(cov).1),
             t95: Some(fit.t95).filter(|t| t.is_finite()),
+            noise: fit.noise,
         });
         out.fits.push(fit);
         out.reports.push(report);
@@ -343,6 +349,10 @@ pub struct Prediction {
     /// (domains taken as independent); `None` when a counted domain has none.
     #[serde(default)]
     pub total_interval_j: Option<[f64; 2]>,
+    /// 95% interval in which the total's measurement is expected: `total_interval_j`
+    /// widened by each domain's measurement noise; `None` when a counted domain has none.
+    #[serde(default)]
+    pub total_measurement_interval_j: Option<[f64; 2]>,
     /// Domains not in the model, types not in the model, unreliable powers used.
     pub warnings: Vec<String>,
 }
@@ -373,6 +383,15 @@ pub struct DomainPrediction {
     /// Half-width of the covariance-based interval, J (kept for the totals).
     #[serde(skip)]
     pub half_width_j: Option<f64>,
+    /// 95% interval in which a measurement over the window is expected: `interval_j`
+    /// widened by the measurement's own noise (the fit's residual variance, `a + b·Δt`
+    /// per interval); `None` for a window the run did not sample, or a model without a
+    /// covariance or a noise model.
+    #[serde(default)]
+    pub measurement_interval_j: Option<[f64; 2]>,
+    /// Its half-width, J (kept for the totals).
+    #[serde(skip)]
+    pub measurement_half_j: Option<f64>,
     /// Measured energy over the window, J.
     pub measured_j: Option<f64>,
     /// `100 · (predicted − measured) / measured`.
@@ -403,6 +422,10 @@ pub struct RegionPrediction {
     pub predicted_j: f64,
     /// 95% interval from the model's covariance.
     pub interval_j: Option<[f64; 2]>,
+    /// 95% interval in which a measurement of the region is expected (`interval_j`
+    /// widened by the measurement's noise over it).
+    #[serde(default)]
+    pub measurement_interval_j: Option<[f64; 2]>,
     /// Measured over the region's spans, when the run sampled the domain there.
     pub measured_j: Option<f64>,
     /// `100 · (predicted − measured) / measured`.
@@ -410,6 +433,24 @@ pub struct RegionPrediction {
 }
 
 impl Prediction {
+    /// A region's measurement interval summed over the domains counted in the totals
+    /// (taken as independent), J; `None` when one of them has none.
+    pub fn region_measurement_interval(&self, name: &str) -> Option<[f64; 2]> {
+        let (p, _) = self.region_total(name)?;
+        let v = self
+            .domains
+            .iter()
+            .filter(|d| d.in_total)
+            .flat_map(|d| d.regions.iter().filter(|r| r.name == name))
+            .map(|r| {
+                r.measurement_interval_j
+                    .map(|[lo, hi]| (0.5 * (hi - lo)).powi(2))
+            })
+            .sum::<Option<f64>>()?;
+        let h = v.sqrt();
+        Some([(p - h).max(0.0), p + h])
+    }
+
     /// A region's predicted and measured energy summed over the domains counted in the
     /// totals: `(predicted, measured)`; `None` when no counted domain has the region.
     pub fn region_total(&self, name: &str) -> Option<(f64, Option<f64>)> {
@@ -555,16 +596,20 @@ pub fn predict_systems(
     let counted: Vec<&DomainPrediction> = domains.iter().filter(|d| d.in_total).collect();
     let total_predicted_j: f64 = counted.iter().map(|d| d.predicted_j).sum();
     let total_measured_j = counted.iter().map(|d| d.measured_j).sum::<Option<f64>>();
-    let total_interval_j = counted
-        .iter()
-        .map(|d| d.half_width_j.map(|h| h * h))
-        .sum::<Option<f64>>()
-        .map(|v| {
-            let h = v.sqrt();
-            [(total_predicted_j - h).max(0.0), total_predicted_j + h]
-        });
+    // Domains taken as independent: half-widths add in quadrature.
+    let total = |half: fn(&DomainPrediction) -> Option<f64>| {
+        let h = counted
+            .iter()
+            .map(|d| half(d).map(|h| h * h))
+            .sum::<Option<f64>>()?
+            .sqrt();
+        Some([(total_predicted_j - h).max(0.0), total_predicted_j + h])
+    };
+    let total_interval_j = total(|d| d.half_width_j);
+    let total_measurement_interval_j = total(|d| d.measurement_half_j);
     Ok(Prediction {
         total_interval_j,
+        total_measurement_interval_j,
         key: model.key,
         total_error_pct: total_measured_j
             .and_then(|m| (m != 0.0).then(|| 100.0 * (total_predicted_j - m) / m)),
@@ -618,7 +663,20 @@ fn predict_domain(
     let mut effective = vec![0.0; m.types.len()];
     let mut dc = 0.0;
     let mut dynamic_j = 0.0;
-    for col in &s.columns {
+    // Each column's mean task duration in this run, s (for the measurement noise).
+    let dur: Vec<f64> = s
+        .columns
+        .iter()
+        .map(|c| {
+            if c.stats.count > 0 {
+                c.stats.total_ns as f64 * 1e-9 / c.stats.count as f64
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mut task_q = 0.0;
+    for (col, &d) in s.columns.iter().zip(&dur) {
         let (ns, occ) = if sampled {
             (col.stats.clipped_ns, col.stats.occ_ns)
         } else {
@@ -645,6 +703,7 @@ fn predict_domain(
             }
         };
         dynamic_j += p * x;
+        task_q += NoiseModel::task_q(std::iter::once((p, t, d)));
         coef.push(p);
     }
     let c = layout.gradient(window_s, &effective, 0.0, dc);
@@ -688,6 +747,9 @@ fn predict_domain(
     }
     let base_j = base_w * window_s;
     let predicted_j = base_j + dynamic_j;
+    let measurement_half_j = half_width_j.zip(m.noise).filter(|_| sampled).map(|(h, n)| {
+        super::solve::widen(h, n.variance_j2(s.intervals() as f64, window_s, task_q))
+    });
     let measured_j = sampled.then(|| s.energy_j().iter().sum::<f64>());
     let interval_mape_pct = sampled
         .then(|| {
@@ -719,8 +781,10 @@ fn predict_domain(
             let mut effective = vec![0.0; m.types.len()];
             let mut dc = 0.0;
             let mut predicted_j = base_w * window;
+            let mut task_q = 0.0;
             for (ci, ((col, &(_, ns)), p)) in s.columns.iter().zip(times).zip(&coef).enumerate() {
                 let busy = ns as f64 * 1e-9;
+                task_q += NoiseModel::task_q(std::iter::once((*p, busy, dur[ci])));
                 let u = occ
                     .get(ri)
                     .and_then(|o| o.get(ci))
@@ -733,24 +797,25 @@ fn predict_domain(
                 }
             }
             let c = layout.gradient(window, &effective, 0.0, dc);
-            let interval_j = m
+            let half = m
                 .covariance_w2
                 .as_ref()
-                .and_then(|cov| super::solve::half_width(cov, &c, t95))
-                .map(|h| [(predicted_j - h).max(0.0), predicted_j + h]);
+                .and_then(|cov| super::solve::half_width(cov, &c, t95));
+            let interval_j = half.map(|h| [(predicted_j - h).max(0.0), predicted_j + h]);
+            let measurement_interval_j = half.zip(m.noise).filter(|_| sampled).map(|(h, n)| {
+                let var = n.variance_j2(s.intervals_in(&r.spans), window, task_q);
+                let w = super::solve::widen(h, var);
+                [(predicted_j - w).max(0.0), predicted_j + w]
+            });
             let measured_j = sampled
-                .then(|| {
-                    r.spans
-                        .iter()
-                        .map(|&(a, b)| Some(s.energy_at(b)? - s.energy_at(a)?))
-                        .sum::<Option<f64>>()
-                })
+                .then(|| s.measured_over(&r.spans, &|c| s.split_share(c, base_w, &coef, c_model)))
                 .flatten();
             RegionPrediction {
                 name: r.name.clone(),
                 window_s: window,
                 predicted_j,
                 interval_j,
+                measurement_interval_j,
                 error_pct: measured_j
                     .and_then(|mj| (mj != 0.0).then(|| 100.0 * (predicted_j - mj) / mj)),
                 measured_j,
@@ -768,6 +833,9 @@ fn predict_domain(
         predicted_j,
         interval_j: half_width_j.map(|h| [(predicted_j - h).max(0.0), predicted_j + h]),
         half_width_j,
+        measurement_interval_j: measurement_half_j
+            .map(|h| [(predicted_j - h).max(0.0), predicted_j + h]),
+        measurement_half_j,
         error_pct: measured_j.and_then(|mj| (mj != 0.0).then(|| 100.0 * (predicted_j - mj) / mj)),
         measured_j,
         interval_mape_pct,
@@ -836,6 +904,7 @@ mod tests {
                     ..Default::default()
                 }),
                 t95: Some(1.97),
+                noise: None,
             }],
         }
     }
@@ -954,6 +1023,8 @@ mod tests {
             predicted_j: 1.0,
             interval_j: None,
             half_width_j: None,
+            measurement_interval_j: None,
+            measurement_half_j: None,
             measured_j: None,
             error_pct: None,
             interval_mape_pct: None,

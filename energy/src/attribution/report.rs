@@ -92,6 +92,9 @@ pub struct DomainReport {
     /// to its end, W; `base` is the window's mean), when modelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_drift: Option<Estimate>,
+    /// The rows' error variance the measurement intervals use (`a + b·Δt + c·q`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<super::solve::NoiseModel>,
 }
 
 /// The energy of one region of the run on one domain, from the fitted powers.
@@ -107,8 +110,14 @@ pub struct RegionReport {
     pub energy_j: f64,
     /// 95% interval of `energy_j` from the fit's covariance; `None` without one.
     pub interval_j: Option<[f64; 2]>,
-    /// Measured energy over the region's spans (cumulative readings interpolated at
-    /// their ends), J; `None` when a span lies outside the sampled window.
+    /// 95% interval in which a measurement of the region is expected: `interval_j`
+    /// widened by the measurement's own noise over the region (the fit's residual
+    /// variance, `a + b·Δt` per interval); what `measured_j` is checked against.
+    #[serde(default)]
+    pub measurement_interval_j: Option<[f64; 2]>,
+    /// Measured energy over the region's spans, J: the intervals inside them, and the
+    /// share of an interval a span's edge cuts that the fit puts on the region's side;
+    /// `None` when a span lies outside the sampled window.
     pub measured_j: Option<f64>,
     /// `P_base · window`, J.
     pub base_j: f64,
@@ -335,6 +344,7 @@ pub(crate) fn domain_report(
         regions,
         contention: fit.contention.clone(),
         base_drift: fit.drift.clone(),
+        noise: fit.noise,
     }
 }
 
@@ -353,6 +363,11 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
     let index: std::collections::HashMap<&TypeKey, usize> =
         fit.keys.iter().enumerate().map(|(i, k)| (k, i)).collect();
     let occ = sys.region_occupancy();
+    let powers: Vec<f64> = sys
+        .columns()
+        .iter()
+        .map(|c| index.get(&c.key).map_or(0.0, |&k| fit.types[k].value_w))
+        .collect();
     sys.regions()
         .iter()
         .zip(sys.region_time())
@@ -365,6 +380,7 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
             let mut tasks = 0;
             let mut busy_total = 0.0;
             let mut dynamic = 0.0;
+            let mut task_q = 0.0;
             for (ci, (col, &(count, ns))) in sys.columns().iter().zip(times).enumerate() {
                 let Some(&k) = index.get(&col.key) else {
                     continue;
@@ -382,6 +398,11 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
                 busy_total += busy_s;
                 effective[k] += x;
                 let est = &fit.types[k];
+                let st = &fit.stats[k];
+                if st.count > 0 {
+                    task_q +=
+                        est.value_w.powi(2) * busy_s * st.total_ns as f64 * 1e-9 / st.count as f64;
+                }
                 dc -= est.value_w * u_s;
                 dynamic += est.value_w * x;
                 types.push(RegionType {
@@ -405,16 +426,18 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
                 };
             }
             let c = fit.layout.gradient(window_s, &effective, drift_s, dc);
-            let interval_j = fit
+            let half = fit
                 .covariance_w2
                 .as_ref()
-                .and_then(|cov| super::solve::half_width(cov, &c, fit.t95))
-                .map(|h| [(energy_j - h).max(0.0), energy_j + h]);
-            let measured_j = r
-                .spans
-                .iter()
-                .map(|&(a, b)| Some(sys.energy_at(b)? - sys.energy_at(a)?))
-                .sum::<Option<f64>>();
+                .and_then(|cov| super::solve::half_width(cov, &c, fit.t95));
+            let interval_j = half.map(|h| [(energy_j - h).max(0.0), energy_j + h]);
+            let measurement_interval_j = half.zip(fit.noise).map(|(h, n)| {
+                let var = n.variance_j2(sys.intervals_in(&r.spans), window_s, task_q);
+                let w = super::solve::widen(h, var);
+                [(energy_j - w).max(0.0), energy_j + w]
+            });
+            let measured_j =
+                sys.measured_over(&r.spans, &|c| sys.split_share(c, p_base, &powers, theta));
             let idle_j = if workers > 0 {
                 p_base * (window_s - busy_total / workers as f64)
             } else {
@@ -426,6 +449,7 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
                 tasks,
                 energy_j,
                 interval_j,
+                measurement_interval_j,
                 measured_j,
                 base_j,
                 idle_j,

@@ -290,6 +290,159 @@ impl Flag {
     }
 }
 
+/// The rows' error variance, `a + b·Δt + c·q` (J²), fitted to a fit's residuals: what a
+/// measurement over a span adds to the uncertainty of a prediction compared with it. `a`
+/// is a reading's own error, `b·Δt` noise that adds up over time (the meter's, the
+/// base's), and `c·q` the tasks' own variation: `q = Σ_k p_k² · T_k · d̄_k` over the types
+/// that ran (power, busy time, mean duration), so that a task whose energy varies by a
+/// share `v` around its type's mean adds `(v · p · d)²`, `c` estimating `v²`. Without the
+/// last term, a busy region's measurement would be given the noise of the run's average
+/// interval and a prediction's interval would miss it (per-task variation of 10 % put half
+/// of the application regions outside).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NoiseModel {
+    /// `a`, J² per interval.
+    pub per_interval_j2: f64,
+    /// `b`, J² per second of interval.
+    pub per_second_j2: f64,
+    /// `c`, the tasks' energy variance as a share of the square of their mean energy.
+    #[serde(default)]
+    pub per_task: f64,
+}
+
+impl NoiseModel {
+    /// Non-negative least squares of `r²` on `(1, Δt, q)` over `(Δt s, q J², r² J²)`
+    /// rows (every subset of the three terms, the best feasible one); `None` from fewer
+    /// than 8 rows or no variance.
+    pub fn fit(rows: impl Iterator<Item = (f64, f64, f64)>) -> Option<NoiseModel> {
+        let mut m = [[0.0f64; 3]; 3];
+        let mut v = [0.0f64; 3];
+        let (mut n, mut yy) = (0usize, 0.0);
+        for (d, q, r2) in rows {
+            if !(d.is_finite() && q.is_finite() && r2.is_finite()) {
+                continue;
+            }
+            let x = [1.0, d, q];
+            for i in 0..3 {
+                for j in 0..3 {
+                    m[i][j] += x[i] * x[j];
+                }
+                v[i] += x[i] * r2;
+            }
+            yy += r2 * r2;
+            n += 1;
+        }
+        if n < 8 {
+            return None;
+        }
+        let mut best: Option<([f64; 3], f64)> = None;
+        for mask in 1u8..8 {
+            let idx: Vec<usize> = (0..3).filter(|i| mask & (1 << i) != 0).collect();
+            let Some(c) = solve_small(&m, &v, &idx) else {
+                continue;
+            };
+            if c.iter().any(|&x| x < 0.0) {
+                continue;
+            }
+            let mut beta = [0.0; 3];
+            for (&i, &ci) in idx.iter().zip(&c) {
+                beta[i] = ci;
+            }
+            // SSE = yy − 2 βᵀv + βᵀMβ.
+            let mut sse = yy;
+            for i in 0..3 {
+                sse -= 2.0 * beta[i] * v[i];
+                for j in 0..3 {
+                    sse += beta[i] * m[i][j] * beta[j];
+                }
+            }
+            if best.is_none_or(|(_, b)| sse < b) {
+                best = Some((beta, sse));
+            }
+        }
+        let ([a, b, c], _) = best?;
+        ((a + b + c).is_finite() && a + b + c > 0.0).then_some(NoiseModel {
+            per_interval_j2: a,
+            per_second_j2: b,
+            per_task: c,
+        })
+    }
+
+    /// The variance of a measurement over `intervals` intervals (fractions count as
+    /// such) lasting `seconds` in all, over which the tasks' `q` sums to `task_q_j2`, J².
+    pub fn variance_j2(&self, intervals: f64, seconds: f64, task_q_j2: f64) -> f64 {
+        self.per_interval_j2 * intervals + self.per_second_j2 * seconds + self.per_task * task_q_j2
+    }
+
+    /// `q = Σ_k p_k² · T_k · d̄_k`, J², from the types' powers (W), busy times (s) and
+    /// mean durations (s).
+    pub fn task_q(terms: impl Iterator<Item = (f64, f64, f64)>) -> f64 {
+        terms.map(|(p, t, d)| p * p * t.max(0.0) * d.max(0.0)).sum()
+    }
+}
+
+/// Least squares on the subset `idx` of a 3×3 normal system; `None` when singular.
+fn solve_small(m: &[[f64; 3]; 3], v: &[f64; 3], idx: &[usize]) -> Option<Vec<f64>> {
+    let k = idx.len();
+    let mut a = DMatrix::<f64>::zeros(k, k);
+    let mut b = DVector::<f64>::zeros(k);
+    for (r, &i) in idx.iter().enumerate() {
+        for (c, &j) in idx.iter().enumerate() {
+            a[(r, c)] = m[i][j];
+        }
+        b[r] = v[i];
+    }
+    let x = a.lu().solve(&b)?;
+    x.iter()
+        .all(|x| x.is_finite())
+        .then(|| x.iter().copied().collect())
+}
+
+/// The rows' `(Δt s, q J², r² J²)` for a fit's noise model, from its stack, its types'
+/// powers and its residuals (one per row of `rows`, ascending).
+pub(crate) fn noise_rows(
+    stack: &Stack<'_>,
+    rows: &[usize],
+    residuals: &[f64],
+    powers: &[f64],
+) -> Vec<(f64, f64, f64)> {
+    let durations: Vec<f64> = stack
+        .stats
+        .iter()
+        .map(|s| {
+            if s.count > 0 {
+                s.total_ns as f64 * 1e-9 / s.count as f64
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    // `rows` ascending: walk them beside the stack's rows.
+    let mut out = Vec::with_capacity(rows.len());
+    let mut next = 0;
+    stack.visit(0..stack.rows(), |g, x, _, _| {
+        if next >= rows.len() || rows[next] != g {
+            return;
+        }
+        let q = NoiseModel::task_q(
+            durations
+                .iter()
+                .enumerate()
+                .map(|(k, &d)| (powers.get(k).copied().unwrap_or(0.0), x[k + 1], d)),
+        );
+        out.push((x[0], q, residuals[next] * residuals[next]));
+        next += 1;
+    });
+    out
+}
+
+/// A prediction's 95 % half-width for a measurement: `h`, the half-width from the powers'
+/// covariance, combined with the measurement's own noise `var_j2` at the normal quantile
+/// (the noise's variance rests on every row of the fit).
+pub(crate) fn widen(h: f64, var_j2: f64) -> f64 {
+    (h * h + 1.96 * 1.96 * var_j2.max(0.0)).sqrt()
+}
+
 /// The fit of one domain.
 #[derive(Clone, Debug)]
 pub struct DomainFit {
@@ -307,6 +460,8 @@ pub struct DomainFit {
     pub stats: Vec<TypeStats>,
     /// `E_i − Ê_i`, J, one per interval (stacked traces one after the other).
     pub residuals_j: Vec<f64>,
+    /// The rows' error variance against their length, from `residuals_j`.
+    pub noise: Option<NoiseModel>,
     /// The base power's linear drift over the window (the change from the window's middle
     /// to its end, W; `base` is the window's mean), when modelled.
     pub drift: Option<Estimate>,
@@ -996,6 +1151,7 @@ pub(crate) fn fit_stack(stack: &mut Stack<'_>, opts: &AttributionOptions) -> Dom
         base,
         types,
         stats: stack.stats.clone(),
+        noise: None,
         residuals_j: out.residuals_j,
         drift,
         contention,
@@ -1006,7 +1162,18 @@ pub(crate) fn fit_stack(stack: &mut Stack<'_>, opts: &AttributionOptions) -> Dom
         diagnostics: out.diagnostics,
     };
     super::departures::check(stack, &mut fit, opts);
+    let rows: Vec<usize> = (0..stack.rows()).collect();
+    fit.noise = noise_of(stack, &rows, &fit);
     fit
+}
+
+/// A fit's noise model from the stack rows `rows` (its residuals, in order).
+fn noise_of(stack: &Stack<'_>, rows: &[usize], fit: &DomainFit) -> Option<NoiseModel> {
+    if fit.residuals_j.len() != rows.len() {
+        return None;
+    }
+    let powers: Vec<f64> = fit.types.iter().map(|e| e.value_w).collect();
+    NoiseModel::fit(noise_rows(stack, rows, &fit.residuals_j, &powers).into_iter())
 }
 
 /// The contention as an estimate: its value, standard error and 95% interval (no sign
@@ -1136,42 +1303,23 @@ fn variance_weights(stack: &mut Stack<'_>, solver: Solver) {
         0.0
     };
     let solved = solve(&acc, stack, solver);
-    // Least squares of r² on (1, Δt), constrained to a, b ≥ 0.
-    let (mut s1, mut sd, mut sdd, mut sr, mut srd) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    let mut rows = Vec::with_capacity(n);
     stack.visit(0..n, |_, x, y, w| {
         if w <= 0.0 {
             return;
         }
         let r = y - x.iter().zip(&solved.coef).map(|(a, b)| a * b).sum::<f64>();
-        let r2 = w * r * r;
-        let d = x[0];
-        s1 += 1.0;
-        sd += d;
-        sdd += d * d;
-        sr += r2;
-        srd += r2 * d;
+        rows.push((x[0], w * r * r));
     });
     stack.theta = 0.0;
-    if s1 < 8.0 {
+    let Some(NoiseModel {
+        per_interval_j2: a,
+        per_second_j2: b,
+        ..
+    }) = NoiseModel::fit(rows.into_iter().map(|(d, r2)| (d, 0.0, r2)))
+    else {
         return;
-    }
-    let det = s1 * sdd - sd * sd;
-    let (mut a, mut b) = if det > 0.0 {
-        ((sr * sdd - sd * srd) / det, (s1 * srd - sd * sr) / det)
-    } else {
-        (sr / s1, 0.0)
     };
-    if a < 0.0 {
-        a = 0.0;
-        b = if sdd > 0.0 { srd / sdd } else { 0.0 };
-    }
-    if b < 0.0 {
-        b = 0.0;
-        a = sr / s1;
-    }
-    if (a + b).is_nan() || a + b <= 0.0 {
-        return;
-    }
     let dts: Vec<f64> = stack.dt_ns().map(|d| d as f64 * 1e-9).collect();
     let floor = 1e-6 * (a + b * dts.iter().cloned().fold(0.0, f64::max));
     let raw: Vec<f64> = dts.iter().map(|d| 1.0 / (a + b * d).max(floor)).collect();
@@ -1231,6 +1379,7 @@ pub(crate) fn fit_group(
     let mut fit = fit_stack(&mut stack, opts);
     let keep: Vec<usize> = stack.primary_rows().collect();
     fit.residuals_j = keep.iter().map(|&r| fit.residuals_j[r]).collect();
+    fit.noise = noise_of(&stack, &keep, &fit);
     fit.diagnostics.joint = systems
         .iter()
         .zip(&primary)
@@ -1270,6 +1419,48 @@ fn sensor_words(k: taskwatt_traces::SensorKind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_noise_model_finds_the_meters_noise_and_the_tasks_variation() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        // Rows of 5-20 ms read by a meter with 2 W of white noise per ms, holding tasks of
+        // 0.2-2 ms at 12 W whose energy varies by 10 % each (not the model's form: each
+        // row's variance is the sum over its own tasks, whose durations vary).
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut normal = move |r: &mut StdRng| -> f64 {
+            let (u, v): (f64, f64) = (r.random::<f64>().max(1e-12), r.random());
+            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        };
+        let (p, mean_d) = (12.0, 1.1e-3);
+        let mut rows = Vec::new();
+        for _ in 0..4000 {
+            let ms = rng.random_range(5..=20);
+            let dt = ms as f64 * 1e-3;
+            let mut r = 0.0;
+            for _ in 0..ms {
+                r += 2.0 * 1e-3 * normal(&mut rng);
+            }
+            let mut busy = 0.0;
+            let fill = rng.random::<f64>() * dt * 2.0;
+            while busy < fill {
+                let d = rng.random_range(0.2e-3..2.0e-3);
+                busy += d;
+                r += 0.1 * normal(&mut rng) * p * d;
+            }
+            let q = NoiseModel::task_q(std::iter::once((p, busy, mean_d)));
+            rows.push((dt, q, r * r));
+        }
+        let n = NoiseModel::fit(rows.into_iter()).unwrap();
+        assert!((n.per_second_j2 / 4e-3 - 1.0).abs() < 0.25, "{n:?}");
+        // E[d²]/E[d] over 0.2-2 ms is 1.24 ms against the 1.1 ms mean used in q.
+        let v2 = n.per_task * mean_d / 1.24e-3;
+        assert!((v2 / 0.01 - 1.0).abs() < 0.25, "{n:?}");
+        // No error per reading: `a` small beside a 10 ms row's variance.
+        assert!(n.per_interval_j2 < 0.15 * n.per_second_j2 * 0.01, "{n:?}");
+        // Too few rows: no model.
+        assert!(NoiseModel::fit([(1.0, 0.0, 1.0); 5].into_iter()).is_none());
+    }
 
     #[test]
     fn folds_are_contiguous_and_cover_every_row() {

@@ -193,6 +193,22 @@ pub struct DomainSystem {
     pub(crate) region_occ: Vec<Vec<u64>>,
     /// How busy the domain was, and whether its occupancy columns exist.
     pub(crate) occupancy: super::occupancy::Occupancy,
+    /// Region edges that fall inside an interval, by time: what ran before each, so that
+    /// the interval's measured energy is split by the work on each side of the edge, not
+    /// by time (a region that starts busy after an idle stretch would otherwise be shown
+    /// short of what it measured).
+    pub(crate) cuts: Vec<Cut>,
+}
+
+/// A region edge strictly inside a sampled interval.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Cut {
+    /// The edge, ns.
+    pub(crate) t_ns: u64,
+    /// The interval it falls in.
+    pub(crate) row: usize,
+    /// Per column: the tasks' time in the interval before the edge, ns.
+    pub(crate) busy_ns: Vec<u64>,
 }
 
 /// One region of a run: a name and the time spans it covers.
@@ -308,6 +324,79 @@ impl DomainSystem {
     /// First task start and last task end on this domain's workers, ns.
     pub fn task_span_ns(&self) -> Option<(u64, u64)> {
         self.task_span
+    }
+
+    /// The share of interval `cut.row`'s energy that the model puts before the edge:
+    /// `base · Δt + Σ_k p_k · x_k` over the part, over the same for the whole interval,
+    /// `x_k` the column's busy time less the contention's share (the interval's ratio of
+    /// occupancy to time, taken as even within it); the time's share when the model puts
+    /// no energy in the interval.
+    pub(crate) fn split_share(&self, cut: &Cut, base_w: f64, powers: &[f64], theta: f64) -> f64 {
+        let i = cut.row;
+        let (t0, t1) = (self.t_ns[i], self.t_ns[i + 1]);
+        let by_time = (cut.t_ns - t0) as f64 / (t1 - t0) as f64;
+        let (mut part, mut whole) = (base_w * (cut.t_ns - t0) as f64, base_w * (t1 - t0) as f64);
+        for ((col, &p), &b) in self.columns.iter().zip(powers).zip(&cut.busy_ns) {
+            let t = col.time_ns[i] as f64;
+            if t <= 0.0 {
+                continue;
+            }
+            let u = col.occ_ns.get(i).map_or(0.0, |&u| u as f64);
+            let keep = 1.0 - theta * u / t;
+            part += p * b as f64 * keep;
+            whole += p * t * keep;
+        }
+        if whole > 0.0 && part.is_finite() {
+            (part / whole).clamp(0.0, 1.0)
+        } else {
+            by_time
+        }
+    }
+
+    /// Measured energy over `spans`, J: the intervals inside them whole, an interval a
+    /// span's edge cuts split by `share` (the model's share of its energy before the
+    /// edge, [`DomainSystem::split_share`]) or, at an edge not known in advance, by time.
+    pub(crate) fn measured_over(
+        &self,
+        spans: &[(u64, u64)],
+        share: &dyn Fn(&Cut) -> f64,
+    ) -> Option<f64> {
+        let at = |t: u64| -> Option<f64> {
+            match self.cuts.binary_search_by_key(&t, |c| c.t_ns) {
+                Ok(k) => {
+                    let c = &self.cuts[k];
+                    let before: f64 = self.energy_j[..c.row].iter().sum();
+                    Some(before + share(c) * self.energy_j[c.row])
+                }
+                Err(_) => self.energy_at(t),
+            }
+        };
+        spans.iter().map(|&(a, b)| Some(at(b)? - at(a)?)).sum()
+    }
+
+    /// How many intervals `spans` cover, an interval they cover in part counting for its
+    /// share of time: what a measurement's noise over them scales with.
+    pub(crate) fn intervals_in(&self, spans: &[(u64, u64)]) -> f64 {
+        let t = &self.t_ns;
+        if t.len() < 2 {
+            return 0.0;
+        }
+        let mut n = 0.0;
+        for &(a, b) in spans {
+            let (a, b) = (a.max(t[0]), b.min(t[t.len() - 1]));
+            if a >= b {
+                continue;
+            }
+            let mut i = t.partition_point(|&x| x <= a).saturating_sub(1);
+            while i + 1 < t.len() && t[i] < b {
+                let (s, e) = (a.max(t[i]), b.min(t[i + 1]));
+                if s < e {
+                    n += (e - s) as f64 / (t[i + 1] - t[i]) as f64;
+                }
+                i += 1;
+            }
+        }
+        n
     }
 
     /// Measured energy from the first sample to `t_ns`, J, interpolated linearly between
@@ -570,6 +659,7 @@ impl Builder {
                 region_time: Vec::new(),
                 region_occ: Vec::new(),
                 occupancy: super::occupancy::Occupancy::default(),
+                cuts: Vec::new(),
             },
             finder,
             slots: SlotTable::default(),
@@ -604,6 +694,9 @@ impl Builder {
         if c == next {
             for r in &mut self.sys.region_time {
                 r.push((0, 0));
+            }
+            for c in &mut self.sys.cuts {
+                c.busy_ns.push(0);
             }
             self.sys.columns.push(TypeColumn {
                 key,
@@ -645,6 +738,12 @@ impl Builder {
                 acc.0 += u64::from(a <= start && start < b);
             }
         }
+        for c in &mut self.sys.cuts {
+            let (s, e) = (start.max(t[c.row]), end.min(c.t_ns));
+            if s < e {
+                c.busy_ns[col] += e - s;
+            }
+        }
         let Some(finder) = &self.finder else { return };
         let (t0, tn) = (t[0], t[t.len() - 1]);
         let (s, e) = (start.max(t0), end.min(tn));
@@ -675,6 +774,34 @@ impl Builder {
             from = to;
             i += 1;
         }
+    }
+
+    /// The regions' edges that fall strictly inside an interval (set once the regions
+    /// are, before any task).
+    fn set_cuts(&mut self) {
+        let Some(finder) = &self.finder else { return };
+        let t = &self.sys.t_ns;
+        let (t0, tn) = (t[0], t[t.len() - 1]);
+        let mut edges: Vec<u64> = self
+            .sys
+            .regions
+            .iter()
+            .flat_map(|r| r.spans.iter().flat_map(|&(a, b)| [a, b]))
+            .filter(|&e| t0 < e && e < tn)
+            .collect();
+        edges.sort_unstable();
+        edges.dedup();
+        self.sys.cuts = edges
+            .into_iter()
+            .filter_map(|e| {
+                let row = finder.find(t, e);
+                (t[row] < e && e < t[row + 1]).then(|| Cut {
+                    t_ns: e,
+                    row,
+                    busy_ns: vec![0; self.sys.columns.len()],
+                })
+            })
+            .collect();
     }
 
     /// Decides whether the domain gets occupancy columns: a counter (clipped) read over at
@@ -831,6 +958,7 @@ impl TraceSystems {
                 b.sys.invalid_samples = invalid;
                 b.sys.regions = regions.clone();
                 b.sys.region_time = vec![Vec::new(); regions.len()];
+                b.set_cuts();
                 b.want_occupancy();
                 Ok(b)
             })
@@ -1042,6 +1170,43 @@ mod tests {
         // Rows 0, 1, 2 (first marker) and 2, 3 (second): four distinct rows, one busy.
         assert_eq!(s.domains[0].idle_rows, 4);
         assert_eq!(s.domains[0].idle_rows_with_tasks, 1);
+    }
+
+    #[test]
+    fn a_region_edge_inside_an_interval_splits_it_by_the_work_on_each_side() {
+        // Intervals of 100 ns; 10 W of base, 30 W more while task `a` runs. The region
+        // starts at 150, in the middle of interval 1, where `a` starts: all of that
+        // interval's energy but the base before the edge is the region's.
+        let domains = [domain_info(0, Domain::Psys, &[0])];
+        let times = [0u64, 100, 200, 300];
+        let e = [0.0, 1e-6, 1e-6 + 2.5e-6, 1e-6 + 2.5e-6 + 4e-6];
+        let samples = samples_for(0, &times, &e);
+        let markers = [Marker {
+            name: "graph".into(),
+            start: Timestamp(150),
+            end: Timestamp(300),
+        }];
+        let cl = codelets();
+        let parts = TraceParts {
+            markers: &markers,
+            ..TraceParts::new(&domains, &samples, &cl)
+        };
+        let s = TraceSystems::build(&parts, [task(0, 0, 150, 300)], KeyKind::Codelet).unwrap();
+        let d = &s.domains[0];
+        assert_eq!(d.cuts.len(), 1);
+        assert_eq!(
+            (d.cuts[0].row, d.cuts[0].busy_ns.as_slice()),
+            (1, &[0u64][..])
+        );
+        let spans = &d.regions()[0].spans;
+        // By time, the region would get half of interval 1: 1.25 µJ + 4 µJ.
+        let by_time = d.measured_over(spans, &|_| 0.5).unwrap();
+        assert!((by_time - 5.25e-6).abs() < 1e-15, "{by_time}");
+        // By the model (10 W base, 30 W task): before the edge 10 W x 50 ns = 0.5 µJ of
+        // the interval's 0.5 + 0.5 + 1.5 = 2.5 µJ, so the region holds 2 µJ of it.
+        let share = d.measured_over(spans, &|c| d.split_share(c, 10.0, &[30.0], 0.0));
+        assert!((share.unwrap() - 6e-6).abs() < 1e-15, "{share:?}");
+        assert!((d.intervals_in(spans) - 1.5).abs() < 1e-12);
     }
 
     #[test]
