@@ -86,7 +86,18 @@ pub struct DomainModel {
     /// measurement interval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<super::solve::NoiseModel>,
+    /// The base's drift over the fitted window (its change from the window's middle to
+    /// its end, W), when fitted: the base is carried as the window's mean, so a part of
+    /// another run may see a base up to this far from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_drift: Option<Estimate>,
 }
+
+/// The contention assumed at most when a model knows none (fitted on one worker, or with
+/// contention off) and predicts a run whose tasks ran side by side: the top of what real
+/// packages show (`c` = 0.03 to 0.1 per extra busy core). The prediction stays at the
+/// powers alone; its intervals reach down by what this contention would take off.
+pub const UNKNOWN_CONTENTION_MAX: f64 = 0.1;
 
 /// The model of one task type.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -325,6 +336,7 @@ pub fn fit_model(
                 .map(|cov| fit.layout.without_drift(cov).1),
             t95: Some(fit.t95).filter(|t| t.is_finite()),
             noise: fit.noise,
+            base_drift: fit.drift.clone(),
         });
         out.fits.push(fit);
         out.reports.push(report);
@@ -392,6 +404,10 @@ pub struct DomainPrediction {
     /// Its half-width, J (kept for the totals).
     #[serde(skip)]
     pub measurement_half_j: Option<f64>,
+    /// How far below the prediction the intervals reach beyond their half-width, J: what
+    /// an unknown contention could take off ([`UNKNOWN_CONTENTION_MAX`]); 0 otherwise.
+    #[serde(default)]
+    pub unknown_contention_j: f64,
     /// Measured energy over the window, J.
     pub measured_j: Option<f64>,
     /// `100 · (predicted − measured) / measured`.
@@ -597,13 +613,17 @@ pub fn predict_systems(
     let total_predicted_j: f64 = counted.iter().map(|d| d.predicted_j).sum();
     let total_measured_j = counted.iter().map(|d| d.measured_j).sum::<Option<f64>>();
     // Domains taken as independent: half-widths add in quadrature.
+    let below: f64 = counted.iter().map(|d| d.unknown_contention_j).sum();
     let total = |half: fn(&DomainPrediction) -> Option<f64>| {
         let h = counted
             .iter()
             .map(|d| half(d).map(|h| h * h))
             .sum::<Option<f64>>()?
             .sqrt();
-        Some([(total_predicted_j - h).max(0.0), total_predicted_j + h])
+        Some([
+            (total_predicted_j - h - below).max(0.0),
+            total_predicted_j + h,
+        ])
     };
     let total_interval_j = total(|d| d.half_width_j);
     let total_measurement_interval_j = total(|d| d.measurement_half_j);
@@ -637,7 +657,17 @@ fn predict_domain(
         contention: false,
     });
     let c_model = m.contention.as_ref().map_or(0.0, |c| c.value_w);
-    if m.contention.is_some() && !s.occupancy().built && s.columns.iter().any(|c| c.stats.count > 0)
+    // A domain of one worker never runs two tasks at once: its powers alone are exact.
+    let one_worker = {
+        let mut w = s.info.workers.clone();
+        w.sort_unstable();
+        w.dedup();
+        w.len() < 2
+    };
+    if m.contention.is_some()
+        && !one_worker
+        && !s.occupancy().built
+        && s.columns.iter().any(|c| c.stats.count > 0)
     {
         if let Some(why) = &s.occupancy().skipped {
             warnings.push(format!(
@@ -750,6 +780,30 @@ fn predict_domain(
     let measurement_half_j = half_width_j.zip(m.noise).filter(|_| sampled).map(|(h, n)| {
         super::solve::widen(h, n.variance_j2(s.intervals() as f64, window_s, task_q))
     });
+    // A model without contention, a run with tasks side by side: at most
+    // UNKNOWN_CONTENTION_MAX of their occupancy-weighted energy may not be drawn.
+    let unknown = m.contention.is_none() && s.occupancy().built;
+    let below = |dc: f64| {
+        if unknown {
+            UNKNOWN_CONTENTION_MAX * (-dc).max(0.0)
+        } else {
+            0.0
+        }
+    };
+    let unknown_contention_j = below(dc);
+    if unknown_contention_j > 0.0 && unknown_contention_j >= 1e-3 * (base_j + dynamic_j).abs() {
+        warnings.push(format!(
+            "{}: the model knows no contention (fitted on one worker, or with contention off) \
+             and this run ran tasks side by side: it may be high by up to {} ({:.1} %), what a \
+             contention of {UNKNOWN_CONTENTION_MAX} would take off; its intervals reach down \
+             that far. Fit on a run with as many workers as this one",
+            s.domain(),
+            super::render::si(unknown_contention_j, "J"),
+            100.0 * unknown_contention_j / (base_j + dynamic_j)
+        ));
+    }
+    let window_all = window_s;
+    let drift_w = m.base_drift.as_ref().map_or(0.0, |d| d.value_w.abs());
     let measured_j = sampled.then(|| s.energy_j().iter().sum::<f64>());
     let interval_mape_pct = sampled
         .then(|| {
@@ -802,11 +856,16 @@ fn predict_domain(
                 .as_ref()
                 .and_then(|cov| super::solve::half_width(cov, &c, t95));
             let interval_j = half.map(|h| [(predicted_j - h).max(0.0), predicted_j + h]);
+            // The base over a part of the run may be off its mean by the fitted drift, up to
+            // none for the whole window.
+            let drift_j = drift_w * window * (1.0 - window / window_all.max(window)).max(0.0);
+            let lo = below(dc);
             let measurement_interval_j = half.zip(m.noise).filter(|_| sampled).map(|(h, n)| {
                 let var = n.variance_j2(s.intervals_in(&r.spans), window, task_q);
-                let w = super::solve::widen(h, var);
-                [(predicted_j - w).max(0.0), predicted_j + w]
+                let w = super::solve::widen(h, var).hypot(drift_j);
+                [(predicted_j - w - lo).max(0.0), predicted_j + w]
             });
+            let interval_j = interval_j.map(|[a, b]| [(a - lo).max(0.0), b]);
             let measured_j = sampled
                 .then(|| s.measured_over(&r.spans, &|c| s.split_share(c, base_w, &coef, c_model)))
                 .flatten();
@@ -831,11 +890,21 @@ fn predict_domain(
         base_j,
         dynamic_j,
         predicted_j,
-        interval_j: half_width_j.map(|h| [(predicted_j - h).max(0.0), predicted_j + h]),
+        interval_j: half_width_j.map(|h| {
+            [
+                (predicted_j - h - unknown_contention_j).max(0.0),
+                predicted_j + h,
+            ]
+        }),
         half_width_j,
-        measurement_interval_j: measurement_half_j
-            .map(|h| [(predicted_j - h).max(0.0), predicted_j + h]),
+        measurement_interval_j: measurement_half_j.map(|h| {
+            [
+                (predicted_j - h - unknown_contention_j).max(0.0),
+                predicted_j + h,
+            ]
+        }),
         measurement_half_j,
+        unknown_contention_j,
         error_pct: measured_j.and_then(|mj| (mj != 0.0).then(|| 100.0 * (predicted_j - mj) / mj)),
         measured_j,
         interval_mape_pct,
@@ -905,6 +974,7 @@ mod tests {
                 }),
                 t95: Some(1.97),
                 noise: None,
+                base_drift: None,
             }],
         }
     }
@@ -1025,6 +1095,7 @@ mod tests {
             half_width_j: None,
             measurement_interval_j: None,
             measurement_half_j: None,
+            unknown_contention_j: 0.0,
             measured_j: None,
             error_pct: None,
             interval_mape_pct: None,

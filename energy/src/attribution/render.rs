@@ -84,13 +84,14 @@ pub fn render_prediction(pred: &Prediction, opts: &RenderOptions) -> String {
         ("domain", false),
         ("window", true),
         ("base", true),
-        ("dynamic", true),
         ("predicted", true),
         ("+-95%", true),
+        ("meas+-", true),
         ("measured", true),
         ("error", true),
         ("iMAPE", true),
     ]);
+    let half = |iv: Option<[f64; 2]>| iv.map_or("-".into(), |[lo, hi]| si((hi - lo) / 2.0, "J"));
     for d in &pred.domains {
         let mut name = d.domain.to_string();
         if !d.in_total {
@@ -100,11 +101,11 @@ pub fn render_prediction(pred: &Prediction, opts: &RenderOptions) -> String {
             name,
             format!("{:.2} s", d.window_s),
             si(d.base_j, "J"),
-            si(d.dynamic_j, "J"),
             si(d.predicted_j, "J"),
             d.half_width_j
                 .or(d.interval_j.map(|[lo, hi]| (hi - lo) / 2.0))
                 .map_or("-".into(), |h| si(h, "J")),
+            half(d.measurement_interval_j),
             d.measured_j.map_or("-".into(), |m| si(m, "J")),
             d.error_pct.map_or("-".into(), signed_pct),
             d.interval_mape_pct.map_or("-".into(), pct),
@@ -114,10 +115,9 @@ pub fn render_prediction(pred: &Prediction, opts: &RenderOptions) -> String {
         "total".into(),
         String::new(),
         String::new(),
-        String::new(),
         si(pred.total_predicted_j, "J"),
-        pred.total_interval_j
-            .map_or("-".into(), |[lo, hi]| si((hi - lo) / 2.0, "J")),
+        half(pred.total_interval_j),
+        half(pred.total_measurement_interval_j),
         pred.total_measured_j.map_or("-".into(), |m| si(m, "J")),
         pred.total_error_pct.map_or("-".into(), signed_pct),
         String::new(),
@@ -125,6 +125,12 @@ pub fn render_prediction(pred: &Prediction, opts: &RenderOptions) -> String {
     t.render(&mut out);
     if pred.domains.iter().any(|d| !d.in_total) {
         out.push_str("* contained in another domain: not counted in the total\n");
+    }
+    if pred.total_measurement_interval_j.is_some() {
+        out.push_str(
+            "+-95%: the model's uncertainty; meas+-: where a measurement is expected (that\n\
+             uncertainty, the meter's noise and the tasks' own variation, 95%)\n",
+        );
     }
     if pred.domains.iter().any(|d| !d.regions.is_empty()) {
         out.push('\n');
@@ -134,6 +140,7 @@ pub fn render_prediction(pred: &Prediction, opts: &RenderOptions) -> String {
             ("window", true),
             ("predicted", true),
             ("+-95%", true),
+            ("meas+-", true),
             ("measured", true),
             ("error", true),
         ]);
@@ -144,8 +151,8 @@ pub fn render_prediction(pred: &Prediction, opts: &RenderOptions) -> String {
                     r.name.clone(),
                     format!("{:.3} s", r.window_s),
                     si(r.predicted_j, "J"),
-                    r.interval_j
-                        .map_or("-".into(), |[lo, hi]| si((hi - lo) / 2.0, "J")),
+                    half(r.interval_j),
+                    half(r.measurement_interval_j),
                     r.measured_j.map_or("-".into(), |m| si(m, "J")),
                     r.error_pct.map_or("-".into(), signed_pct),
                 ]);
