@@ -7,7 +7,7 @@ use taskwatt_traces::TaskRecord;
 use super::error::AttributionError;
 use super::input::{trace_tasks, TraceParts};
 use super::report::{domain_report, AttributionReport};
-use super::solve::{fit_group, AttributionOptions, DomainFit};
+use super::solve::{fit_groups, AttributionOptions, DomainFit};
 use super::system::{DomainSystem, TraceSystems};
 
 /// The result of [`attribute`]: the report, and the fits and systems behind it (for
@@ -67,9 +67,12 @@ pub fn attribute_systems(
             None => groups.push(vec![s]),
         }
     }
-    for g in groups {
-        let primary: Vec<bool> = (0..g.len()).map(|i| i == 0).collect();
-        let fit = fit_group(g.clone(), primary, opts)?;
+    let jobs = groups
+        .iter()
+        .map(|g| (g.clone(), (0..g.len()).map(|i| i == 0).collect()))
+        .collect();
+    for (g, fit) in groups.iter().zip(fit_groups(jobs, opts)) {
+        let fit = fit?;
         domains.push(domain_report(&fit, &g[..1], parts.truth));
         fits.push(fit);
     }

@@ -19,7 +19,7 @@ use super::error::AttributionError;
 use super::input::{trace_tasks, TraceParts};
 use super::key::{KeyKind, TypeKey};
 use super::report::{domain_report, DomainReport};
-use super::solve::{fit_group, AttributionOptions, DomainFit, Estimate, NoiseModel, Solver};
+use super::solve::{fit_groups, AttributionOptions, DomainFit, Estimate, NoiseModel, Solver};
 use super::system::{DomainSystem, TraceSystems};
 
 /// The model file format version this build writes. Version 2 added each domain's
@@ -288,10 +288,20 @@ pub fn fit_model(
         fits: Vec::new(),
         reports: Vec::new(),
     };
-    for (domain, group) in by_domain {
-        let systems: Vec<&DomainSystem> = group.iter().map(|(s, _)| *s).collect();
-        let primary: Vec<bool> = group.iter().map(|(_, p)| *p).collect();
-        let fit = fit_group(systems.clone(), primary.clone(), opts)?;
+    let jobs: Vec<(Vec<&DomainSystem>, Vec<bool>)> = by_domain
+        .values()
+        .map(|group| {
+            (
+                group.iter().map(|(s, _)| *s).collect(),
+                group.iter().map(|(_, p)| *p).collect(),
+            )
+        })
+        .collect();
+    let fitted = fit_groups(jobs.clone(), opts);
+    for ((domain, _), ((systems, primary), fit)) in
+        by_domain.into_iter().zip(jobs.into_iter().zip(fitted))
+    {
+        let fit = fit?;
         let primaries: Vec<&DomainSystem> = systems
             .iter()
             .zip(&primary)

@@ -110,9 +110,11 @@ pub(crate) struct Swept {
     pub(crate) time_by_k_ns: Vec<u64>,
 }
 
-/// Adds `f(i, len)` for every interval piece of `[a, b)` inside the window `t`.
+/// Adds `f(i, len)` for every interval piece of `[a, b)` inside the window `t`. `cur` is
+/// an interval at or before `a`'s (the sweep's time only grows, so it walks forward from
+/// where the last call left it instead of searching).
 #[inline]
-fn pieces(t: &[u64], a: u64, b: u64, mut f: impl FnMut(usize, u64)) {
+fn pieces(t: &[u64], cur: &mut usize, a: u64, b: u64, mut f: impl FnMut(usize, u64)) {
     let n = t.len();
     if n < 2 {
         return;
@@ -121,7 +123,11 @@ fn pieces(t: &[u64], a: u64, b: u64, mut f: impl FnMut(usize, u64)) {
     if a >= b {
         return;
     }
-    let mut i = t.partition_point(|&x| x <= a) - 1;
+    let mut i = *cur;
+    while i + 2 < n && t[i + 1] <= a {
+        i += 1;
+    }
+    *cur = i;
     let mut from = a;
     while from < b {
         let to = b.min(t[i + 1]);
@@ -157,6 +163,7 @@ pub(crate) fn sweep(
     let mut place = vec![usize::MAX; ncols];
     let mut next_start = 0usize;
     let mut now = v.first().map_or(0, |s| s.0);
+    let mut cur = 0usize;
     loop {
         let start_at = v.get(next_start).map(|s| s.0);
         let end_at = running.peek().map(|Reverse((e, _))| *e);
@@ -171,15 +178,17 @@ pub(crate) fn sweep(
             if out.time_by_k_ns.len() <= k {
                 out.time_by_k_ns.resize(k + 1, 0);
             }
-            pieces(t, now, next, |_, len| out.time_by_k_ns[k] += len);
+            let by_k = &mut out.time_by_k_ns[k];
             if k >= 2 {
                 let others = (k - 1) as u64;
                 for &c in &active {
                     out.totals[c as usize] += u64::from(count[c as usize]) * others * (next - now);
                 }
-                pieces(t, now, next, |i, len| {
+                let columns = &mut out.columns;
+                pieces(t, &mut cur, now, next, |i, len| {
+                    *by_k += len;
                     for &c in &active {
-                        out.columns[c as usize][i] += u64::from(count[c as usize]) * others * len;
+                        columns[c as usize][i] += u64::from(count[c as usize]) * others * len;
                     }
                 });
                 for (r, rs) in region_spans.iter().enumerate() {
@@ -193,6 +202,8 @@ pub(crate) fn sweep(
                         }
                     }
                 }
+            } else {
+                pieces(t, &mut cur, now, next, |_, len| *by_k += len);
             }
         }
         now = next;

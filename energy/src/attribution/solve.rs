@@ -1330,6 +1330,30 @@ fn variance_weights(stack: &mut Stack<'_>, solver: Solver) {
     }
 }
 
+/// [`fit_group`] over several groups at once, one thread each (domains are independent:
+/// a run's packages, DRAM and GPUs fit side by side), results in the groups' order.
+pub(crate) fn fit_groups(
+    groups: Vec<(Vec<&DomainSystem>, Vec<bool>)>,
+    opts: &AttributionOptions,
+) -> Vec<Result<DomainFit, AttributionError>> {
+    if groups.len() < 2 {
+        return groups
+            .into_iter()
+            .map(|(g, p)| fit_group(g, p, opts))
+            .collect();
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .map(|(g, p)| scope.spawn(move || fit_group(g, p, opts)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 /// Fits one domain read by several sensors at once: `systems[i]` with `primary[i]` true
 /// are the domain's primary readings (one per stacked trace); the others are second
 /// sensors of the same device (NVML's power readings beside its energy counter), whose rows

@@ -512,6 +512,15 @@ impl IntervalFinder {
     }
 }
 
+/// Why a domain with too many tasks has no occupancy columns.
+fn too_many_for_occupancy() -> String {
+    format!(
+        "more than {} tasks on the domain: the occupancy columns were not built (their \
+         memory), so contention is not modelled",
+        super::occupancy::OCCUPANCY_MAX_TASKS
+    )
+}
+
 /// Build-time state of one domain.
 struct Builder {
     sys: DomainSystem,
@@ -806,13 +815,15 @@ impl Builder {
 
     /// Decides whether the domain gets occupancy columns: a counter (clipped) read over at
     /// least one interval, covering two workers or more.
-    fn want_occupancy(&mut self) {
+    fn want_occupancy(&mut self, tasks_hint: usize, all_workers: usize) {
         let workers = {
             let mut w = self.sys.info.workers.clone();
             w.sort_unstable();
             w.dedup();
             w.len()
         };
+        // The domain's share of the tasks, taking them as spread evenly over the workers.
+        let expected = tasks_hint as f64 * workers.min(all_workers) as f64 / all_workers as f64;
         let reason = if workers < 2 {
             Some("the domain covers one worker: no task runs beside another")
         } else if self.response != Response::Clip {
@@ -821,6 +832,11 @@ impl Builder {
             None
         };
         match reason {
+            // Well over the tasks the sweep keeps, known before the pass: none is kept
+            // (a domain nearer the limit is decided by its own count, in the pass).
+            None if expected > 1.5 * super::occupancy::OCCUPANCY_MAX_TASKS as f64 => {
+                self.sys.occupancy.skipped = Some(too_many_for_occupancy())
+            }
             None => self.spans = Some(super::occupancy::Spans::new()),
             Some(r) => self.sys.occupancy.skipped = Some(r.to_owned()),
         }
@@ -832,11 +848,7 @@ impl Builder {
             return;
         };
         if spans.overflowed() {
-            self.sys.occupancy.skipped = Some(format!(
-                "more than {} tasks on the domain: the occupancy columns were not built \
-                 (their memory), so contention is not modelled",
-                super::occupancy::OCCUPANCY_MAX_TASKS
-            ));
+            self.sys.occupancy.skipped = Some(too_many_for_occupancy());
             return;
         }
         let region_spans: Vec<Vec<(u64, u64)>> =
@@ -925,6 +937,15 @@ impl TraceSystems {
     ) -> Result<TraceSystems, AttributionError> {
         let names = names_by_id(parts.codelets);
         let regions = regions_of(parts.markers);
+        let tasks = tasks.into_iter();
+        // Tasks the pass will see, when the iterator knows (a trace's task list does).
+        let hint = tasks.size_hint().0;
+        let all_workers = {
+            let mut w: Vec<u32> = parts.domains.iter().flat_map(|d| d.workers.clone()).collect();
+            w.sort_unstable();
+            w.dedup();
+            w.len().max(1)
+        };
         let mut per_domain: Vec<Vec<(u64, f64)>> = vec![Vec::new(); parts.domains.len()];
         let mut invalid = vec![0usize; parts.domains.len()];
         let index: HashMap<u16, usize> = parts
@@ -959,7 +980,7 @@ impl TraceSystems {
                 b.sys.regions = regions.clone();
                 b.sys.region_time = vec![Vec::new(); regions.len()];
                 b.set_cuts();
-                b.want_occupancy();
+                b.want_occupancy(hint, all_workers);
                 Ok(b)
             })
             .collect::<Result<_, AttributionError>>()?;
@@ -994,10 +1015,15 @@ impl TraceSystems {
                 b.add(col, t.start.0, t.end.0);
             }
         }
-        for b in &mut builders {
-            b.mark_idle(parts.markers);
-            b.finish_occupancy();
-        }
+        // The occupancy sweeps are independent: one thread per domain that has one.
+        std::thread::scope(|scope| {
+            for b in &mut builders {
+                b.mark_idle(parts.markers);
+                if b.spans.is_some() {
+                    scope.spawn(move || b.finish_occupancy());
+                }
+            }
+        });
         Ok(TraceSystems {
             key,
             domains: builders.into_iter().map(|b| b.sys).collect(),
