@@ -467,9 +467,9 @@ fn print_table(o: &CompareOut, repeat: usize) {
     let app = count_covered(o.runs.iter().map(|r| r.application.and_then(|a| a.covered)));
     if all.1 + app.1 > 0 {
         println!(
-            "covers: runs whose measurement lies in the prediction's 95% interval (the model's \
-             uncertainty and the meter's noise): {} of the runs' totals, {} of their \
-             application regions",
+            "covers: runs whose measurement lies in the prediction's 95% interval (the\n\
+             model's uncertainty, the meter's noise, the tasks' variation): {} of the runs'\n\
+             totals, {} of their application regions",
             frac(all),
             frac(app)
         );
