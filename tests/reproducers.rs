@@ -145,6 +145,73 @@ fn outputs_never_clobber_inputs() {
         before,
         "the trace is byte-identical"
     );
+    // An energy model read by `run` (dmdae) and `simulate`, named as their output, and a
+    // sim config read by `run`: refused before anything runs, the files untouched
+    // (issue 29: both exited 0 with the model overwritten by a trace).
+    let model = dir.path().join("m.json");
+    ok(&["fit", s(&trace), "-o", s(&model)]);
+    let model_before = std::fs::read(&model).unwrap();
+    refused(
+        &[
+            "run",
+            "stencil",
+            "--n",
+            "256",
+            "--tile",
+            "64",
+            "--steps",
+            "2",
+            "--sched",
+            "dmdae",
+            "--energy-model",
+            s(&model),
+            "--trace",
+            s(&model),
+        ],
+        "is also an input",
+    );
+    let hard = dir.path().join("m-link.json");
+    std::fs::hard_link(&model, &hard).unwrap();
+    refused(
+        &[
+            "simulate",
+            s(&trace),
+            "--platform",
+            "this-machine",
+            "--sched",
+            "lws",
+            "--energy-model",
+            s(&model),
+            "--output",
+            s(&hard),
+        ],
+        "is also an input",
+    );
+    assert_eq!(
+        std::fs::read(&model).unwrap(),
+        model_before,
+        "the model is intact"
+    );
+    let sim = dir.path().join("sim.toml");
+    write(&sim, b"[tasks]\nvariation = 0.0\n");
+    refused(
+        &[
+            "run",
+            "stencil",
+            "--n",
+            "256",
+            "--tile",
+            "64",
+            "--steps",
+            "2",
+            "--sim-config",
+            s(&sim),
+            "--trace",
+            s(&sim),
+        ],
+        "is also an input",
+    );
+    assert_eq!(std::fs::read(&sim).unwrap(), b"[tasks]\nvariation = 0.0\n");
 }
 
 #[test]
@@ -506,4 +573,22 @@ fn a_non_utf8_csv_names_the_file_and_line() {
         "{stderr}"
     );
     assert!(!stderr.contains("disk"), "{stderr}");
+}
+
+/// Issue 29: `--steps` had no bound, and a run of 2^64 - 1 steps grew by 20 MB/s until
+/// memory ran out. Every app's task count is checked before anything runs.
+#[test]
+fn a_run_of_too_many_tasks_is_refused_before_it_starts() {
+    refused(
+        &["run", "stencil", "--steps", "18446744073709551615"],
+        "tasks, more than",
+    );
+    refused(
+        &["run", "gemm", "--n", "8192", "--tile", "4", "--no-check"],
+        "tasks, more than",
+    );
+    refused(
+        &["run", "cholesky", "--iterations", "18446744073709551615"],
+        "tasks, more than",
+    );
 }

@@ -245,7 +245,7 @@ fn find_task(
                 return None;
             }
             let e = start.elapsed();
-            if e >= idle.spin + idle.yield_ {
+            if e >= idle.spin.saturating_add(idle.yield_) {
                 return None;
             }
             yielding = !spinner.busy || e >= idle.spin;

@@ -64,3 +64,31 @@ fn parked_workers_send_their_trace_records() {
     assert_eq!(recorded(&mem), 10, "records still held by parked workers");
     drop(rt);
 }
+
+/// An idle budget of `Duration::MAX` (never park) runs tasks and shuts down: the spin
+/// and yield budgets are added without overflowing (issue 29: a worker panicked with
+/// "overflow when adding durations", and the tasks left to it never ran).
+#[test]
+fn an_unbounded_idle_budget_never_overflows() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = Runtime::builder()
+            .workers(2)
+            .idle(Duration::MAX, Duration::MAX)
+            .build()
+            .unwrap();
+        let cl = Codelet::new("c").cpu(|_| {});
+        // Rounds apart, so that the workers go idle between them.
+        for _ in 0..3 {
+            for _ in 0..50 {
+                rt.submit(Task::new(&cl)).unwrap();
+            }
+            rt.wait_all().unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(rt);
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the runtime with an unbounded idle budget finished its rounds and shut down");
+}

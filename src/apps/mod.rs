@@ -18,6 +18,11 @@ use serde::Serialize;
 use taskwatt_kernels::{KernelError, Scalar};
 use taskwatt_runtime::{Runtime, RuntimeError};
 
+/// The most tasks a built-in app's run may submit (over all its iterations): checked
+/// before anything is allocated, so that a mistyped size is an error, not a run that
+/// grows until memory runs out.
+pub const MAX_APP_TASKS: u64 = 1_000_000_000;
+
 /// A built-in application.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
@@ -134,7 +139,51 @@ impl AppConfig {
     ///
     /// # Errors
     /// [`AppError::Invalid`], saying which parameter and what would work.
+    /// The tasks the run submits, over all its iterations (saturating).
+    pub fn tasks(&self, app: App) -> u128 {
+        let t = self.n.div_ceil(self.tile.max(1)) as u128;
+        let cube = |a: u128, b: u128, c: u128| a.saturating_mul(b).saturating_mul(c);
+        let per = match app {
+            App::Cholesky => cube(t, t + 1, t + 2) / 6,
+            App::Gemm => cube(t, t, t),
+            App::Stencil => cube(self.steps as u128, t, t),
+        };
+        per.saturating_mul(self.iterations as u128)
+    }
+
+    /// Checks the sizes before anything runs: each one's range, the matrices' memory, then
+    /// the number of tasks ([`MAX_APP_TASKS`]).
     pub fn validate(&self, app: App) -> Result<(), AppError> {
+        self.validate_sizes(app)?;
+        let invalid = |reason: String| AppError::Invalid {
+            app: app.name(),
+            reason,
+        };
+        let tasks = self.tasks(app);
+        if tasks > MAX_APP_TASKS as u128 {
+            return Err(invalid(format!(
+                "--n {}, --tile {}{} and --iterations {} make {} tasks, more than the {} a \
+                 run takes (its trace and its runtime grow with them); use fewer",
+                self.n,
+                self.tile,
+                if app == App::Stencil {
+                    format!(", --steps {}", self.steps)
+                } else {
+                    String::new()
+                },
+                self.iterations,
+                if tasks > u64::MAX as u128 {
+                    "more than 2^64".to_string()
+                } else {
+                    tasks.to_string()
+                },
+                MAX_APP_TASKS
+            )));
+        }
+        Ok(())
+    }
+
+    fn validate_sizes(&self, app: App) -> Result<(), AppError> {
         let invalid = |reason: String| AppError::Invalid {
             app: app.name(),
             reason,

@@ -462,6 +462,7 @@ impl Drop for Progress {
 
 pub(crate) fn run(a: RunArgs) -> CliResult {
     a.app.config().validate(a.app.app)?;
+    refuse_trace_over_inputs(&a)?;
     if a.mpi {
         return super::mpi::run(&a);
     }
@@ -565,6 +566,29 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
 }
 
 /// `run`'s --gamma: at most one value (`compare` sweeps a list).
+/// `--trace` must not name (or link to) a file the run reads: the energy model, the sim
+/// config, a platform file. Checked before anything runs, so nothing is overwritten.
+fn refuse_trace_over_inputs(a: &RunArgs) -> CliResult {
+    let Some(trace) = &a.trace else {
+        return Ok(());
+    };
+    let platform = a
+        .platform
+        .as_deref()
+        .map(std::path::Path::new)
+        .filter(|p| p.is_file());
+    let inputs: Vec<&std::path::Path> = [
+        a.app.energy_model.as_deref(),
+        a.energy.sim_config.as_deref(),
+        platform,
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    taskwatt::traces::refuse_output_over_input(trace, &inputs)?;
+    Ok(())
+}
+
 fn one_gamma(g: &[f64]) -> Result<Option<f64>, String> {
     match g {
         [] => Ok(None),

@@ -131,7 +131,17 @@ pub(crate) fn run(a: SimulateArgs) -> CliResult {
         return Err("--output writes one simulated trace: give one policy to --sched".into());
     }
     if let Some(o) = &a.output {
-        taskwatt::traces::refuse_output_over_input(o, &[a.trace.as_path()])?;
+        // Every file the command reads: the trace, the energy model, a platform file.
+        let platform = std::path::Path::new(&a.platform);
+        let inputs: Vec<&std::path::Path> = [
+            Some(a.trace.as_path()),
+            a.energy_model.as_deref(),
+            platform.is_file().then_some(platform),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        taskwatt::traces::refuse_output_over_input(o, &inputs)?;
     }
     for p in &a.sched {
         taskwatt::scheduler::check_policy_name(p)?;

@@ -941,7 +941,11 @@ impl TraceSystems {
         // Tasks the pass will see, when the iterator knows (a trace's task list does).
         let hint = tasks.size_hint().0;
         let all_workers = {
-            let mut w: Vec<u32> = parts.domains.iter().flat_map(|d| d.workers.clone()).collect();
+            let mut w: Vec<u32> = parts
+                .domains
+                .iter()
+                .flat_map(|d| d.workers.clone())
+                .collect();
             w.sort_unstable();
             w.dedup();
             w.len().max(1)
