@@ -123,6 +123,11 @@ fn write(path: &Path, text: &[u8]) {
         .unwrap();
 }
 
+/// A small stencil run, for the refusals that must come before it starts.
+const SMALL_STENCIL: &[&str] = &[
+    "run", "stencil", "--n", "256", "--tile", "64", "--steps", "2",
+];
+
 #[test]
 fn outputs_never_clobber_inputs() {
     let dir = tempfile::tempdir().unwrap();
@@ -153,21 +158,17 @@ fn outputs_never_clobber_inputs() {
     let model_before = std::fs::read(&model).unwrap();
     refused(
         &[
-            "run",
-            "stencil",
-            "--n",
-            "256",
-            "--tile",
-            "64",
-            "--steps",
-            "2",
-            "--sched",
-            "dmdae",
-            "--energy-model",
-            s(&model),
-            "--trace",
-            s(&model),
-        ],
+            SMALL_STENCIL,
+            &[
+                "--sched",
+                "dmdae",
+                "--energy-model",
+                s(&model),
+                "--trace",
+                s(&model),
+            ],
+        ]
+        .concat(),
         "is also an input",
     );
     let hard = dir.path().join("m-link.json");
@@ -196,19 +197,10 @@ fn outputs_never_clobber_inputs() {
     write(&sim, b"[tasks]\nvariation = 0.0\n");
     refused(
         &[
-            "run",
-            "stencil",
-            "--n",
-            "256",
-            "--tile",
-            "64",
-            "--steps",
-            "2",
-            "--sim-config",
-            s(&sim),
-            "--trace",
-            s(&sim),
-        ],
+            SMALL_STENCIL,
+            &["--sim-config", s(&sim), "--trace", s(&sim)],
+        ]
+        .concat(),
         "is also an input",
     );
     assert_eq!(std::fs::read(&sim).unwrap(), b"[tasks]\nvariation = 0.0\n");
