@@ -49,7 +49,7 @@ pub use taskwatt_whatif as whatif;
 pub use taskwatt_energy::attribution::{attribute_trace, AttributionOptions, AttributionReport};
 pub use taskwatt_traces::{Clock, Marker, Trace, TraceSink};
 
-pub use measure::{EnergyReport, Measure, MeasureError, Measured};
+pub use measure::{EnergyReport, Measure, MeasureError, Measured, MAX_IDLE_CALIBRATION};
 pub use taskwatt_energy::MeterChoice;
 pub use taskwatt_traces::Region;
 

@@ -125,6 +125,10 @@ impl Measure {
     /// [`MeasureError`]: the trace cannot be created, no meter can be opened (a named one
     /// that is missing says what is missing), the runtime cannot start.
     pub fn start(self, builder: RuntimeBuilder) -> Result<Measured, MeasureError> {
+        // Checked before anything is created: a week-long park would look like a hang.
+        if let Some(d) = self.idle_calibration.filter(|d| *d > MAX_IDLE_CALIBRATION) {
+            return Err(MeasureError::IdleCalibrationTooLong { got: d });
+        }
         let (path, temp) = match &self.trace {
             Some(p) => (p.clone(), None),
             None => {
@@ -316,4 +320,17 @@ pub enum MeasureError {
     /// The attribution failed (no energy sample, for instance).
     #[error(transparent)]
     Attribution(#[from] AttributionError),
+    /// [`Measure::idle_calibration`] asked for more than [`MAX_IDLE_CALIBRATION`].
+    #[error(
+        "Measure::idle_calibration({got:?}) is longer than one week (the runtime parks that \
+         long before the graph and again after it); give at most {MAX_IDLE_CALIBRATION:?} \
+         (a second or two pins the base power)"
+    )]
+    IdleCalibrationTooLong {
+        /// What was asked for.
+        got: Duration,
+    },
 }
+
+/// The longest idle calibration [`Measure`] accepts: one week, as the CLI's durations.
+pub const MAX_IDLE_CALIBRATION: Duration = Duration::from_secs(7 * 24 * 3600);

@@ -84,3 +84,27 @@ fn a_graph_that_runs_nothing_is_warned_about() {
         report.attribution.report.warnings
     );
 }
+
+/// Issue 29: `idle_calibration(Duration::MAX)` parked the runtime for ever inside
+/// `start`. Longer than a week is now an error, before any file is created.
+#[test]
+fn an_idle_calibration_longer_than_a_week_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("never.twt");
+    let t0 = std::time::Instant::now();
+    let err = Measure::new()
+        .meter(MeterChoice::Sim)
+        .idle_calibration(Duration::MAX)
+        .trace(&path)
+        .start(Runtime::builder().workers(1))
+        .unwrap_err();
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(
+        matches!(err, taskwatt::MeasureError::IdleCalibrationTooLong { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("one week"), "{err}");
+    assert!(!path.exists(), "no trace is created");
+    // A week exactly is accepted (not run here: it is the bound, not a test length).
+    assert!(taskwatt::MAX_IDLE_CALIBRATION == Duration::from_secs(604_800));
+}

@@ -330,6 +330,12 @@ fn metg_measures_tracing_both_ways_and_checks_external_programs() {
         err.contains("/nonexistent/taskbench-starpu") && err.contains("benches/starpu/build.sh"),
         "{err}"
     );
+    // Checked before the sweep (issue 29: the whole default sweep ran first).
+    let t0 = std::time::Instant::now();
+    let out = taskwatt(&["bench", "metg", "--external", "starpu=/nonexistent/x"]);
+    assert!(!out.status.success());
+    assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an executable file"));
     let out = taskwatt(&["bench", "metg", "--external", "starpu"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("NAME=PATH"));

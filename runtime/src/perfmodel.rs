@@ -324,24 +324,30 @@ impl PerfModels {
         let lock = lock_dir(dir)?;
         let mut all = PerfModels::load(dir)?;
         all.merge(self);
+        all.write(dir)?;
+        drop(lock);
+        Ok(all)
+    }
+
+    /// Writes `dir/models.json` through a temporary file renamed over it (the caller
+    /// holds the lock): an error mid-write leaves the previous file whole.
+    fn write(&self, dir: &Path) -> Result<(), PerfModelError> {
         let path = dir.join("models.json");
         let tmp = dir.join(format!("models.json.{}.tmp", std::process::id()));
         let write = || -> std::io::Result<()> {
             let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(serde_json::to_string_pretty(&all)?.as_bytes())?;
+            f.write_all(serde_json::to_string_pretty(self)?.as_bytes())?;
             f.sync_all()?;
             std::fs::rename(&tmp, &path)
         };
-        if let Err(source) = write() {
+        write().map_err(|source| {
             let _ = std::fs::remove_file(&tmp);
-            return Err(PerfModelError::Io {
+            PerfModelError::Io {
                 what: "cannot write",
                 path,
                 source,
-            });
-        }
-        drop(lock);
-        Ok(all)
+            }
+        })
     }
 
     /// Removes the models of `codelet` (all of them with `None`) from `dir`, under its
@@ -356,16 +362,7 @@ impl PerfModels {
             Some(c) => usize::from(all.codelets.remove(c).is_some()),
             None => std::mem::take(&mut all.codelets).len(),
         };
-        let path = dir.join("models.json");
-        std::fs::write(
-            &path,
-            serde_json::to_string_pretty(&all).unwrap_or_default(),
-        )
-        .map_err(|source| PerfModelError::Io {
-            what: "cannot write",
-            path,
-            source,
-        })?;
+        all.write(dir)?;
         Ok(removed)
     }
 }
@@ -467,7 +464,19 @@ mod tests {
         let h = &m.codelets["x"][0].history;
         assert_eq!((h.count, h.mean_ns), (2, 200.0));
         assert_eq!(m.codelets["y"][0].arch, Arch::Gpu);
+        // `clear` writes a new file renamed over the old one, never the old one in place
+        // (issue 29: an error mid-write emptied it): the inode changes, no temporary
+        // is left.
+        use std::os::unix::fs::MetadataExt;
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        let before = ino(&d.path().join("models.json"));
         assert_eq!(PerfModels::clear(d.path(), Some("y")).unwrap(), 1);
+        assert_ne!(ino(&d.path().join("models.json")), before);
+        assert!(std::fs::read_dir(d.path()).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".tmp")));
         assert!(!PerfModels::load(d.path())
             .unwrap()
             .codelets

@@ -226,6 +226,19 @@ fn metg(a: MetgArgs) -> CliResult {
             )
             .into());
         };
+        // Checked before the sweep, not when its first point reaches it.
+        let program = std::path::Path::new(path);
+        let runnable = std::fs::metadata(program).is_ok_and(|m| {
+            use std::os::unix::fs::PermissionsExt;
+            m.is_file() && m.permissions().mode() & 0o111 != 0
+        });
+        if !runnable {
+            return Err(format!(
+                "--external {e}: {path} is not an executable file; build StarPU's Task Bench \
+                 program first (benches/starpu/build.sh) or give its path"
+            )
+            .into());
+        }
         systems.push(System::External {
             name: name.to_string(),
             program: path.into(),

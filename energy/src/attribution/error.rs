@@ -174,8 +174,8 @@ pub enum AttributionError {
     /// A model file holds a power that prediction cannot multiply by.
     #[error(
         "model file {path}: domain {domain}, {what} has power {value} W; a power must be a \
-         finite number >= 0 (a negative power would predict negative energy): fix that value \
-         or re-fit the model (`taskwatt fit`)"
+         finite number from 0 to 1e6 W (a negative power would predict negative energy, and \
+         no device draws a megawatt): fix that value or re-fit the model (`taskwatt fit`)"
     )]
     ModelPower {
         /// The file (`in-memory model` when not read from a file).

@@ -58,8 +58,8 @@ pub use input::{trace_tasks, TraceParts, IDLE_CALIBRATION};
 pub use key::{footprint_class, KeyKind, TypeKey};
 pub use model::{
     fit_model, predict, predict_systems, predict_trace, DomainModel, DomainPrediction, EnergyModel,
-    ModelFit, Prediction, RegionPrediction, TypeModel, MODEL_FORMAT_OLDEST, MODEL_FORMAT_VERSION,
-    UNKNOWN_CONTENTION_MAX,
+    ModelFit, Prediction, RegionPrediction, TypeModel, MAX_MODEL_POWER_W, MODEL_FORMAT_OLDEST,
+    MODEL_FORMAT_VERSION, UNKNOWN_CONTENTION_MAX,
 };
 pub use nnls::{nnls, NnlsSolution};
 pub use occupancy::{Occupancy, OCCUPANCY_MAX_TASKS};

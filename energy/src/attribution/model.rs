@@ -93,6 +93,11 @@ pub struct DomainModel {
     pub base_drift: Option<Estimate>,
 }
 
+/// The largest power, W, a model may hold for a domain's base or a task type: a
+/// megawatt, far above any one package, DRAM or GPU. A model power beyond it is an edit
+/// gone wrong, and predictions multiplied by it would print figures of hundreds of digits.
+pub const MAX_MODEL_POWER_W: f64 = 1e6;
+
 /// The contention assumed at most when a model knows none (fitted on one worker, or with
 /// contention off) and predicts a run whose tasks ran side by side: the top of what real
 /// packages show (`c` = 0.03 to 0.1 per extra busy core). The prediction stays at the
@@ -149,7 +154,8 @@ impl EnergyModel {
         Ok(model)
     }
 
-    /// Checks every power that prediction multiplies by: it must be finite, and >= 0 unless
+    /// Checks every power that prediction multiplies by: it must be finite, at most
+    /// [`MAX_MODEL_POWER_W`] in size, and >= 0 unless
     /// the model says it was fitted by ordinary least squares (`"solver": "ols"`), whose
     /// coefficients may legitimately be negative (prediction then warns). `path` names the
     /// source in the error ([`AttributionError::ModelPower`]).
@@ -162,7 +168,10 @@ impl EnergyModel {
                     .map(|t| (format!("type {}", t.key), t.power.value_w)),
             );
             for (what, value) in powers {
-                if !value.is_finite() || (value < 0.0 && !negative_ok) {
+                if !value.is_finite()
+                    || (value < 0.0 && !negative_ok)
+                    || value.abs() > MAX_MODEL_POWER_W
+                {
                     return Err(AttributionError::ModelPower {
                         path: path.to_owned(),
                         domain: d.name.clone(),
@@ -1080,8 +1089,9 @@ mod tests {
         ols.solver = Solver::Ols;
         ols.domains[0].types[0].power.value_w = -2.0;
         assert!(EnergyModel::from_json(&ols.to_json(), path).is_ok());
-        // Not a NaN or an infinity, even in memory and even from OLS.
-        for bad in [f64::NAN, f64::INFINITY] {
+        // Not a NaN, an infinity or a power no device draws (issue 29: 1e308 W printed
+        // `inf J` and 300-digit figures), even in memory and even from OLS.
+        for bad in [f64::NAN, f64::INFINITY, 1e308, -1e308, 2e6] {
             let mut m = ols.clone();
             m.domains[0].types[0].power.value_w = bad;
             assert!(matches!(

@@ -654,6 +654,10 @@ pub(crate) fn si(v: f64, unit: &str) -> String {
     if v == 0.0 {
         return format!("0 {unit}");
     }
+    // Past the largest prefix: scientific notation, never hundreds of digits.
+    if v.abs() >= 999.5e12 {
+        return format!("{v:.2e} {unit}");
+    }
     const PREFIXES: [(f64, &str); 9] = [
         (1e12, "T"),
         (1e9, "G"),
@@ -769,6 +773,10 @@ mod tests {
         assert_eq!(si(1.0, "W"), "1.00 W");
         assert_eq!(si(0.0, "W"), "0 W");
         assert_eq!(si(3.2e-7, "J"), "320 nJ");
+        // Past tera: scientific notation, not hundreds of digits.
+        assert_eq!(si(999.0e12, "J"), "999 TJ");
+        assert_eq!(si(1.689e302, "J"), "1.69e302 J");
+        assert_eq!(si(f64::INFINITY, "J"), "inf J");
     }
 
     #[test]
