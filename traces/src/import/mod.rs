@@ -148,10 +148,76 @@ pub(crate) fn open_text(
         .map_err(|e| crate::TraceError::io(path, e))?
         .starts_with(&[0x1f, 0x8b]);
     Ok(if gz {
-        Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(r)))
+        Box::new(LineLimit::new(BufReader::new(
+            flate2::bufread::MultiGzDecoder::new(r),
+        )))
     } else {
-        Box::new(r)
+        Box::new(LineLimit::new(r))
     })
+}
+
+/// The longest line a text trace (CSV, tasks.rec) may hold: real ones are a few hundred
+/// bytes. A longer line is an error before it fills memory (a small gzip can hold a line of
+/// gigabytes; `/dev/zero` is one endless line).
+pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// A reader that fails once a line runs past [`MAX_LINE_BYTES`] without a line feed.
+struct LineLimit<R> {
+    inner: R,
+    /// Bytes consumed since the last line feed.
+    run: usize,
+    /// Bytes consumed in all.
+    offset: u64,
+}
+
+impl<R: std::io::BufRead> LineLimit<R> {
+    fn new(inner: R) -> Self {
+        LineLimit {
+            inner,
+            run: 0,
+            offset: 0,
+        }
+    }
+}
+
+impl<R: std::io::BufRead> std::io::BufRead for LineLimit<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        if self.run > MAX_LINE_BYTES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "a line longer than {MAX_LINE_BYTES} bytes before byte {}: a CSV or \
+                     tasks.rec line is a few hundred bytes, so this file is corrupt or not \
+                     a text trace",
+                    self.offset
+                ),
+            ));
+        }
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amt: usize) {
+        if let Ok(buf) = self.inner.fill_buf() {
+            let seen = &buf[..amt.min(buf.len())];
+            match seen.iter().rposition(|&b| b == b'\n') {
+                Some(i) => self.run = seen.len() - i - 1,
+                None => self.run += seen.len(),
+            }
+        }
+        self.offset += amt as u64;
+        self.inner.consume(amt);
+    }
+}
+
+impl<R: std::io::BufRead> std::io::Read for LineLimit<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        use std::io::BufRead;
+        let buf = self.fill_buf()?;
+        let n = buf.len().min(out.len());
+        out[..n].copy_from_slice(&buf[..n]);
+        self.consume(n);
+        Ok(n)
+    }
 }
 
 impl ImportOptions {
@@ -336,6 +402,49 @@ impl TraceBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_without_end_is_an_error_not_a_memory_grab() {
+        use std::io::Write;
+        let d = tempfile::tempdir().unwrap();
+        // Issue 29: a small gzip holding one huge line aborted the import (here 8 MiB of
+        // one line, 8 KiB compressed; the reproducer's was 3 GB), and so did /dev/zero.
+        let line = vec![b'7'; 8 << 20];
+        let gz = d.path().join("long.csv.gz");
+        let mut enc = flate2::write::GzEncoder::new(
+            std::fs::File::create(&gz).unwrap(),
+            flate2::Compression::best(),
+        );
+        enc.write_all(b"type,worker,start,end\n").unwrap();
+        enc.write_all(&line).unwrap();
+        enc.finish().unwrap();
+        let e = crate::import_csv(&gz, &ImportOptions::new(TimeUnit::Ns))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("long.csv.gz") && e.contains("a line longer than"),
+            "{e}"
+        );
+        for dev in ["/dev/zero"] {
+            let e = crate::import_csv(dev, &ImportOptions::new(TimeUnit::Ns))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("a line longer than"), "{e}");
+            let e = crate::import_starpu(dev, &ImportOptions::new(TimeUnit::Ns))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("a line longer than"), "{e}");
+        }
+        // Lines of ordinary length pass through untouched, across buffer refills.
+        let ok = d.path().join("ok.csv");
+        let mut text = String::from("type,worker,start,end\n");
+        for i in 0..20_000 {
+            text.push_str(&format!("a,0,{},{}\n", 10 * i, 10 * i + 5));
+        }
+        std::fs::write(&ok, text).unwrap();
+        let t = crate::import_csv(&ok, &ImportOptions::new(TimeUnit::Ns)).unwrap();
+        assert_eq!(t.task_count(), 20_000);
+    }
 
     #[test]
     fn decimal_times_are_exact() {
