@@ -301,11 +301,24 @@ pub(crate) fn bus_of(b: &dyn Backend, dir: &std::path::Path) -> Result<BusMeasur
     use std::collections::BTreeMap;
     let path = dir.join("bus.json");
     let key = b.describe();
+    // A missing file is the first run; one that cannot be read or parsed is logged (and
+    // re-measured, then replaced), as the doc says.
     let read = || -> BTreeMap<String, BusMeasure> {
-        std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default()
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return BTreeMap::new(),
+            Err(e) => {
+                log::warn!("could not read the bus measures in {}: {e}", path.display());
+                return BTreeMap::new();
+            }
+        };
+        serde_json::from_str(&text).unwrap_or_else(|e| {
+            log::warn!(
+                "the bus measures in {} are not valid ({e}): measuring again",
+                path.display()
+            );
+            BTreeMap::new()
+        })
     };
     if let Some(m) = read().get(&key) {
         return Ok(*m);
