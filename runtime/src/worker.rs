@@ -389,16 +389,26 @@ fn execute(
         // The data valid on this worker's memory node (copied there if not), before the
         // task's start, so that the copies are not the task's time, and after the commute
         // locks, so that a COMMUTE member copies what the previous member wrote.
-        // SAFETY: the dependencies released this task: it holds the rights it declared.
-        copy_failed = unsafe {
-            sh.make_valid(
-                ctx.memory_node,
-                body.accesses.iter().map(|(c, m)| (&**c, m)),
-                Some(ctx.id),
-                Some(node.id),
-            )
-        }
-        .err();
+        // A copy runs user code (a replicated value's `Clone`): a panic there fails the
+        // task, as one in its implementation does, and the worker lives on.
+        copy_failed = match panics::catch(|| {
+            // SAFETY: the dependencies released this task: it holds the rights it declared.
+            unsafe {
+                sh.make_valid(
+                    ctx.memory_node,
+                    body.accesses.iter().map(|(c, m)| (&**c, m)),
+                    Some(ctx.id),
+                    Some(node.id),
+                )
+            }
+        }) {
+            Ok(copied) => copied.err(),
+            Err(m) => Some(format!(
+                "copying the task's data to memory node {} panicked (a replicated value's \
+                 Clone): {m}",
+                ctx.memory_node
+            )),
+        };
     }
     let cid = node.codelet_id;
     let start = sh.now();

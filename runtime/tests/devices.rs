@@ -284,3 +284,46 @@ fn every_task_s_accesses_are_in_the_trace_in_declaration_order() {
         ]
     );
 }
+
+/// Issue 29: a replicated value whose `Clone` panics while it is copied to an emulated
+/// GPU killed that worker, and `wait_all` never returned. The task fails instead, with the
+/// panic's message, and the runtime goes on.
+#[test]
+fn a_clone_that_panics_during_a_copy_fails_the_task_not_the_worker() {
+    #[derive(Debug)]
+    struct Fragile(u32);
+    impl Clone for Fragile {
+        fn clone(&self) -> Self {
+            if self.0 == 13 {
+                panic!("no copy of 13");
+            }
+            Fragile(self.0)
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = Runtime::builder()
+            .workers(1)
+            .emulated_gpus(1)
+            .build()
+            .unwrap();
+        // GPU only: it runs on the emulated GPU, its data copied there.
+        let on_gpu = Codelet::new("on_gpu").gpu(|ctx| {
+            let _ = ctx.r::<Fragile>(0).0;
+        });
+        let bad = rt.register_replicated(Fragile(13));
+        rt.submit(Task::new(&on_gpu).r(&bad)).unwrap();
+        let first = rt.wait_all().map_err(|e| e.to_string());
+        // The worker is alive: a task on data that copies runs.
+        let good = rt.register_replicated(Fragile(1));
+        rt.submit(Task::new(&on_gpu).r(&good)).unwrap();
+        let second = rt.wait_all().map_err(|e| e.to_string());
+        tx.send((first, second)).unwrap();
+    });
+    let (first, second) = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("wait_all returned");
+    let e = first.unwrap_err();
+    assert!(e.contains("no copy of 13") && e.contains("Clone"), "{e}");
+    second.unwrap();
+}
