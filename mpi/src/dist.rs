@@ -276,6 +276,8 @@ impl DistRuntime {
                 rank: self.rank,
                 source,
             })?;
+        // The communication thread releases it, not this one.
+        access.hand_off();
         self.command(Cmd::Post(Op {
             send,
             peer,

@@ -281,6 +281,9 @@ impl Runtime {
         self.check_acquirable("acquire_deferred", core)?;
         let mode = if write { Access::RW } else { Access::R };
         let node = self.link_acquire(core, mode, false);
+        // Held by this thread until handed off (`DeferredAccess::hand_off`) or released:
+        // its waits that could only end after the release are refused as deadlocks.
+        deadlock::hold(sh.epoch, core.id, &node);
         Ok(DeferredAccess {
             shared: Arc::clone(&self.shared),
             node,
@@ -303,6 +306,15 @@ impl DeferredAccess {
         self.write
     }
 
+    /// Says that another thread will release it (taskwatt-mpi hands its acquisitions to
+    /// its communication thread). Until then the creating thread holds it, as it holds a
+    /// guard: a `wait_all`, `wait`, `acquire` or `unregister` on that thread that could
+    /// only end after its release is refused with [`RuntimeError::Deadlock`]. Call it on
+    /// the creating thread, before handing the acquisition over.
+    pub fn hand_off(&self) {
+        deadlock::release(&self.node);
+    }
+
     /// The data's bytes: a pointer and a length, valid until [`DeferredAccess::release`]
     /// (the value is not moved or resized while an acquisition holds it). `None` until
     /// granted. Write through the pointer only if [`DeferredAccess::is_write`].
@@ -315,8 +327,9 @@ impl DeferredAccess {
     }
 
     /// Ends the acquisition: the accesses submitted after it may run. Released (or
-    /// dropped) before its grant, it waits for the grant first: a holder must not release
-    /// an access that can only be granted after something it will do itself.
+    /// dropped) before its grant, it returns at once and ends when granted, in its place
+    /// in the handle's order: no wait, so no deadlock, whatever the releasing thread holds
+    /// or runs (a guard the grant waits for, the task the acquisition waits for).
     pub fn release(mut self) {
         self.finish();
     }
@@ -326,14 +339,18 @@ impl DeferredAccess {
             return;
         }
         self.released = true;
-        // An acquisition released before its grant waits for the grant first: the chain
-        // must not run it out of order.
-        while !self.is_granted() {
-            std::thread::yield_now();
+        deadlock::release(&self.node);
+        let node = &self.node;
+        if !node.granted.load(Ordering::SeqCst) {
+            // Hand the completion to the grant; if the grant came meanwhile, whoever
+            // takes the flag back completes the node (exactly one does).
+            node.abandoned.store(true, Ordering::SeqCst);
+            if !node.granted.load(Ordering::SeqCst) || !node.abandoned.swap(false, Ordering::SeqCst)
+            {
+                return;
+            }
         }
-        let pushed = self
-            .shared
-            .complete(&self.node, DONE_OK, None, self.shared.now());
+        let pushed = self.shared.complete(node, DONE_OK, None, self.shared.now());
         self.shared.sleep.notify(pushed);
     }
 }

@@ -82,8 +82,9 @@ fn guard_reason(handle: u64, blocked: &TaskNode) -> String {
         Kind::Acquire => "the acquisition asked for".to_string(),
     };
     format!(
-        "this thread holds an acquisition guard on data handle {handle}, and {what} waits \
-         for that guard to be dropped; drop the guard (or end its scope) before waiting"
+        "this thread holds an acquisition guard (or a deferred acquisition) on data handle \
+         {handle}, and {what} waits for it to be dropped or released; drop or release it \
+         (or hand a deferred one to the thread that will release it) before waiting"
     )
 }
 
@@ -138,9 +139,10 @@ pub(crate) fn check_acquire(
         if let Some(b) = hit {
             let reason = if Arc::ptr_eq(&b, &g) {
                 format!(
-                    "this thread already holds an acquisition guard on this data (handle \
-                     {handle}) that conflicts with the one asked for; drop it first, or use \
-                     it (a write guard reads too)"
+                    "this thread already holds an acquisition guard (or a deferred \
+                     acquisition) on this data (handle {handle}) that conflicts with the one \
+                     asked for; drop or release it first, or use it (a write guard reads \
+                     too)"
                 )
             } else {
                 guard_reason(handle, &b)

@@ -1234,18 +1234,40 @@ impl Shared {
     ) -> usize {
         let mut pushed = 0;
         let mut cancelled: Vec<Arc<TaskNode>> = Vec::new();
-        self.release(node, status, &mut local, &mut pushed, &mut cancelled, now);
-        while let Some(c) = cancelled.pop() {
-            self.note_cancelled(&c);
-            self.release(
-                &c,
-                DONE_CANCELLED,
-                &mut local,
-                &mut pushed,
-                &mut cancelled,
-                now,
-            );
-            self.task_finished();
+        let mut released: Vec<Arc<TaskNode>> = Vec::new();
+        self.release(
+            node,
+            status,
+            &mut local,
+            &mut pushed,
+            (&mut cancelled, &mut released),
+            now,
+        );
+        loop {
+            if let Some(c) = cancelled.pop() {
+                self.note_cancelled(&c);
+                self.release(
+                    &c,
+                    DONE_CANCELLED,
+                    &mut local,
+                    &mut pushed,
+                    (&mut cancelled, &mut released),
+                    now,
+                );
+                self.task_finished();
+            } else if let Some(r) = released.pop() {
+                // A deferred acquisition released before its grant ends at its grant.
+                self.release(
+                    &r,
+                    DONE_OK,
+                    &mut local,
+                    &mut pushed,
+                    (&mut cancelled, &mut released),
+                    now,
+                );
+            } else {
+                break;
+            }
         }
         pushed
     }
@@ -1256,7 +1278,7 @@ impl Shared {
         status: u8,
         local: &mut Option<(usize, &mut Local)>,
         pushed: &mut usize,
-        cancelled: &mut Vec<Arc<TaskNode>>,
+        (cancelled, released): (&mut Vec<Arc<TaskNode>>, &mut Vec<Arc<TaskNode>>),
         now: Timestamp,
     ) {
         let successors = node.finish(status);
@@ -1278,6 +1300,7 @@ impl Shared {
                 match self.ready(s, local, now) {
                     Readied::Pushed => *pushed += 1,
                     Readied::Cancelled(c) => cancelled.push(c),
+                    Readied::Released(r) => released.push(r),
                     Readied::Granted => {}
                 }
             }
@@ -1300,6 +1323,9 @@ impl Shared {
         match node.kind {
             Kind::Acquire => {
                 node.granted.store(true, Ordering::SeqCst);
+                if node.abandoned.swap(false, Ordering::SeqCst) {
+                    return Readied::Released(node);
+                }
                 if node.has_waiter.load(Ordering::SeqCst) {
                     self.waiters.notify_all();
                 }
@@ -1419,6 +1445,8 @@ enum Readied {
     Pushed,
     Granted,
     Cancelled(Arc<TaskNode>),
+    /// A deferred acquisition released before its grant: it ends now.
+    Released(Arc<TaskNode>),
 }
 
 /// A task runtime: workers pinned to cores, a scheduling policy, dependency inference on
@@ -1747,6 +1775,10 @@ impl Runtime {
             match sh.ready(node.clone(), &mut none, node.submit) {
                 Readied::Pushed => sh.sleep.notify(1),
                 Readied::Granted => {}
+                Readied::Released(r) => {
+                    let pushed = sh.complete(&r, DONE_OK, None, sh.now());
+                    sh.sleep.notify(pushed);
+                }
                 Readied::Cancelled(c) => {
                     // A predecessor failed before this task was even submitted.
                     sh.note_cancelled(&c);

@@ -284,6 +284,9 @@ pub(crate) struct TaskNode {
     pub(crate) has_waiter: AtomicBool,
     /// For acquisitions: the acquirer may go on.
     pub(crate) granted: AtomicBool,
+    /// For deferred acquisitions: released before their grant; whoever takes this flag
+    /// back (the grant, or the release that sees the grant) completes the node.
+    pub(crate) abandoned: AtomicBool,
     /// A failed or cancelled node whose failure `wait_all` has reported: it no longer
     /// cancels tasks submitted after that report.
     pub(crate) reported: AtomicBool,
@@ -328,6 +331,7 @@ impl TaskNode {
             status: AtomicU8::new(PENDING),
             has_waiter: AtomicBool::new(false),
             granted: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
             reported: AtomicBool::new(false),
             body: UnsafeCell::new(body),
             links: SpinLock::new(Links {
@@ -369,6 +373,7 @@ impl TaskNode {
             status,
             has_waiter,
             granted,
+            abandoned,
             reported,
             body,
             links,
@@ -388,6 +393,7 @@ impl TaskNode {
         *status = AtomicU8::new(PENDING);
         *has_waiter = AtomicBool::new(false);
         *granted = AtomicBool::new(false);
+        *abandoned = AtomicBool::new(false);
         *reported = AtomicBool::new(false);
         *body = UnsafeCell::new(None);
         *links = SpinLock::new(Links {

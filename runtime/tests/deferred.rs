@@ -108,3 +108,97 @@ fn a_dry_run_records_the_graph_and_runs_no_implementation() {
     assert_eq!(recs.iter().map(|(_, p)| p.len()).sum::<usize>(), 2);
     assert_eq!(t.accesses.len(), 3);
 }
+
+/// Runs `f` on a thread, failing the test if it has not returned within 20 s (a hang).
+fn within_20s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("returned instead of hanging")
+}
+
+/// Issue 29's four hangs of deferred acquisitions, each now an error or a right result.
+#[test]
+fn deferred_acquisitions_never_hang_their_thread() {
+    // (a) Dropped before its grant while the thread holds a guard the grant waits for:
+    // the drop returns at once, the acquisition ends when granted.
+    within_20s(|| {
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        let h = rt.register(vec![0u8; 8]);
+        let g = rt.acquire_mut(&h).unwrap();
+        let d = rt.acquire_deferred(&h, false).unwrap();
+        assert!(!d.is_granted());
+        drop(d);
+        drop(g);
+        rt.wait_all().unwrap();
+        // The handle is free again: a write acquisition is granted.
+        rt.acquire_mut(&h).unwrap()[0] = 1;
+    });
+    // (b) A granted deferred write, a task on the handle, then wait_all on the same
+    // thread: refused (the task waits for the release only this thread can do).
+    within_20s(|| {
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        let h = rt.register(vec![0u8; 8]);
+        let inc = Codelet::new("inc").cpu(|ctx| ctx.rw::<Vec<u8>>(0)[0] += 1);
+        let d = rt.acquire_deferred(&h, true).unwrap();
+        wait_granted(&d);
+        rt.submit(Task::new(&inc).rw(&h)).unwrap();
+        let e = rt.wait_all().unwrap_err().to_string();
+        assert!(
+            e.contains("deadlock") || e.contains("Deadlock") || e.contains("deferred"),
+            "{e}"
+        );
+        d.release();
+        rt.wait_all().unwrap();
+        assert_eq!(rt.acquire(&h).unwrap()[0], 1);
+    });
+    // (c) A deferred read, then unregister on the same thread: refused.
+    within_20s(|| {
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        let h = rt.register(vec![0u8; 8]);
+        let d = rt.acquire_deferred(&h, false).unwrap();
+        wait_granted(&d);
+        let h2 = h.clone();
+        let e = rt.unregister(h2).unwrap_err().to_string();
+        assert!(e.contains("deferred"), "{e}");
+        d.release();
+        assert_eq!(rt.unregister(h).unwrap(), vec![0u8; 8]);
+    });
+    // (d) Inside a task, on the task's own handle: the acquisition waits for the task, and
+    // its drop returns at once (it spun for ever).
+    within_20s(|| {
+        let rt = std::sync::Arc::new(Runtime::builder().workers(1).build().unwrap());
+        let h = rt.register(vec![0u8; 8]);
+        let (rt2, h2) = (rt.clone(), h.clone());
+        let inner = Codelet::new("inner").cpu(move |ctx| {
+            ctx.rw::<Vec<u8>>(0)[0] += 1;
+            if let Ok(d) = rt2.acquire_deferred(&h2, false) {
+                assert!(!d.is_granted());
+                drop(d);
+            }
+        });
+        rt.submit(Task::new(&inner).rw(&h)).unwrap();
+        rt.wait_all().unwrap();
+        assert_eq!(rt.acquire(&h).unwrap()[0], 1);
+    });
+    // A deferred acquisition handed off to another thread does not block this one's
+    // waits (taskwatt-mpi's pattern): wait_all waits for the other thread's release.
+    within_20s(|| {
+        let rt = Runtime::builder().workers(1).build().unwrap();
+        let h = rt.register(vec![0u8; 8]);
+        let inc = Codelet::new("inc").cpu(|ctx| ctx.rw::<Vec<u8>>(0)[0] += 1);
+        let d = rt.acquire_deferred(&h, true).unwrap();
+        d.hand_off();
+        rt.submit(Task::new(&inc).rw(&h)).unwrap();
+        let t = std::thread::spawn(move || {
+            wait_granted(&d);
+            std::thread::sleep(Duration::from_millis(20));
+            d.release();
+        });
+        rt.wait_all().unwrap();
+        t.join().unwrap();
+        assert_eq!(rt.acquire(&h).unwrap()[0], 1);
+    });
+}
