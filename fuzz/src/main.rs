@@ -92,10 +92,23 @@ enum Target {
     Csv,
     Starpu,
     Model,
+    Platform,
+    SimConfig,
+    PerfModels,
+    Bus,
 }
 
 impl Target {
-    const ALL: [Target; 4] = [Target::Trace, Target::Csv, Target::Starpu, Target::Model];
+    const ALL: [Target; 8] = [
+        Target::Trace,
+        Target::Csv,
+        Target::Starpu,
+        Target::Model,
+        Target::Platform,
+        Target::SimConfig,
+        Target::PerfModels,
+        Target::Bus,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -103,6 +116,10 @@ impl Target {
             Target::Csv => "csv",
             Target::Starpu => "starpu",
             Target::Model => "model",
+            Target::Platform => "platform",
+            Target::SimConfig => "simconfig",
+            Target::PerfModels => "perfmodels",
+            Target::Bus => "bus",
         }
     }
 
@@ -169,6 +186,41 @@ impl Target {
                     .map(drop)
                     .map_err(|e| e.to_string())
             }
+            Target::Platform => {
+                // `simulate --platform FILE`: loaded, then its workers laid out (what a
+                // replay starts with: counts read from the file size vectors here).
+                let p = taskwatt_whatif::Platform::load(path).map_err(|e| e.to_string())?;
+                let _ = (p.workers(), p.worker_descs());
+                Ok(())
+            }
+            Target::SimConfig => {
+                // `run --sim-config FILE`: read (TOML or JSON, merged over the default).
+                taskwatt_energy::SimConfig::from_file(path)
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+            Target::PerfModels => {
+                // The performance models' directory, holding the input as models.json.
+                let dir = scratch.join("perfmodels");
+                let _ = std::fs::create_dir_all(&dir);
+                let _ = std::fs::copy(path, dir.join("models.json"));
+                taskwatt_runtime::PerfModels::load(&dir)
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+            Target::Bus => {
+                // bus.json beside the models, read when a runtime with a GPU starts.
+                let dir = scratch.join("bus");
+                let _ = std::fs::create_dir_all(&dir);
+                let _ = std::fs::copy(path, dir.join("bus.json"));
+                taskwatt_runtime::Runtime::builder()
+                    .workers(1)
+                    .emulated_gpus(1)
+                    .perf_models(dir)
+                    .build()
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
         }
     }
 }
@@ -191,7 +243,8 @@ fn class(outcome: &Result<(), String>) -> String {
             // words around them say which check fired.
             let mut out = String::new();
             let mut quoted = false;
-            for c in e.chars() {
+            // The first line: parsers (TOML's) quote the offending input on the next ones.
+            for c in e.lines().next().unwrap_or_default().chars() {
                 match c {
                     '`' | '"' => quoted = !quoted,
                     _ if quoted || c.is_ascii_digit() => {}
