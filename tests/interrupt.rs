@@ -122,10 +122,11 @@ fn sigkill_loses_at_most_the_flush_window() {
     let r = recover_trace(&trace).unwrap();
     assert!(r.trace.task_count() > 0);
     let killed = killed_unix_ns - r.trace.meta.clock_origin_unix_ns;
-    // The newest record of each worker ended at most the stated window before the kill
-    // (workers: 100 ms; writer: 50 ms), plus one task and the scheduling noise of a
-    // loaded 2-core machine. Without the time bound a worker hands over its buffer only
-    // every 4096 tasks, about a second of this graph.
+    // The newest record of each worker ended at most the stated bound before the kill
+    // (docs/trace-format.md: 150 ms, of which the windows take about 65 ms: workers 37.5,
+    // writer 25), the rest left to one task and the scheduling noise of a loaded 2-core
+    // machine. Without the time bound a worker hands over its buffer only every 4096
+    // tasks, about a second of this graph.
     let mut newest = std::collections::BTreeMap::new();
     for (rec, _) in r.trace.tasks() {
         let e = newest.entry(rec.worker).or_insert(0u64);
@@ -134,8 +135,9 @@ fn sigkill_loses_at_most_the_flush_window() {
     assert_eq!(newest.len(), 2, "both workers recorded tasks");
     for (w, end) in newest {
         let lost_ms = killed.saturating_sub(end) as f64 / 1e6;
+        eprintln!("worker {w}: lost {lost_ms:.1} ms");
         assert!(
-            lost_ms < 400.0,
+            lost_ms <= 150.0,
             "worker {w}: its newest record in the file ended {lost_ms:.0} ms before the kill"
         );
     }

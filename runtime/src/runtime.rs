@@ -24,7 +24,7 @@
 //!
 //! Each worker records into its own buffer, sent to the trace sink when full, when the
 //! worker parks and when it exits. So that a killed process loses little, a flusher thread
-//! also sends every buffer whose oldest record is [`RuntimeBuilder::trace_flush`] old (50 ms
+//! also sends every buffer whose oldest record is [`RuntimeBuilder::trace_flush`] old (25 ms
 //! by default), looking twice per period: a record reaches the sink at most 1.5 periods
 //! after its task ended, even while its worker runs a long task. (The buffer is behind an
 //! uncontended lock for this: one lock per recorded task.)
@@ -122,7 +122,7 @@ pub const MAX_TRACE_CHUNK: usize = 1 << 20;
 
 /// The default bound on how long a finished task's record waits in its worker's buffer
 /// ([`RuntimeBuilder::trace_flush`]).
-pub const DEFAULT_TRACE_FLUSH: Duration = Duration::from_millis(50);
+pub const DEFAULT_TRACE_FLUSH: Duration = Duration::from_millis(25);
 
 impl Default for RuntimeBuilder {
     fn default() -> Self {
@@ -316,7 +316,7 @@ impl RuntimeBuilder {
     }
 
     /// Sends a worker's trace records to the sink once the oldest is `every` old, even
-    /// while the worker runs a long task (default [`DEFAULT_TRACE_FLUSH`], 50 ms): a
+    /// while the worker runs a long task (default [`DEFAULT_TRACE_FLUSH`], 25 ms): a
     /// process killed without warning loses at most the records of tasks that ended in
     /// the last 1.5 × `every`, plus what the trace writer had not written yet (see
     /// docs/trace-format.md, "What a crash loses"). Zero turns the flusher off: records

@@ -54,7 +54,7 @@ const BUF_BYTES: usize = 1 << 20;
 /// The longest a written chunk stays in the writer's buffer before it reaches the file
 /// (the operating system's page cache): the buffer is flushed when the queue runs empty,
 /// and at the latest this long after the first unflushed write, however busy the queue.
-pub const WRITER_FLUSH: Duration = Duration::from_millis(50);
+pub const WRITER_FLUSH: Duration = Duration::from_millis(25);
 
 enum Msg {
     Chunk(Chunk),
