@@ -152,3 +152,47 @@ fn sigkill_loses_at_most_the_flush_window() {
         s(&dir.path().join("t.csv")),
     ]);
 }
+
+/// Issue 29: a signal while the input was generated was noticed only once it was done
+/// (up to 4 s late). Generation now asks before each tile.
+#[test]
+fn a_signal_during_the_inputs_generation_ends_the_run_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.twt");
+    // 10240 / 256: 820 tiles of 64 Ki elements to generate before the first task (the
+    // signal comes 0.15 s in; before this fix the run went on until they were all made).
+    let child = Command::new(env!("CARGO_BIN_EXE_taskwatt"))
+        .env(
+            "TASKWATT_PERFMODEL_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/perfmodels"),
+        )
+        .args([
+            "run",
+            "cholesky",
+            "--n",
+            "10240",
+            "--tile",
+            "256",
+            "--no-check",
+            "--no-report",
+            "--trace",
+            s(&trace),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    let t0 = std::time::Instant::now();
+    signal(&child, "-INT");
+    let out = wait_within(child, Duration::from_secs(20));
+    let took = t0.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        took < Duration::from_millis(500),
+        "exited {took:?} after the signal: {stderr}"
+    );
+    // The trace is complete and says how the run ended.
+    assert!(read_trace(&trace).is_ok());
+}

@@ -112,13 +112,27 @@ impl<T: Scalar> TiledMatrix<T> {
     ///
     /// Errors as [`TiledMatrix::empty`].
     pub fn random_spd(n: usize, nb: usize, seed: u64) -> Result<Self, KernelError> {
+        Ok(Self::random_spd_while(n, nb, seed, &|| true)?.expect("never stopped"))
+    }
+
+    /// [`TiledMatrix::random_spd`], asking `go` before each tile: `None` as soon as it
+    /// says no (a large input takes seconds; a run interrupted meanwhile stops at once).
+    pub fn random_spd_while(
+        n: usize,
+        nb: usize,
+        seed: u64,
+        go: &dyn Fn() -> bool,
+    ) -> Result<Option<Self>, KernelError> {
         let mut m = Self::empty(n, nb)?;
         for j in 0..m.nt {
             for i in j..m.nt {
+                if !go() {
+                    return Ok(None);
+                }
                 m.tiles[i + j * m.nt] = Some(Self::spd_tile(n, nb, seed, i, j));
             }
         }
-        Ok(m)
+        Ok(Some(m))
     }
 
     /// Tile `(i, j)` of [`TiledMatrix::random_spd`]`(n, nb, seed)`, built alone. Any `(i, j)`
@@ -135,13 +149,27 @@ impl<T: Scalar> TiledMatrix<T> {
     /// A reproducible general matrix with elements uniform in `[-1, 1)`, all tiles (for
     /// tiled GEMM). Errors as [`TiledMatrix::empty`].
     pub fn random(n: usize, nb: usize, seed: u64) -> Result<Self, KernelError> {
+        Ok(Self::random_while(n, nb, seed, &|| true)?.expect("never stopped"))
+    }
+
+    /// [`TiledMatrix::random`], asking `go` before each tile (as
+    /// [`TiledMatrix::random_spd_while`]).
+    pub fn random_while(
+        n: usize,
+        nb: usize,
+        seed: u64,
+        go: &dyn Fn() -> bool,
+    ) -> Result<Option<Self>, KernelError> {
         let mut m = Self::empty(n, nb)?;
         for j in 0..m.nt {
             for i in 0..m.nt {
+                if !go() {
+                    return Ok(None);
+                }
                 m.tiles[i + j * m.nt] = Some(Self::random_tile(nb, seed, i, j));
             }
         }
-        Ok(m)
+        Ok(Some(m))
     }
 
     /// Tile `(i, j)` of [`TiledMatrix::random`]`(_, nb, seed)`, built alone (it does not

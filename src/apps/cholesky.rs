@@ -177,7 +177,11 @@ pub(super) fn calibrate<T: AppScalar>(
 pub(super) fn run<T: AppScalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let err = kernel_err("cholesky");
     let (n, nb) = (cfg.n, cfg.tile);
-    let a = TiledMatrix::<T>::random_spd(n, nb, cfg.seed).map_err(&err)?;
+    let Some(a) = TiledMatrix::<T>::random_spd_while(n, nb, cfg.seed, &|| !rt.is_interrupted())
+        .map_err(&err)?
+    else {
+        return Err(super::interrupted_while_generating(rt));
+    };
     let nt = a.nt();
     let original = cfg.check.then(|| a.clone());
 

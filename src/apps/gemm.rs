@@ -19,8 +19,13 @@ use super::{kernel_err, tile_bytes, App, AppConfig, AppError, AppRun, Check};
 pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let err = kernel_err("gemm");
     let (n, nb) = (cfg.n, cfg.tile);
-    let a = TiledMatrix::<T>::random(n, nb, cfg.seed).map_err(&err)?;
-    let b = TiledMatrix::random(n, nb, cfg.seed.wrapping_add(1)).map_err(&err)?;
+    let go = || !rt.is_interrupted();
+    let (Some(a), Some(b)) = (
+        TiledMatrix::<T>::random_while(n, nb, cfg.seed, &go).map_err(&err)?,
+        TiledMatrix::random_while(n, nb, cfg.seed.wrapping_add(1), &go).map_err(&err)?,
+    ) else {
+        return Err(super::interrupted_while_generating(rt));
+    };
     let nt = a.nt();
     let inputs = cfg.check.then(|| (a.clone(), b.clone()));
 

@@ -18,6 +18,18 @@ use serde::Serialize;
 use taskwatt_kernels::{KernelError, Scalar};
 use taskwatt_runtime::{Runtime, RuntimeError};
 
+/// The error of a run interrupted while its input was generated: the runtime's own
+/// (`wait_all` on an interrupted runtime returns it, with nothing run).
+pub(crate) fn interrupted_while_generating(rt: &Runtime) -> AppError {
+    match rt.wait_all() {
+        Err(e) => AppError::Runtime(e),
+        Ok(_) => AppError::Runtime(taskwatt_runtime::RuntimeError::Interrupted {
+            finished: 0,
+            not_run: 0,
+        }),
+    }
+}
+
 /// The most tasks a built-in app's run may submit (over all its iterations): checked
 /// before anything is allocated, so that a mistyped size is an error, not a run that
 /// grows until memory runs out.

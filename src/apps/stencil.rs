@@ -23,8 +23,14 @@ use super::{kernel_err, tile_bytes, App, AppConfig, AppError, AppRun, Check};
 /// Diffusion number: stable for alpha <= 1/4.
 const ALPHA: f64 = 0.2;
 
-/// Initial grid: a hot top edge (Dirichlet, 100), a warm seeded bump inside, 0 elsewhere.
-fn initial(n: usize, nb: usize, seed: u64) -> Result<TiledMatrix, taskwatt_kernels::KernelError> {
+/// Initial grid: a hot top edge (Dirichlet, 100), a warm seeded bump inside, 0 elsewhere;
+/// `None` as soon as `go` says no (asked before each tile).
+fn initial(
+    n: usize,
+    nb: usize,
+    seed: u64,
+    go: &dyn Fn() -> bool,
+) -> Result<Option<TiledMatrix>, taskwatt_kernels::KernelError> {
     let nt = n / nb.max(1);
     let mut tiles = Vec::with_capacity(nt * nt);
     let (ci, cj) = (
@@ -33,6 +39,9 @@ fn initial(n: usize, nb: usize, seed: u64) -> Result<TiledMatrix, taskwatt_kerne
     );
     for j in 0..nt {
         for i in 0..nt {
+            if !go() {
+                return Ok(None);
+            }
             tiles.push(Some(Tile::from_fn(nb, |r, c| {
                 let (gr, gc) = (i * nb + r, j * nb + c);
                 if gr == 0 {
@@ -44,13 +53,15 @@ fn initial(n: usize, nb: usize, seed: u64) -> Result<TiledMatrix, taskwatt_kerne
             })));
         }
     }
-    TiledMatrix::from_tiles(n, nb, tiles)
+    TiledMatrix::from_tiles(n, nb, tiles).map(Some)
 }
 
 pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let err = kernel_err("stencil");
     let (n, nb, steps) = (cfg.n, cfg.tile, cfg.steps);
-    let grid = initial(n, nb, cfg.seed).map_err(&err)?;
+    let Some(grid) = initial(n, nb, cfg.seed, &|| !rt.is_interrupted()).map_err(&err)? else {
+        return Err(super::interrupted_while_generating(rt));
+    };
     let nt = grid.nt();
     let reference = cfg.check.then(|| grid.clone());
 
