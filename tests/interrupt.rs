@@ -13,27 +13,31 @@ use taskwatt::traces::{read_trace, recover_trace, RunOutcome};
 /// A long run of small tasks: Cholesky 1024/64 (816 tasks of 64 x 64 tiles), repeated
 /// far longer than any test waits.
 fn start_long_run(trace: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_taskwatt"))
-        .env(
-            "TASKWATT_PERFMODEL_DIR",
-            concat!(env!("CARGO_TARGET_TMPDIR"), "/perfmodels"),
-        )
-        .args([
-            "run",
-            "cholesky",
+    start_cholesky(
+        &[
             "--n",
             "1024",
             "--tile",
             "64",
             "--iterations",
             "100000",
-            "--no-check",
             "--workers",
             "2",
-            "--no-report",
-            "--trace",
-            s(trace),
-        ])
+        ],
+        trace,
+    )
+}
+
+/// `taskwatt run cholesky ARGS --no-check --no-report --trace TRACE`, its outputs piped.
+fn start_cholesky(args: &[&str], trace: &std::path::Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_taskwatt"))
+        .env(
+            "TASKWATT_PERFMODEL_DIR",
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/perfmodels"),
+        )
+        .args(["run", "cholesky"])
+        .args(args)
+        .args(["--no-check", "--no-report", "--trace", s(trace)])
         .env_remove("TASKWATT_SCHED")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -161,27 +165,7 @@ fn a_signal_during_the_inputs_generation_ends_the_run_at_once() {
     let trace = dir.path().join("t.twt");
     // 10240 / 256: 820 tiles of 64 Ki elements to generate before the first task (the
     // signal comes 0.15 s in; before this fix the run went on until they were all made).
-    let child = Command::new(env!("CARGO_BIN_EXE_taskwatt"))
-        .env(
-            "TASKWATT_PERFMODEL_DIR",
-            concat!(env!("CARGO_TARGET_TMPDIR"), "/perfmodels"),
-        )
-        .args([
-            "run",
-            "cholesky",
-            "--n",
-            "10240",
-            "--tile",
-            "256",
-            "--no-check",
-            "--no-report",
-            "--trace",
-            s(&trace),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = start_cholesky(&["--n", "10240", "--tile", "256"], &trace);
     std::thread::sleep(Duration::from_millis(150));
     let t0 = std::time::Instant::now();
     signal(&child, "-INT");
