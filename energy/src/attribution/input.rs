@@ -60,5 +60,29 @@ impl<'a> TraceParts<'a> {
 pub fn trace_tasks(
     trace: &taskwatt_traces::Trace,
 ) -> impl Iterator<Item = &taskwatt_traces::TaskRecord> + '_ {
-    trace.tasks.iter().flat_map(|c| c.records.iter())
+    Counted {
+        left: trace.tasks.iter().map(|c| c.records.len()).sum(),
+        inner: trace.tasks.iter().flat_map(|c| c.records.iter()),
+    }
+}
+
+/// An iterator that knows how many items are left (a flattened one does not say): the
+/// system build sizes its work from it (`size_hint`).
+struct Counted<I> {
+    inner: I,
+    left: usize,
+}
+
+impl<I: Iterator> Iterator for Counted<I> {
+    type Item = I::Item;
+
+    fn next(&mut self) -> Option<I::Item> {
+        let x = self.inner.next()?;
+        self.left = self.left.saturating_sub(1);
+        Some(x)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
 }

@@ -65,6 +65,11 @@ impl Iterator for TaskStream {
         self.clock[w as usize] = start + self.slot_ns * (8 + u64::from(codelet)) / 12;
         Some(task(codelet, w, start, start + dur.max(1)))
     }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = (self.n - self.emitted) as usize;
+        (left, Some(left))
+    }
 }
 
 fn vm_hwm_kib() -> Option<u64> {

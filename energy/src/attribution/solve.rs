@@ -417,22 +417,27 @@ pub(crate) fn noise_rows(
             }
         })
         .collect();
-    // `rows` ascending: walk them beside the stack's rows.
+    // `rows` ascending: visit each run of consecutive rows, beside the residuals.
     let mut out = Vec::with_capacity(rows.len());
     let mut next = 0;
-    stack.visit(0..stack.rows(), |g, x, _, _| {
-        if next >= rows.len() || rows[next] != g {
-            return;
+    while next < rows.len() {
+        let start = next;
+        while next + 1 < rows.len() && rows[next + 1] == rows[next] + 1 {
+            next += 1;
         }
-        let q = NoiseModel::task_q(
-            durations
-                .iter()
-                .enumerate()
-                .map(|(k, &d)| (powers.get(k).copied().unwrap_or(0.0), x[k + 1], d)),
-        );
-        out.push((x[0], q, residuals[next] * residuals[next]));
+        let (first, last) = (rows[start], rows[next]);
         next += 1;
-    });
+        stack.visit(first..last + 1, |g, x, _, _| {
+            let r = residuals[start + (g - first)];
+            let q = NoiseModel::task_q(
+                durations
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &d)| (powers.get(k).copied().unwrap_or(0.0), x[k + 1], d)),
+            );
+            out.push((x[0], q, r * r));
+        });
+    }
     out
 }
 
@@ -1167,13 +1172,19 @@ pub(crate) fn fit_stack(stack: &mut Stack<'_>, opts: &AttributionOptions) -> Dom
     fit
 }
 
-/// A fit's noise model from the stack rows `rows` (its residuals, in order).
+/// A fit's noise model from the stack rows `rows` (its residuals, in order), on a sample
+/// of them past [`SAMPLE_ROWS`].
 fn noise_of(stack: &Stack<'_>, rows: &[usize], fit: &DomainFit) -> Option<NoiseModel> {
     if fit.residuals_j.len() != rows.len() {
         return None;
     }
     let powers: Vec<f64> = fit.types.iter().map(|e| e.value_w).collect();
-    NoiseModel::fit(noise_rows(stack, rows, &fit.residuals_j, &powers).into_iter())
+    let (sub_rows, sub_res): (Vec<usize>, Vec<f64>) = sample_blocks(rows.len())
+        .into_iter()
+        .flatten()
+        .map(|i| (rows[i], fit.residuals_j[i]))
+        .unzip();
+    NoiseModel::fit(noise_rows(stack, &sub_rows, &sub_res, &powers).into_iter())
 }
 
 /// The contention as an estimate: its value, standard error and 95% interval (no sign
@@ -1288,6 +1299,25 @@ fn at_run(
     }
 }
 
+/// Rows above which the variance models are fitted on a sample of the rows.
+const SAMPLE_ROWS: usize = 1 << 17;
+
+/// `0..n` whole, or, past [`SAMPLE_ROWS`], 64 blocks of rows spread evenly over it (blocks,
+/// not single rows: the residuals' correlation in time is kept in each).
+fn sample_blocks(n: usize) -> Vec<Range<usize>> {
+    if n <= SAMPLE_ROWS {
+        return vec![0..n];
+    }
+    let blocks = 64;
+    let len = SAMPLE_ROWS / blocks;
+    (0..blocks)
+        .map(|b| {
+            let start = (b * (n - len)) / (blocks - 1);
+            start..start + len
+        })
+        .collect()
+}
+
 /// Fits the rows' error variance `a + b·Δt` to the squared residuals of a first fit (at its
 /// own profiled contention, with the weights the stack already has) and multiplies the
 /// stack's weights by `1 / (a + b·Δt)`, normalised to a mean of 1.
@@ -1296,21 +1326,42 @@ fn variance_weights(stack: &mut Stack<'_>, solver: Solver) {
     if n < 8 {
         return;
     }
-    let acc = accumulate(stack, 1).remove(0);
+    // The first fit only sets the weights' shape: on a long run, evenly spread blocks of
+    // rows serve as well as all of them, at a fraction of the cost.
+    let blocks = sample_blocks(n);
+    let p = stack.augmented();
+    let mut acc = TriAccumulator::new(p);
+    let mut row = vec![0.0; p + 1];
+    for r in &blocks {
+        stack.visit_augmented(r.clone(), |_, x, y, w| {
+            if w <= 0.0 {
+                return;
+            }
+            let sw = w.sqrt();
+            for (o, v) in row.iter_mut().zip(x) {
+                *o = v * sw;
+            }
+            row[p] = y * sw;
+            acc.push(&row);
+        });
+    }
+    acc.flush();
     stack.theta = if stack.occupancy {
         super::contention::profile(stack, &acc, solver).theta
     } else {
         0.0
     };
     let solved = solve(&acc, stack, solver);
-    let mut rows = Vec::with_capacity(n);
-    stack.visit(0..n, |_, x, y, w| {
-        if w <= 0.0 {
-            return;
-        }
-        let r = y - x.iter().zip(&solved.coef).map(|(a, b)| a * b).sum::<f64>();
-        rows.push((x[0], w * r * r));
-    });
+    let mut rows = Vec::with_capacity(n.min(SAMPLE_ROWS));
+    for r in &blocks {
+        stack.visit(r.clone(), |_, x, y, w| {
+            if w <= 0.0 {
+                return;
+            }
+            let r = y - x.iter().zip(&solved.coef).map(|(a, b)| a * b).sum::<f64>();
+            rows.push((x[0], w * r * r));
+        });
+    }
     stack.theta = 0.0;
     let Some(NoiseModel {
         per_interval_j2: a,

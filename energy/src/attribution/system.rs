@@ -832,9 +832,9 @@ impl Builder {
             None
         };
         match reason {
-            // Well over the tasks the sweep keeps, known before the pass: none is kept
-            // (a domain nearer the limit is decided by its own count, in the pass).
-            None if expected > 1.5 * super::occupancy::OCCUPANCY_MAX_TASKS as f64 => {
+            // Over the tasks the sweep keeps (spread evenly), known before the pass: none
+            // is kept (a domain whose count the estimate gets wrong is decided in the pass).
+            None if expected > super::occupancy::OCCUPANCY_MAX_TASKS as f64 => {
                 self.sys.occupancy.skipped = Some(too_many_for_occupancy())
             }
             None => self.spans = Some(super::occupancy::Spans::new()),
