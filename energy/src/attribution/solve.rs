@@ -912,26 +912,33 @@ pub(crate) fn fold_range(n: usize, k: usize, f: usize) -> Range<usize> {
 /// One triangle of the augmented rows per fold (a single one when `folds < 2`), from one
 /// pass over the rows.
 pub(crate) fn accumulate(stack: &Stack<'_>, folds: usize) -> Vec<TriAccumulator> {
-    let p = stack.augmented();
     let n = stack.rows();
     let k = folds.max(1);
-    let mut accs = vec![TriAccumulator::new(p); k];
+    (0..k)
+        .map(|f| accumulate_ranges(stack, std::slice::from_ref(&fold_range(n, k, f))))
+        .collect()
+}
+
+/// The weighted rows of `ranges`, folded into one triangle.
+fn accumulate_ranges(stack: &Stack<'_>, ranges: &[Range<usize>]) -> TriAccumulator {
+    let p = stack.augmented();
+    let mut acc = TriAccumulator::new(p);
     let mut row = vec![0.0; p + 1];
-    for (f, acc) in accs.iter_mut().enumerate() {
-        stack.visit_augmented(fold_range(n, k, f), |_, x, y, w| {
+    for r in ranges {
+        stack.visit_augmented(r.clone(), |_, x, y, w| {
             if w <= 0.0 {
                 return;
             }
             let sw = w.sqrt();
-            for (r, v) in row.iter_mut().zip(x) {
-                *r = v * sw;
+            for (o, v) in row.iter_mut().zip(x) {
+                *o = v * sw;
             }
             row[p] = y * sw;
             acc.push(&row);
         });
-        acc.flush();
     }
-    accs
+    acc.flush();
+    acc
 }
 
 /// A solution of the accumulated problem.
@@ -1329,23 +1336,7 @@ fn variance_weights(stack: &mut Stack<'_>, solver: Solver) {
     // The first fit only sets the weights' shape: on a long run, evenly spread blocks of
     // rows serve as well as all of them, at a fraction of the cost.
     let blocks = sample_blocks(n);
-    let p = stack.augmented();
-    let mut acc = TriAccumulator::new(p);
-    let mut row = vec![0.0; p + 1];
-    for r in &blocks {
-        stack.visit_augmented(r.clone(), |_, x, y, w| {
-            if w <= 0.0 {
-                return;
-            }
-            let sw = w.sqrt();
-            for (o, v) in row.iter_mut().zip(x) {
-                *o = v * sw;
-            }
-            row[p] = y * sw;
-            acc.push(&row);
-        });
-    }
-    acc.flush();
+    let acc = accumulate_ranges(stack, &blocks);
     stack.theta = if stack.occupancy {
         super::contention::profile(stack, &acc, solver).theta
     } else {
