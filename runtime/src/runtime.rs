@@ -508,7 +508,7 @@ impl RuntimeBuilder {
             workers: workers.clone(),
             topology: topology.info(),
         };
-        self.sink.send(Chunk::Meta(meta));
+        self.sink.send(Chunk::Meta(meta.clone()));
 
         let mut archs = [false; Arch::COUNT];
         for w in &workers {
@@ -637,6 +637,13 @@ impl RuntimeBuilder {
         // starts on its parent's CPU and, behind a busy submitting thread, may wait there
         // for a whole scheduler slice (milliseconds) before it even pins itself.
         let failed = started.wait_for(threads.len());
+        // A worker that could not be pinned runs anyway: the trace must not claim its
+        // placement. The meta is sent again, corrected (a reader keeps the last one).
+        let unpinned =
+            std::mem::take(&mut *started.unpinned.lock().unwrap_or_else(|p| p.into_inner()));
+        if let Some(corrected) = unpin_in_meta(&meta, &unpinned) {
+            shared.sink.send(Chunk::Meta(corrected));
+        }
         if failed > 0 {
             shared.sleep.shutdown();
             for t in threads {
@@ -721,9 +728,19 @@ pub(crate) struct StartLatch {
     /// (started, failed).
     count: std::sync::Mutex<(usize, usize)>,
     cv: std::sync::Condvar,
+    /// Workers whose pinning failed (they run unpinned).
+    unpinned: std::sync::Mutex<Vec<WorkerId>>,
 }
 
 impl StartLatch {
+    /// Worker `id` could not be pinned to its CPU.
+    pub(crate) fn unpinned(&self, id: WorkerId) {
+        self.unpinned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(id);
+    }
+
     /// One more worker started.
     pub(crate) fn arrive(&self) {
         self.count.lock().unwrap_or_else(|p| p.into_inner()).0 += 1;
@@ -744,6 +761,30 @@ impl StartLatch {
         }
         c.1
     }
+}
+
+/// `meta` with the workers of `unpinned` placed on no CPU and named in its parameters
+/// (`unpinned_workers`); `None` when every worker was pinned.
+pub(crate) fn unpin_in_meta(meta: &RunMeta, unpinned: &[WorkerId]) -> Option<RunMeta> {
+    if unpinned.is_empty() {
+        return None;
+    }
+    let mut m = meta.clone();
+    for w in &mut m.workers {
+        if unpinned.contains(&w.id) {
+            w.cpu = None;
+        }
+    }
+    let mut ids: Vec<WorkerId> = unpinned.to_vec();
+    ids.sort_unstable();
+    m.params.insert(
+        "unpinned_workers".into(),
+        ids.iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    Some(m)
 }
 
 const DEFAULT_STAGING: std::time::Duration = std::time::Duration::from_micros(2);
@@ -2052,4 +2093,38 @@ pub(crate) fn link(
         deps.readers.push(node.clone());
     }
     waits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_that_could_not_be_pinned_is_placed_nowhere_in_the_trace() {
+        // Issue 29: a failed pinning was silent, and the trace claimed the placement.
+        let w = |id: WorkerId, cpu: u32| WorkerInfo {
+            id,
+            arch: Arch::Cpu,
+            cpu: Some(cpu),
+            core: Some(cpu),
+            package: 0,
+            numa: None,
+            device: None,
+        };
+        let meta = RunMeta {
+            workers: vec![w(0, 2), w(1, 3)],
+            ..RunMeta::default()
+        };
+        assert!(unpin_in_meta(&meta, &[]).is_none());
+        let m = unpin_in_meta(&meta, &[1]).unwrap();
+        assert_eq!((m.workers[0].cpu, m.workers[1].cpu), (Some(2), None));
+        assert_eq!(m.params["unpinned_workers"], "1");
+        // A reader keeps the last meta it meets: the corrected one, sent after the first.
+        let (sink, mem) = taskwatt_traces::TraceSink::memory();
+        sink.send(Chunk::Meta(meta));
+        sink.send(Chunk::Meta(m));
+        drop(sink);
+        let t = mem.into_trace().unwrap();
+        assert_eq!(t.meta.workers[1].cpu, None);
+    }
 }

@@ -70,8 +70,16 @@ impl Drop for Arrival<'_> {
 pub(crate) fn run(ctx: WorkerCtx) {
     let mut arrival = Arrival(Some(&ctx.started));
     if let Some(cpu) = ctx.cpu {
-        // Pinning can fail in a restricted container; the worker still runs, unpinned.
-        let _ = core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize });
+        // Pinning can fail in a restricted container; the worker still runs, unpinned,
+        // and says so (the trace's placement is corrected by `build`).
+        if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize }) {
+            log::warn!(
+                "worker {} could not be pinned to CPU {cpu} (a cpuset or container that \
+                 forbids it?): it runs unpinned, and the trace says so",
+                ctx.id
+            );
+            ctx.started.unpinned(ctx.id);
+        }
     }
     let sh = &*ctx.shared;
     let me = ctx.id as usize;
