@@ -723,6 +723,13 @@ impl Table {
         }
         let others: usize = w[1..].iter().sum::<usize>() + 2 * (n - 1);
         w[0] = w[0].min(WIDTH.saturating_sub(others).max(8));
+        // Still too wide: the widest text column after the first gives up the rest.
+        let total = w.iter().sum::<usize>() + 2 * (n - 1);
+        if total > WIDTH {
+            if let Some(i) = (1..n).filter(|&i| !self.head[i].1).max_by_key(|&i| w[i]) {
+                w[i] = w[i].saturating_sub(total - WIDTH).max(8);
+            }
+        }
         let line = |cells: &mut dyn Iterator<Item = (usize, String)>| {
             let mut s = String::new();
             for (i, c) in cells {
@@ -791,6 +798,31 @@ mod tests {
         }
         assert!(out.contains("x~"));
         assert!(out.lines().nth(2).unwrap().starts_with("short"));
+        // Number columns too wide for the first one to absorb: the text column gives way
+        // (a type's row of 81 characters, `imprecise +-106%` at its end, went past 80).
+        let mut t = Table::new(&[
+            ("type", false),
+            ("a", true),
+            ("b", true),
+            ("c", true),
+            ("why", false),
+        ]);
+        t.row(vec![
+            "gemm@cpu".into(),
+            "9".repeat(20),
+            "8".repeat(20),
+            "7".repeat(14),
+            "imprecise +-106%".into(),
+        ]);
+        let mut out = String::new();
+        t.render(&mut out);
+        for l in out.lines() {
+            assert!(l.chars().count() <= WIDTH, "{l}");
+        }
+        assert!(
+            out.contains(&"9".repeat(20)),
+            "numbers are never cut: {out}"
+        );
     }
 
     #[test]
