@@ -201,18 +201,14 @@ impl Target {
             }
             Target::PerfModels => {
                 // The performance models' directory, holding the input as models.json.
-                let dir = scratch.join("perfmodels");
-                let _ = std::fs::create_dir_all(&dir);
-                let _ = std::fs::copy(path, dir.join("models.json"));
+                let dir = as_file_in(scratch, "perfmodels", "models.json", path);
                 taskwatt_runtime::PerfModels::load(&dir)
                     .map(drop)
                     .map_err(|e| e.to_string())
             }
             Target::Bus => {
                 // bus.json beside the models, read when a runtime with a GPU starts.
-                let dir = scratch.join("bus");
-                let _ = std::fs::create_dir_all(&dir);
-                let _ = std::fs::copy(path, dir.join("bus.json"));
+                let dir = as_file_in(scratch, "bus", "bus.json", path);
                 taskwatt_runtime::Runtime::builder()
                     .workers(1)
                     .emulated_gpus(1)
@@ -223,6 +219,14 @@ impl Target {
             }
         }
     }
+}
+
+/// `scratch/dir`, made if needed, holding the input `path` as `name`.
+fn as_file_in(scratch: &Path, dir: &str, name: &str, path: &Path) -> PathBuf {
+    let d = scratch.join(dir);
+    let _ = std::fs::create_dir_all(&d);
+    let _ = std::fs::copy(path, d.join(name));
+    d
 }
 
 /// What `report` does with a trace that reads: its errors are clean, a panic is not.

@@ -123,13 +123,25 @@ impl<T: Scalar> TiledMatrix<T> {
         seed: u64,
         go: &dyn Fn() -> bool,
     ) -> Result<Option<Self>, KernelError> {
+        Self::fill_while(n, nb, true, &|i, j| Self::spd_tile(n, nb, seed, i, j), go)
+    }
+
+    /// An `n`-order matrix of `nb` tiles made by `tile(i, j)`, the lower ones only when
+    /// `lower`, asking `go` before each: `None` as soon as it says no.
+    fn fill_while(
+        n: usize,
+        nb: usize,
+        lower: bool,
+        tile: &dyn Fn(usize, usize) -> Tile<T>,
+        go: &dyn Fn() -> bool,
+    ) -> Result<Option<Self>, KernelError> {
         let mut m = Self::empty(n, nb)?;
         for j in 0..m.nt {
-            for i in j..m.nt {
+            for i in if lower { j } else { 0 }..m.nt {
                 if !go() {
                     return Ok(None);
                 }
-                m.tiles[i + j * m.nt] = Some(Self::spd_tile(n, nb, seed, i, j));
+                m.tiles[i + j * m.nt] = Some(tile(i, j));
             }
         }
         Ok(Some(m))
@@ -160,16 +172,7 @@ impl<T: Scalar> TiledMatrix<T> {
         seed: u64,
         go: &dyn Fn() -> bool,
     ) -> Result<Option<Self>, KernelError> {
-        let mut m = Self::empty(n, nb)?;
-        for j in 0..m.nt {
-            for i in 0..m.nt {
-                if !go() {
-                    return Ok(None);
-                }
-                m.tiles[i + j * m.nt] = Some(Self::random_tile(nb, seed, i, j));
-            }
-        }
-        Ok(Some(m))
+        Self::fill_while(n, nb, false, &|i, j| Self::random_tile(nb, seed, i, j), go)
     }
 
     /// Tile `(i, j)` of [`TiledMatrix::random`]`(_, nb, seed)`, built alone (it does not

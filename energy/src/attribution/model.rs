@@ -821,7 +821,6 @@ fn predict_domain(
             100.0 * unknown_contention_j / (base_j + dynamic_j)
         ));
     }
-    let window_all = window_s;
     let drift_w = m.base_drift.as_ref().map_or(0.0, |d| d.value_w.abs());
     let measured_j = sampled.then(|| s.energy_j().iter().sum::<f64>());
     let interval_mape_pct = sampled
@@ -877,7 +876,7 @@ fn predict_domain(
             let interval_j = half.map(|h| [(predicted_j - h).max(0.0), predicted_j + h]);
             // The base over a part of the run may be off its mean by the fitted drift, up to
             // none for the whole window.
-            let drift_j = drift_w * window * (1.0 - window / window_all.max(window)).max(0.0);
+            let drift_j = drift_w * window * (1.0 - window / window_s.max(window)).max(0.0);
             let lo = below(dc);
             let measurement_interval_j = half.zip(m.noise).filter(|_| sampled).map(|(h, n)| {
                 let var = n.variance_j2(s.intervals_in(&r.spans), window, task_q);

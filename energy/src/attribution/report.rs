@@ -400,8 +400,12 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
                 let est = &fit.types[k];
                 let st = &fit.stats[k];
                 if st.count > 0 {
-                    task_q +=
-                        est.value_w.powi(2) * busy_s * st.total_ns as f64 * 1e-9 / st.count as f64;
+                    let mean_s = st.total_ns as f64 * 1e-9 / st.count as f64;
+                    task_q += super::solve::NoiseModel::task_q(std::iter::once((
+                        est.value_w,
+                        busy_s,
+                        mean_s,
+                    )));
                 }
                 dc -= est.value_w * u_s;
                 dynamic += est.value_w * x;

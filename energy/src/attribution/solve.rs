@@ -1494,7 +1494,7 @@ mod tests {
         // 0.2-2 ms at 12 W whose energy varies by 10 % each (not the model's form: each
         // row's variance is the sum over its own tasks, whose durations vary).
         let mut rng = StdRng::seed_from_u64(7);
-        let mut normal = move |r: &mut StdRng| -> f64 {
+        let normal = move |r: &mut StdRng| -> f64 {
             let (u, v): (f64, f64) = (r.random::<f64>().max(1e-12), r.random());
             (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
         };

@@ -747,7 +747,12 @@ impl Builder {
                 acc.0 += u64::from(a <= start && start < b);
             }
         }
-        for c in &mut self.sys.cuts {
+        // Only the edges after the task's start whose interval begins before its end.
+        let first = self.sys.cuts.partition_point(|c| c.t_ns <= start);
+        for c in &mut self.sys.cuts[first..] {
+            if t[c.row] >= end {
+                break;
+            }
             let (s, e) = (start.max(t[c.row]), end.min(c.t_ns));
             if s < e {
                 c.busy_ns[col] += e - s;
