@@ -1193,18 +1193,14 @@ impl Shared {
     }
 
     /// The architectures a task of `codelet` on `accesses` can run on, with devices: a
-    /// GPU worker runs the GPU implementation or else the CPU one (emulated devices), on
-    /// data registered replicated.
+    /// GPU worker (emulated or not) runs only a codelet's GPU implementation, on data
+    /// registered for devices; a codelet with a CPU implementation only never runs there.
     fn task_archs(
         &self,
         codelet: &CodeletInner,
         accesses: &crate::task::Accesses,
     ) -> Result<ArchMask, RuntimeError> {
         let mut m = codelet.arch_mask();
-        let runs_cpu_code = self.backends.first().is_some_and(|b| b.runs_cpu_code());
-        if runs_cpu_code && codelet.impls[Arch::Cpu.index()].is_some() {
-            m = m.or(ArchMask::GPU);
-        }
         let held = |c: &HandleCore| {
             c.copier
                 .is_some_and(|cp| self.backends.first().is_none_or(|b| b.holds(cp)))

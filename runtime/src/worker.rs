@@ -369,13 +369,9 @@ fn execute(
         // body is a runtime bug, not a user error.
         unreachable!("task {} was scheduled twice", node.id);
     };
-    // An emulated GPU runs the CPU implementation where the codelet has no GPU one.
-    let imp = node.codelet.impls[ctx.arch.index()].as_deref().or_else(|| {
-        (ctx.memory_node != 0 && sh.backends[ctx.memory_node - 1].runs_cpu_code())
-            .then(|| node.codelet.impls[Arch::Cpu.index()].as_deref())
-            .flatten()
-    });
-    let Some(imp) = imp else {
+    // The implementation of the worker's architecture: a GPU worker, emulated or not,
+    // never runs a CPU implementation (the policies see the task's architectures).
+    let Some(imp) = node.codelet.impls[ctx.arch.index()].as_deref() else {
         unreachable!(
             "policy gave task {} to a worker that cannot run it",
             node.id

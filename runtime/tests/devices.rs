@@ -72,6 +72,51 @@ fn gpu_only_tasks_run_on_gpu_workers_on_their_own_copies() {
 }
 
 #[test]
+fn a_codelet_runs_only_on_the_architectures_it_implements_emulated_gpus_included() {
+    for policy in ["eager", "ws", "lws", "prio", "dmda", "dmdas", "dmdae"] {
+        let rt = Runtime::builder()
+            .workers(1)
+            .emulated_gpus(2)
+            .policy(policy)
+            .build()
+            .unwrap();
+        let archs: Vec<Arch> = rt.workers().iter().map(|w| w.arch).collect();
+        let seen = Arc::new(Mutex::new(Vec::<(&str, Arch)>::new()));
+        let record = |name: &'static str| {
+            let (s, archs) = (seen.clone(), archs.clone());
+            move |ctx: &taskwatt_runtime::TaskCtx<'_>| {
+                ctx.rw::<Vec<f64>>(0).iter_mut().for_each(|x| *x += 1.0);
+                s.lock().unwrap().push((name, archs[ctx.worker() as usize]));
+            }
+        };
+        // Data every device can hold, so that only the codelet decides.
+        let data: Vec<_> = (0..8)
+            .map(|_| rt.register_replicated(vec![0.0f64; 1024]))
+            .collect();
+        let cpu_only = Codelet::new("cpu_only").cpu(record("cpu_only"));
+        let both = Codelet::new("both").cpu(record("both")).gpu(record("both"));
+        for i in 0..400 {
+            let cl = if i % 2 == 0 { &cpu_only } else { &both };
+            rt.submit(Task::new(cl).rw(&data[i % 8])).unwrap();
+        }
+        rt.wait_all().unwrap();
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), 400);
+        let cpu_only_on_gpu = seen
+            .iter()
+            .filter(|(n, a)| *n == "cpu_only" && *a == Arch::Gpu)
+            .count();
+        assert_eq!(
+            cpu_only_on_gpu, 0,
+            "{policy}: a codelet with a CPU implementation only ran on an emulated GPU"
+        );
+        for h in data {
+            assert_eq!(rt.unregister(h).unwrap(), vec![50.0; 1024]);
+        }
+    }
+}
+
+#[test]
 fn tasks_on_data_that_cannot_be_copied_stay_on_cpus_or_are_refused() {
     let rt = Runtime::builder()
         .workers(1)

@@ -96,7 +96,7 @@ fn make_codelets<T: Scalar>() -> Codelets {
         gemm: Codelet::new("gemm").cpu(gemm_cpu),
     };
     // On CUDA workers, cuBLAS (potrf stays on the CPU, as in StarPU's example); an
-    // emulated GPU runs the CPU kernels on its copies.
+    // emulated GPU runs the CPU kernels on its copies (without the feature, always).
     #[cfg(feature = "cuda")]
     let cl = Codelets {
         trsm: cl.trsm.gpu(move |ctx| match ctx.cuda() {
@@ -116,6 +116,13 @@ fn make_codelets<T: Scalar>() -> Codelets {
             Some(cu) => super::cuda::gemm::<T>(ctx, cu, [0, 1, 2], true, -1.0, 1.0),
             None => gemm_cpu(ctx),
         }),
+        ..cl
+    };
+    #[cfg(not(feature = "cuda"))]
+    let cl = Codelets {
+        trsm: cl.trsm.gpu(trsm_cpu),
+        syrk: cl.syrk.gpu(syrk_cpu),
+        gemm: cl.gemm.gpu(gemm_cpu),
         ..cl
     };
     cl

@@ -39,12 +39,15 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
         )
     };
     let cl = Codelet::new("gemm_nn").cpu(cpu);
-    // On CUDA workers, cuBLAS; an emulated GPU runs the CPU kernel on its copies.
+    // On CUDA workers, cuBLAS; an emulated GPU runs the CPU kernel on its copies
+    // (without the feature, always).
     #[cfg(feature = "cuda")]
     let cl = cl.gpu(move |ctx| match ctx.cuda() {
         Some(cu) => super::cuda::gemm::<T>(ctx, cu, [0, 1, 2], false, 1.0, 1.0),
         None => cpu(ctx),
     });
+    #[cfg(not(feature = "cuda"))]
+    let cl = cl.gpu(cpu);
     let register = |mut m: TiledMatrix<T>| -> Vec<Handle<Tile<T>>> {
         let mut v = Vec::with_capacity(nt * nt);
         for j in 0..nt {

@@ -375,10 +375,6 @@ fn bytes_view(copier: &Copier) -> Result<&crate::handle::BytesView, String> {
 }
 
 impl Backend for CudaBackend {
-    fn runs_cpu_code(&self) -> bool {
-        false
-    }
-
     fn holds(&self, copier: &Copier) -> bool {
         copier.bytes.is_some()
     }

@@ -11,10 +11,6 @@ use crate::inline::Value;
 pub(crate) struct Emulated;
 
 impl Backend for Emulated {
-    fn runs_cpu_code(&self) -> bool {
-        true
-    }
-
     fn holds(&self, _copier: &Copier) -> bool {
         true
     }

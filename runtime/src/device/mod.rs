@@ -4,8 +4,8 @@
 //! Two backends implement [`Backend`], one file each:
 //! - [`emulated`]: always built. A device whose memory node holds separate allocations of
 //!   the value (clones), so that every transfer really copies and a coherence bug really
-//!   gives a wrong result. Its worker runs the codelet's GPU implementation, or else its
-//!   CPU one, on its own copies. It exists to test everything above a driver on machines
+//!   gives a wrong result. Its worker runs the codelet's GPU implementation (never its
+//!   CPU one) on its own copies. It exists to test everything above a driver on machines
 //!   without a GPU.
 //! - `cuda` (cargo feature `cuda`): an NVIDIA GPU through the CUDA driver API (cudarc,
 //!   loaded at run time). A replica is a device allocation holding the value's bytes
@@ -89,10 +89,6 @@ impl std::str::FromStr for GpuBackend {
 /// transfer lock by the thread that needs the data (a GPU worker before a task, a CPU
 /// worker or the application's thread when the data must come back to main memory).
 pub(crate) trait Backend: Send + Sync {
-    /// Whether GPU workers of this backend can run a codelet's CPU implementation (on
-    /// their node's copies) when it has no GPU one.
-    fn runs_cpu_code(&self) -> bool;
-
     /// Whether a value copied by `copier` can live on this backend's nodes.
     fn holds(&self, copier: &Copier) -> bool;
 
