@@ -54,6 +54,6 @@ pub use taskwatt_energy::MeterChoice;
 pub use taskwatt_traces::Region;
 
 pub use taskwatt_runtime::{
-    Access, Codelet, Filter, Handle, Matrix, MatrixPart, Partitioned, Runtime, RuntimeBuilder,
-    RuntimeError, Task, TaskCtx, TaskHandle, VectorPart, MAX_ACCESSES,
+    Access, Codelet, DataSize, Filter, GpuBackend, Handle, Matrix, MatrixPart, Partitioned,
+    Runtime, RuntimeBuilder, RuntimeError, Task, TaskCtx, TaskHandle, VectorPart, MAX_ACCESSES,
 };

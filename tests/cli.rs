@@ -272,6 +272,11 @@ fn unknown_policy_is_a_clear_error() {
         err.contains("heft") && err.contains("eager, ws, lws, prio"),
         "{err}"
     );
+    // The help names every policy the registry has.
+    let help = ok(&["run", "--help"]);
+    for p in taskwatt::scheduler::POLICIES {
+        assert!(help.contains(p.name), "`run --help` omits {}", p.name);
+    }
 }
 
 #[test]

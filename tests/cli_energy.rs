@@ -363,6 +363,20 @@ fn report_recover_reads_a_cut_trace_that_plain_report_refuses() {
     assert!(out.contains("energy attribution"), "{out}");
 }
 
+/// The Paje export of `trace` (beside it), as PajeNG's `pj_dump` prints it; it must parse
+/// without a complaint.
+fn pj_dump(trace: &std::path::Path) -> String {
+    let paje = trace.with_extension("paje");
+    ok(&["export", s(trace), "--format", "paje", "-o", s(&paje)]);
+    let r = std::process::Command::new("pj_dump")
+        .arg(&paje)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success() && err.trim().is_empty(), "{err}");
+    String::from_utf8_lossy(&r.stdout).into_owned()
+}
+
 /// The Paje export parses with PajeNG's `pj_dump` (CI installs `pajeng` and sets
 /// `TASKWATT_REQUIRE_PJ_DUMP=1`; elsewhere the check is skipped when the tool is missing).
 #[test]
@@ -398,15 +412,7 @@ fn paje_export_parses_with_pj_dump() {
         "--trace",
         s(&trace),
     ]);
-    let paje = d.path().join("t.paje");
-    ok(&["export", s(&trace), "--format", "paje", "-o", s(&paje)]);
-    let r = std::process::Command::new("pj_dump")
-        .arg(&paje)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&r.stderr);
-    assert!(r.status.success() && err.trim().is_empty(), "{err}");
-    let dump = String::from_utf8_lossy(&r.stdout);
+    let dump = pj_dump(&trace);
     // 120 tasks, each a state of its worker, and power variables on the meter.
     let busy = dump
         .lines()
@@ -419,6 +425,36 @@ fn paje_export_parses_with_pj_dump() {
         .count();
     assert_eq!(busy, 120, "{dump}");
     assert!(dump.lines().any(|l| l.starts_with("Variable,")));
+
+    // With emulated GPUs the copies are links between memory nodes, named by tile.
+    let trace = d.path().join("g.twt");
+    ok(&[
+        "run",
+        "gemm",
+        "--n",
+        "512",
+        "--tile",
+        "128",
+        "--workers",
+        "1",
+        "--gpus",
+        "2",
+        "--gpu-backend",
+        "emulated",
+        "--meter",
+        "sim",
+        "--no-report",
+        "--trace",
+        s(&trace),
+    ]);
+    let dump = pj_dump(&trace);
+    let links: Vec<&str> = dump.lines().filter(|l| l.starts_with("Link,")).collect();
+    assert!(!links.is_empty(), "{dump}");
+    let tile = 128 * 128 * 8;
+    assert!(
+        links.iter().all(|l| l.contains(&format!("] {tile} B"))),
+        "{links:?}"
+    );
 }
 
 #[test]

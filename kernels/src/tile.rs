@@ -116,6 +116,13 @@ impl<T: Scalar> Tile<T> {
 
 // SAFETY: a tile's state is its column-major elements (its order is fixed by their count,
 // which a device copy does not change); any bytes are valid `f32`/`f64` values.
+/// The tile's elements (`nb² · size_of::<T>()` bytes).
+impl<T: Scalar> taskwatt_runtime::DataSize for Tile<T> {
+    fn data_bytes(&self) -> u64 {
+        std::mem::size_of_val(self.data.as_slice()) as u64
+    }
+}
+
 unsafe impl<T: Scalar> taskwatt_runtime::DeviceData for Tile<T> {
     fn device_bytes(&self) -> &[u8] {
         taskwatt_runtime::bytes_of(&self.data)

@@ -248,10 +248,12 @@ impl DistRuntime {
         let mut valid = vec![false; self.size];
         valid[owner] = true;
         self.handles.push(Meta { owner, valid });
+        // Its size is its bytes, what a message of it carries.
+        let bytes = value.device_bytes().len() as u64;
         Ok(DistHandle {
             id,
             owner,
-            local: self.runtime().register(value),
+            local: self.runtime().register_bytes(value, bytes),
         })
     }
 

@@ -57,8 +57,8 @@ pub enum RuntimeError {
         handle: u64,
     },
 
-    /// A task lists the same handle twice.
-    #[error("task of codelet `{codelet}` lists data handle {handle} twice (accesses {first} and {second}); list it once, with RW if it is both read and written")]
+    /// A task lists the same handle twice, and not to read it both times.
+    #[error("task of codelet `{codelet}` lists data handle {handle} twice (accesses {first} and {second}), and writes it: list it once, with RW if it is both read and written (a handle only read may be listed twice)")]
     DuplicateAccess {
         /// The codelet's name.
         codelet: String,

@@ -49,6 +49,7 @@ mod perfmodel;
 mod pool;
 mod prefetch;
 mod runtime;
+mod size;
 mod sync;
 mod task;
 mod topology;
@@ -67,8 +68,9 @@ pub use perfmodel::{
 };
 pub use runtime::{
     InterruptHandle, PolicyFactory, Runtime, RuntimeBuilder, RuntimeStats, DEFAULT_TRACE_FLUSH,
-    IDLE_ENV, MAX_TRACE_CHUNK, MAX_WORKERS, STAGING_ENV,
+    IDLE_ENV, MAX_HANDLE_NAME, MAX_TRACE_CHUNK, MAX_WORKERS, STAGING_ENV,
 };
+pub use size::DataSize;
 pub use task::{ReadyTask, Task, TaskHandle};
 pub use topology::{available_memory_bytes, from_sysfs as topology_from_sysfs, Pu, Topology};
 

@@ -14,6 +14,7 @@
 //! views, at the price of the calling thread waiting at both ends, as with StarPU's
 //! synchronous pair (its `_submit` variants, which do not wait, are not built yet).
 
+use crate::DataSize as _;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::Ordering;
@@ -97,7 +98,7 @@ impl<T> DerefMut for VectorPart<T> {
 
 // SAFETY: the blocks are disjoint ranges of the vector's buffer, which does not move or
 // change length while the vector is not accessed.
-unsafe impl<T: Send + Sync + 'static> Partition for Vec<T> {
+unsafe impl<T: crate::DataSize + Send + Sync + 'static> Partition for Vec<T> {
     type Part = VectorPart<T>;
 
     fn split(&mut self, filter: Filter) -> Result<Vec<(VectorPart<T>, u64)>, String> {
@@ -114,15 +115,19 @@ unsafe impl<T: Send + Sync + 'static> Partition for Vec<T> {
             ));
         }
         let base = self.as_mut_ptr();
+        let bytes: Vec<u64> = pieces(self.len(), n)
+            .map(|(start, len)| self[start..start + len].data_bytes())
+            .collect();
         Ok(pieces(self.len(), n)
-            .map(|(start, len)| {
+            .zip(bytes)
+            .map(|((start, len), bytes)| {
                 let part = VectorPart {
                     // SAFETY: `start + len <= self.len()`.
                     ptr: unsafe { base.add(start) },
                     len,
                     _t: PhantomData,
                 };
-                (part, (len * std::mem::size_of::<T>()) as u64)
+                (part, bytes)
             })
             .collect())
     }
@@ -134,6 +139,12 @@ pub struct Matrix<T> {
     data: Vec<T>,
     rows: usize,
     cols: usize,
+}
+
+impl<T: crate::DataSize> crate::DataSize for Matrix<T> {
+    fn data_bytes(&self) -> u64 {
+        self.data.data_bytes()
+    }
 }
 
 impl<T> Matrix<T> {

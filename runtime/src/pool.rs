@@ -573,7 +573,7 @@ mod tests {
         use std::sync::atomic::Ordering::SeqCst;
         let (rt, drops) = runtime_and_counter();
         let cl = Codelet::new("w").cpu(|_| {});
-        let h = rt.register(Counted(drops.clone()));
+        let h = rt.register_bytes(Counted(drops.clone()), 0);
         rt.submit(crate::Task::new(&cl).rw(&h)).unwrap();
         rt.submit(crate::Task::new(&cl).r(&h)).unwrap();
         rt.wait_all().unwrap();
@@ -596,7 +596,7 @@ mod tests {
         assert_eq!(Arc::as_ptr(&again.core), addr, "the allocation is reused");
         assert_eq!(rt.shared.nodes.handles_kept(), 0);
         assert_ne!(again.id(), old_id, "with a fresh id");
-        assert_eq!(again.bytes(), 24);
+        assert_eq!(again.bytes(), 16, "the size of its data");
         assert_eq!(again.replica_state(0), crate::ReplicaState::Owner);
         assert_eq!(again.replica_state(1), crate::ReplicaState::Invalid);
         assert!(
@@ -621,7 +621,7 @@ mod tests {
         use std::sync::atomic::Ordering::SeqCst;
         let (rt, drops) = runtime_and_counter();
         let cl = Codelet::new("r").cpu(|_| {});
-        let h = rt.register(Counted(drops.clone()));
+        let h = rt.register_bytes(Counted(drops.clone()), 0);
         // A task being built holds the handle too.
         let task = crate::Task::new(&cl).r(&h);
         drop(h);
@@ -655,7 +655,7 @@ mod tests {
     fn a_codelet_owning_a_handle_is_freed_with_the_runtime() {
         use std::sync::atomic::Ordering::SeqCst;
         let (rt, drops) = runtime_and_counter();
-        let h = rt.register(Counted(drops.clone()));
+        let h = rt.register_bytes(Counted(drops.clone()), 0);
         // The closure owns the handle: a pooled node holding the codelet would hold the
         // handle, which holds the pool, which holds the node.
         let cl = Codelet::new("owner").cpu(move |_| {
@@ -682,7 +682,7 @@ mod tests {
             }
         }
         let (rt, drops) = runtime_and_counter();
-        let h = rt.register(Bomb(drops.clone()));
+        let h = rt.register_bytes(Bomb(drops.clone()), 0);
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(h)));
         assert!(
             caught.is_err(),
@@ -703,7 +703,7 @@ mod tests {
     fn a_value_owning_a_handle_gives_both_back_without_deadlock() {
         let rt = Arc::new(crate::Runtime::builder().workers(1).build().unwrap());
         let inner = rt.register(1u64);
-        let outer = rt.register(inner);
+        let outer = rt.register_bytes(inner, 0);
         // On another thread, so that a deadlock fails the test instead of hanging it.
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -728,7 +728,7 @@ mod tests {
             for _ in 0..4 {
                 s.spawn(|| {
                     for i in 0..500 {
-                        let h = rt.register(Counted(drops.clone()));
+                        let h = rt.register_bytes(Counted(drops.clone()), 0);
                         made.fetch_add(1, SeqCst);
                         let copy = h.clone();
                         rt.submit(crate::Task::new(&read).r(&h)).unwrap();

@@ -120,6 +120,9 @@ pub const MAX_WORKERS: usize = 4096;
 /// The largest trace chunk, in records ([`RuntimeBuilder::trace_chunk`]).
 pub const MAX_TRACE_CHUNK: usize = 1 << 20;
 
+/// The longest handle name [`Runtime::set_name`] keeps, in bytes.
+pub const MAX_HANDLE_NAME: usize = 256;
+
 /// The default bound on how long a finished task's record waits in its worker's buffer
 /// ([`RuntimeBuilder::trace_flush`]).
 pub const DEFAULT_TRACE_FLUSH: Duration = Duration::from_millis(25);
@@ -572,6 +575,7 @@ impl RuntimeBuilder {
             transfers: AtomicU64::new(0),
             transferred_bytes: AtomicU64::new(0),
             transfer_log: Mutex::new(Vec::new()),
+            name_log: Mutex::new(Vec::new()),
             access_log: Mutex::new(Vec::new()),
             trace_accesses,
             task_powers: {
@@ -919,6 +923,8 @@ pub(crate) struct Shared {
     transferred_bytes: AtomicU64,
     /// Transfers not yet sent to the trace.
     transfer_log: Mutex<Vec<Transfer>>,
+    /// Handle names not yet in the trace.
+    name_log: Mutex<Vec<taskwatt_traces::HandleInfo>>,
     /// Task accesses not yet sent to the trace.
     access_log: Mutex<Vec<TaskAccess>>,
     /// Tasks' accesses go to the trace (asked for, and a trace is written).
@@ -1154,8 +1160,9 @@ impl Shared {
         }
     }
 
-    /// Sends the transfers and accesses not yet in the trace.
+    /// Sends the handle names, transfers and accesses not yet in the trace.
     pub(crate) fn flush_transfers(&self) {
+        self.flush_names();
         let mut log = self.transfer_log.lock();
         if !log.is_empty() {
             self.sink.send(Chunk::Transfers(std::mem::take(&mut *log)));
@@ -1164,6 +1171,14 @@ impl Shared {
         let mut log = self.access_log.lock();
         if !log.is_empty() {
             self.sink.send(Chunk::Accesses(std::mem::take(&mut *log)));
+        }
+    }
+
+    /// Sends the handle names not yet in the trace.
+    fn flush_names(&self) {
+        let mut log = self.name_log.lock();
+        if !log.is_empty() {
+            self.sink.send(Chunk::Handles(std::mem::take(&mut *log)));
         }
     }
 
@@ -1242,6 +1257,8 @@ impl Shared {
     fn flush_stale_traces(&self, age: Duration) {
         if self.devices || self.trace_accesses {
             self.flush_transfers();
+        } else {
+            self.flush_names();
         }
         let now = Clock::now().as_ns();
         for slot in &self.trace_bufs {
@@ -1524,21 +1541,32 @@ impl Runtime {
     }
 
     /// Registers `value` as data that tasks access through the returned handle. It counts
-    /// `size_of::<T>()` bytes in task footprints; see [`Runtime::register_bytes`].
-    pub fn register<T: Send + Sync + 'static>(&self, value: T) -> Handle<T> {
-        self.register_bytes(value, std::mem::size_of::<T>() as u64)
+    /// the bytes of its data ([`DataSize`]: a `Vec<f64>` of `n` elements counts `8n`) in
+    /// task footprints, copies and the trace; see [`Runtime::register_bytes`] for a size
+    /// given by hand.
+    ///
+    /// [`DataSize`]: crate::DataSize
+    pub fn register<T: crate::DataSize + Send + Sync + 'static>(&self, value: T) -> Handle<T> {
+        let bytes = value.data_bytes();
+        self.register_bytes(value, bytes)
     }
 
-    /// Registers `value`, counting `bytes` in task footprints (e.g. a tile's data size).
+    /// Registers `value`, counting `bytes` in task footprints (for a type that does not
+    /// implement [`DataSize`](crate::DataSize), or a size other than its data's).
     pub fn register_bytes<T: Send + Sync + 'static>(&self, value: T, bytes: u64) -> Handle<T> {
         Handle::new(value, bytes, Some(&self.shared.nodes))
     }
 
     /// Registers `value` as data that can have copies on the memory nodes of devices
     /// (see [`RuntimeBuilder::emulated_gpus`]): tasks on it may run on GPU workers. It
-    /// counts `size_of::<T>()` bytes; see [`Runtime::register_replicated_bytes`].
-    pub fn register_replicated<T: Clone + Send + Sync + 'static>(&self, value: T) -> Handle<T> {
-        self.register_replicated_bytes(value, std::mem::size_of::<T>() as u64)
+    /// counts the bytes of its data ([`DataSize`](crate::DataSize)) in footprints and in
+    /// each copy; see [`Runtime::register_replicated_bytes`].
+    pub fn register_replicated<T: crate::DataSize + Clone + Send + Sync + 'static>(
+        &self,
+        value: T,
+    ) -> Handle<T> {
+        let bytes = value.data_bytes();
+        self.register_replicated_bytes(value, bytes)
     }
 
     /// As [`Runtime::register_replicated`], counting `bytes` in task footprints and in
@@ -1568,6 +1596,37 @@ impl Runtime {
         Handle::new_device(value, bytes, Some(&self.shared.nodes))
     }
 
+    /// Names `handle` (StarPU's `starpu_data_set_name`): the trace records the name, and
+    /// every export shows it where it would show `h<id>` (copies in Perfetto and Paje,
+    /// the transfers and accesses CSVs). A later name replaces an earlier one; a name
+    /// longer than [`MAX_HANDLE_NAME`] bytes is cut there.
+    pub fn set_name<T>(&self, handle: &Handle<T>, name: impl Into<String>) {
+        if !self.shared.sink.is_enabled() {
+            return;
+        }
+        let mut name = name.into();
+        if name.len() > MAX_HANDLE_NAME {
+            let mut end = MAX_HANDLE_NAME;
+            while !name.is_char_boundary(end) {
+                end -= 1;
+            }
+            log::warn!(
+                "the name of handle {} is {} bytes long: cut at {MAX_HANDLE_NAME}",
+                handle.id(),
+                name.len()
+            );
+            name.truncate(end);
+        }
+        self.shared
+            .name_log
+            .lock()
+            .push(taskwatt_traces::HandleInfo {
+                handle: handle.id(),
+                name,
+                bytes: handle.core.bytes,
+            });
+    }
+
     /// The backend that drives this runtime's GPU workers (emulated when it has none).
     pub fn gpu_backend(&self) -> GpuBackend {
         self.shared.gpu_backend
@@ -1592,7 +1651,7 @@ impl Runtime {
                 max: MAX_ACCESSES,
             });
         }
-        check_distinct(&codelet.name, accesses.handles())?;
+        let repeated = check_distinct(&codelet.name, &accesses)?;
         let mut footprint = 0;
         let grouping = accesses.has_grouping();
         for (i, core) in accesses.handles().iter().enumerate() {
@@ -1612,7 +1671,10 @@ impl Runtime {
                 let mode = accesses.get(i).map_or(Access::R, |(_, m)| m);
                 self.check_grouped(core, mode, codelet)?;
             }
-            footprint += core.bytes;
+            // A handle read twice counts once.
+            if !repeated || !accesses.handles()[..i].iter().any(|c| Arc::ptr_eq(c, core)) {
+                footprint += core.bytes;
+            }
         }
         if let Some((pred, _)) = task.after.iter().find(|(_, rt)| *rt != sh.epoch) {
             return Err(RuntimeError::ForeignTask {
@@ -1660,7 +1722,11 @@ impl Runtime {
         }
         let mut preds = Preds::new();
         let mut waits = false;
-        for (core, mode) in accesses.iter() {
+        for (i, (core, mode)) in accesses.iter().enumerate() {
+            // A handle read twice is linked once.
+            if repeated && accesses.handles()[..i].iter().any(|c| Arc::ptr_eq(c, core)) {
+                continue;
+            }
             waits |= link(core, mode, &node, &mut preds);
         }
         for (pred, _) in &task.after {
@@ -2032,18 +2098,29 @@ fn node_ran(node: &TaskNode) -> bool {
 
 /// Rejects a handle listed twice by one task: two buffer indices on one value would let
 /// the implementation alias a `&mut`.
-fn check_distinct(codelet: &str, handles: &[Arc<HandleCore>]) -> Result<(), RuntimeError> {
+/// Refuses a handle listed twice unless both accesses read it (StarPU accepts a handle
+/// read twice: both buffers see the same value). Returns whether a handle is repeated.
+fn check_distinct(codelet: &str, accesses: &crate::task::Accesses) -> Result<bool, RuntimeError> {
+    let handles = accesses.handles();
+    let mut repeated = false;
     for (i, a) in handles.iter().enumerate() {
-        if let Some(j) = handles[i + 1..].iter().position(|b| Arc::ptr_eq(a, b)) {
-            return Err(RuntimeError::DuplicateAccess {
-                codelet: codelet.to_string(),
-                handle: a.id,
-                first: i,
-                second: i + 1 + j,
-            });
+        for (j, b) in handles.iter().enumerate().skip(i + 1) {
+            if !Arc::ptr_eq(a, b) {
+                continue;
+            }
+            let reads = |k: usize| accesses.get(k).is_some_and(|(_, m)| m == Access::R);
+            if !(reads(i) && reads(j)) {
+                return Err(RuntimeError::DuplicateAccess {
+                    codelet: codelet.to_string(),
+                    handle: a.id,
+                    first: i,
+                    second: j,
+                });
+            }
+            repeated = true;
         }
     }
-    Ok(())
+    Ok(repeated)
 }
 
 /// Implicit dependencies of `node` on `core` (see handle.rs); the ids of the codelet tasks

@@ -356,11 +356,11 @@ fn a_clone_that_panics_during_a_copy_fails_the_task_not_the_worker() {
         let on_gpu = Codelet::new("on_gpu").gpu(|ctx| {
             let _ = ctx.r::<Fragile>(0).0;
         });
-        let bad = rt.register_replicated(Fragile(13));
+        let bad = rt.register_replicated_bytes(Fragile(13), 8);
         rt.submit(Task::new(&on_gpu).r(&bad)).unwrap();
         let first = rt.wait_all().map_err(|e| e.to_string());
         // The worker is alive: a task on data that copies runs.
-        let good = rt.register_replicated(Fragile(1));
+        let good = rt.register_replicated_bytes(Fragile(1), 8);
         rt.submit(Task::new(&on_gpu).r(&good)).unwrap();
         let second = rt.wait_all().map_err(|e| e.to_string());
         tx.send((first, second)).unwrap();

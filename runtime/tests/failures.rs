@@ -126,6 +126,46 @@ fn same_handle_twice_and_unregistered_handles_are_errors() {
 }
 
 #[test]
+fn a_handle_read_twice_by_one_task_is_accepted_and_ordered_once() {
+    // As StarPU does: both buffers see the same value; the task waits for the writer
+    // before it and the writer after it waits for the task, once.
+    for gpus in [0, 2] {
+        let rt = Runtime::builder()
+            .workers(2)
+            .emulated_gpus(gpus)
+            .build()
+            .unwrap();
+        let x = rt.register_replicated(vec![1.0f64; 256]);
+        let out = rt.register_replicated(vec![0.0f64; 256]);
+        let dot = |ctx: &taskwatt_runtime::TaskCtx<'_>| {
+            let (a, b) = (ctx.r::<Vec<f64>>(0), ctx.r::<Vec<f64>>(1));
+            let d: f64 = a.iter().zip(b).map(|(p, q)| p * q).sum();
+            ctx.rw::<Vec<f64>>(2)[0] += d;
+        };
+        let square = Codelet::new("square").cpu(dot).gpu(dot);
+        let double = |ctx: &taskwatt_runtime::TaskCtx<'_>| {
+            ctx.rw::<Vec<f64>>(0).iter_mut().for_each(|v| *v *= 2.0)
+        };
+        let double = Codelet::new("double").cpu(double).gpu(double);
+        let mut want = 0.0;
+        let mut v = 1.0f64;
+        for _ in 0..20 {
+            rt.submit(Task::new(&double).rw(&x)).unwrap();
+            v *= 2.0;
+            rt.submit(Task::new(&square).r(&x).r(&x).rw(&out)).unwrap();
+            want += 256.0 * v * v;
+        }
+        rt.wait_all().unwrap();
+        assert_eq!(rt.unregister(out).unwrap()[0], want, "{gpus} GPUs");
+        assert_eq!(rt.unregister(x).unwrap(), vec![v; 256]);
+        // Written and read: still refused, since the two buffers would alias.
+        let y = rt.register(0u8);
+        let cl = Codelet::new("c").cpu(|_| {});
+        assert!(rt.submit(Task::new(&cl).r(&y).rw(&y)).is_err());
+    }
+}
+
+#[test]
 fn wrong_buffer_use_fails_the_task_with_a_clear_message() {
     let rt = Runtime::builder().workers(1).build().unwrap();
     let write_a_read = Codelet::new("write_a_read").cpu(|ctx| {

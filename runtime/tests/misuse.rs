@@ -154,7 +154,7 @@ fn panicking_drops_fail_the_task_or_are_reported_and_the_workers_go_on() {
         let _ = ctx.r::<PanicsOnDrop>(0);
         d.wait();
     });
-    let h = rt.register(PanicsOnDrop("value drop"));
+    let h = rt.register_bytes(PanicsOnDrop("value drop"), 0);
     rt.submit(Task::new(&inc).r(&h)).unwrap();
     drop(h);
     dropped.wait();
@@ -203,7 +203,7 @@ fn waits_from_inside_a_task_are_a_deadlock_error() {
         let h = ctx.r::<taskwatt_runtime::Handle<u64>>(0);
         s.push(err_text(rt.acquire(h)));
     });
-    let hh = rt.register(x.clone());
+    let hh = rt.register_bytes(x.clone(), 0);
     rt.submit(Task::new(&waits).r(&hh).arg(rt.clone())).unwrap();
     rt.wait_all().unwrap();
     let seen = seen.lock().unwrap();

@@ -204,7 +204,9 @@ pub(super) fn run<T: AppScalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun,
     for j in 0..nt {
         for i in j..nt {
             let t = tiles.take(i, j).expect("random_spd fills the lower tiles");
-            h[i + j * nt] = Some(rt.register_device_bytes(t, tile_bytes::<T>(nb)));
+            let handle = rt.register_device_bytes(t, tile_bytes::<T>(nb));
+            rt.set_name(&handle, format!("A[{i}][{j}]"));
+            h[i + j * nt] = Some(handle);
         }
     }
     let at = |i: usize, j: usize| h[i + j * nt].as_ref().expect("lower tile");

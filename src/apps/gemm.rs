@@ -48,18 +48,20 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
     });
     #[cfg(not(feature = "cuda"))]
     let cl = cl.gpu(cpu);
-    let register = |mut m: TiledMatrix<T>| -> Vec<Handle<Tile<T>>> {
+    let register = |mut m: TiledMatrix<T>, name: &str| -> Vec<Handle<Tile<T>>> {
         let mut v = Vec::with_capacity(nt * nt);
         for j in 0..nt {
             for i in 0..nt {
                 let t = m.take(i, j).unwrap_or_else(|| Tile::zeros(nb));
-                v.push(rt.register_device_bytes(t, tile_bytes::<T>(nb)));
+                let h = rt.register_device_bytes(t, tile_bytes::<T>(nb));
+                rt.set_name(&h, format!("{name}[{i}][{j}]"));
+                v.push(h);
             }
         }
         v
     };
-    let (ha, hb) = (register(a), register(b));
-    let hc = register(TiledMatrix::zeros(n, nb).map_err(&err)?);
+    let (ha, hb) = (register(a, "A"), register(b, "B"));
+    let hc = register(TiledMatrix::zeros(n, nb).map_err(&err)?, "C");
 
     let (start, graph_start) = (Instant::now(), taskwatt_traces::Clock::now());
     for l in 0..nt {

@@ -91,8 +91,12 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     for j in 0..nt {
         for i in 0..nt {
             let t = g.take(i, j).expect("initial grid is full");
-            nxt.push(rt.register_replicated_bytes(Tile::zeros(nb), tile_bytes::<f64>(nb)));
-            cur.push(rt.register_replicated_bytes(t, tile_bytes::<f64>(nb)));
+            let next = rt.register_replicated_bytes(Tile::zeros(nb), tile_bytes::<f64>(nb));
+            let here = rt.register_replicated_bytes(t, tile_bytes::<f64>(nb));
+            rt.set_name(&next, format!("u1[{i}][{j}]"));
+            rt.set_name(&here, format!("u0[{i}][{j}]"));
+            nxt.push(next);
+            cur.push(here);
         }
     }
     let idx = |i: usize, j: usize| i + j * nt;

@@ -18,7 +18,8 @@ pub(crate) enum Format {
     Csv,
     /// Graphviz DOT: the task graph, one node per task, one edge per dependency.
     Dot,
-    /// Paje, for ViTE (and PajeNG's pj_dump): worker states, power variables, markers.
+    /// Paje, for ViTE (and PajeNG's pj_dump): worker states, copies between memory nodes,
+    /// power variables, markers.
     Paje,
 }
 

@@ -31,7 +31,7 @@ struct Cli {
 enum Command {
     /// Run a built-in app, check its result, and write its trace.
     Run(run::RunArgs),
-    /// Export a trace to Chrome trace JSON (Perfetto) or CSV.
+    /// Export a trace to Chrome trace JSON (Perfetto), CSV, Graphviz DOT or Paje (ViTE).
     Export(export::ExportArgs),
     /// List the energy meters: what each found here, or why it is unavailable.
     Meters(meters::MetersArgs),

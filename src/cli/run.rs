@@ -267,7 +267,9 @@ impl EnergyArgs {
 pub(crate) struct RunArgs {
     #[command(flatten)]
     app: AppArgs,
-    /// Scheduling policy: eager, ws, lws, prio, dmda or dmdas (dmda and dmdas read the performance models; a first run calibrates them).
+    /// Scheduling policy: eager, ws, lws, prio, dmda, dmdas or dmdae (the dmda family reads
+    /// the performance models, a first run calibrating them; dmdae also weighs each
+    /// worker's energy by the energy model, `--gamma`).
     #[arg(long, env = "TASKWATT_SCHED")]
     sched: Option<String>,
     /// Write the trace to this file (.twt); default: a temporary file, removed after.

@@ -19,7 +19,7 @@ use crate::codec::{self, DecodeError};
 use crate::{Chunk, DomainInfo, FormatVersion, MeterInfo, TaskChunk};
 
 /// The format version this build writes, and the newest it reads.
-pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 4 };
+pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 5 };
 
 /// First 8 bytes of every trace file.
 pub(crate) const FILE_MAGIC: [u8; 8] = *b"TWTRACE\0";
@@ -51,6 +51,7 @@ pub(crate) enum ChunkKind {
     Transfers = 9,
     Accesses = 10,
     Comms = 11,
+    Handles = 12,
 }
 
 impl ChunkKind {
@@ -68,6 +69,7 @@ impl ChunkKind {
             Chunk::Transfers(_) => ChunkKind::Transfers,
             Chunk::Accesses(_) => ChunkKind::Accesses,
             Chunk::Comms(_) => ChunkKind::Comms,
+            Chunk::Handles(_) => ChunkKind::Handles,
         }
     }
 
@@ -85,6 +87,7 @@ impl ChunkKind {
             9 => ChunkKind::Transfers,
             10 => ChunkKind::Accesses,
             11 => ChunkKind::Comms,
+            12 => ChunkKind::Handles,
             _ => return None,
         })
     }
@@ -103,6 +106,7 @@ impl ChunkKind {
             ChunkKind::Transfers => "Transfers",
             ChunkKind::Accesses => "Accesses",
             ChunkKind::Comms => "Comms",
+            ChunkKind::Handles => "Handles",
         }
     }
 
@@ -220,6 +224,7 @@ pub(crate) fn encode_chunk(chunk: &Chunk, out: &mut Vec<u8>) -> Result<(), Strin
             Ok(())
         }
         Chunk::Comms(c) => put_json::<_, crate::CommChunk>(out, c, kind),
+        Chunk::Handles(h) => put_json::<_, Vec<crate::HandleInfo>>(out, h, kind),
         Chunk::End(e) => put_json::<_, crate::RunEnd>(out, e, kind),
     };
     if let Err(e) = res {
@@ -288,6 +293,7 @@ pub(crate) fn decode_payload(kind: ChunkKind, payload: &[u8]) -> Result<Chunk, D
             })?)
         }
         ChunkKind::Comms => Chunk::Comms(json(payload, kind)?),
+        ChunkKind::Handles => Chunk::Handles(json(payload, kind)?),
         ChunkKind::End => Chunk::End(json(payload, kind)?),
     })
 }
@@ -344,6 +350,7 @@ mod tests {
             Chunk::Truth(GroundTruth::default()),
             Chunk::Markers(vec![]),
             Chunk::Comms(crate::CommChunk::default()),
+            Chunk::Handles(vec![]),
             Chunk::End(RunEnd::default()),
         ];
         for c in &empties {
@@ -405,6 +412,7 @@ mod tests {
             (ChunkKind::Transfers, 9, 1),
             (ChunkKind::Accesses, 10, 0),
             (ChunkKind::Comms, 11, 1),
+            (ChunkKind::Handles, 12, 1),
         ];
         for (k, n, codec) in want {
             assert_eq!(k as u8, n);
@@ -412,7 +420,7 @@ mod tests {
             assert_eq!(k.codec(), codec);
         }
         assert_eq!(ChunkKind::from_u8(0), None);
-        assert_eq!(ChunkKind::from_u8(12), None);
+        assert_eq!(ChunkKind::from_u8(13), None);
     }
 
     proptest! {

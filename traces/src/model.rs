@@ -525,6 +525,18 @@ pub struct TaskAccess {
     pub bytes: u64,
 }
 
+/// A data handle the application named (format 1.5): its id, its name and its registered
+/// size, so that exports show `A[2][1]` where they would show `h260`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandleInfo {
+    /// The handle (its id, unique in the process; [`TaskAccess::handle`], [`Transfer::handle`]).
+    pub handle: u64,
+    /// The name the application gave it.
+    pub name: String,
+    /// Its registered size.
+    pub bytes: u64,
+}
+
 /// The powers a simulated meter was configured with: the truth the attribution should find.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GroundTruth {
@@ -691,6 +703,8 @@ pub enum Chunk {
     Comms(CommChunk),
     /// The end of the run.
     End(RunEnd),
+    /// Names of data handles (new ones, or renamed).
+    Handles(Vec<HandleInfo>),
 }
 
 /// One message between ranks of a distributed run (taskwatt-mpi).

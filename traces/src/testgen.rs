@@ -345,6 +345,15 @@ pub(crate) fn chunk() -> impl Strategy<Value = Chunk> {
         transfers().prop_map(Chunk::Transfers),
         accesses().prop_map(Chunk::Accesses),
         comms().prop_map(Chunk::Comms),
+        vec((edge_u64(), ".{0,12}", edge_u64()), 0..4).prop_map(|h| Chunk::Handles(
+            h.into_iter()
+                .map(|(handle, name, bytes)| crate::HandleInfo {
+                    handle,
+                    name,
+                    bytes
+                })
+                .collect()
+        )),
     ]
 }
 

@@ -49,6 +49,9 @@ pub struct Trace {
     /// The messages of the ranks of a distributed run (format 1.4): one per rank in a
     /// merged trace, this rank's in a rank's own.
     pub comms: Vec<crate::CommChunk>,
+    /// The data handles the application named (format 1.5), sorted by id (a later name
+    /// of a handle replaces an earlier one).
+    pub handles: Vec<crate::HandleInfo>,
     /// The End chunk; `None` for a run that was cut short.
     pub end: Option<RunEnd>,
 }
@@ -155,7 +158,28 @@ impl Trace {
             Chunk::Transfers(t) => self.transfers.extend(t),
             Chunk::Accesses(a) => self.accesses.extend(a),
             Chunk::Comms(c) => self.comms.push(c),
+            Chunk::Handles(h) => {
+                for h in h {
+                    upsert(&mut self.handles, h, |h| h.handle);
+                }
+            }
             Chunk::End(e) => self.end = Some(e),
+        }
+    }
+
+    /// The name of handle `id`, if the application named it.
+    pub fn handle_name(&self, id: u64) -> Option<&str> {
+        self.handles
+            .binary_search_by_key(&id, |h| h.handle)
+            .ok()
+            .map(|i| self.handles[i].name.as_str())
+    }
+
+    /// How exports show handle `id`: its name, else `h<id>`.
+    pub fn handle_label(&self, id: u64) -> std::borrow::Cow<'_, str> {
+        match self.handle_name(id) {
+            Some(n) => std::borrow::Cow::Borrowed(n),
+            None => std::borrow::Cow::Owned(format!("h{id}")),
         }
     }
 
@@ -254,6 +278,9 @@ impl Trace {
         }
         for c in &self.comms {
             sink.send(Chunk::Comms(c.clone()));
+        }
+        for h in self.handles.chunks(SAMPLES_PER_CHUNK) {
+            sink.send(Chunk::Handles(h.to_vec()));
         }
         let mut summary = match &self.end {
             Some(end) => w.finish_with(end.clone()),

@@ -117,6 +117,8 @@ pub fn to_trace(run: &SimRun, graph: &Graph, platform: &Platform, source: Option
             })
             .unwrap_or_default(),
         comms: Vec::new(),
+        // The source's names, so that the simulated copies are shown by them.
+        handles: source.map(|t| t.handles.clone()).unwrap_or_default(),
         end: Some(RunEnd {
             tasks: run.tasks as u64,
             failed: 0,

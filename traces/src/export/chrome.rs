@@ -179,6 +179,8 @@ struct Chrome<'e, W: Write> {
     waiting: HashMap<u64, Vec<(u32, Timestamp)>>,
     /// Flow arrows written.
     flows: u64,
+    /// Named handles' labels by id, JSON-escaped without the quotes.
+    handles: HashMap<u64, String>,
     /// Destination nodes whose transfer track is named.
     transfer_tracks: std::collections::HashSet<u32>,
     /// A distributed run's workers: their rank (process `PID + 1 + rank`).
@@ -200,6 +202,15 @@ impl<'e, W: Write> Chrome<'e, W> {
             ends: HashMap::new(),
             waiting: HashMap::new(),
             flows: 0,
+            handles: meta
+                .handles
+                .iter()
+                .map(|h| {
+                    // A string's JSON is quoted: the quotes off.
+                    let q = serde_json::to_string(&h.name).unwrap_or_else(|_| "\"\"".into());
+                    (h.handle, q[1..q.len() - 1].to_string())
+                })
+                .collect(),
             transfer_tracks: std::collections::HashSet::new(),
             rank_of: meta
                 .comms
@@ -410,12 +421,12 @@ impl<'e, W: Write> Chrome<'e, W> {
             if self.transfer_tracks.insert(t.dst) {
                 self.thread_meta(PID, tid, &format!("transfers to node {}", t.dst))?;
             }
+            let name = self.handles.get(&t.handle).cloned();
             self.event(|o| {
-                write!(
-                    o,
-                    "{{\"ph\":\"X\",\"pid\":{PID},\"tid\":{tid},\"cat\":\"transfer\",\"name\":\"copy h{} {}→{}\",\"ts\":",
-                    t.handle, t.src, t.dst
-                )?;
+                match &name {
+                    Some(n) => write!(o, "{{\"ph\":\"X\",\"pid\":{PID},\"tid\":{tid},\"cat\":\"transfer\",\"name\":\"copy {n} {}→{}\",\"ts\":", t.src, t.dst)?,
+                    None => write!(o, "{{\"ph\":\"X\",\"pid\":{PID},\"tid\":{tid},\"cat\":\"transfer\",\"name\":\"copy h{} {}→{}\",\"ts\":", t.handle, t.src, t.dst)?,
+                }
                 us(o, t.start.0)?;
                 o.write_all(b",\"dur\":")?;
                 us(o, t.end.saturating_sub(t.start))?;
@@ -426,6 +437,9 @@ impl<'e, W: Write> Chrome<'e, W> {
                 )?;
                 if let Some(task) = t.task {
                     write!(o, ",\"task\":{task}")?;
+                }
+                if let Some(n) = &name {
+                    write!(o, ",\"handle_name\":\"{n}\"")?;
                 }
                 o.write_all(b"}}")
             })?;

@@ -21,12 +21,14 @@ const TASKS_HEADER: &str =
     "id,codelet,arch,worker,status,priority,footprint,submit_ns,ready_ns,start_ns,end_ns,preds\n";
 /// Header row of the samples CSV.
 const SAMPLES_HEADER: &str = "domain,domain_name,domain_key,t_ns,wall_unix_ns,energy_j,raw\n";
-const TRANSFERS_HEADER: &str = "handle,src_node,dst_node,bytes,worker,task,start_ns,end_ns\n";
-const ACCESSES_HEADER: &str = "task,handle,mode,bytes\n";
+const TRANSFERS_HEADER: &str =
+    "handle,src_node,dst_node,bytes,worker,task,start_ns,end_ns,handle_name\n";
+const ACCESSES_HEADER: &str = "task,handle,mode,bytes,handle_name\n";
 
 /// Exports the tasks' data accesses of the trace file at `path` as CSV (format 1.3),
 /// streaming; returns the rows written (header excluded). One row per access: the task,
-/// the handle, the mode (`R`, `W`, `RW`, `COMMUTE`, `REDUX`) and the handle's bytes.
+/// the handle, the mode (`R`, `W`, `RW`, `COMMUTE`, `REDUX`), the handle's bytes and its
+/// name (empty if the application did not name it).
 pub fn export_csv_accesses(path: impl AsRef<Path>, out: impl Write) -> Result<u64, TraceError> {
     let path = path.as_ref();
     let meta = read_metadata(path)?;
@@ -148,6 +150,8 @@ struct Csv<W: Write> {
     codelets: HashMap<u32, String>,
     /// Per domain id: its sensor name and what it measures (`package-0`: what `import` reads).
     domains: HashMap<u16, (String, String)>,
+    /// Named handles' names by id, as CSV fields.
+    handles: HashMap<u64, String>,
     line: Vec<u8>,
 }
 
@@ -167,8 +171,18 @@ impl<W: Write> Csv<W> {
                 .iter()
                 .map(|d| (d.id, (field(&d.name), d.domain.to_string())))
                 .collect(),
+            handles: meta
+                .handles
+                .iter()
+                .map(|h| (h.handle, field(&h.name)))
+                .collect(),
             line: Vec::with_capacity(256),
         }
+    }
+
+    /// Handle `id`'s name as a field (empty if unnamed).
+    fn handle_name(&self, id: u64) -> &str {
+        self.handles.get(&id).map_or("", String::as_str)
     }
 
     fn err(&self, e: io::Error) -> TraceError {
@@ -239,12 +253,12 @@ impl<W: Write> Csv<W> {
 
     fn transfers(&mut self, transfers: &[crate::Transfer]) -> Result<(), TraceError> {
         for t in transfers {
-            let l = &mut self.line;
+            let mut l = std::mem::take(&mut self.line);
             l.clear();
             let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
             let _ = writeln!(
                 l,
-                "{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{}",
                 t.handle,
                 t.src,
                 t.dst,
@@ -252,8 +266,10 @@ impl<W: Write> Csv<W> {
                 opt(t.worker.map(u64::from)),
                 opt(t.task),
                 t.start.0,
-                t.end.0
+                t.end.0,
+                self.handle_name(t.handle)
             );
+            self.line = l;
             self.out.write_all(&self.line).map_err(|e| self.err(e))?;
             self.rows += 1;
         }
@@ -262,9 +278,18 @@ impl<W: Write> Csv<W> {
 
     fn accesses(&mut self, accesses: &[crate::TaskAccess]) -> Result<(), TraceError> {
         for a in accesses {
-            let l = &mut self.line;
+            let mut l = std::mem::take(&mut self.line);
             l.clear();
-            let _ = writeln!(l, "{},{},{},{}", a.task, a.handle, a.mode.name(), a.bytes);
+            let _ = writeln!(
+                l,
+                "{},{},{},{},{}",
+                a.task,
+                a.handle,
+                a.mode.name(),
+                a.bytes,
+                self.handle_name(a.handle)
+            );
+            self.line = l;
             self.out.write_all(&self.line).map_err(|e| self.err(e))?;
             self.rows += 1;
         }

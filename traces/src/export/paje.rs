@@ -5,8 +5,10 @@
 //! one `Meter` container; each worker has a `Worker State` whose value is the codelet it
 //! runs (one entity value and colour per codelet, `Idle` between tasks); the meter has one
 //! `Power <domain>` variable per energy domain (W, between consecutive samples); markers are
-//! states of a `Markers` container. Times are in seconds (9 decimals, exact ns) on the
-//! trace clock.
+//! states of a `Markers` container; each copy between memory nodes is a `Copy` link from
+//! its source's `Memory Node` container to its destination's (as StarPU's Paje traces show
+//! them), labelled with the handle's name (or `h<id>`) and its bytes. Times are in seconds
+//! (9 decimals, exact ns) on the trace clock.
 //!
 //! Paje wants events in time order, so the exporter reads every task and sample (24 bytes
 //! a task), sorts, then writes: memory is linear in the run, unlike the streaming exports.
@@ -85,6 +87,29 @@ const HEADER: &str = "\
 %       Container string
 %       Value double
 %EndEventDef
+%EventDef PajeDefineLinkType 8
+%       Alias string
+%       Type string
+%       StartContainerType string
+%       EndContainerType string
+%       Name string
+%EndEventDef
+%EventDef PajeStartLink 9
+%       Time date
+%       Type string
+%       Container string
+%       StartContainer string
+%       Value string
+%       Key string
+%EndEventDef
+%EventDef PajeEndLink 10
+%       Time date
+%       Type string
+%       Container string
+%       EndContainer string
+%       Value string
+%       Key string
+%EndEventDef
 ";
 
 /// Colours for codelets (cycled), as Paje's "r g b" in [0, 1].
@@ -107,6 +132,10 @@ enum Ev {
     End { worker: u32 },
     /// Worker starts a task of a codelet.
     Start { worker: u32, codelet: u32 },
+    /// Copy `k` (its index in the trace's transfers) leaves its source node.
+    CopyStart { k: usize },
+    /// Copy `k` reaches its destination node.
+    CopyEnd { k: usize },
 }
 
 fn secs(ns: u64) -> String {
@@ -127,6 +156,15 @@ fn write(trace: &Trace, out: impl Write) -> io::Result<u64> {
     writeln!(o, "0 CT_Markers CT_Prog \"Markers\"")?;
     writeln!(o, "1 ST_Worker CT_Worker \"Worker State\"")?;
     writeln!(o, "1 ST_Marker CT_Markers \"Marker\"")?;
+    let nodes: BTreeSet<u32> = trace
+        .transfers
+        .iter()
+        .flat_map(|t| [t.src, t.dst])
+        .collect();
+    if !nodes.is_empty() {
+        writeln!(o, "0 CT_MemNode CT_Prog \"Memory Node\"")?;
+        writeln!(o, "8 LT_Copy CT_Prog CT_MemNode CT_MemNode \"Copy\"")?;
+    }
     writeln!(o, "2 V_idle ST_Worker \"Idle\" \"0.9 0.9 0.9\"")?;
     writeln!(o, "2 V_none ST_Marker \"none\" \"1.0 1.0 1.0\"")?;
     // Codelets: every id the tasks use, named when the trace declares it.
@@ -150,6 +188,11 @@ fn write(trace: &Trace, out: impl Write) -> io::Result<u64> {
             t_max = t_max.max(r.end.0);
             tasks += 1;
         }
+    }
+    for (k, t) in trace.transfers.iter().enumerate() {
+        events.push((t.start.0, Ev::CopyStart { k }));
+        events.push((t.end.0.max(t.start.0), Ev::CopyEnd { k }));
+        t_max = t_max.max(t.end.0);
     }
     for (i, id) in ids.iter().enumerate() {
         let name = trace
@@ -188,6 +231,9 @@ fn write(trace: &Trace, out: impl Write) -> io::Result<u64> {
     writeln!(o, "3 {t0} C_Prog CT_Prog 0 \"taskwatt run\"")?;
     for w in &workers {
         writeln!(o, "3 {t0} C_W{w} CT_Worker C_Prog \"worker {w}\"")?;
+    }
+    for n in &nodes {
+        writeln!(o, "3 {t0} C_MN{n} CT_MemNode C_Prog \"memory node {n}\"")?;
     }
     writeln!(o, "3 {t0} C_Meter CT_Meter C_Prog \"energy\"")?;
     writeln!(o, "3 {t0} C_Markers CT_Markers C_Prog \"markers\"")?;
@@ -228,6 +274,24 @@ fn write(trace: &Trace, out: impl Write) -> io::Result<u64> {
                 Ev::Start { worker, codelet } => {
                     writeln!(o, "5 {} ST_Worker C_W{worker} V_c{codelet}", secs(t))?
                 }
+                Ev::CopyStart { k } | Ev::CopyEnd { k } => {
+                    let c = &trace.transfers[k];
+                    let value = quoted(&format!("{} {} B", trace.handle_label(c.handle), c.bytes));
+                    match events[i].1 {
+                        Ev::CopyStart { .. } => writeln!(
+                            o,
+                            "9 {} LT_Copy C_Prog C_MN{} {value} copy{k}",
+                            secs(t),
+                            c.src
+                        )?,
+                        _ => writeln!(
+                            o,
+                            "10 {} LT_Copy C_Prog C_MN{} {value} copy{k}",
+                            secs(t),
+                            c.dst
+                        )?,
+                    }
+                }
             }
             i += 1;
         } else if tm == Some(t) {
@@ -242,6 +306,9 @@ fn write(trace: &Trace, out: impl Write) -> io::Result<u64> {
     let end = secs(t_max);
     for w in &workers {
         writeln!(o, "4 {end} CT_Worker C_W{w}")?;
+    }
+    for n in &nodes {
+        writeln!(o, "4 {end} CT_MemNode C_MN{n}")?;
     }
     writeln!(o, "4 {end} CT_Meter C_Meter")?;
     writeln!(o, "4 {end} CT_Markers C_Markers")?;
@@ -296,5 +363,44 @@ mod tests {
         let end0 = text.find("5 0.000003000 ST_Worker C_W0 V_idle").unwrap();
         let start1 = text.find("5 0.000003000 ST_Worker C_W1 V_c1").unwrap();
         assert!(end0 < start1);
+    }
+
+    #[test]
+    fn copies_are_links_between_memory_nodes_labelled_by_the_handle_s_name() {
+        let copy = |handle, src, dst, start, end| crate::Transfer {
+            handle,
+            src,
+            dst,
+            bytes: 8000,
+            worker: Some(1),
+            task: Some(3),
+            start: Timestamp(start),
+            end: Timestamp(end),
+        };
+        let trace = Trace {
+            transfers: vec![copy(7, 0, 1, 5_000, 6_000), copy(9, 1, 0, 2_000, 2_000)],
+            handles: vec![crate::HandleInfo {
+                handle: 7,
+                name: "grid[2]".into(),
+                bytes: 8000,
+            }],
+            ..Trace::default()
+        };
+        let mut out = Vec::new();
+        write_paje(&trace, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for want in [
+            "3 0.000000000 C_MN0 CT_MemNode C_Prog \"memory node 0\"",
+            "3 0.000000000 C_MN1 CT_MemNode C_Prog \"memory node 1\"",
+            "9 0.000005000 LT_Copy C_Prog C_MN0 \"grid[2] 8000 B\" copy0",
+            "10 0.000006000 LT_Copy C_Prog C_MN1 \"grid[2] 8000 B\" copy0",
+            "9 0.000002000 LT_Copy C_Prog C_MN1 \"h9 8000 B\" copy1",
+            "10 0.000002000 LT_Copy C_Prog C_MN0 \"h9 8000 B\" copy1",
+            "4 0.000006000 CT_MemNode C_MN1",
+        ] {
+            assert!(text.contains(want), "{want} missing in\n{text}");
+        }
+        // A copy of no duration starts before it ends.
+        assert!(text.find("9 0.000002000").unwrap() < text.find("10 0.000002000").unwrap());
     }
 }
