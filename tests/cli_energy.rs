@@ -686,3 +686,159 @@ fn compare_sweeps_dmdae_over_gamma_and_draws_the_pareto_plot() {
         "{plot}"
     );
 }
+
+/// NVML-style GPU data brought to `import` with its sensors declared (`--domains`): power
+/// readings averaged over 1 s, a counter that sees 25 ms of each 100 ms, and both sensors
+/// of one GPU. The recorded run is the simulated meter's (its truth known); its CSV export
+/// is what a user with an nvidia-smi log and a tasks file has.
+#[test]
+fn gpu_sensors_declared_on_import_give_each_type_s_gpu_power() {
+    let d = tempfile::tempdir().unwrap();
+    let (truth_w, cfg) = (150.0, d.path().join("sim.toml"));
+    std::fs::write(
+        &cfg,
+        format!(
+            "[gpu]\nsensor = \"both\"\nupdate_interval_ms = 100\nsampled_ms = 25\n\
+             power_window_ms = 1000\n[codelets]\n\
+             gemm_nn = {{ cpu = {{ package_w = 14.5, dram_w = 2.2 }}, \
+             gpu = {{ package_w = 2.0, dram_w = 0.3, gpu_w = {truth_w} }} }}\n"
+        ),
+    )
+    .unwrap();
+    let trace = d.path().join("g.twt");
+    ok(&[
+        "run",
+        "gemm",
+        "--n",
+        "3072",
+        "--tile",
+        "256",
+        "--workers",
+        "1",
+        "--gpus",
+        "2",
+        "--gpu-backend",
+        "emulated",
+        "--sched",
+        "dmda",
+        "--idle-calibration",
+        "1s",
+        "--meter",
+        "sim",
+        "--sim-config",
+        s(&cfg),
+        "--no-report",
+        "--trace",
+        s(&trace),
+    ]);
+    let csv = d.path().join("g.csv");
+    ok(&["export", s(&trace), "--format", "csv", "-o", s(&csv)]);
+    let samples = std::fs::read_to_string(d.path().join("g.samples.csv")).unwrap();
+    // Worker 0 is the CPU worker, workers 1 and 2 drive GPUs 0 and 1.
+    let declare = |power: &str, counter: &str| {
+        let mut t = String::from("domain,measures,sensor,window_ms,sampled_ms,update_ms,workers\n");
+        for g in 0..2 {
+            t += &format!(
+                "simulated NVML GPU {g} power,gpu-{g},{power},1000,,100,{}\n",
+                g + 1
+            );
+            t += &format!(
+                "simulated NVML GPU {g},gpu-{g},{counter},,25,100,{}\n",
+                g + 1
+            );
+        }
+        t
+    };
+    // Each GPU's gemm_nn power, as `report --json` gives it: (value, shown as measured).
+    let import = |name: &str, keep: &dyn Fn(&str) -> bool, domains: String| {
+        let samples_file = d.path().join(format!("{name}.samples.csv"));
+        let kept: Vec<&str> = samples.lines().filter(|l| keep(l)).collect();
+        std::fs::write(&samples_file, kept.join("\n") + "\n").unwrap();
+        let domains_file = d.path().join(format!("{name}.domains.csv"));
+        let declared: Vec<&str> = domains
+            .lines()
+            .filter(|l| {
+                l.starts_with("domain,")
+                    || kept
+                        .iter()
+                        .any(|k| k.contains(&format!(",{},", l.split(',').next().unwrap())))
+            })
+            .collect();
+        std::fs::write(&domains_file, declared.join("\n") + "\n").unwrap();
+        let out = d.path().join(format!("{name}.twt"));
+        ok(&[
+            "import",
+            "--tasks",
+            s(&csv),
+            "--samples",
+            s(&samples_file),
+            "--domains",
+            s(&domains_file),
+            "-o",
+            s(&out),
+        ]);
+        let json: serde_json::Value =
+            serde_json::from_str(&ok(&["report", s(&out), "--json"])).unwrap();
+        json["report"]["domains"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["domain"]["kind"] == "gpu")
+            .map(|d| {
+                let t = d["types"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|t| t["key"]["codelet"] == "gemm_nn")
+                    .unwrap_or_else(|| panic!("{name}: no gemm_nn on {d}"));
+                let p = &t["power"];
+                (p["value_w"].as_f64().unwrap(), p["reliable"] == true)
+            })
+            .collect::<Vec<_>>()
+    };
+    let is_power = |l: &str| l.contains(" power,");
+    let is_counter = |l: &str| l.contains("NVML GPU") && !is_power(l);
+    for (name, keep, domains) in [
+        (
+            "both",
+            &(|_: &str| true) as &dyn Fn(&str) -> bool,
+            declare("power", "sampled_counter"),
+        ),
+        (
+            "power",
+            &|l: &str| !is_counter(l),
+            declare("power", "sampled_counter"),
+        ),
+        (
+            "counter",
+            &|l: &str| !is_power(l),
+            declare("power", "sampled_counter"),
+        ),
+    ] {
+        let got = import(name, keep, domains);
+        assert_eq!(got.len(), 2, "{name}: one fit per GPU");
+        for (w, _) in &got {
+            let err = (w / truth_w - 1.0).abs();
+            assert!(
+                err < 0.05,
+                "{name}: gemm_nn@gpu {w:.1} W against {truth_w} W"
+            );
+        }
+        if name != "counter" {
+            // A counter that sees a quarter of the time alone may be too imprecise to be
+            // shown as a measurement; the power readings are not.
+            assert!(got.iter().all(|(_, r)| *r), "{name}: {got:?}");
+        }
+    }
+    // The same power readings taken for an ideal counter: far off, which is why the
+    // sensor must be declared.
+    let got = import(
+        "undeclared",
+        &|l: &str| !is_counter(l),
+        declare("counter", "counter"),
+    );
+    assert!(
+        got.iter().all(|(w, _)| (w / truth_w - 1.0).abs() > 0.1),
+        "undeclared power readings: {got:?}"
+    );
+}

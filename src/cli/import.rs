@@ -16,12 +16,18 @@ pub(crate) struct ImportArgs {
     /// StarPU's tasks.rec (from starpu_fxt_tool); its times are in ms.
     #[arg(long)]
     starpu: Option<PathBuf>,
-    /// samples.csv: columns time, domain, energy_j (cumulative J).
+    /// samples.csv: columns time, domain, and energy_j (cumulative J) or power_w (power
+    /// readings of the domains --domains declares `power`).
     #[arg(long)]
     samples: Option<PathBuf>,
     /// workers.csv: columns worker, domain (which workers each domain covers).
     #[arg(long)]
     workers: Option<PathBuf>,
+    /// domains.csv: columns domain, sensor (counter, power or sampled_counter), and as
+    /// needed measures, window_ms, sampled_ms, update_ms, resolution_j, workers: what each
+    /// domain's sensor is, so that the attribution models it (docs/import.md).
+    #[arg(long)]
+    domains: Option<PathBuf>,
     /// Unit of the CSV times: s, ms, us or ns. Default: s with --tasks; ms with --starpu
     /// (tasks.rec times are always ms, and the samples must be on the same clock).
     #[arg(long)]
@@ -43,7 +49,7 @@ pub(crate) struct ImportArgs {
 }
 
 pub(crate) fn import(a: ImportArgs) -> CliResult {
-    let inputs: Vec<&std::path::Path> = [&a.tasks, &a.starpu, &a.samples, &a.workers]
+    let inputs: Vec<&std::path::Path> = [&a.tasks, &a.starpu, &a.samples, &a.workers, &a.domains]
         .into_iter()
         .flatten()
         .map(|p| p.as_path())
@@ -78,6 +84,16 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
     }
     if let Some(w) = &a.workers {
         opts = opts.workers(w);
+    }
+    if let Some(d) = &a.domains {
+        if a.samples.is_none() {
+            return Err(format!(
+                "--domains {}: it declares the sensors of a samples file; give --samples too",
+                d.display()
+            )
+            .into());
+        }
+        opts = opts.domains(d);
     }
     let trace = match (&a.tasks, &a.starpu) {
         (Some(t), _) => import_csv(t, &opts)?,

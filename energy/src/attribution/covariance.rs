@@ -280,9 +280,7 @@ pub(crate) fn covariance(input: &CovInput<'_>, p: usize, rank: usize) -> Covaria
             out.method = format!("block-robust ({blocks} blocks of {b} interval(s))");
         } else {
             chosen = &classical + &eig.eigenvectors * pos * eig.eigenvectors.transpose();
-            out.method = format!(
-                "classical and block-robust ({blocks} blocks of {b} interval(s)), the wider"
-            );
+            out.method = format!("classical and block-robust ({blocks} blocks of {b} interval(s))");
         }
         out.t95 = t975(dof.min(g - 1.0));
     }

@@ -312,7 +312,9 @@ pub(crate) fn analyse(
     let dup: usize = stack.systems.iter().map(|s| s.duplicate_samples).sum();
     if dup > 0 {
         warnings.push(format!(
-            "{dup} sample(s) repeated the previous sample's time and were dropped"
+            "{dup} sample(s) repeated the previous sample's time (the sampler read faster \
+             than the sensor updates, or a reading was taken twice) and were dropped: not an \
+             error, the intervals end at the sensor's own updates"
         ));
     }
     let invalid: usize = stack.systems.iter().map(|s| s.invalid_samples).sum();

@@ -257,10 +257,13 @@ fn domain(out: &mut String, d: &DomainReport) {
         });
     }
     if !f.covariance.is_empty() && f.covariance != "classical" {
-        extra.push(format!(
-            "intervals: classical and {} covariance, the wider",
-            f.covariance
-        ));
+        // "block-robust (...)" alone, or "classical and block-robust (...)": the wider.
+        let wider = if f.covariance.starts_with("classical and") {
+            ", the wider"
+        } else {
+            ""
+        };
+        extra.push(format!("intervals: {} covariance{wider}", f.covariance));
     }
     for l in lines.iter().chain(&extra).chain(&f.alignment) {
         wrap(out, l, "", "  ");

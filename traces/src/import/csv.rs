@@ -121,18 +121,10 @@ pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace
     }
     drop(ids);
     let energy = match &opts.samples {
-        Some(s) => Some(read_energy(
-            s,
-            opts.workers.as_deref(),
-            unit,
-            &b.workers(),
-            "csv",
-            opts.wrap_range_j,
-        )?),
+        Some(s) => Some(read_energy(s, opts, unit, &b.workers(), "csv")?),
         None => None,
     };
-    let mut trace = b.build("csv", path, energy);
-    opts.apply_meter(&mut trace);
+    let trace = b.build("csv", path, energy);
     Ok(trace)
 }
 

@@ -45,44 +45,264 @@ pub(super) fn parse_domain(name: &str) -> Option<Domain> {
     })
 }
 
-/// Reads `samples` and, if given, `workers`. Without `workers`, every domain covers every
-/// worker in `all_workers`.
+/// A domain the domains file declares (`--domains`): its sensor, and what is known of it.
+#[derive(Debug)]
+struct Declared {
+    /// Its line in the domains file.
+    line: u64,
+    /// What it measures, if the file says (else its label's name).
+    measures: Option<Domain>,
+    sensor: SensorKind,
+    update_interval_ns: Option<u64>,
+    resolution_j: Option<f64>,
+    /// The workers it covers, if the file says.
+    workers: Option<Vec<WorkerId>>,
+}
+
+/// The sensor kinds a domains file may name, for its errors.
+const SENSOR_KINDS: &str = "counter (an energy counter: RAPL, NVML total energy), power \
+    (power readings averaged over window_ms: NVML power usage) or sampled_counter (a counter \
+    that sees the last sampled_ms of each update_ms: NVML's on A100 and H100)";
+
+/// Reads the domains file: one row per domain of the samples file whose sensor is not an
+/// ideal counter, or whose workers, update interval or resolution are known.
+fn read_domains(
+    path: &Path,
+    all_workers: &BTreeSet<WorkerId>,
+) -> Result<(HashMap<String, Declared>, std::path::PathBuf), TraceError> {
+    let mut t = Table::open(path, &["domain", "sensor"])?;
+    let (c_d, c_s) = (t.required("domain"), t.required("sensor"));
+    let col = |name: &str| t.column(name);
+    let (c_m, c_w, c_smp, c_u, c_r, c_wk) = (
+        col("measures"),
+        col("window_ms"),
+        col("sampled_ms"),
+        col("update_ms"),
+        col("resolution_j"),
+        col("workers"),
+    );
+    let mut out: HashMap<String, Declared> = HashMap::new();
+    while let Some(row) = t.next_row()? {
+        let cell = |c: Option<usize>| c.map_or("", |c| row.get(c).trim());
+        let label = row.get(c_d).trim();
+        if label.is_empty() {
+            return Err(t.err(
+                row.line,
+                "domain",
+                "the domain's name in the samples file",
+                "",
+            ));
+        }
+        if let Some(d) = out.get(label) {
+            return Err(t.err(
+                row.line,
+                "domain",
+                &format!("a domain declared once (line {} declares it too)", d.line),
+                label,
+            ));
+        }
+        let ms = |c: Option<usize>, name: &str, what: &str| -> Result<Option<u64>, TraceError> {
+            let v = cell(c);
+            if v.is_empty() {
+                return Ok(None);
+            }
+            match v.parse::<f64>() {
+                Ok(x) if x > 0.0 && x <= 3.6e6 => Ok(Some((x * 1e6).round() as u64)),
+                _ => Err(t.err(row.line, name, &format!("{what}, in ms (0 to 3600000)"), v)),
+            }
+        };
+        let needed = |v: Option<u64>, name: &str, what: &str| {
+            v.ok_or_else(|| {
+                t.err(
+                    row.line,
+                    name,
+                    &format!("{what}, in ms: a column `{name}` with it on this row"),
+                    "",
+                )
+            })
+        };
+        let update = ms(c_u, "update_ms", "the sensor's update interval")?;
+        let kind = cell(Some(c_s)).to_ascii_lowercase().replace('-', "_");
+        let sensor = match kind.as_str() {
+            "counter" | "energy" | "energy_counter" => SensorKind::EnergyCounter,
+            "power" | "power_average" | "integrated_power" => SensorKind::IntegratedPower {
+                window_ns: needed(
+                    ms(c_w, "window_ms", "the power readings' averaging window")?,
+                    "window_ms",
+                    "the power readings' averaging window (NVML: 1000 on Ampere and later)",
+                )?,
+            },
+            "sampled_counter" | "sampled" => {
+                let sampled = needed(
+                    ms(
+                        c_smp,
+                        "sampled_ms",
+                        "the part of each update the counter sees",
+                    )?,
+                    "sampled_ms",
+                    "the part of each update the counter sees (A100, H100: 25 of 100)",
+                )?;
+                let u = needed(update, "update_ms", "the counter's update interval")?;
+                if sampled >= u {
+                    return Err(t.err(
+                        row.line,
+                        "sampled_ms",
+                        &format!(
+                            "less than update_ms ({} ms): a counter that sees all the time \
+                             is sensor `counter`",
+                            u as f64 / 1e6
+                        ),
+                        cell(c_smp),
+                    ));
+                }
+                SensorKind::SampledCounter {
+                    sampled_ns: sampled,
+                }
+            }
+            _ => {
+                return Err(t.err(
+                    row.line,
+                    "sensor",
+                    &format!("a sensor kind: {SENSOR_KINDS}"),
+                    cell(Some(c_s)),
+                ))
+            }
+        };
+        let measures = match cell(c_m) {
+            "" => None,
+            m => Some(parse_domain(m).ok_or_else(|| {
+                t.err(
+                    row.line,
+                    "measures",
+                    &format!("a domain name: {DOMAIN_NAMES}"),
+                    m,
+                )
+            })?),
+        };
+        let resolution_j = match cell(c_r) {
+            "" => None,
+            r => Some(
+                r.parse::<f64>()
+                    .ok()
+                    .filter(|r| r.is_finite() && *r >= 0.0)
+                    .ok_or_else(|| {
+                        t.err(
+                            row.line,
+                            "resolution_j",
+                            "a non-negative number of joules",
+                            r,
+                        )
+                    })?,
+            ),
+        };
+        let workers = match cell(c_wk) {
+            "" => None,
+            w => {
+                Some(parse_workers(w, all_workers).map_err(|e| t.err(row.line, "workers", &e, w))?)
+            }
+        };
+        out.insert(
+            label.to_string(),
+            Declared {
+                line: row.line,
+                measures,
+                sensor,
+                update_interval_ns: update,
+                resolution_j,
+                workers,
+            },
+        );
+    }
+    Ok((out, path.to_path_buf()))
+}
+
+/// A worker list: ids and ranges separated by `;`, `,` or spaces (`2`, `0;1`, `0-15`), all
+/// of them workers of the trace.
+fn parse_workers(text: &str, all: &BTreeSet<WorkerId>) -> Result<Vec<WorkerId>, String> {
+    let known = || {
+        let v: Vec<String> = all.iter().take(16).map(|w| w.to_string()).collect();
+        let more = if all.len() > 16 { ", ..." } else { "" };
+        format!("{}{more}", v.join(", "))
+    };
+    let mut out = Vec::new();
+    for part in text.split([';', ',', ' ']).filter(|p| !p.is_empty()) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a, b),
+            None => (part, part),
+        };
+        let (Ok(a), Ok(b)) = (a.parse::<WorkerId>(), b.parse::<WorkerId>()) else {
+            return Err("worker ids or ranges, as `2`, `0;1` or `0-15`".to_string());
+        };
+        if a > b || b - a > 1 << 16 {
+            return Err("worker ids or ranges, as `2`, `0;1` or `0-15`".to_string());
+        }
+        for w in a..=b {
+            if !all.contains(&w) {
+                return Err(format!(
+                    "workers of the trace ({}); worker {w} ran no task in it",
+                    known()
+                ));
+            }
+            out.push(w);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("at least one worker of the trace ({})", known()));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Reads `opts`' samples file and, if given, its workers and domains files. Without
+/// either, every domain covers every worker in `all_workers`.
 pub(super) fn read_energy(
     samples: &Path,
-    workers: Option<&Path>,
+    opts: &super::ImportOptions,
     unit: TimeUnit,
     all_workers: &BTreeSet<WorkerId>,
     source: &str,
-    wrap_j: Option<f64>,
 ) -> Result<Energy, TraceError> {
-    // The documented format, or taskwatt's own samples export (`t_ns`, `domain_key`).
+    let wrap_j = opts.wrap_range_j;
+    let declared = match &opts.domains {
+        Some(p) => Some(read_domains(p, all_workers)?),
+        None => None,
+    };
+    let declared_of = |label: &str| declared.as_ref().and_then(|(d, _)| d.get(label));
+    // The documented format (energy, or power readings, or both columns), or taskwatt's
+    // own samples export (`t_ns`, `domain_key`; each sensor by its `domain_name`).
     let (mut t, format) = Table::open_any(
         samples,
         &[
             &["time", "domain", "energy_j"],
+            &["time", "domain", "power_w"],
             &["t_ns", "domain_key", "energy_j"],
         ],
     )?;
-    let exported = format == 1;
+    let exported = format == 2;
     let unit = if exported { TimeUnit::Ns } else { unit };
-    let (c_time, c_dom, c_e) = if exported {
-        (
-            t.required("t_ns"),
-            t.required("domain_key"),
-            t.required("energy_j"),
-        )
+    let (c_time, c_dom) = if exported {
+        (t.required("t_ns"), t.required("domain_key"))
     } else {
-        (
-            t.required("time"),
-            t.required("domain"),
-            t.required("energy_j"),
-        )
+        (t.required("time"), t.required("domain"))
     };
+    // An export names each sensor (`domain_name`) apart from what it measures: two sensors
+    // of one GPU share a `domain_key`.
+    let c_label = if exported {
+        t.column("domain_name").unwrap_or(c_dom)
+    } else {
+        c_dom
+    };
+    let (c_e, c_p) = (t.column("energy_j"), t.column("power_w"));
     let mut domains: Vec<DomainInfo> = Vec::new();
     let mut ids: HashMap<String, DomainId> = HashMap::new();
-    // Every reading as (domain, time, line, energy): rows may come in any order; they are
-    // sorted by time per domain, then unwrapped and checked.
+    // Every reading as (domain, time, line, value): rows may come in any order; they are
+    // sorted by time per domain, then integrated or unwrapped, and checked.
     let mut rows: Vec<(DomainId, u64, u64, f64)> = Vec::new();
+    // Per domain: whether its readings are powers (W) to integrate.
+    let mut powers: Vec<bool> = Vec::new();
+    // Per domain: the samples file's first line of it.
+    let mut first_line: Vec<u64> = Vec::new();
     while let Some(row) = t.next_row()? {
         let time = row.get(c_time);
         let ns = unit.parse_ns(time).ok_or_else(|| {
@@ -93,58 +313,117 @@ pub(super) fn read_energy(
                 time,
             )
         })?;
-        let name = row.get(c_dom);
-        let id = match ids.get(name) {
+        let label = row.get(c_label);
+        let id = match ids.get(label) {
             Some(&id) => id,
             None => {
-                let domain = parse_domain(name).ok_or_else(|| {
-                    t.err(
-                        row.line,
-                        "domain",
-                        &format!("a domain name: {DOMAIN_NAMES}"),
-                        name,
-                    )
-                })?;
-                let Ok(id) = DomainId::try_from(domains.len()) else {
-                    return Err(t.err(row.line, "domain", "at most 65536 domains", name));
+                let decl = declared_of(label);
+                let name = if exported { row.get(c_dom) } else { label };
+                let domain = match decl.and_then(|d| d.measures) {
+                    Some(d) => d,
+                    None => parse_domain(name).ok_or_else(|| {
+                        let fix = if declared.is_some() {
+                            " (or declare it in the domains file with a `measures` column)"
+                        } else {
+                            " (or name what it measures with --domains, column `measures`)"
+                        };
+                        t.err(
+                            row.line,
+                            "domain",
+                            &format!("a domain name: {DOMAIN_NAMES}{fix}"),
+                            name,
+                        )
+                    })?,
                 };
-                ids.insert(name.to_string(), id);
+                let Ok(id) = DomainId::try_from(domains.len()) else {
+                    return Err(t.err(row.line, "domain", "at most 65536 domains", label));
+                };
+                ids.insert(label.to_string(), id);
+                let sensor = decl.map_or(SensorKind::EnergyCounter, |d| d.sensor);
+                // A power sensor's readings are in `power_w` where the file has it (else
+                // `energy_j` holds them already integrated, as taskwatt's export does).
+                let power = matches!(sensor, SensorKind::IntegratedPower { .. }) && c_p.is_some();
+                powers.push(power);
+                first_line.push(row.line);
                 domains.push(DomainInfo {
                     id,
                     meter: 0,
                     domain,
-                    name: name.to_string(),
-                    unit: "J".to_string(),
-                    // Unknown: the readings come already in joules.
-                    resolution_j: 0.0,
+                    name: label.to_string(),
+                    unit: if power { "W" } else { "J" }.to_string(),
+                    // Unknown unless given: the readings come already in joules.
+                    resolution_j: decl
+                        .and_then(|d| d.resolution_j)
+                        .or(opts.resolution_j)
+                        .unwrap_or(0.0),
                     wrap_range_j: None,
-                    update_interval_ns: None,
-                    sensor: SensorKind::EnergyCounter,
-                    workers: Vec::new(),
+                    update_interval_ns: decl
+                        .and_then(|d| d.update_interval_ns)
+                        .or(opts.update_interval_ns),
+                    sensor,
+                    workers: decl.and_then(|d| d.workers.clone()).unwrap_or_default(),
                 });
                 id
             }
         };
-        let e_text = row.get(c_e);
-        let energy = e_text
+        let (col, name, what) = if powers[id as usize] {
+            (c_p, "power_w", "a finite, non-negative power reading in W")
+        } else {
+            (c_e, "energy_j", "a finite number of joules")
+        };
+        let text = col.map_or("", |c| row.get(c));
+        let value = text
+            .trim()
             .parse::<f64>()
             .ok()
-            .filter(|e| e.is_finite())
-            .ok_or_else(|| t.err(row.line, "energy_j", "a finite number of joules", e_text))?;
-        rows.push((id, ns, row.line, energy));
+            .filter(|v| v.is_finite() && (!powers[id as usize] || *v >= 0.0))
+            .ok_or_else(|| {
+                let fix = if col.is_none() {
+                    format!(" (the file has no `{name}` column)")
+                } else {
+                    String::new()
+                };
+                t.err(row.line, name, &format!("{what}{fix}"), text)
+            })?;
+        rows.push((id, ns, row.line, value));
+    }
+    if let Some((decl, path)) = &declared {
+        let mut unused: Vec<(&String, &Declared)> =
+            decl.iter().filter(|(l, _)| !ids.contains_key(*l)).collect();
+        unused.sort_by_key(|(_, d)| d.line);
+        if let Some((label, d)) = unused.first() {
+            let mut known: Vec<&str> = ids.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            return Err(TraceError::Malformed {
+                path: path.clone(),
+                line: d.line,
+                column: "domain".into(),
+                expected: format!(
+                    "a domain of the samples file {} ({})",
+                    samples.display(),
+                    known.join(", ")
+                ),
+                found: label.to_string(),
+            });
+        }
     }
     rows.sort_unstable_by_key(|r| (r.0, r.1, r.2));
     let mut out = Vec::with_capacity(rows.len());
-    // Per domain, in time order: the previous (line, raw, unwrapped) and the wrap offset.
-    let mut prev: Option<(DomainId, u64, f64, f64)> = None;
+    // Per domain, in time order: the previous (line, raw, cumulative J, time) and the wrap
+    // offset.
+    let mut prev: Option<(DomainId, u64, f64, f64, u64)> = None;
     let mut offset = 0.0;
     for &(id, ns, line, raw) in &rows {
-        let mut energy = raw;
+        let power = powers[id as usize];
+        let mut energy = if power { 0.0 } else { raw };
         match prev {
-            Some((pd, pline, praw, pe)) if pd == id => {
+            // Power readings: integrated with the trapezoid rule, as the sampler does.
+            Some((pd, _, praw, pe, pt)) if pd == id && power => {
+                energy = pe + 0.5 * (praw + raw) * (ns - pt) as f64 * 1e-9;
+            }
+            Some((pd, pline, praw, pe, _)) if pd == id => {
                 if let Some(w) = wrap_j.filter(|_| raw < praw) {
                     offset += w;
-                    let _ = pline;
                 }
                 energy = raw + offset;
                 if energy < pe {
@@ -155,7 +434,8 @@ pub(super) fn read_energy(
                         &format!(
                             "cumulative energy, at least the {pe} J of line {pline} (an earlier \
                              time) for domain {name}; if the column is a raw counter that \
-                             wraps, give its range with --counter-wrap"
+                             wraps, give its range with --counter-wrap; if it holds power \
+                             readings, declare the domain's sensor `power` with --domains"
                         ),
                         &raw.to_string(),
                     ));
@@ -163,29 +443,47 @@ pub(super) fn read_energy(
             }
             _ => offset = 0.0,
         }
-        prev = Some((id, line, raw, energy));
+        prev = Some((id, line, raw, energy, ns));
         out.push(EnergySample {
             domain: id,
             t: Timestamp(ns),
             wall_unix_ns: 0,
             energy_j: energy,
-            raw,
+            raw: if power { f64::NAN } else { raw },
         });
     }
     out.sort_by_key(|s| s.t);
     if let Some(w) = wrap_j {
-        for d in &mut domains {
-            d.wrap_range_j = Some(w);
-        }
-    }
-
-    match workers {
-        Some(w) => map_workers(w, &ids, &mut domains)?,
-        None => {
-            for d in &mut domains {
-                d.workers = all_workers.iter().copied().collect();
+        for (d, power) in domains.iter_mut().zip(&powers) {
+            if !power {
+                d.wrap_range_j = Some(w);
             }
         }
+    }
+    if let Some(w) = &opts.workers {
+        map_workers(w, &ids, &mut domains, all_workers)?;
+    }
+    let declared_workers = |label: &str| declared_of(label).is_some_and(|d| d.workers.is_some());
+    for d in &mut domains {
+        if d.workers.is_empty() && opts.workers.is_none() && !declared_workers(&d.name) {
+            d.workers = all_workers.iter().copied().collect();
+        }
+    }
+    if let Some(d) = domains.iter().find(|d| d.workers.is_empty()) {
+        let fix = match &opts.workers {
+            Some(w) => format!(
+                "add a row `<worker>,{}` to {} for each worker it covers",
+                d.name,
+                w.display()
+            ),
+            None => "give its workers in the domains file's `workers` column".to_string(),
+        };
+        return Err(t.err(
+            first_line[d.id as usize],
+            "domain",
+            &format!("a domain that covers some worker ({fix})"),
+            &d.name,
+        ));
     }
     Ok(Energy {
         meter: MeterInfo {
@@ -203,6 +501,7 @@ fn map_workers(
     path: &Path,
     ids: &HashMap<String, DomainId>,
     domains: &mut [DomainInfo],
+    all_workers: &BTreeSet<WorkerId>,
 ) -> Result<(), TraceError> {
     let mut t = Table::open(path, &["worker", "domain"])?;
     let (c_w, c_d) = (t.required("worker"), t.required("domain"));
@@ -211,6 +510,14 @@ fn map_workers(
         let worker: WorkerId = w
             .parse()
             .map_err(|_| t.err(row.line, "worker", "a worker id (0, 1, ...)", w))?;
+        if !all_workers.contains(&worker) {
+            return Err(t.err(
+                row.line,
+                "worker",
+                &parse_workers(w, all_workers).err().unwrap_or_default(),
+                w,
+            ));
+        }
         let d = row.get(c_d);
         let Some(&id) = ids.get(d) else {
             let mut known: Vec<&str> = ids.keys().map(String::as_str).collect();
@@ -243,6 +550,18 @@ mod tests {
         f
     }
 
+    fn read(
+        samples: &Path,
+        workers: Option<&Path>,
+        domains: Option<&Path>,
+        all: &BTreeSet<WorkerId>,
+    ) -> Result<Energy, TraceError> {
+        let mut o = crate::import::ImportOptions::new(TimeUnit::Ms);
+        o.workers = workers.map(Path::to_path_buf);
+        o.domains = domains.map(Path::to_path_buf);
+        read_energy(samples, &o, TimeUnit::Ms, all, "csv")
+    }
+
     #[test]
     fn domain_names() {
         assert_eq!(
@@ -266,13 +585,13 @@ mod tests {
         );
         let w = file("worker,domain\n0,package-0\n1,package-0\n1,dram-0\n");
         let all = BTreeSet::from([0, 1, 2]);
-        let e = read_energy(s.path(), Some(w.path()), TimeUnit::Ms, &all, "csv", None).unwrap();
+        let e = read(s.path(), Some(w.path()), None, &all).unwrap();
         assert_eq!(e.domains.len(), 2);
         assert_eq!(e.domains[0].workers, [0, 1]);
         assert_eq!(e.domains[1].workers, [1]);
         assert_eq!(e.samples[2].t, Timestamp(1_500_000));
         assert!(!e.meter.simulated && e.meter.backend == "import");
-        let e = read_energy(s.path(), None, TimeUnit::Ms, &all, "csv", None).unwrap();
+        let e = read(s.path(), None, None, &all).unwrap();
         assert_eq!(e.domains[1].workers, [0, 1, 2]);
     }
 
@@ -305,15 +624,137 @@ mod tests {
         ];
         for (text, want) in cases {
             let f = file(text);
-            let e = read_energy(f.path(), None, TimeUnit::Ms, &all, "csv", None).unwrap_err();
+            let e = read(f.path(), None, None, &all).unwrap_err();
             assert!(e.to_string().contains(want), "{e} / {want}");
         }
         let s = file("time,domain,energy_j\n0,package-0,0\n");
         let w = file("worker,domain\n0,gpu-0\n");
-        let e = read_energy(s.path(), Some(w.path()), TimeUnit::Ms, &all, "csv", None).unwrap_err();
+        let all = BTreeSet::from([0]);
+        let e = read(s.path(), Some(w.path()), None, &all).unwrap_err();
         assert!(
             e.to_string()
                 .contains(":2: domain: expected a domain of the samples file (package-0)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_domains_file_declares_each_sensor_and_power_readings_are_integrated() {
+        // One GPU read by two sensors (a sampled counter and power readings), a package
+        // read by RAPL's counter.
+        let s = file(
+            "time,domain,energy_j,power_w\n\
+             0,nvml-energy,0,\n0,nvml-power,,100\n0,package-0,0,\n\
+             100,nvml-energy,10,\n100,nvml-power,,120\n100,package-0,5,\n\
+             200,nvml-energy,21,\n200,nvml-power,,100\n200,package-0,9,\n",
+        );
+        let d = file(
+            "domain,measures,sensor,window_ms,sampled_ms,update_ms,resolution_j,workers\n\
+             nvml-energy,gpu-0,sampled_counter,,25,100,0.001,2\n\
+             nvml-power,gpu-0,power,1000,,,,2\n",
+        );
+        let all = BTreeSet::from([0, 1, 2]);
+        let e = read(s.path(), None, Some(d.path()), &all).unwrap();
+        let by = |n: &str| e.domains.iter().find(|d| d.name == n).unwrap();
+        let (c, p, k) = (by("nvml-energy"), by("nvml-power"), by("package-0"));
+        assert_eq!(c.domain, Domain::Gpu { index: 0 });
+        assert_eq!(
+            c.sensor,
+            SensorKind::SampledCounter {
+                sampled_ns: 25_000_000
+            }
+        );
+        assert_eq!(c.update_interval_ns, Some(100_000_000));
+        assert_eq!(c.resolution_j, 0.001);
+        assert_eq!(c.workers, [2]);
+        assert_eq!(
+            p.sensor,
+            SensorKind::IntegratedPower {
+                window_ns: 1_000_000_000
+            }
+        );
+        assert!(p.same_device(c), "both sensors of one GPU");
+        assert_eq!(k.sensor, SensorKind::EnergyCounter);
+        assert_eq!(k.workers, [0, 1, 2], "undeclared: every worker");
+        let power: Vec<f64> = e
+            .samples
+            .iter()
+            .filter(|x| x.domain == p.id)
+            .map(|x| x.energy_j)
+            .collect();
+        // Trapezoids: 0.1 s at (100 + 120) / 2, then at (120 + 100) / 2.
+        assert_eq!(power.len(), 3);
+        assert!(
+            (power[1] - 11.0).abs() < 1e-9 && (power[2] - 22.0).abs() < 1e-9,
+            "{power:?}"
+        );
+    }
+
+    #[test]
+    fn a_bad_domains_file_names_its_line_and_the_fix() {
+        let s = file("time,domain,energy_j\n0,gpu-0,0\n1,gpu-0,1\n");
+        let all = BTreeSet::from([0, 1]);
+        let cases = [
+            (
+                "domain,sensor\ngpu-0,thermal\n",
+                ":2: sensor: expected a sensor kind: counter",
+            ),
+            (
+                "domain,sensor\ngpu-0,power\n",
+                ":2: window_ms: expected the power readings' averaging window",
+            ),
+            (
+                "domain,sensor,sampled_ms\ngpu-0,sampled_counter,25\n",
+                ":2: update_ms: expected the counter's update interval",
+            ),
+            (
+                "domain,sensor,sampled_ms,update_ms\ngpu-0,sampled,100,100\n",
+                ":2: sampled_ms: expected less than update_ms",
+            ),
+            (
+                "domain,sensor,workers\ngpu-0,counter,7\n",
+                ":2: workers: expected workers of the trace (0, 1); worker 7 ran no task",
+            ),
+            (
+                "domain,sensor\ngpu-0,counter\ngpu-0,counter\n",
+                ":3: domain: expected a domain declared once (line 2",
+            ),
+            (
+                "domain,sensor\ngpu-1,counter\n",
+                ":2: domain: expected a domain of the samples file",
+            ),
+            (
+                "domain,sensor,measures\ngpu-0,counter,fan\n",
+                ":2: measures: expected a domain name",
+            ),
+        ];
+        for (text, want) in cases {
+            let d = file(text);
+            let e = read(s.path(), None, Some(d.path()), &all).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains(want), "{msg} / {want}");
+            assert!(
+                msg.contains(&d.path().display().to_string()),
+                "names the file: {msg}"
+            );
+        }
+        // A power domain whose file has no power column.
+        let d = file("domain,sensor,window_ms\ngpu-0,power,1000\n");
+        let s2 = file("time,domain,power_w\n0,gpu-0,\n");
+        let e = read(s2.path(), None, Some(d.path()), &all).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains(":2: power_w: expected a finite, non-negative power reading in W"),
+            "{e}"
+        );
+        // A domain the workers file does not cover.
+        let s3 = file("time,domain,energy_j\n0,package-0,0\n0,gpu-0,0\n");
+        let w = file("worker,domain\n0,package-0\n");
+        let e = read(s3.path(), Some(w.path()), None, &all).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                ":3: domain: expected a domain that covers some worker (add a row `<worker>,gpu-0`"
+            ),
             "{e}"
         );
     }

@@ -125,6 +125,10 @@ pub struct ImportOptions {
     pub samples: Option<PathBuf>,
     /// A `workers.csv` mapping workers to the domains that cover them.
     pub workers: Option<PathBuf>,
+    /// A `domains.csv` declaring each domain's sensor (energy counter, power readings
+    /// averaged over a window, a counter that samples part of each update), update
+    /// interval, resolution and workers (docs/import.md).
+    pub domains: Option<PathBuf>,
     /// The meter's update interval, ns, if known: lets the attribution align intervals to
     /// the meter's updates (`docs/attribution.md`, "Intervals aligned to the meter").
     pub update_interval_ns: Option<u64>,
@@ -227,6 +231,7 @@ impl ImportOptions {
             time_unit,
             samples: None,
             workers: None,
+            domains: None,
             update_interval_ns: None,
             resolution_j: None,
             wrap_range_j: None,
@@ -257,16 +262,10 @@ impl ImportOptions {
         self
     }
 
-    /// Writes what is known of the meter into the imported domains.
-    pub(crate) fn apply_meter(&self, trace: &mut crate::Trace) {
-        for d in &mut trace.domains {
-            if let Some(u) = self.update_interval_ns {
-                d.update_interval_ns = Some(u);
-            }
-            if let Some(r) = self.resolution_j {
-                d.resolution_j = r;
-            }
-        }
+    /// Adds a `domains.csv` (each domain's sensor; docs/import.md).
+    pub fn domains(mut self, path: impl Into<PathBuf>) -> Self {
+        self.domains = Some(path.into());
+        self
     }
 
     /// Adds a `workers.csv`.

@@ -353,16 +353,14 @@ pub fn import_starpu(
     let energy = match &opts.samples {
         Some(s) => Some(read_energy(
             s,
-            opts.workers.as_deref(),
+            opts,
             opts.time_unit,
             &p.b.workers(),
             "starpu",
-            opts.wrap_range_j,
         )?),
         None => None,
     };
-    let mut trace = p.b.build("starpu tasks.rec", path, energy);
-    opts.apply_meter(&mut trace);
+    let trace = p.b.build("starpu tasks.rec", path, energy);
     Ok(StarpuImport {
         trace,
         skipped: p.skipped,
