@@ -45,7 +45,9 @@ use taskwatt_energy::attribution::{
     RenderOptions,
 };
 use taskwatt_energy::{detect, DetectOptions, EnergyError, MeterChoice, Sampler, SamplerConfig};
-use taskwatt_runtime::{Runtime, RuntimeBuilder, RuntimeError};
+use taskwatt_runtime::{Runtime, RuntimeBuilder, RuntimeError, Task};
+
+use crate::session::{AutoCalibrationReport, TypeCalibration};
 use taskwatt_traces::{
     read_trace, Chunk, Clock, ExecutionObserver, Marker, Region, Timestamp, TraceError, TraceSink,
     TraceWriter,
@@ -61,6 +63,7 @@ pub struct Measure {
     trace: Option<PathBuf>,
     detect: DetectOptions,
     attribution: AttributionOptions,
+    type_calibration: TypeCalibration,
 }
 
 impl Default for Measure {
@@ -79,6 +82,7 @@ impl Measure {
             trace: None,
             detect: DetectOptions::default(),
             attribution: AttributionOptions::default(),
+            type_calibration: TypeCalibration::auto(),
         }
     }
 
@@ -109,6 +113,15 @@ impl Measure {
     /// Where the meters live, and the simulator's configuration.
     pub fn detect_options(mut self, d: DetectOptions) -> Measure {
         self.detect = d;
+        self
+    }
+
+    /// How [`Measured::finish_calibrating`] calibrates the task types: `TypeCalibration::auto()`
+    /// (the default: only the types the fit could not pin down, until they are or 10 s are
+    /// spent, as `taskwatt run --type-calibration auto`), or `Fixed(d)`: every type the
+    /// graph ran, alone for `d` each.
+    pub fn type_calibration(mut self, t: TypeCalibration) -> Measure {
+        self.type_calibration = t;
         self
     }
 
@@ -238,7 +251,69 @@ impl Measured {
     /// # Errors
     /// A failed task or runtime error, a sampler or trace error, or an attribution error
     /// (for instance no energy sample at all: a graph shorter than one period).
-    pub fn finish(mut self) -> Result<EnergyReport, MeasureError> {
+    pub fn finish(self) -> Result<EnergyReport, MeasureError> {
+        self.finish_inner(None)
+    }
+
+    /// As [`Measured::finish`], calibrating the task types after the graph (and after the
+    /// idle calibration), as `taskwatt run --type-calibration` does for its apps.
+    ///
+    /// In a graph, task types often run in nearly fixed proportions (a halo exchange
+    /// beside each sweep), so the graph's intervals pin their sum and not their split.
+    /// Calibration runs a type alone (one task at a time, then `calibration_slots()` at
+    /// once), which separates it. `make(codelet, slot)` gives one task of the codelet,
+    /// on data of its own (scratch handles you registered for this; `slot` is in
+    /// `0..calibration_slots()`, so that tasks run at once use distinct data), or `None`
+    /// for a type it cannot make. With [`TypeCalibration::auto`] (the default) only the
+    /// types whose power the fit of the trace so far does not show within a share of the
+    /// precision threshold are calibrated, round after round, within the budget;
+    /// [`EnergyReport::calibration`] says what was done.
+    ///
+    /// ```
+    /// use taskwatt::{Codelet, Measure, Runtime, Task};
+    ///
+    /// let m = Measure::new().start(Runtime::builder().workers(2)).unwrap();
+    /// let rt = m.runtime();
+    /// let sweep = Codelet::new("sweep").cpu(|ctx| {
+    ///     ctx.rw::<Vec<f64>>(0).iter_mut().for_each(|x| *x = x.sqrt() + 1.0)
+    /// });
+    /// let data = rt.register(vec![2.0f64; 1 << 12]);
+    /// for _ in 0..50 {
+    ///     rt.submit(Task::new(&sweep).rw(&data)).unwrap();
+    /// }
+    /// let scratch: Vec<_> = (0..m.calibration_slots())
+    ///     .map(|_| rt.register(vec![2.0f64; 1 << 12]))
+    ///     .collect();
+    /// let report = m
+    ///     .finish_calibrating(|codelet, slot| match codelet {
+    ///         "sweep" => Some(Task::new(&sweep).rw(&scratch[slot])),
+    ///         _ => None,
+    ///     })
+    ///     .unwrap();
+    /// println!("{}", report.text());
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Measured::finish`]. A calibration that cannot run (a type `make` returns `None`
+    /// for, a fit of the partial trace that fails) is not an error: the report says why in
+    /// [`AutoCalibrationReport::error`].
+    pub fn finish_calibrating<'a>(
+        self,
+        make: impl Fn(&str, usize) -> Option<Task<'a>>,
+    ) -> Result<EnergyReport, MeasureError> {
+        self.finish_inner(Some(&make))
+    }
+
+    /// How many tasks of one type a calibration runs at once (two per worker): the
+    /// `slot`s `finish_calibrating`'s closure gets are `0..calibration_slots()`.
+    pub fn calibration_slots(&self) -> usize {
+        2 * self.runtime().workers().len()
+    }
+
+    fn finish_inner<'a>(
+        mut self,
+        make: Option<&dyn Fn(&str, usize) -> Option<Task<'a>>>,
+    ) -> Result<EnergyReport, MeasureError> {
         let rt = self.rt.take().expect("finish runs once");
         let waited = rt.wait_all();
         self.sink.send(Chunk::Markers(vec![Marker {
@@ -247,6 +322,10 @@ impl Measured {
             end: Clock::now(),
         }]));
         self.idle();
+        let calibration = match make {
+            Some(make) if waited.is_ok() => Some(self.calibrate(&rt, make)),
+            _ => None,
+        };
         let stats = rt.shutdown();
         let sampled = self.sampler.take().map(Sampler::stop).transpose();
         let writer = self.writer.take().expect("finish runs once");
@@ -266,10 +345,75 @@ impl Measured {
         let attribution = attribute_trace(&trace, &self.measure.attribution)?;
         Ok(EnergyReport {
             attribution,
+            calibration,
             simulated: self.simulated,
             trace: self.measure.trace.clone(),
             _temp: self._temp.take(),
         })
+    }
+}
+
+impl Measured {
+    /// Type calibration after the graph (see [`Measured::finish_calibrating`]).
+    fn calibrate<'a>(
+        &self,
+        rt: &Runtime,
+        make: &dyn Fn(&str, usize) -> Option<Task<'a>>,
+    ) -> AutoCalibrationReport {
+        let stop = crate::session::StopSignal::new();
+        let mut run = |plan: &[(String, Duration)]| -> Result<(), String> {
+            let mut missing = Vec::new();
+            let mut ran = 0;
+            for (name, d) in plan {
+                if make(name, 0).is_none() {
+                    missing.push(name.as_str());
+                    continue;
+                }
+                let one = |slot: usize| {
+                    make(name, slot).expect("the closure made a task of this codelet before")
+                };
+                crate::apps::calibrate::phase(rt, &self.sink, name, *d, &one)
+                    .map_err(|e| e.to_string())?;
+                ran += 1;
+            }
+            if ran == 0 && !missing.is_empty() {
+                return Err(format!(
+                    "no calibration task for {}: finish_calibrating's closure returned None \
+                     for it",
+                    missing.join(", ")
+                ));
+            }
+            Ok(())
+        };
+        match self.measure.type_calibration {
+            TypeCalibration::Auto {
+                budget,
+                step,
+                precision_pct,
+            } => crate::session::auto_calibrate(
+                &self.path,
+                &stop,
+                budget,
+                step,
+                precision_pct,
+                &mut run,
+            ),
+            TypeCalibration::Fixed(each) => {
+                let t0 = std::time::Instant::now();
+                let names = rt.codelet_names();
+                let plan: Vec<(String, Duration)> = names.into_iter().map(|n| (n, each)).collect();
+                let mut report = AutoCalibrationReport::default();
+                if let Err(e) = run(&plan) {
+                    report.error = Some(e);
+                }
+                report.rounds.push((
+                    plan.into_iter().map(|(n, _)| n).collect(),
+                    t0.elapsed().as_secs_f64(),
+                ));
+                report.spent_s = t0.elapsed().as_secs_f64();
+                report
+            }
+        }
     }
 }
 
@@ -278,6 +422,8 @@ impl Measured {
 pub struct EnergyReport {
     /// The attribution (report, fits, systems).
     pub attribution: Attribution,
+    /// What type calibration did ([`Measured::finish_calibrating`]; `None` without it).
+    pub calibration: Option<AutoCalibrationReport>,
     /// Whether the energies come from the simulated meter (every rendering says so).
     pub simulated: bool,
     /// The trace, when [`Measure::trace`] asked to keep it.

@@ -386,7 +386,24 @@ pub fn measured_run<P>(
             precision_pct,
         }) = opts.type_calibration
         {
-            let auto = auto_calibrate(opts, &rt, &sink, budget, step, precision_pct);
+            let auto = auto_calibrate(
+                &opts.trace,
+                &opts.stop,
+                budget,
+                step,
+                precision_pct,
+                &mut |plan| {
+                    crate::apps::calibrate_some_types(
+                        opts.app,
+                        &rt,
+                        &opts.config,
+                        &sink,
+                        step,
+                        Some(plan),
+                    )
+                    .map_err(|e| e.to_string())
+                },
+            );
             auto_calibration = Some(auto);
         }
     }
@@ -435,29 +452,29 @@ pub fn measured_run<P>(
 /// The share of the report's precision threshold adaptive type calibration aims for.
 pub const CALIBRATION_TARGET: f64 = 0.4;
 
-/// Adaptive type calibration: fit what the trace file holds so far (the runtime and the
-/// writer put everything in it within 100 ms), calibrate the types whose power is not
-/// shown as a measurement, repeat within `budget`.
-fn auto_calibrate(
-    opts: &MeasuredRunOptions,
-    rt: &Runtime,
-    sink: &taskwatt_traces::TraceSink,
+/// Adaptive type calibration: fit what the trace file at `trace` holds so far (the runtime
+/// and the writer put everything in it within 100 ms), calibrate the types whose power is
+/// not shown as a measurement (`calibrate` runs a plan: each type alone for its time),
+/// repeat within `budget`. Shared by `taskwatt run` and [`crate::Measure`].
+pub(crate) fn auto_calibrate(
+    trace: &std::path::Path,
+    stop: &StopSignal,
     budget: Duration,
     step: Duration,
     precision_pct: f64,
+    calibrate: &mut dyn FnMut(&[(String, Duration)]) -> Result<(), String>,
 ) -> AutoCalibrationReport {
     let t0 = Instant::now();
     let mut report = AutoCalibrationReport::default();
     loop {
         // The runtime's flusher and the writer each flush within 50 ms.
-        opts.stop
-            .sleep(taskwatt_runtime::DEFAULT_TRACE_FLUSH + taskwatt_traces::WRITER_FLUSH * 2);
-        if opts.stop.is_stopped() {
+        stop.sleep(taskwatt_runtime::DEFAULT_TRACE_FLUSH + taskwatt_traces::WRITER_FLUSH * 2);
+        if stop.is_stopped() {
             break;
         }
         // Calibrate to a share of the report's threshold: a power shown within +-5 % is
         // then good to about +-2 %, which is what comparisons between runs need.
-        let flagged = match flagged_types(&opts.trace, precision_pct * CALIBRATION_TARGET) {
+        let flagged = match flagged_types(trace, precision_pct * CALIBRATION_TARGET) {
             Ok(f) => f,
             Err(e) => {
                 report.error = Some(e);
@@ -488,10 +505,8 @@ fn auto_calibrate(
             break;
         }
         let start = Instant::now();
-        if let Err(e) =
-            crate::apps::calibrate_some_types(opts.app, rt, &opts.config, sink, step, Some(&plan))
-        {
-            report.error = Some(e.to_string());
+        if let Err(e) = calibrate(&plan) {
+            report.error = Some(e);
             break;
         }
         report

@@ -108,3 +108,106 @@ fn an_idle_calibration_longer_than_a_week_is_refused_at_once() {
     // A week exactly is accepted (not run here: it is the bound, not a test length).
     assert!(taskwatt::MAX_IDLE_CALIBRATION == Duration::from_secs(604_800));
 }
+
+/// A user's graph whose two short types always run together (a sweep, then its halo
+/// exchange, on each block): the graph pins their sum, not their split. `finish_calibrating`
+/// runs each flagged type alone until the fit separates them.
+#[test]
+fn adaptive_calibration_separates_short_types_that_run_in_fixed_proportions() {
+    use taskwatt::energy::DetectOptions;
+    use taskwatt::energy::SimConfig;
+    let sim = SimConfig::from_toml_str(
+        "[codelets]\n\
+         sweep = { cpu = { package_w = 9.0, dram_w = 2.0 } }\n\
+         halo = { cpu = { package_w = 21.0, dram_w = 0.8 } }\n",
+        "test",
+    )
+    .unwrap();
+    let run = |calibrate: bool| {
+        let m = Measure::new()
+            .meter(MeterChoice::Sim)
+            .period(Duration::from_millis(5))
+            .idle_calibration(Duration::from_millis(300))
+            .detect_options(DetectOptions {
+                sim: sim.clone(),
+                ..DetectOptions::default()
+            })
+            .start(Runtime::builder().workers(2))
+            .unwrap();
+        let rt = m.runtime();
+        let spin = |us: u64| {
+            move |_: &taskwatt::TaskCtx<'_>| {
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_micros(us) {
+                    std::hint::spin_loop();
+                }
+            }
+        };
+        let sweep = Codelet::new("sweep").cpu(spin(400));
+        let halo = Codelet::new("halo").cpu(spin(60));
+        let blocks: Vec<_> = (0..8).map(|_| rt.register(vec![0.0f64; 64])).collect();
+        for _ in 0..250 {
+            for b in &blocks {
+                rt.submit(Task::new(&sweep).rw(b)).unwrap();
+                rt.submit(Task::new(&halo).rw(b)).unwrap();
+            }
+        }
+        rt.wait_all().unwrap();
+        let scratch: Vec<_> = (0..m.calibration_slots())
+            .map(|_| rt.register(vec![0.0f64; 64]))
+            .collect();
+        let report = if calibrate {
+            m.finish_calibrating(|codelet, slot| match codelet {
+                "sweep" => Some(Task::new(&sweep).rw(&scratch[slot])),
+                "halo" => Some(Task::new(&halo).rw(&scratch[slot])),
+                _ => None,
+            })
+            .unwrap()
+        } else {
+            m.finish().unwrap()
+        };
+        let d = report.attribution.report.domains[0].clone();
+        (d, report.calibration)
+    };
+    let shown = |d: &taskwatt::energy::attribution::DomainReport| {
+        d.types
+            .iter()
+            .filter(|t| t.power.reliable)
+            .map(|t| t.key.codelet.clone())
+            .collect::<Vec<_>>()
+    };
+    // Without calibration the short type is not pinned down (it is not shown).
+    let (plain, none) = run(false);
+    assert!(none.is_none());
+    assert!(
+        !shown(&plain).contains(&"halo".to_string()),
+        "{:?}",
+        plain.types
+    );
+
+    let (d, calibration) = run(true);
+    let calibration = calibration.expect("calibration ran");
+    assert!(calibration.error.is_none(), "{calibration:?}");
+    assert!(!calibration.rounds.is_empty(), "{calibration:?}");
+    assert!(
+        calibration.rounds[0].0.contains(&"halo".to_string()),
+        "{calibration:?}"
+    );
+    let mut s = shown(&d);
+    s.sort();
+    assert_eq!(
+        s,
+        ["halo", "sweep"],
+        "both shown as measurements: {:?}",
+        d.types
+    );
+    let truth = d.truth.as_ref().expect("the simulated meter's truth");
+    let types = truth
+        .rows
+        .iter()
+        .filter(|r| r.name.starts_with("sweep@") || r.name.starts_with("halo@"));
+    for row in types {
+        let err = row.error_pct.expect("a non-zero truth");
+        assert!(err.abs() < 5.0, "{}: {err:+.1} % off the truth", row.name);
+    }
+}

@@ -1596,6 +1596,19 @@ impl Runtime {
         Handle::new_device(value, bytes, Some(&self.shared.nodes))
     }
 
+    /// The names of the codelets submitted so far, in the order they were first
+    /// submitted (each once, even when two codelets share a name).
+    pub fn codelet_names(&self) -> Vec<String> {
+        let reg = self.shared.codelets.lock();
+        let mut out: Vec<String> = Vec::with_capacity(reg.kept.len());
+        for c in &reg.kept {
+            if !out.contains(&c.name) {
+                out.push(c.name.clone());
+            }
+        }
+        out
+    }
+
     /// Names `handle` (StarPU's `starpu_data_set_name`): the trace records the name, and
     /// every export shows it where it would show `h<id>` (copies in Perfetto and Paje,
     /// the transfers and accesses CSVs). A later name replaces an earlier one; a name

@@ -5,7 +5,7 @@
 //! Cholesky and GEMM run in f64 (default) or f32 ([`Precision`]); the stencil is f64 only
 //! and refuses f32 with [`AppError::Unsupported`].
 
-mod calibrate;
+pub(crate) mod calibrate;
 mod cholesky;
 #[cfg(feature = "cuda")]
 mod cuda;

@@ -333,27 +333,33 @@ pub(crate) fn run_end() -> impl Strategy<Value = RunEnd> {
 
 /// Any chunk, of any kind.
 pub(crate) fn chunk() -> impl Strategy<Value = Chunk> {
+    // Each arm boxed: one `prop_oneof!` over a dozen nested strategy types took most of
+    // this crate's test build.
     prop_oneof![
-        run_meta().prop_map(Chunk::Meta),
-        codelets().prop_map(Chunk::Codelets),
-        task_chunk().prop_map(Chunk::Tasks),
-        meters().prop_map(|(meters, domains)| Chunk::Meters { meters, domains }),
-        samples().prop_map(Chunk::Samples),
-        truth().prop_map(Chunk::Truth),
-        markers().prop_map(Chunk::Markers),
-        run_end().prop_map(Chunk::End),
-        transfers().prop_map(Chunk::Transfers),
-        accesses().prop_map(Chunk::Accesses),
-        comms().prop_map(Chunk::Comms),
-        vec((edge_u64(), ".{0,12}", edge_u64()), 0..4).prop_map(|h| Chunk::Handles(
-            h.into_iter()
-                .map(|(handle, name, bytes)| crate::HandleInfo {
-                    handle,
-                    name,
-                    bytes
-                })
-                .collect()
-        )),
+        run_meta().prop_map(Chunk::Meta).boxed(),
+        codelets().prop_map(Chunk::Codelets).boxed(),
+        task_chunk().prop_map(Chunk::Tasks).boxed(),
+        meters()
+            .prop_map(|(meters, domains)| Chunk::Meters { meters, domains })
+            .boxed(),
+        samples().prop_map(Chunk::Samples).boxed(),
+        truth().prop_map(Chunk::Truth).boxed(),
+        markers().prop_map(Chunk::Markers).boxed(),
+        run_end().prop_map(Chunk::End).boxed(),
+        transfers().prop_map(Chunk::Transfers).boxed(),
+        accesses().prop_map(Chunk::Accesses).boxed(),
+        comms().prop_map(Chunk::Comms).boxed(),
+        vec((edge_u64(), ".{0,12}", edge_u64()), 0..4)
+            .prop_map(|h| Chunk::Handles(
+                h.into_iter()
+                    .map(|(handle, name, bytes)| crate::HandleInfo {
+                        handle,
+                        name,
+                        bytes
+                    })
+                    .collect()
+            ))
+            .boxed(),
     ]
 }
 
