@@ -4,6 +4,16 @@ use std::time::Duration;
 
 use taskwatt::{Codelet, Measure, MeterChoice, Runtime, Task};
 
+/// A codelet body that spins for `us` microseconds.
+fn spin(us: u64) -> impl Fn(&taskwatt::TaskCtx<'_>) + Send + Sync + 'static {
+    move |_| {
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_micros(us) {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 #[test]
 fn a_three_codelet_graph_gets_its_report_per_type_and_region() {
     let dir = tempfile::tempdir().unwrap();
@@ -17,14 +27,6 @@ fn a_three_codelet_graph_gets_its_report_per_type_and_region() {
         .unwrap();
     assert!(m.is_simulated());
     let rt = m.runtime();
-    let spin = |us: u64| {
-        move |_: &taskwatt::TaskCtx<'_>| {
-            let t = std::time::Instant::now();
-            while t.elapsed() < Duration::from_micros(us) {
-                std::hint::spin_loop();
-            }
-        }
-    };
     let a = Codelet::new("a").cpu(spin(300));
     let b = Codelet::new("b").cpu(spin(500));
     let c = Codelet::new("c").cpu(spin(200));
@@ -135,14 +137,6 @@ fn adaptive_calibration_separates_short_types_that_run_in_fixed_proportions() {
             .start(Runtime::builder().workers(2))
             .unwrap();
         let rt = m.runtime();
-        let spin = |us: u64| {
-            move |_: &taskwatt::TaskCtx<'_>| {
-                let t = std::time::Instant::now();
-                while t.elapsed() < Duration::from_micros(us) {
-                    std::hint::spin_loop();
-                }
-            }
-        };
         let sweep = Codelet::new("sweep").cpu(spin(400));
         let halo = Codelet::new("halo").cpu(spin(60));
         let blocks: Vec<_> = (0..8).map(|_| rt.register(vec![0.0f64; 64])).collect();
