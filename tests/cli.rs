@@ -272,6 +272,19 @@ fn unknown_policy_is_a_clear_error() {
         err.contains("heft") && err.contains("eager, ws, lws, prio"),
         "{err}"
     );
+    // `run --mpi` refuses the flags a distributed run does not honour, by name.
+    let out = taskwatt(&[
+        "run",
+        "cholesky",
+        "--mpi",
+        "--gpus",
+        "1",
+        "--iterations",
+        "2",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not take --iterations, --gpus"), "{err}");
     // The help names every policy the registry has.
     let help = ok(&["run", "--help"]);
     for p in taskwatt::scheduler::POLICIES {

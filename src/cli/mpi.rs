@@ -82,7 +82,8 @@ fn run_rank(a: &super::run::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cli
         .unwrap_or(taskwatt::scheduler::DEFAULT_POLICY)
         .to_owned();
     taskwatt::scheduler::check_policy_name(&policy)?;
-    let nworkers = a.workers().unwrap_or(1);
+    // One worker per core of the rank's share of its node, as without --mpi.
+    let nworkers = a.workers().unwrap_or(share.len().max(1));
     let writer = match a.trace_path() {
         Some(p) => Some(TraceWriter::create(rank_path(p, rank))?),
         None => None,

@@ -59,8 +59,9 @@ enum PerfmodelCommand {
 #[derive(Args, Debug)]
 struct DirArg {
     /// The models' directory (default: $TASKWATT_PERFMODEL_DIR, else
-    /// $XDG_CACHE_HOME/taskwatt/perfmodels, else ~/.cache/taskwatt/perfmodels).
-    #[arg(long)]
+    /// $XDG_CACHE_HOME/taskwatt/perfmodels, else ~/.cache/taskwatt/perfmodels). Also
+    /// `--perfmodel-dir`, as `run` and `compare` spell it.
+    #[arg(long, visible_alias = "perfmodel-dir", value_name = "DIR")]
     dir: Option<PathBuf>,
 }
 

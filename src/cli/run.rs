@@ -345,6 +345,30 @@ impl RunArgs {
     pub(crate) fn no_energy_flag(&self) -> bool {
         self.no_energy
     }
+
+    /// The flags given that `run --mpi` does not honour (each rank's run is the MPI app of
+    /// src/cli/mpi.rs).
+    fn flags_mpi_ignores(&self) -> Vec<&'static str> {
+        let a = &self.app;
+        let e = &self.energy;
+        [
+            (a.iterations != 1, "--iterations"),
+            (a.no_check, "--no-check"),
+            (a.no_perfmodel, "--no-perfmodel"),
+            (a.perfmodel_dir.is_some(), "--perfmodel-dir"),
+            (a.gpus != 0, "--gpus"),
+            (a.gpu_backend != GpuBackend::Emulated, "--gpu-backend"),
+            (self.trace_chunk.is_some(), "--trace-chunk"),
+            (self.no_report, "--no-report"),
+            (self.svg.is_some(), "--svg"),
+            (self.platform.is_some(), "--platform"),
+            (e.idle_calibration.is_some(), "--idle-calibration"),
+            (e.type_calibration.is_some(), "--type-calibration"),
+        ]
+        .into_iter()
+        .filter_map(|(given, flag)| given.then_some(flag))
+        .collect()
+    }
 }
 
 #[derive(Serialize)]
@@ -466,6 +490,17 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
     a.app.config().validate(a.app.app)?;
     refuse_trace_over_inputs(&a)?;
     if a.mpi {
+        let ignored = a.flags_mpi_ignores();
+        if !ignored.is_empty() {
+            return Err(format!(
+                "run --mpi does not take {}: a distributed run has CPU workers only, no \
+                 performance models, no report (merge the ranks' traces with `taskwatt \
+                 merge`, then `taskwatt report`) and always checks its result; drop them \
+                 (docs/mpi.md)",
+                ignored.join(", ")
+            )
+            .into());
+        }
         return super::mpi::run(&a);
     }
     if let Some(p) = &a.platform {

@@ -651,6 +651,18 @@ fn estimates(
         .collect()
 }
 
+/// `pct` (above `threshold`) with as many decimals as it takes not to print as the
+/// threshold: `5.3`, not `5` beside a threshold of 5; whole numbers from 10 up.
+fn pct_above(pct: f64, threshold: f64) -> String {
+    for decimals in 0..4 {
+        let text = format!("{pct:.decimals$}");
+        if text.parse::<f64>().is_ok_and(|v| v > threshold) && (decimals > 0 || pct >= 10.0) {
+            return text;
+        }
+    }
+    format!("{pct:.4}")
+}
+
 /// A flag in words.
 fn describe(f: &Flag, ci: Option<[f64; 2]>, unconstrained: f64) -> String {
     let range = ci.map_or(String::new(), |[lo, hi]| {
@@ -661,7 +673,8 @@ fn describe(f: &Flag, ci: Option<[f64; 2]>, unconstrained: f64) -> String {
             half_width_pct,
             threshold_pct,
         } => format!(
-            "imprecise: 95% interval +-{half_width_pct:.0}%, wider than +-{threshold_pct}%{range}"
+            "imprecise: 95% interval +-{}%, wider than +-{threshold_pct}%{range}",
+            pct_above(*half_width_pct, *threshold_pct)
         ),
         Flag::AtBound => format!(
             "held at 0 W by the non-negativity constraint (unconstrained fit {}){range}",
@@ -859,5 +872,14 @@ mod tests {
         assert_eq!(fmt_ns(12_500), "12.5 us");
         assert_eq!(fmt_ns(3_200_000), "3.20 ms");
         assert_eq!(fmt_ns(1_500_000_000), "1.50 s");
+    }
+
+    #[test]
+    fn an_imprecise_power_never_reads_as_the_threshold() {
+        assert_eq!(super::pct_above(5.3, 5.0), "5.3");
+        assert_eq!(super::pct_above(5.04, 5.0), "5.04");
+        assert_eq!(super::pct_above(38.2, 5.0), "38");
+        assert_eq!(super::pct_above(10.0, 5.0), "10");
+        assert_eq!(super::pct_above(7.6, 5.0), "7.6");
     }
 }
