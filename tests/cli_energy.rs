@@ -653,6 +653,20 @@ fn compare_sweeps_dmdae_over_gamma_and_draws_the_pareto_plot() {
         "--meter",
         "sim",
     ];
+    // Without an energy model a gamma sweep would compare dmda with itself: refused.
+    let empty = dir.path().join("no-models");
+    let mut args = vec!["compare"];
+    args.extend_from_slice(&common);
+    args.extend_from_slice(&["--perfmodel-dir", s(&empty), "--gamma", "0,100000"]);
+    let out = taskwatt(&args);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--gamma 0,100000: dmdae has no task powers"),
+        "{err}"
+    );
+    assert_eq!(err.matches("dmdae: no energy model").count(), 1, "{err}");
+
     let mut args = vec!["run"];
     args.extend_from_slice(&common);
     args.extend_from_slice(&["--sched", "dmda", "--perfmodel-dir", s(&pm)]);

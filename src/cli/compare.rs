@@ -173,6 +173,24 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
             .collect::<Result<_, _>>()?
     };
     a.app.config().validate(a.app.app)?;
+    // A gamma sweep weighs dmdae's energy term: without task powers every gamma runs
+    // dmda, and the sweep's front would be run-to-run noise.
+    if !a.app.gamma.is_empty() && a.app.task_powers(Some("dmdae"), None)?.is_empty() {
+        return Err(format!(
+            "--gamma {}: dmdae has no task powers here (no --energy-model, and no model saved \
+             by an earlier `taskwatt run {}` with energy sampling, or one without \
+             codelet@arch types), so every gamma would place tasks as dmda does and the \
+             sweep would compare noise; give --energy-model, or run the app once first",
+            a.app
+                .gamma
+                .iter()
+                .map(|g| g.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            a.app.app.name()
+        )
+        .into());
+    }
     let repeat = a.repeat;
     let tmp = tempfile::tempdir()?;
     let dir = a.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
@@ -309,7 +327,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
         std::env::remove_var(taskwatt::scheduler::GAMMA_ENV);
         let powers = a.app.task_powers(Some("dmdae"), gamma)?;
         for platform in &platforms {
-            let (sims, _) = super::simulate::simulate_policies(
+            let (sims, _, notes) = super::simulate::simulate_policies(
                 &src,
                 platform,
                 &a.simulate,
@@ -317,6 +335,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 &powers,
                 true,
             )?;
+            notes.print(a.simulate.len());
             for r in sims {
                 virtual_rows.push(VirtualRow {
                     policy: r.policy,

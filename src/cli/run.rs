@@ -109,6 +109,17 @@ impl From<GpuBackend> for taskwatt::runtime::GpuBackend {
     }
 }
 
+/// Prints `msg` on stderr the first time only (a `compare` calls for dmdae's powers once
+/// per run: ten runs printed the same line ten times).
+fn note_once(msg: String) {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if !seen.contains(&msg) {
+        eprintln!("{msg}");
+        seen.push(msg);
+    }
+}
+
 impl AppArgs {
     /// dmdae's task powers, when `policy` is dmdae: from --energy-model, else from the
     /// last run's model beside the performance models; none otherwise (and a note on
@@ -154,27 +165,28 @@ impl AppArgs {
             (None, None) => None,
         };
         let Some(path) = path else {
-            eprintln!(
+            note_once(
                 "dmdae: no energy model (give --energy-model, or run once with energy \
                  sampling to save one beside the performance models): tasks are placed as \
                  dmda places them"
+                    .to_owned(),
             );
             return Ok(Vec::new());
         };
         let model = taskwatt::energy::attribution::EnergyModel::load(&path)?;
         let powers = taskwatt::session::task_powers_of(&model);
         if powers.is_empty() {
-            eprintln!(
+            note_once(format!(
                 "dmdae: the model {} has no codelet@arch types (fit it with --key \
                  codelet-arch): tasks are placed as dmda places them",
                 path.display()
-            );
+            ));
         } else {
-            eprintln!(
+            note_once(format!(
                 "dmdae: task powers from {} ({} codelet/architecture pairs)",
                 path.display(),
                 powers.len()
-            );
+            ));
         }
         Ok(powers)
     }
@@ -940,7 +952,7 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
     // dmdae's knobs (--alpha ...) and, without --energy-model, the powers of the model
     // the app's last measured run saved.
     let powers = a.app.task_powers(Some(&policy), one_gamma(&a.app.gamma)?)?;
-    let (rows, sim) = super::simulate::simulate_policies(
+    let (rows, sim, notes) = super::simulate::simulate_policies(
         &trace,
         &platform,
         std::slice::from_ref(&policy),
@@ -948,6 +960,7 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
         &powers,
         !a.no_energy,
     )?;
+    notes.print(1);
     let sim = sim.expect("one policy simulated");
     if let Some(p) = &a.trace {
         sim.save(p)?;

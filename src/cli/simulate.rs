@@ -55,7 +55,34 @@ pub(crate) struct SimRow {
     pub(crate) simulated_in_s: f64,
 }
 
-/// Simulates `trace`'s graph under each policy; also returns the last run's trace.
+/// Notes about simulated runs, each once with the policies it applies to, printed after
+/// the results (the same prediction warning for every policy was a screen of notes before
+/// the table).
+#[derive(Default)]
+pub(crate) struct Notes(Vec<(String, Vec<String>)>);
+
+impl Notes {
+    fn add(&mut self, note: String, policy: &str) {
+        match self.0.iter_mut().find(|(n, _)| *n == note) {
+            Some((_, ps)) => ps.push(policy.to_owned()),
+            None => self.0.push((note, vec![policy.to_owned()])),
+        }
+    }
+
+    /// Prints the notes on stderr, one line each (naming the policies when not all).
+    pub(crate) fn print(&self, policies: usize) {
+        for (note, ps) in &self.0 {
+            if ps.len() == policies || ps.is_empty() {
+                eprintln!("note: {note}");
+            } else {
+                eprintln!("note ({}): {note}", ps.join(", "));
+            }
+        }
+    }
+}
+
+/// Simulates `trace`'s graph under each policy; also returns the last run's trace, and the
+/// notes to print after the results.
 pub(crate) fn simulate_policies(
     trace: &taskwatt::traces::Trace,
     platform: &Platform,
@@ -63,20 +90,26 @@ pub(crate) fn simulate_policies(
     model: Option<&EnergyModel>,
     powers: &taskwatt::session::TaskPowers,
     energy: bool,
-) -> Result<(Vec<SimRow>, Option<taskwatt::traces::Trace>), Box<dyn std::error::Error>> {
+) -> Result<(Vec<SimRow>, Option<taskwatt::traces::Trace>, Notes), Box<dyn std::error::Error>> {
     let graph = Graph::from_trace(trace)?;
+    let mut notes = Notes::default();
     if graph.dropped_edges() > 0 {
-        eprintln!(
-            "note: {} dependency edge(s) name tasks the trace does not hold (acquisitions or \
-             a cut trace): left out",
-            graph.dropped_edges()
-        );
+        notes.0.push((
+            format!(
+                "{} dependency edge(s) name tasks the trace does not hold (acquisitions or a \
+                 cut trace): left out",
+                graph.dropped_edges()
+            ),
+            Vec::new(),
+        ));
     }
     if platform.gpus > 0 && !graph.has_accesses() {
-        eprintln!(
-            "note: the trace has no data accesses (format 1.3, recorded by `taskwatt run`): \
-             no copy to or from the GPUs is simulated"
-        );
+        notes.0.push((
+            "the trace has no data accesses (format 1.3, recorded by `taskwatt run`): no copy \
+             to or from the GPUs is simulated"
+                .to_owned(),
+            Vec::new(),
+        ));
     }
     let mut rows = Vec::new();
     let mut last = None;
@@ -101,9 +134,9 @@ pub(crate) fn simulate_policies(
             Some(m) if energy => {
                 let pred = predict_trace(m, &out)?;
                 for w in &pred.warnings {
-                    eprintln!(
-                        "note: {} on {}: the model's prediction: {w}",
-                        run.policy, platform.name
+                    notes.add(
+                        format!("on {}: the model's prediction: {w}", platform.name),
+                        &run.policy,
                     );
                 }
                 Some(pred.total_predicted_j)
@@ -123,7 +156,7 @@ pub(crate) fn simulate_policies(
         });
         last = Some(out);
     }
-    Ok((rows, last))
+    Ok((rows, last, notes))
 }
 
 pub(crate) fn run(a: SimulateArgs) -> CliResult {
@@ -150,7 +183,7 @@ pub(crate) fn run(a: SimulateArgs) -> CliResult {
     let trace = read_trace(&a.trace)?;
     let model = a.energy_model.as_ref().map(EnergyModel::load).transpose()?;
     let recorded = figures(&trace);
-    let (rows, last) = simulate_policies(
+    let (rows, last, notes) = simulate_policies(
         &trace,
         &platform,
         &a.sched,
@@ -186,6 +219,7 @@ pub(crate) fn run(a: SimulateArgs) -> CliResult {
             render_rows(&platform, &trace, &rows, model.is_some(), !a.no_energy)
         );
     }
+    notes.print(a.sched.len());
     if let Some(o) = &a.output {
         eprintln!(
             "wrote {} (a simulated run: `taskwatt report` reads it)",
