@@ -26,6 +26,7 @@
 //! ```
 
 pub mod apps;
+pub mod compare;
 mod measure;
 #[cfg(feature = "plots")]
 pub mod plots;

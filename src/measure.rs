@@ -125,6 +125,11 @@ impl Measure {
         self
     }
 
+    /// The attribution options it uses.
+    pub fn attribution_options(&self) -> AttributionOptions {
+        self.attribution.clone()
+    }
+
     /// How to attribute (key kind, solver, precision threshold...).
     pub fn attribution(mut self, o: AttributionOptions) -> Measure {
         self.attribution = o;

@@ -205,3 +205,51 @@ fn adaptive_calibration_separates_short_types_that_run_in_fixed_proportions() {
         assert!(err.abs() < 5.0, "{}: {err:+.1} % off the truth", row.name);
     }
 }
+
+/// The library's `Compare` on a user's graph: every policy run, one model fitted, every
+/// run predicted; a gamma sweep without an energy model refused.
+#[test]
+fn compare_runs_a_user_graph_under_several_policies() {
+    use taskwatt::compare::{Compare, CompareError};
+    let work = Codelet::new("work").cpu(spin(300));
+    let graph = |rt: &Runtime| {
+        let data: Vec<_> = (0..4).map(|_| rt.register(vec![0u8; 16])).collect();
+        for _ in 0..60 {
+            for d in &data {
+                rt.submit(Task::new(&work).rw(d))?;
+            }
+        }
+        rt.wait_all()
+    };
+    let measure = Measure::new()
+        .meter(MeterChoice::Sim)
+        .period(Duration::from_millis(5));
+    let c = Compare::new()
+        .policies(["eager", "lws"])
+        .repeat(2)
+        .measure(measure.clone())
+        .name("mine")
+        .run(|| Runtime::builder().workers(2), graph)
+        .unwrap();
+    assert_eq!(c.app, "mine");
+    assert_eq!(c.runs.len(), 4);
+    let names: Vec<&str> = c.policies.iter().map(|p| p.policy.as_str()).collect();
+    assert_eq!(names, ["eager", "lws"]);
+    for r in &c.runs {
+        assert!(r.measured_j > 0.0 && r.error_pct.abs() < 10.0, "{r:?}");
+    }
+    let text = c.text();
+    assert!(
+        text.contains("SIMULATED") && text.contains("least energy:"),
+        "{text}"
+    );
+    assert!(c.json()["policies"].as_array().unwrap().len() == 2);
+
+    let err = Compare::new()
+        .policies(["dmda"])
+        .gamma([0.0, 1e5])
+        .measure(measure)
+        .run(|| Runtime::builder().workers(2), graph)
+        .unwrap_err();
+    assert!(matches!(err, CompareError::NoTaskPowers), "{err}");
+}
