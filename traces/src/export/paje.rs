@@ -194,18 +194,31 @@ fn write(trace: &Trace, out: impl Write) -> io::Result<u64> {
         events.push((t.end.0.max(t.start.0), Ev::CopyEnd { k }));
         t_max = t_max.max(t.end.0);
     }
-    for (i, id) in ids.iter().enumerate() {
+    // One entity value (and colour) per codelet name: codelets that share a name (the
+    // reduction codelets of several handles, each its own codelet) are one task type.
+    let mut names: Vec<String> = Vec::new();
+    let mut value_of: std::collections::HashMap<u32, usize> = Default::default();
+    for id in &ids {
         let name = trace
             .codelets
             .iter()
             .find(|c| c.id == *id)
             .map_or(format!("codelet {id}"), |c| c.name.clone());
-        writeln!(
-            o,
-            "2 V_c{id} ST_Worker {} \"{}\"",
-            quoted(&name),
-            PALETTE[i % PALETTE.len()]
-        )?;
+        let v = match names.iter().position(|n| *n == name) {
+            Some(v) => v,
+            None => {
+                writeln!(
+                    o,
+                    "2 V_c{} ST_Worker {} \"{}\"",
+                    names.len(),
+                    quoted(&name),
+                    PALETTE[names.len() % PALETTE.len()]
+                )?;
+                names.push(name);
+                names.len() - 1
+            }
+        };
+        value_of.insert(*id, v);
     }
     // Power variables, one per domain.
     for d in &trace.domains {
@@ -271,9 +284,12 @@ fn write(trace: &Trace, out: impl Write) -> io::Result<u64> {
         if te == Some(t) {
             match events[i].1 {
                 Ev::End { worker } => writeln!(o, "5 {} ST_Worker C_W{worker} V_idle", secs(t))?,
-                Ev::Start { worker, codelet } => {
-                    writeln!(o, "5 {} ST_Worker C_W{worker} V_c{codelet}", secs(t))?
-                }
+                Ev::Start { worker, codelet } => writeln!(
+                    o,
+                    "5 {} ST_Worker C_W{worker} V_c{}",
+                    secs(t),
+                    value_of.get(&codelet).copied().unwrap_or_default()
+                )?,
                 Ev::CopyStart { k } | Ev::CopyEnd { k } => {
                     let c = &trace.transfers[k];
                     let value = quoted(&format!("{} {} B", trace.handle_label(c.handle), c.bytes));
@@ -356,6 +372,18 @@ mod tests {
             last = t;
         }
         assert!(text.contains("2 V_c0 ST_Worker \"potrf\""));
+        // Two codelets of one name (reductions of two handles) are one value, one colour.
+        let mut two = trace.clone();
+        two.codelets.push(CodeletInfo {
+            id: 1,
+            name: "potrf".into(),
+            archs: vec![Arch::Cpu],
+        });
+        let mut out2 = Vec::new();
+        write_paje(&two, &mut out2).unwrap();
+        let text2 = String::from_utf8(out2).unwrap();
+        assert_eq!(text2.matches("ST_Worker \"potrf\"").count(), 1, "{text2}");
+        assert!(text2.contains("5 0.000003000 ST_Worker C_W1 V_c0"), "{text2}");
         // Codelet 1 is not declared: named by id, still defined before use.
         assert!(text.contains("2 V_c1 ST_Worker \"codelet 1\""));
         assert!(text.contains("5 0.000001000 ST_Worker C_W0 V_c0"));
