@@ -38,7 +38,9 @@
 //! of the machine does not favour one policy.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+#[cfg(feature = "plots")]
+use std::path::Path;
+use std::path::PathBuf;
 
 use serde::Serialize;
 use taskwatt_energy::attribution::{
@@ -554,6 +556,7 @@ impl Comparison {
     }
 }
 
+#[cfg(feature = "plots")]
 /// One point per policy: its label (with `suffix`), makespan and energy (the application
 /// region's where every run marks it, else the whole run's).
 fn policy_points(policies: &[PolicySummary], suffix: &str) -> Vec<(String, f64, f64)> {

@@ -383,7 +383,10 @@ mod tests {
         write_paje(&two, &mut out2).unwrap();
         let text2 = String::from_utf8(out2).unwrap();
         assert_eq!(text2.matches("ST_Worker \"potrf\"").count(), 1, "{text2}");
-        assert!(text2.contains("5 0.000003000 ST_Worker C_W1 V_c0"), "{text2}");
+        assert!(
+            text2.contains("5 0.000003000 ST_Worker C_W1 V_c0"),
+            "{text2}"
+        );
         // Codelet 1 is not declared: named by id, still defined before use.
         assert!(text.contains("2 V_c1 ST_Worker \"codelet 1\""));
         assert!(text.contains("5 0.000001000 ST_Worker C_W0 V_c0"));
