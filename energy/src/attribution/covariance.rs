@@ -42,11 +42,83 @@ pub(crate) const MIN_BLOCKS: usize = 12;
 /// noisy).
 pub(crate) const ROBUST_ALONE: usize = 30;
 
+/// The covariance of a rank-deficient fit over the directions its data identify: a
+/// combination `cᵀβ` of the coefficients (a region's energy, for instance) is estimated
+/// exactly when `c` is orthogonal to every null direction of the design (two types that
+/// always run together: their sum is, each alone is not), and its variance is then
+/// `cᵀ Σ⁺ c`, `Σ⁺` the classical covariance's pseudo-inverse. Elsewhere there is no
+/// variance to give.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Estimable {
+    /// `σ² (JᵀJ)⁺` in the coefficients' units, in `layout` order.
+    pub matrix: Vec<Vec<f64>>,
+    /// The design's null directions, in the coefficients' units (unit norm).
+    pub null: Vec<Vec<f64>>,
+}
+
+impl Estimable {
+    fn of(
+        jac: &DMatrix<f64>,
+        sigma2: f64,
+        width: usize,
+        scale: &dyn Fn(usize) -> f64,
+        index: &dyn Fn(usize) -> usize,
+    ) -> Estimable {
+        let gram = jac.transpose() * jac;
+        let eig = SymmetricEigen::new(gram);
+        let top = eig.eigenvalues.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let tol = top * 1e-10;
+        let mt = jac.ncols();
+        let mut pinv = DMatrix::<f64>::zeros(mt, mt);
+        let mut null = Vec::new();
+        for (j, &l) in eig.eigenvalues.iter().enumerate() {
+            let v = eig.eigenvectors.column(j);
+            if l > tol {
+                pinv += (v * v.transpose()) / l;
+            } else {
+                // In the coefficients' units: the scaled column k is X_k / s_k, so a null
+                // direction v of the scaled design is v_k / s_k on coefficient k.
+                let mut n = vec![0.0; width];
+                for k in 0..mt {
+                    n[index(k)] = v[k] / scale(k);
+                }
+                let norm = n.iter().map(|x| x * x).sum::<f64>().sqrt();
+                if norm > 0.0 {
+                    n.iter_mut().for_each(|x| *x /= norm);
+                    null.push(n);
+                }
+            }
+        }
+        let mut matrix = vec![vec![0.0; width]; width];
+        for k1 in 0..mt {
+            for k2 in 0..mt {
+                matrix[index(k1)][index(k2)] = sigma2 * pinv[(k1, k2)] / (scale(k1) * scale(k2));
+            }
+        }
+        Estimable { matrix, null }
+    }
+
+    /// The half-width `t·sd(cᵀβ)` of combination `c`, when the data identify it.
+    pub fn half_width(&self, c: &[f64], t: f64) -> Option<f64> {
+        let norm = c.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let identified = self.null.iter().all(|n| {
+            let along: f64 = n.iter().zip(c).map(|(a, b)| a * b).sum();
+            along.abs() <= 1e-6 * norm
+        });
+        identified
+            .then(|| super::solve::half_width(&self.matrix, c, t))
+            .flatten()
+    }
+}
+
 /// The covariance of a fit.
 pub(crate) struct Covariance {
     /// Over the model's columns then, when fitted, the contention; W² (and W per unit of
     /// `c`, and 1 for `c`); `None` when a coefficient is not identifiable.
     pub(crate) matrix: Option<Vec<Vec<f64>>>,
+    /// When a coefficient is not identifiable: the classical covariance over the directions
+    /// the data do identify (see [`Estimable`]).
+    pub(crate) estimable: Option<Estimable>,
     /// Standard errors, same layout; `None` for a coefficient the data cannot identify.
     pub(crate) se: Vec<Option<f64>>,
     /// Student-t 97.5 % quantile for intervals of combinations of many coefficients
@@ -160,6 +232,7 @@ pub(crate) fn covariance(input: &CovInput<'_>, p: usize, rank: usize) -> Covaria
     let width = p + usize::from(with_theta);
     let mut out = Covariance {
         matrix: None,
+        estimable: None,
         se: vec![None; width],
         t95: t975(dof),
         method: "classical".to_owned(),
@@ -197,11 +270,13 @@ pub(crate) fn covariance(input: &CovInput<'_>, p: usize, rank: usize) -> Covaria
     };
     let Some(inv) = inverse_gram(&jac) else {
         // Rank-deficient: each identifiable coefficient's classical variance alone (the
-        // caller names the others), no matrix.
+        // caller names the others), no matrix; and the pseudo-inverse over the identified
+        // directions, for combinations that do not lean on the unidentified ones.
         let var = super::diagnostics::scaled_variances(&jac);
         for (k, v) in var.iter().enumerate() {
             out.se[index(k)] = v.map(|v| (sigma2 * v).sqrt() / scale(k));
         }
+        out.estimable = Some(Estimable::of(&jac, sigma2, width, &scale, &index));
         return out;
     };
     let classical = &inv * sigma2;

@@ -110,6 +110,8 @@ pub(crate) struct Analysis {
     /// the contention when fitted; `None` when some coefficient is not identifiable or no
     /// degree of freedom is left.
     pub(crate) covariance: Option<Vec<Vec<f64>>>,
+    /// Without `covariance`: the covariance over the identified directions.
+    pub(crate) estimable: Option<super::covariance::Estimable>,
     /// The contention's standard error, when fitted.
     pub(crate) theta_se: Option<f64>,
     /// The Student quantile of the contention's interval (its own effective blocks).
@@ -232,6 +234,7 @@ pub(crate) fn analyse(
         })
         .collect();
     let covariance = cov.matrix;
+    let estimable = cov.estimable;
 
     // Cross-validation: fit on every fold but one, predict the held-out block.
     let cv_mape_pct = (folds >= 2)
@@ -331,6 +334,7 @@ pub(crate) fn analyse(
     Analysis {
         estimates,
         covariance,
+        estimable,
         theta_se,
         theta_t,
         at_run_t,

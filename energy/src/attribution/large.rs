@@ -203,6 +203,7 @@ pub(crate) fn fit_large(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainF
         contention: None,
         types_at_run: vec![None; stack.keys.len()],
         covariance_w2: None,
+        estimable_covariance: None,
         layout: super::solve::CovLayout {
             types: stack.keys.len(),
             ..Default::default()

@@ -26,6 +26,7 @@ mod align;
 mod attribute;
 mod contention;
 mod covariance;
+pub use covariance::Estimable;
 mod departures;
 mod diagnostics;
 mod error;

@@ -430,10 +430,12 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
                 };
             }
             let c = fit.layout.gradient(window_s, &effective, drift_s, dc);
-            let half = fit
-                .covariance_w2
-                .as_ref()
-                .and_then(|cov| super::solve::half_width(cov, &c, fit.t95));
+            let half = match (&fit.covariance_w2, &fit.estimable_covariance) {
+                (Some(cov), _) => super::solve::half_width(cov, &c, fit.t95),
+                // A type not identifiable alone: the region's energy may still be.
+                (None, Some(e)) => e.half_width(&c, fit.t95),
+                (None, None) => None,
+            };
             let interval_j = half.map(|h| [(energy_j - h).max(0.0), energy_j + h]);
             let measurement_interval_j = half.zip(fit.noise).map(|(h, n)| {
                 let var = n.variance_j2(sys.intervals_in(&r.spans), window_s, task_q);

@@ -478,6 +478,10 @@ pub struct DomainFit {
     /// Covariance of the unconstrained coefficients in `layout`'s order (the matrix behind
     /// every interval); `None` when a coefficient is not identifiable.
     pub covariance_w2: Option<Vec<Vec<f64>>>,
+    /// Without `covariance_w2` (a coefficient not identifiable): the covariance over the
+    /// directions the data identify, which gives intervals to the combinations that do
+    /// not lean on the others (a region's energy when two types always run together).
+    pub estimable_covariance: Option<super::covariance::Estimable>,
     /// The order of `covariance_w2`.
     pub layout: CovLayout,
     /// Student-t 95% quantile for the intervals.
@@ -1169,6 +1173,7 @@ pub(crate) fn fit_stack(stack: &mut Stack<'_>, opts: &AttributionOptions) -> Dom
         contention,
         types_at_run,
         covariance_w2: out.covariance,
+        estimable_covariance: out.estimable,
         layout,
         t95: out.t95,
         diagnostics: out.diagnostics,

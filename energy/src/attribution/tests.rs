@@ -198,6 +198,33 @@ fn co_running_types_and_rare_types_are_flagged_not_quoted() {
                 minimum: 10
             }));
     assert_eq!(f.rank, f.unknowns - 1);
+
+    // x and y are only identified together, and a region holds them in the proportion
+    // of the design: its energy is identified, and gets its interval.
+    let (cfg, mut s) = co_running(3, 0.0);
+    let third = cfg.run_ns / 3;
+    let marker = |name: &str, start, end| taskwatt_traces::Marker {
+        name: name.into(),
+        start: taskwatt_traces::Timestamp(start),
+        end: taskwatt_traces::Timestamp(end),
+    };
+    s.markers = vec![
+        marker("graph", 0, cfg.run_ns),
+        marker("region:middle", third, 2 * third),
+    ];
+    let a = attribute(&s.parts(), &s.tasks, &AttributionOptions::default()).unwrap();
+    let d = &a.report.domains[0];
+    assert!(
+        a.fits[0].covariance_w2.is_none(),
+        "x and y are not identified alone"
+    );
+    assert!(a.fits[0].estimable_covariance.is_some());
+    assert_eq!(d.regions.len(), 2);
+    for r in &d.regions {
+        let [lo, hi] = r.interval_j.expect("a region's energy is identified");
+        assert!(lo <= r.energy_j && r.energy_j <= hi, "{r:?}");
+        assert!(hi - lo < 0.2 * r.energy_j, "{r:?}");
+    }
     assert_eq!(f.condition_number, None);
     for name in ["x@cpu", "y@cpu", "rare@cpu"] {
         let t = power(d, name);
