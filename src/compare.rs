@@ -752,7 +752,8 @@ impl Compare {
                 let ran = graph(m.runtime());
                 let makespan_s = t0.elapsed().as_secs_f64();
                 ran?;
-                m.finish()?;
+                // The comparison reads the trace itself: no attribution per run here.
+                m.finish_trace()?;
                 runs.push(RecordedRun {
                     policy: policy.clone(),
                     repeat: r,

@@ -256,8 +256,15 @@ impl Measured {
     /// # Errors
     /// A failed task or runtime error, a sampler or trace error, or an attribution error
     /// (for instance no energy sample at all: a graph shorter than one period).
-    pub fn finish(self) -> Result<EnergyReport, MeasureError> {
-        self.finish_inner(None)
+    pub fn finish(mut self) -> Result<EnergyReport, MeasureError> {
+        let calibration = self.record(None)?;
+        self.report(calibration)
+    }
+
+    /// As [`Measured::finish`] without the attribution: the trace is complete on disk
+    /// ([`Measure::trace`]) for a caller that reads it itself (a comparison of runs).
+    pub(crate) fn finish_trace(mut self) -> Result<(), MeasureError> {
+        self.record(None).map(drop)
     }
 
     /// As [`Measured::finish`], calibrating the task types after the graph (and after the
@@ -306,7 +313,9 @@ impl Measured {
         self,
         make: impl Fn(&str, usize) -> Option<Task<'a>>,
     ) -> Result<EnergyReport, MeasureError> {
-        self.finish_inner(Some(&make))
+        let mut this = self;
+        let calibration = this.record(Some(&make))?;
+        this.report(calibration)
     }
 
     /// How many tasks of one type a calibration runs at once (two per worker): the
@@ -315,10 +324,12 @@ impl Measured {
         2 * self.runtime().workers().len()
     }
 
-    fn finish_inner<'a>(
-        mut self,
+    /// Waits for the graph, marks it, calibrates if asked, shuts the runtime and the
+    /// sampler down and finishes the trace.
+    fn record<'a>(
+        &mut self,
         make: Option<&dyn Fn(&str, usize) -> Option<Task<'a>>>,
-    ) -> Result<EnergyReport, MeasureError> {
+    ) -> Result<Option<AutoCalibrationReport>, MeasureError> {
         let rt = self.rt.take().expect("finish runs once");
         let waited = rt.wait_all();
         self.sink.send(Chunk::Markers(vec![Marker {
@@ -345,6 +356,14 @@ impl Measured {
         stats?;
         sampled?;
         summary?;
+        Ok(calibration)
+    }
+
+    /// Attributes the finished trace.
+    fn report(
+        mut self,
+        calibration: Option<AutoCalibrationReport>,
+    ) -> Result<EnergyReport, MeasureError> {
         let trace = read_trace(&self.path)?;
         // The attribution warns of a domain that saw no task.
         let attribution = attribute_trace(&trace, &self.measure.attribution)?;
