@@ -219,6 +219,14 @@ fn truncated_trace_is_an_error_that_names_the_offset_and_recovers() {
         "64",
     ]);
     let bytes = std::fs::read(&trace).unwrap();
+    // `report --csv/--svg DIR` never writes over its input, whatever the input's name.
+    for (name, flag) in [("types.csv", "--csv"), ("plot.svg", "--svg")] {
+        let odd = dir.path().join(name);
+        std::fs::copy(&trace, &odd).unwrap();
+        let out = taskwatt(&["report", s(&odd), flag, s(dir.path())]);
+        assert!(!out.status.success(), "{name}");
+        assert_eq!(std::fs::read(&odd).unwrap(), bytes, "{name} intact");
+    }
     let cut = dir.path().join("cut.twt");
     std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
 

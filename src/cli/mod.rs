@@ -97,6 +97,45 @@ pub(crate) fn output_dir(dir: &std::path::Path, flag: &str) -> Result<(), String
         .map_err(|e| format!("{flag}: cannot create the directory {}: {e}", dir.display()))
 }
 
+/// Refuses an input that a file written into `dir` (by `flag`) would replace: one named in
+/// `names`, or, for outputs named per domain, any file of extension `ext` there.
+pub(crate) fn refuse_dir_over_inputs(
+    dir: &std::path::Path,
+    flag: &str,
+    names: &[&str],
+    ext: Option<&str>,
+    inputs: &[&std::path::Path],
+) -> Result<(), Box<dyn std::error::Error>> {
+    for name in names {
+        taskwatt_traces::refuse_output_over_input(&dir.join(name), inputs)?;
+    }
+    if let Some(ext) = ext {
+        for input in inputs {
+            let same_dir = match (input.parent(), dir.canonicalize()) {
+                (Some(p), Ok(d)) => {
+                    let p = if p.as_os_str().is_empty() {
+                        std::path::Path::new(".")
+                    } else {
+                        p
+                    };
+                    p.canonicalize().is_ok_and(|p| p == d)
+                }
+                _ => false,
+            };
+            if same_dir && input.extension().is_some_and(|e| e == ext) {
+                return Err(format!(
+                    "{flag} {} would write .{ext} files beside the input {}, which one of them \
+                     could replace: choose another directory (or rename the input)",
+                    dir.display(),
+                    input.display()
+                )
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A CLI error: printed as `taskwatt: <message>` with exit code 1 (2 for usage errors,
 /// which clap handles).
 pub(crate) type CliResult = Result<(), Box<dyn std::error::Error>>;

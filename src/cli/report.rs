@@ -177,6 +177,18 @@ pub(crate) fn report(a: ReportArgs) -> CliResult {
         }
     };
     warn_outcome(&a.trace, &trace);
+    if let Some(dir) = &a.csv {
+        super::refuse_dir_over_inputs(
+            dir,
+            "--csv",
+            &["types.csv", "intervals.csv"],
+            None,
+            &[&a.trace],
+        )?;
+    }
+    if let Some(dir) = &a.svg {
+        super::refuse_dir_over_inputs(dir, "--svg", &[], Some("svg"), &[&a.trace])?;
+    }
     let opts = a.attribution.options();
     let att = attribute_trace(&trace, &opts)?;
     emit(&trace, &att, a.json, a.csv.as_deref(), a.svg.as_deref())?;
