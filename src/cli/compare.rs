@@ -120,6 +120,24 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
     let tmp = tempfile::tempdir()?;
     let dir = a.keep.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     super::output_dir(&dir, "--keep")?;
+    // Inputs a file written into --keep or --svg could replace.
+    let platform_files: Vec<PathBuf> = a.platform.iter().map(PathBuf::from).collect();
+    let inputs: Vec<&std::path::Path> = [&a.app.energy_model, &a.energy.sim_config]
+        .into_iter()
+        .flatten()
+        .map(PathBuf::as_path)
+        .chain(platform_files.iter().map(PathBuf::as_path))
+        .collect();
+    super::refuse_dir_over_inputs(&dir, "--keep", &[], Some("twt"), &inputs)?;
+    if let Some(d) = &a.svg {
+        super::refuse_dir_over_inputs(
+            d,
+            "--svg",
+            &["compare.svg", "whatif.svg", "pareto.svg"],
+            None,
+            &inputs,
+        )?;
+    }
     let detect = a.energy.detect_options()?;
 
     // 1. Run every policy, interleaved; a signal stops the run in progress and the rest.
