@@ -12,7 +12,8 @@ use std::sync::Arc;
 /// included (a `Vec<f64>` of a million elements counts 8 MB, not its 24-byte header).
 ///
 /// Implemented for the primitive types, `String` and `str`, vectors, slices, arrays,
-/// boxes, `VecDeque`, `Option`, `Arc` and tuples of up to four; [`Matrix`](crate::Matrix)
+/// boxes, `VecDeque`, hash and B-tree maps and sets (their entries' data), `Option`, `Arc`
+/// and tuples of up to four; [`Matrix`](crate::Matrix)
 /// and the kernels' `Tile` implement it too. A type of your own implements it
 /// in one line from its fields:
 ///
@@ -136,6 +137,36 @@ impl<T: DataSize> DataSize for Option<T> {
     }
 }
 
+impl<K: DataSize, V: DataSize, S> DataSize for std::collections::HashMap<K, V, S> {
+    fn data_bytes(&self) -> u64 {
+        self.iter().fold(0u64, |n, (k, v)| {
+            n.saturating_add(k.data_bytes())
+                .saturating_add(v.data_bytes())
+        })
+    }
+}
+
+impl<K: DataSize, V: DataSize> DataSize for std::collections::BTreeMap<K, V> {
+    fn data_bytes(&self) -> u64 {
+        self.iter().fold(0u64, |n, (k, v)| {
+            n.saturating_add(k.data_bytes())
+                .saturating_add(v.data_bytes())
+        })
+    }
+}
+
+impl<T: DataSize, S> DataSize for std::collections::HashSet<T, S> {
+    fn data_bytes(&self) -> u64 {
+        sum(self.len(), self.iter())
+    }
+}
+
+impl<T: DataSize> DataSize for std::collections::BTreeSet<T> {
+    fn data_bytes(&self) -> u64 {
+        sum(self.len(), self.iter())
+    }
+}
+
 impl DataSize for str {
     fn data_bytes(&self) -> u64 {
         self.len() as u64
@@ -179,5 +210,9 @@ mod tests {
         assert_eq!(Arc::new(vec![0u64; 4]).data_bytes(), 32);
         assert_eq!(VecDeque::from(vec![0u16; 7]).data_bytes(), 14);
         assert_eq!(().data_bytes(), 0);
+        let m: std::collections::HashMap<u32, Vec<f64>> = [(1, vec![0.0; 3])].into();
+        assert_eq!(m.data_bytes(), 4 + 24);
+        let b: std::collections::BTreeSet<u16> = [1, 2, 3].into();
+        assert_eq!(b.data_bytes(), 6);
     }
 }
