@@ -16,8 +16,12 @@
 
 use crate::{KernelError, Scalar, Tile};
 
-// Without `blas`, each kernel calls its body through `Scalar`'s sealed supertrait
-// (scalar.rs): compiled in this crate for f64 and f32, at this crate's optimisation level.
+#[cfg(not(feature = "blas"))]
+use crate::{
+    pure,
+    pure::Op,
+    view::{MatMut, MatRef},
+};
 
 /// Which backend this build uses: `"pure-rust (gemm crate)"` or
 /// `"system BLAS (OpenBLAS)"` (feature `blas`).
@@ -61,6 +65,17 @@ fn same_order<T: Scalar>(kernel: &str, tiles: &[&Tile<T>]) -> usize {
     nb
 }
 
+#[cfg(not(feature = "blas"))]
+fn view<T: Scalar>(t: &Tile<T>) -> MatRef<'_, T> {
+    MatRef::from_slice(t.as_slice(), t.nb(), t.nb(), t.nb())
+}
+
+#[cfg(not(feature = "blas"))]
+fn view_mut<T: Scalar>(t: &mut Tile<T>) -> MatMut<'_, T> {
+    let nb = t.nb();
+    MatMut::from_slice(t.as_mut_slice(), nb, nb, nb)
+}
+
 /// Cholesky factorisation in place: on success the lower triangle of `a` holds `L` with
 /// `L L^T = A`, where `A` is the symmetric matrix whose lower triangle `a` held.
 ///
@@ -80,9 +95,7 @@ pub fn potrf<T: Scalar>(a: &mut Tile<T>) -> Result<(), KernelError> {
     }
     #[cfg(not(feature = "blas"))]
     {
-        let nb = a.nb();
-        T::potrf_nb(a.as_mut_slice(), nb)
-            .map_err(|column| KernelError::NotPositiveDefinite { column })
+        pure::potrf(view_mut(a), 0).map_err(|column| KernelError::NotPositiveDefinite { column })
     }
 }
 
@@ -100,7 +113,7 @@ pub fn trsm<T: Scalar>(l: &Tile<T>, b: &mut Tile<T>) {
     #[cfg(feature = "blas")]
     crate::blas::trsm(l, b);
     #[cfg(not(feature = "blas"))]
-    T::trsm_nb(l.as_slice(), b.as_mut_slice(), l.nb());
+    pure::trsm(view(l), view_mut(b));
 }
 
 /// Symmetric rank-`nb` update of the lower triangle: `c = c - a a^T`.
@@ -117,7 +130,7 @@ pub fn syrk<T: Scalar>(a: &Tile<T>, c: &mut Tile<T>) {
     #[cfg(feature = "blas")]
     crate::blas::syrk(a, c);
     #[cfg(not(feature = "blas"))]
-    T::syrk_nb(a.as_slice(), c.as_mut_slice(), a.nb());
+    pure::syrk(view(a), view_mut(c));
 }
 
 /// `c = c - a b^T`: the trailing update of tiled Cholesky (`A[i][j] -= L[i][k] L[j][k]^T`).
@@ -131,15 +144,7 @@ pub fn gemm_nt<T: Scalar>(a: &Tile<T>, b: &Tile<T>, c: &mut Tile<T>) {
     #[cfg(feature = "blas")]
     crate::blas::gemm(-T::ONE, a, b, true, T::ONE, c);
     #[cfg(not(feature = "blas"))]
-    T::gemm_nb(
-        -T::ONE,
-        a.as_slice(),
-        b.as_slice(),
-        true,
-        T::ONE,
-        c.as_mut_slice(),
-        a.nb(),
-    );
+    pure::gemm_view(-T::ONE, view(a), Op::N, view(b), Op::T, T::ONE, view_mut(c));
 }
 
 /// `c = alpha a b + beta c`: the tile operation of tiled GEMM. With `beta == 0`, `c` is
@@ -154,15 +159,7 @@ pub fn gemm_nn<T: Scalar>(alpha: T, a: &Tile<T>, b: &Tile<T>, beta: T, c: &mut T
     #[cfg(feature = "blas")]
     crate::blas::gemm(alpha, a, b, false, beta, c);
     #[cfg(not(feature = "blas"))]
-    T::gemm_nb(
-        alpha,
-        a.as_slice(),
-        b.as_slice(),
-        false,
-        beta,
-        c.as_mut_slice(),
-        a.nb(),
-    );
+    pure::gemm_view(alpha, view(a), Op::N, view(b), Op::N, beta, view_mut(c));
 }
 
 #[cfg(test)]

@@ -72,86 +72,12 @@ pub(crate) mod sealed {
     /// With `blas`, a scalar type must also have BLAS/LAPACK routines.
     #[cfg(feature = "blas")]
     pub trait Sealed: crate::blas::Routines {}
-    /// Without `blas`, the pure-Rust tile kernels on column-major `nb × nb` slices,
-    /// implemented once per type here, so that their bodies (and the `gemm` crate's
-    /// generic code they call) are compiled in this crate at its optimisation level
-    /// whatever the caller's: a generic body is compiled in the crate that calls it, and
-    /// the apps live in the dev profile's opt-level-1 crates.
+    /// Without `blas`, a marker.
     #[cfg(not(feature = "blas"))]
-    pub trait Sealed: Sized {
-        /// `potrf`; the error is the failing column.
-        fn potrf_nb(a: &mut [Self], nb: usize) -> Result<(), usize>;
-        /// `trsm`.
-        fn trsm_nb(l: &[Self], b: &mut [Self], nb: usize);
-        /// `syrk`.
-        fn syrk_nb(a: &[Self], c: &mut [Self], nb: usize);
-        /// `c = alpha a op(b) + beta c`, `op(b)` being `bᵀ` if `trans_b`.
-        fn gemm_nb(
-            alpha: Self,
-            a: &[Self],
-            b: &[Self],
-            trans_b: bool,
-            beta: Self,
-            c: &mut [Self],
-            nb: usize,
-        );
-    }
+    pub trait Sealed {}
 
-    #[cfg(feature = "blas")]
     impl Sealed for f64 {}
-    #[cfg(feature = "blas")]
     impl Sealed for f32 {}
-
-    #[cfg(not(feature = "blas"))]
-    macro_rules! pure_kernels {
-        ($t:ty) => {
-            impl Sealed for $t {
-                #[inline(never)]
-                fn potrf_nb(a: &mut [$t], nb: usize) -> Result<(), usize> {
-                    crate::pure::potrf(crate::view::MatMut::from_slice(a, nb, nb, nb), 0)
-                }
-                #[inline(never)]
-                fn trsm_nb(l: &[$t], b: &mut [$t], nb: usize) {
-                    crate::pure::trsm(
-                        crate::view::MatRef::from_slice(l, nb, nb, nb),
-                        crate::view::MatMut::from_slice(b, nb, nb, nb),
-                    )
-                }
-                #[inline(never)]
-                fn syrk_nb(a: &[$t], c: &mut [$t], nb: usize) {
-                    crate::pure::syrk(
-                        crate::view::MatRef::from_slice(a, nb, nb, nb),
-                        crate::view::MatMut::from_slice(c, nb, nb, nb),
-                    )
-                }
-                #[inline(never)]
-                fn gemm_nb(
-                    alpha: $t,
-                    a: &[$t],
-                    b: &[$t],
-                    trans_b: bool,
-                    beta: $t,
-                    c: &mut [$t],
-                    nb: usize,
-                ) {
-                    use crate::pure::Op;
-                    crate::pure::gemm_view(
-                        alpha,
-                        crate::view::MatRef::from_slice(a, nb, nb, nb),
-                        Op::N,
-                        crate::view::MatRef::from_slice(b, nb, nb, nb),
-                        if trans_b { Op::T } else { Op::N },
-                        beta,
-                        crate::view::MatMut::from_slice(c, nb, nb, nb),
-                    )
-                }
-            }
-        };
-    }
-    #[cfg(not(feature = "blas"))]
-    pure_kernels!(f64);
-    #[cfg(not(feature = "blas"))]
-    pure_kernels!(f32);
 }
 
 macro_rules! impl_scalar {
