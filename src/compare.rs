@@ -99,7 +99,7 @@ pub struct RegionEnergy {
 }
 
 /// Whether `m` lies in `iv`.
-pub(crate) fn covers(iv: Option<[f64; 2]>, m: Option<f64>) -> Option<bool> {
+fn covers(iv: Option<[f64; 2]>, m: Option<f64>) -> Option<bool> {
     let ([lo, hi], m) = (iv?, m?);
     Some(lo <= m && m <= hi)
 }
@@ -677,9 +677,10 @@ impl Compare {
         B: Fn() -> RuntimeBuilder,
         G: Fn(&Runtime) -> Result<(), RuntimeError>,
     {
-        let mut policies = Vec::new();
+        // Each run's label, and the gamma of a sweep's dmdae.
+        let mut runs_of: Vec<(String, Option<f64>)> = Vec::new();
         for p in &self.policies {
-            policies.push(taskwatt_scheduler::check_policy_name(p)?.to_string());
+            runs_of.push((taskwatt_scheduler::check_policy_name(p)?.to_string(), None));
         }
         let powers = self
             .energy_model
@@ -695,8 +696,9 @@ impl Compare {
                     "gamma {g}: give a finite, non-negative number of µs per J"
                 )));
             }
-            policies.push(format!("dmdae:{g}"));
+            runs_of.push((format!("dmdae:{g}"), Some(*g)));
         }
+        let policies: Vec<String> = runs_of.iter().map(|(p, _)| p.clone()).collect();
         if policies.is_empty() || self.repeat == 0 {
             return Err(CompareError::Invalid(
                 "nothing to compare: give at least one policy (or gamma) and one repeat".into(),
@@ -727,12 +729,12 @@ impl Compare {
         let mut runs = Vec::new();
         for r in 0..self.repeat {
             for k in 0..policies.len() {
-                let policy = &policies[(k + r) % policies.len()];
+                let (policy, gamma) = &runs_of[(k + r) % runs_of.len()];
                 let mut b = builder();
-                b = match policy.split_once(':') {
-                    Some((_, g)) => {
+                b = match gamma {
+                    Some(gamma) => {
                         let weights = taskwatt_scheduler::EnergyWeights {
-                            gamma: g.parse().unwrap_or_default(),
+                            gamma: *gamma,
                             ..taskwatt_scheduler::EnergyWeights::default()
                         };
                         b.task_powers(powers.clone()).custom_policy(move |w| {

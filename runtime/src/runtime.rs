@@ -1664,7 +1664,8 @@ impl Runtime {
                 max: MAX_ACCESSES,
             });
         }
-        let repeated = check_distinct(&codelet.name, &accesses)?;
+        // Bit i: access i repeats a handle an earlier access read (counted, linked once).
+        let repeats = check_distinct(&codelet.name, &accesses)?;
         let mut footprint = 0;
         let grouping = accesses.has_grouping();
         for (i, core) in accesses.handles().iter().enumerate() {
@@ -1684,8 +1685,7 @@ impl Runtime {
                 let mode = accesses.get(i).map_or(Access::R, |(_, m)| m);
                 self.check_grouped(core, mode, codelet)?;
             }
-            // A handle read twice counts once.
-            if !repeated || !accesses.handles()[..i].iter().any(|c| Arc::ptr_eq(c, core)) {
+            if repeats & (1 << i) == 0 {
                 footprint += core.bytes;
             }
         }
@@ -1736,8 +1736,7 @@ impl Runtime {
         let mut preds = Preds::new();
         let mut waits = false;
         for (i, (core, mode)) in accesses.iter().enumerate() {
-            // A handle read twice is linked once.
-            if repeated && accesses.handles()[..i].iter().any(|c| Arc::ptr_eq(c, core)) {
+            if repeats & (1 << i) != 0 {
                 continue;
             }
             waits |= link(core, mode, &node, &mut preds);
@@ -2109,13 +2108,14 @@ fn node_ran(node: &TaskNode) -> bool {
     matches!(node.status.load(Ordering::SeqCst), DONE_OK | DONE_FAILED)
 }
 
-/// Rejects a handle listed twice by one task: two buffer indices on one value would let
-/// the implementation alias a `&mut`.
-/// Refuses a handle listed twice unless both accesses read it (StarPU accepts a handle
-/// read twice: both buffers see the same value). Returns whether a handle is repeated.
-fn check_distinct(codelet: &str, accesses: &crate::task::Accesses) -> Result<bool, RuntimeError> {
+/// Refuses a handle listed twice by one task unless both accesses read it (two buffer
+/// indices on one value written would let the implementation alias a `&mut`; StarPU
+/// accepts a handle read twice: both buffers see the same value). Returns the accesses
+/// that repeat an earlier one's handle, bit `i` for access `i` (there are at most
+/// [`MAX_ACCESSES`]).
+fn check_distinct(codelet: &str, accesses: &crate::task::Accesses) -> Result<u64, RuntimeError> {
     let handles = accesses.handles();
-    let mut repeated = false;
+    let mut repeats = 0u64;
     for (i, a) in handles.iter().enumerate() {
         for (j, b) in handles.iter().enumerate().skip(i + 1) {
             if !Arc::ptr_eq(a, b) {
@@ -2130,10 +2130,10 @@ fn check_distinct(codelet: &str, accesses: &crate::task::Accesses) -> Result<boo
                     second: j,
                 });
             }
-            repeated = true;
+            repeats |= 1 << j;
         }
     }
-    Ok(repeated)
+    Ok(repeats)
 }
 
 /// Implicit dependencies of `node` on `core` (see handle.rs); the ids of the codelet tasks

@@ -69,7 +69,7 @@ const SENSOR_KINDS: &str = "counter (an energy counter: RAPL, NVML total energy)
 fn read_domains(
     path: &Path,
     all_workers: &BTreeSet<WorkerId>,
-) -> Result<(HashMap<String, Declared>, std::path::PathBuf), TraceError> {
+) -> Result<HashMap<String, Declared>, TraceError> {
     let mut t = Table::open(path, &["domain", "sensor"])?;
     let (c_d, c_s) = (t.required("domain"), t.required("sensor"));
     let col = |name: &str| t.column(name);
@@ -213,7 +213,7 @@ fn read_domains(
             },
         );
     }
-    Ok((out, path.to_path_buf()))
+    Ok(out)
 }
 
 /// A worker list: ids and ranges separated by `;`, `,` or spaces (`2`, `0;1`, `0-15`), all
@@ -265,7 +265,7 @@ pub(super) fn read_energy(
 ) -> Result<Energy, TraceError> {
     let wrap_j = opts.wrap_range_j;
     let declared = match &opts.domains {
-        Some(p) => Some(read_domains(p, all_workers)?),
+        Some(p) => Some((read_domains(p, all_workers)?, p)),
         None => None,
     };
     let declared_of = |label: &str| declared.as_ref().and_then(|(d, _)| d.get(label));
@@ -395,7 +395,7 @@ pub(super) fn read_energy(
             let mut known: Vec<&str> = ids.keys().map(String::as_str).collect();
             known.sort_unstable();
             return Err(TraceError::Malformed {
-                path: path.clone(),
+                path: path.to_path_buf(),
                 line: d.line,
                 column: "domain".into(),
                 expected: format!(
@@ -463,9 +463,9 @@ pub(super) fn read_energy(
     if let Some(w) = &opts.workers {
         map_workers(w, &ids, &mut domains, all_workers)?;
     }
-    let declared_workers = |label: &str| declared_of(label).is_some_and(|d| d.workers.is_some());
-    for d in &mut domains {
-        if d.workers.is_empty() && opts.workers.is_none() && !declared_workers(&d.name) {
+    // Neither file says: every worker (a declared list is never empty).
+    if opts.workers.is_none() {
+        for d in domains.iter_mut().filter(|d| d.workers.is_empty()) {
             d.workers = all_workers.iter().copied().collect();
         }
     }
