@@ -7,7 +7,7 @@
 //! makes every `u64` round-trip exactly, `u64::MAX` included, whatever the order of the
 //! rows. docs/trace-format.md gives the layout field by field.
 
-use crate::{Arch, EnergySample, TaskChunk, TaskRecord, TaskStatus, Timestamp};
+use crate::{Arch, EnergySample, FrequencySample, TaskChunk, TaskRecord, TaskStatus, Timestamp};
 
 /// A decoding failure: where in the payload and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -403,6 +403,47 @@ pub(crate) fn decode_samples(payload: &[u8]) -> Result<Vec<EnergySample>, Decode
         prev_wall = wall;
     }
     d.finish("sample")?;
+    Ok(out)
+}
+
+/// Smallest encoded frequency sample: domain (1) + t delta (1) + mhz (8).
+const MIN_FREQUENCY_BYTES: usize = 10;
+
+/// Encodes a Frequencies payload: count, then per sample the domain, the time's delta from
+/// the previous sample's and the frequency's IEEE-754 bits.
+pub(crate) fn encode_frequencies(samples: &[FrequencySample], out: &mut Vec<u8>) {
+    out.reserve(samples.len() * 14 + 4);
+    put_uvar(out, samples.len() as u64);
+    let mut prev_t = 0u64;
+    for s in samples {
+        put_uvar(out, u64::from(s.domain));
+        put_delta(out, s.t.0, prev_t);
+        out.extend_from_slice(&s.mhz.to_le_bytes());
+        prev_t = s.t.0;
+    }
+}
+
+/// Decodes a Frequencies payload.
+pub(crate) fn decode_frequencies(payload: &[u8]) -> Result<Vec<FrequencySample>, DecodeError> {
+    let mut d = Decoder::new(payload);
+    let n = d.uvar("frequency sample count")?;
+    let mut out = Vec::with_capacity((d.remaining() / MIN_FREQUENCY_BYTES).min(n as usize));
+    let mut prev_t = 0u64;
+    for _ in 0..n {
+        let dom_pos = d.pos;
+        let domain = d.uvar("domain")?;
+        let domain = u16::try_from(domain)
+            .map_err(|_| d.err(dom_pos, format!("field `domain` = {domain} exceeds u16")))?;
+        let t = d.delta(prev_t, "t")?;
+        let mhz = d.f64("mhz")?;
+        out.push(FrequencySample {
+            domain,
+            t: Timestamp(t),
+            mhz,
+        });
+        prev_t = t;
+    }
+    d.finish("frequency sample")?;
     Ok(out)
 }
 

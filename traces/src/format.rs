@@ -19,7 +19,7 @@ use crate::codec::{self, DecodeError};
 use crate::{Chunk, DomainInfo, FormatVersion, MeterInfo, TaskChunk};
 
 /// The format version this build writes, and the newest it reads.
-pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 5 };
+pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 6 };
 
 /// First 8 bytes of every trace file.
 pub(crate) const FILE_MAGIC: [u8; 8] = *b"TWTRACE\0";
@@ -52,6 +52,7 @@ pub(crate) enum ChunkKind {
     Accesses = 10,
     Comms = 11,
     Handles = 12,
+    Frequencies = 13,
 }
 
 impl ChunkKind {
@@ -70,6 +71,7 @@ impl ChunkKind {
             Chunk::Accesses(_) => ChunkKind::Accesses,
             Chunk::Comms(_) => ChunkKind::Comms,
             Chunk::Handles(_) => ChunkKind::Handles,
+            Chunk::Frequencies(_) => ChunkKind::Frequencies,
         }
     }
 
@@ -88,6 +90,7 @@ impl ChunkKind {
             10 => ChunkKind::Accesses,
             11 => ChunkKind::Comms,
             12 => ChunkKind::Handles,
+            13 => ChunkKind::Frequencies,
             _ => return None,
         })
     }
@@ -107,13 +110,17 @@ impl ChunkKind {
             ChunkKind::Accesses => "Accesses",
             ChunkKind::Comms => "Comms",
             ChunkKind::Handles => "Handles",
+            ChunkKind::Frequencies => "Frequencies",
         }
     }
 
     /// The codec format 1.0 uses for this kind.
     pub(crate) fn codec(self) -> u8 {
         match self {
-            ChunkKind::Tasks | ChunkKind::Samples | ChunkKind::Accesses => CODEC_BINARY,
+            ChunkKind::Tasks
+            | ChunkKind::Samples
+            | ChunkKind::Accesses
+            | ChunkKind::Frequencies => CODEC_BINARY,
             _ => CODEC_JSON,
         }
     }
@@ -225,6 +232,10 @@ pub(crate) fn encode_chunk(chunk: &Chunk, out: &mut Vec<u8>) -> Result<(), Strin
         }
         Chunk::Comms(c) => put_json::<_, crate::CommChunk>(out, c, kind),
         Chunk::Handles(h) => put_json::<_, Vec<crate::HandleInfo>>(out, h, kind),
+        Chunk::Frequencies(f) => {
+            codec::encode_frequencies(f, out);
+            Ok(())
+        }
         Chunk::End(e) => put_json::<_, crate::RunEnd>(out, e, kind),
     };
     if let Err(e) = res {
@@ -294,6 +305,12 @@ pub(crate) fn decode_payload(kind: ChunkKind, payload: &[u8]) -> Result<Chunk, D
         }
         ChunkKind::Comms => Chunk::Comms(json(payload, kind)?),
         ChunkKind::Handles => Chunk::Handles(json(payload, kind)?),
+        ChunkKind::Frequencies => {
+            Chunk::Frequencies(codec::decode_frequencies(payload).map_err(|e| DecodeError {
+                reason: format!("in the Frequencies chunk: {}", e.reason),
+                ..e
+            })?)
+        }
         ChunkKind::End => Chunk::End(json(payload, kind)?),
     })
 }
@@ -351,6 +368,7 @@ mod tests {
             Chunk::Markers(vec![]),
             Chunk::Comms(crate::CommChunk::default()),
             Chunk::Handles(vec![]),
+            Chunk::Frequencies(vec![]),
             Chunk::End(RunEnd::default()),
         ];
         for c in &empties {
@@ -413,6 +431,7 @@ mod tests {
             (ChunkKind::Accesses, 10, 0),
             (ChunkKind::Comms, 11, 1),
             (ChunkKind::Handles, 12, 1),
+            (ChunkKind::Frequencies, 13, 0),
         ];
         for (k, n, codec) in want {
             assert_eq!(k as u8, n);
@@ -420,7 +439,7 @@ mod tests {
             assert_eq!(k.codec(), codec);
         }
         assert_eq!(ChunkKind::from_u8(0), None);
-        assert_eq!(ChunkKind::from_u8(13), None);
+        assert_eq!(ChunkKind::from_u8(14), None);
     }
 
     proptest! {

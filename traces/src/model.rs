@@ -433,6 +433,20 @@ pub struct EnergySample {
     pub raw: f64,
 }
 
+/// The mean frequency of a CPU package's busy cores over the span that ends at `t`
+/// (format 1.6): from APERF/MPERF (the cycles a core ran while not halted over the time it
+/// ran), cpufreq's current frequency, or the simulated machine's turbo bins and cap.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FrequencySample {
+    /// The package domain whose cores it describes.
+    pub domain: DomainId,
+    /// The end of the span it averages, on the trace clock; the span starts at the same
+    /// domain's previous sample (or the run's first read).
+    pub t: Timestamp,
+    /// Mean frequency, MHz.
+    pub mhz: f64,
+}
+
 /// A named interval on the trace clock, e.g. an idle-calibration window.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Marker {
@@ -705,6 +719,8 @@ pub enum Chunk {
     End(RunEnd),
     /// Names of data handles (new ones, or renamed).
     Handles(Vec<HandleInfo>),
+    /// CPU packages' frequencies (format 1.6).
+    Frequencies(Vec<FrequencySample>),
 }
 
 /// One message between ranks of a distributed run (taskwatt-mpi).

@@ -360,6 +360,17 @@ pub(crate) fn chunk() -> impl Strategy<Value = Chunk> {
                     .collect()
             ))
             .boxed(),
+        vec((any::<u16>(), edge_u64(), 0.0f64..1e7), 0..4)
+            .prop_map(|f| Chunk::Frequencies(
+                f.into_iter()
+                    .map(|(domain, t, mhz)| crate::FrequencySample {
+                        domain,
+                        t: crate::Timestamp(t),
+                        mhz
+                    })
+                    .collect()
+            ))
+            .boxed(),
     ]
 }
 

@@ -52,6 +52,9 @@ pub struct Trace {
     /// The data handles the application named (format 1.5), sorted by id (a later name
     /// of a handle replaces an earlier one).
     pub handles: Vec<crate::HandleInfo>,
+    /// CPU packages' sampled frequencies, in trace order (format 1.6; none where no
+    /// frequency could be read).
+    pub frequencies: Vec<crate::FrequencySample>,
     /// The End chunk; `None` for a run that was cut short.
     pub end: Option<RunEnd>,
 }
@@ -163,6 +166,7 @@ impl Trace {
                     upsert(&mut self.handles, h, |h| h.handle);
                 }
             }
+            Chunk::Frequencies(f) => self.frequencies.extend(f),
             Chunk::End(e) => self.end = Some(e),
         }
     }
@@ -281,6 +285,9 @@ impl Trace {
         }
         for h in self.handles.chunks(SAMPLES_PER_CHUNK) {
             sink.send(Chunk::Handles(h.to_vec()));
+        }
+        for f in self.frequencies.chunks(SAMPLES_PER_CHUNK) {
+            sink.send(Chunk::Frequencies(f.to_vec()));
         }
         let mut summary = match &self.end {
             Some(end) => w.finish_with(end.clone()),

@@ -70,7 +70,10 @@ pub fn export_chrome_with(
         |k| {
             matches!(
                 k,
-                ChunkKind::Tasks | ChunkKind::Samples | ChunkKind::Transfers
+                ChunkKind::Tasks
+                    | ChunkKind::Samples
+                    | ChunkKind::Transfers
+                    | ChunkKind::Frequencies
             )
         },
         |c| {
@@ -78,6 +81,7 @@ pub fn export_chrome_with(
                 Chunk::Tasks(t) => w.tasks(&t),
                 Chunk::Samples(s) => w.samples(&s),
                 Chunk::Transfers(t) => w.transfers(&t),
+                Chunk::Frequencies(f) => w.frequencies(&f),
                 _ => Ok(()),
             }
             .map_err(err)
@@ -106,6 +110,7 @@ pub fn write_chrome_with(
         }
         w.samples(&trace.samples)?;
         w.transfers(&trace.transfers)?;
+        w.frequencies(&trace.frequencies)?;
         w.finish()
     };
     go().map_err(err)
@@ -173,6 +178,8 @@ struct Chrome<'e, W: Write> {
     counters: HashMap<DomainId, String>,
     /// Last sample of each domain: (t, energy).
     last: HashMap<DomainId, (Timestamp, f64)>,
+    /// Each package's last frequency sample's time.
+    last_freq: HashMap<DomainId, Timestamp>,
     /// Tasks read so far: id -> (worker, end), for the dependency arrows (16 bytes a task).
     ends: HashMap<u64, (u32, Timestamp)>,
     /// Successors waiting for a predecessor not read yet: pred id -> (worker, start).
@@ -199,6 +206,7 @@ impl<'e, W: Write> Chrome<'e, W> {
             named: std::collections::HashSet::new(),
             counters: HashMap::new(),
             last: HashMap::new(),
+            last_freq: HashMap::new(),
             ends: HashMap::new(),
             waiting: HashMap::new(),
             flows: 0,
@@ -577,6 +585,33 @@ impl<'e, W: Write> Chrome<'e, W> {
         Ok(())
     }
 
+    /// One `C` track `frequency <domain>` per package, in MHz: each sample's value from the
+    /// domain's previous sample on (the span it averages).
+    fn frequencies(&mut self, samples: &[crate::FrequencySample]) -> io::Result<()> {
+        for s in samples {
+            let prev = self.last_freq.insert(s.domain, s.t);
+            let Some(t0) = prev else { continue };
+            if s.t <= t0 || !s.mhz.is_finite() {
+                continue;
+            }
+            let name = match self.counters.get(&s.domain) {
+                // `"power package-0"` -> `"frequency package-0"`.
+                Some(n) => serde_json::to_string(&format!(
+                    "frequency{}",
+                    n[1..n.len() - 1].strip_prefix("power").unwrap_or("")
+                ))?,
+                None => serde_json::to_string(&format!("frequency domain {}", s.domain))?,
+            };
+            let mhz = s.mhz;
+            self.event(|o| {
+                write!(o, "{{\"ph\":\"C\",\"pid\":{PID},\"name\":{name},\"ts\":")?;
+                us(o, t0.0)?;
+                write!(o, ",\"args\":{{\"MHz\":{mhz}}}}}")
+            })?;
+        }
+        Ok(())
+    }
+
     fn finish(mut self) -> io::Result<u64> {
         self.out.write_all(b"\n]}\n")?;
         self.out.flush()?;
@@ -676,6 +711,18 @@ mod tests {
             // 2 J over 1 ms, then 1 J over 1 ms: 2000 W, 1000 W.
             Chunk::Samples(vec![sample(0, 0.0), sample(1_000_000, 2.0)]),
             Chunk::Samples(vec![sample(2_000_000, 3.0)]),
+            Chunk::Frequencies(vec![
+                crate::FrequencySample {
+                    domain: 0,
+                    t: Timestamp(1_000_000),
+                    mhz: 3900.0,
+                },
+                crate::FrequencySample {
+                    domain: 0,
+                    t: Timestamp(2_000_000),
+                    mhz: 3100.0,
+                },
+            ]),
             Chunk::Markers(vec![
                 Marker {
                     name: "idle".into(),
@@ -714,10 +761,23 @@ mod tests {
         assert_eq!(x[1]["args"]["ready_to_start_us"].as_f64(), Some(1.1));
         let c: Vec<f64> = ev
             .iter()
-            .filter(|e| e["ph"] == "C")
+            .filter(|e| e["ph"] == "C" && e["args"]["W"].is_number())
             .map(|e| e["args"]["W"].as_f64().unwrap())
             .collect();
         assert_eq!(c, [2000.0, 1000.0]);
+        // The frequency: one value, from the first sample's time, named after the domain.
+        let f: Vec<(&str, f64, f64)> = ev
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["args"]["MHz"].is_number())
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap(),
+                    e["ts"].as_f64().unwrap(),
+                    e["args"]["MHz"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(f, [("frequency package-0", 1000.0, 3100.0)]);
         let names: Vec<&str> = ev
             .iter()
             .filter(|e| e["name"] == "thread_name")
