@@ -173,8 +173,10 @@ impl Measure {
         }
         let rt = b.build()?;
         let meters = std::mem::take(&mut detected.meters);
-        let sampler = Sampler::start(
+        let frequency = detected.frequency.take().into_iter().collect();
+        let sampler = Sampler::start_with_frequency(
             meters,
+            frequency,
             &workers,
             sink.clone(),
             SamplerConfig::with_period(self.period)?,

@@ -303,9 +303,10 @@ pub fn measured_run<P>(
                 opts.gpus > 0 && opts.gpu_backend == taskwatt_runtime::GpuBackend::Emulated;
             let mut d = detect(opts.meter, &workers, &detect_opts)?;
             let meters = std::mem::take(&mut d.meters);
-            (Some(d), meters)
+            let freq = d.frequency.take();
+            (Some(d), (meters, freq))
         }
-        None => (None, Vec::new()),
+        None => (None, (Vec::new(), None)),
     };
     let simulated = detected.as_ref().is_some_and(|d| d.observer.is_some());
     if let Some(obs) = detected.as_ref().and_then(|d| d.observer.clone()) {
@@ -316,8 +317,9 @@ pub fn measured_run<P>(
     let policy = rt.policy_name().to_string();
     // 3.
     let sampler = match opts.period {
-        Some(period) => Some(Sampler::start(
-            sampler_meters,
+        Some(period) => Some(Sampler::start_with_frequency(
+            sampler_meters.0,
+            sampler_meters.1.into_iter().collect(),
             &workers,
             sink.clone(),
             SamplerConfig::with_period(period)?,

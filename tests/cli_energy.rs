@@ -15,7 +15,10 @@ fn meters_lists_every_backend_with_a_reason_when_unavailable() {
         .iter()
         .map(|b| b["backend"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["rapl-perf", "rapl-powercap", "nvml", "sim"]);
+    assert_eq!(
+        names,
+        ["rapl-perf", "rapl-powercap", "nvml", "sim", "cpu-frequency"]
+    );
     for b in list {
         if b["available"] == false {
             assert!(b["reason"].as_str().is_some_and(|r| !r.is_empty()), "{b}");
@@ -23,6 +26,9 @@ fn meters_lists_every_backend_with_a_reason_when_unavailable() {
     }
     assert_eq!(list[3]["available"], true);
     assert_eq!(list[3]["simulated"], true);
+    // The simulator stands for the CPU here, and gives its cores' frequency.
+    assert_eq!(list[4]["used"], true, "{}", list[4]);
+    assert_eq!(list[4]["simulated"], true);
     assert!(list.iter().any(|b| b["used"] == true));
     let text = ok(&["meters"]);
     assert!(text.contains("sim"), "{text}");
@@ -51,9 +57,31 @@ fn measured_run_report_fit_and_predict() {
     ]);
     assert_eq!(v["energy"]["simulated"], true);
     assert_eq!(v["energy"]["meter"], "sim");
+    assert!(
+        v["energy"]["frequency"]
+            .as_str()
+            .is_some_and(|f| f.contains("simulated cores")),
+        "{}",
+        v["energy"]
+    );
     assert!(v["trace"]["samples"].as_u64().unwrap() > 20);
+    // The package's frequency is in the trace (the simulated cores' turbo bins), and the
+    // report describes it.
+    let t = taskwatt::traces::read_trace(&trace).unwrap();
+    let package = t
+        .domains
+        .iter()
+        .find(|d| matches!(d.domain, taskwatt::traces::Domain::CpuPackage { .. }))
+        .unwrap()
+        .id;
+    assert!(!t.frequencies.is_empty());
+    assert!(t
+        .frequencies
+        .iter()
+        .all(|f| f.domain == package && (3000.0..=4100.0).contains(&f.mhz)));
     let domains = v["attribution"]["domains"].as_array().unwrap();
     assert_eq!(domains.len(), 2, "package and DRAM");
+    assert!(domains[0]["frequency"]["mean_mhz"].as_f64().is_some());
     let types: Vec<&str> = domains[0]["types"]
         .as_array()
         .unwrap()

@@ -92,8 +92,12 @@ pub struct DetectOptions {
     pub powercap_root: PathBuf,
     /// The perf `power` PMU directory (default `/sys/bus/event_source/devices/power`).
     pub perf_pmu_dir: PathBuf,
-    /// The CPU sysfs directory, for CPU-to-package mapping (default `/sys/devices/system/cpu`).
+    /// The CPU sysfs directory, for CPU-to-package mapping and cpufreq (default
+    /// `/sys/devices/system/cpu`).
     pub cpu_sysfs_root: PathBuf,
+    /// The perf `msr` PMU directory, for APERF/MPERF (default
+    /// `/sys/bus/event_source/devices/msr`).
+    pub msr_pmu_dir: PathBuf,
     /// NVML library to load instead of the system's `libnvidia-ml.so.1`.
     pub nvml_library: Option<PathBuf>,
     /// The simulated meter's configuration.
@@ -109,6 +113,7 @@ impl Default for DetectOptions {
             powercap_root: DEFAULT_POWERCAP_ROOT.into(),
             perf_pmu_dir: DEFAULT_PERF_PMU_DIR.into(),
             cpu_sysfs_root: DEFAULT_CPU_SYSFS.into(),
+            msr_pmu_dir: crate::freq::DEFAULT_MSR_PMU_DIR.into(),
             nvml_library: None,
             sim: SimConfig::default(),
             emulated_gpus: false,
@@ -162,7 +167,12 @@ pub struct Detected {
     pub meters: Vec<Box<dyn Meter>>,
     /// The simulated meter's observer, when the simulator was chosen: hand it to the runtime.
     pub observer: Option<Arc<SimObserver>>,
-    /// A status for every backend, in the order rapl-perf, rapl-powercap, nvml, sim.
+    /// The CPU packages' frequency reader, where one could be opened (hand it to
+    /// [`crate::Sampler::start_with_frequency`]): the simulator's when it stands for the CPU,
+    /// else APERF/MPERF or cpufreq beside a RAPL meter.
+    pub frequency: Option<Box<dyn crate::freq::FrequencyReader>>,
+    /// A status for every backend, in the order rapl-perf, rapl-powercap, nvml, sim, then
+    /// `cpu-frequency` (the frequency source, or why there is none).
     pub statuses: Vec<BackendStatus>,
 }
 
@@ -301,6 +311,7 @@ pub fn detect(
     }
     let sim = SimMeter::new(sim_config, workers);
     let sim_observer = sim.as_ref().ok().map(|m| m.observer());
+    let sim_frequency = sim.as_ref().ok().map(|m| m.frequency_reader());
     let sim = sim.map(|m| boxed(Box::new(m)));
 
     let mut statuses = vec![
@@ -365,11 +376,65 @@ pub fn detect(
             ));
         }
     }
+    let (frequency, status) = frequency_for(
+        observer.is_some(),
+        statuses[0].used || statuses[1].used,
+        sim_frequency,
+        workers,
+        options,
+    );
+    statuses.push(status);
     Ok(Detected {
         meters,
         observer,
+        frequency,
         statuses,
     })
+}
+
+/// The frequency reader to sample beside the chosen meters, and its status row.
+fn frequency_for(
+    sim_used: bool,
+    rapl_used: bool,
+    sim: Option<crate::sim::SimFrequency>,
+    workers: &[WorkerInfo],
+    options: &DetectOptions,
+) -> (Option<Box<dyn crate::freq::FrequencyReader>>, BackendStatus) {
+    let mut status = BackendStatus {
+        backend: "cpu-frequency".into(),
+        available: false,
+        used: false,
+        simulated: false,
+        description: None,
+        domains: Vec::new(),
+        reason: None,
+    };
+    let reader: Result<Box<dyn crate::freq::FrequencyReader>, String> = if sim_used {
+        status.simulated = true;
+        sim.map(|r| Box::new(r) as Box<dyn crate::freq::FrequencyReader>)
+            .ok_or_else(|| "the simulator could not be built".to_owned())
+    } else if rapl_used {
+        crate::freq::open_frequency(
+            &options.msr_pmu_dir,
+            &options.cpu_sysfs_root,
+            &crate::freq::cpus_by_package(workers),
+        )
+        .map_err(|e| e.to_string())
+    } else {
+        Err("no CPU package is measured".to_owned())
+    };
+    match reader {
+        Ok(r) => {
+            status.available = true;
+            status.used = true;
+            status.description = Some(r.describe());
+            (Some(r), status)
+        }
+        Err(why) => {
+            status.reason = Some(why);
+            (None, status)
+        }
+    }
 }
 
 /// A human-readable table of backend statuses (what `taskwatt meters` prints).
@@ -447,6 +512,7 @@ mod tests {
             powercap_root: dir.join("powercap"),
             perf_pmu_dir: dir.join("power"),
             cpu_sysfs_root: dir.join("cpu"),
+            msr_pmu_dir: dir.join("msr"),
             nvml_library: Some(dir.join("libnvidia-ml.so.1")),
             sim: SimConfig::default(),
             emulated_gpus: false,
@@ -525,6 +591,33 @@ mod tests {
     }
 
     #[test]
+    fn a_real_meter_gets_the_real_frequency_or_says_why_not() {
+        let t = tempfile::tempdir().unwrap();
+        let o = nothing(t.path());
+        powercap_tree(&o.powercap_root);
+        // No msr PMU, no cpufreq: the status names both, and the run goes on without.
+        let d = detect(MeterChoice::RaplPowercap, &[cpu(0, 0)], &o).unwrap();
+        assert!(d.frequency.is_none());
+        let f = &d.statuses[4];
+        assert!(!f.available && !f.used && !f.simulated);
+        let why = f.reason.as_ref().unwrap();
+        assert!(
+            why.contains("APERF/MPERF") && why.contains("scaling_cur_freq"),
+            "{why}"
+        );
+        // A cpufreq tree for the worker's CPU: it is used.
+        let dir = o.cpu_sysfs_root.join("cpu0/cpufreq");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("scaling_cur_freq"), "3100000\n").unwrap();
+        let mut d = detect(MeterChoice::RaplPowercap, &[cpu(0, 0)], &o).unwrap();
+        assert!(d.statuses[4].used, "{:?}", d.statuses[4]);
+        let mut r = d.frequency.take().unwrap();
+        let mut out = [None];
+        r.read(&mut out);
+        assert_eq!(out, [Some(3100.0)]);
+    }
+
+    #[test]
     fn choices_parse_and_unknown_ones_list_the_valid() {
         for c in MeterChoice::ALL {
             assert_eq!(c.name().parse::<MeterChoice>().unwrap(), c);
@@ -543,7 +636,13 @@ mod tests {
         assert!(d.meters[0].describe().simulated);
         assert!(d.observer.is_some());
         let names: Vec<&str> = d.statuses.iter().map(|s| s.backend.as_str()).collect();
-        assert_eq!(names, ["rapl-perf", "rapl-powercap", "nvml", "sim"]);
+        assert_eq!(
+            names,
+            ["rapl-perf", "rapl-powercap", "nvml", "sim", "cpu-frequency"]
+        );
+        // The simulator stands for the CPU, so its cores' frequency is sampled.
+        assert!(d.statuses[4].used && d.statuses[4].simulated);
+        assert!(d.frequency.is_some());
         assert!(d.statuses[0]
             .reason
             .as_ref()

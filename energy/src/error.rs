@@ -90,6 +90,29 @@ pub enum EnergyError {
         path: PathBuf,
     },
 
+    /// The perf `msr` PMU, or its APERF/MPERF events, are missing.
+    #[error(
+        "no APERF/MPERF at {path}: {missing} is missing (needs CONFIG_X86_MSR's perf PMU, \
+         Linux 4.0+; most VMs hide aperf and mperf). Frequency falls back to cpufreq; opening \
+         the events also needs CAP_PERFMON or `perf_event_paranoid <= 0`"
+    )]
+    NoMsrPmu {
+        /// The PMU directory that was looked at.
+        path: PathBuf,
+        /// What it lacks.
+        missing: String,
+    },
+
+    /// No CPU frequency source could be opened.
+    #[error(
+        "CPU frequency cannot be read ({tried}); the fit then cannot correct for frequency \
+         changes and only warns when the tasks' power changes over the run"
+    )]
+    NoFrequency {
+        /// What each source lacked.
+        tried: String,
+    },
+
     /// perf_event is not available on this operating system.
     #[error("the perf_event RAPL path needs Linux; this build targets another OS")]
     PerfUnsupported,
@@ -209,6 +232,8 @@ impl EnergyError {
         matches!(
             self,
             EnergyError::NoPowercap { .. }
+                | EnergyError::NoMsrPmu { .. }
+                | EnergyError::NoFrequency { .. }
                 | EnergyError::NoRaplZones { .. }
                 | EnergyError::NoPerfPmu { .. }
                 | EnergyError::PerfUnsupported

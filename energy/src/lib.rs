@@ -57,6 +57,7 @@
 pub mod attribution;
 mod detect;
 mod error;
+pub mod freq;
 mod meter;
 mod nvml;
 mod perf;
@@ -83,7 +84,7 @@ pub use sampler::{
 pub use sim::{replay as replay_sim, Execution, Replayed};
 pub use sim::{
     ArchPowers, CpuSimConfig, DomainPower, GpuSensor, GpuSimConfig, ManualClock, Profile,
-    RaplSimConfig, SimClock, SimConfig, SimMeter, SimObserver, TaskPower, TaskSimConfig,
-    TraceClock, MAX_SIM_CODELETS, MAX_SIM_WORKERS, MIN_OCCUPANCY_FACTOR,
+    RaplSimConfig, SimClock, SimConfig, SimFrequency, SimMeter, SimObserver, TaskPower,
+    TaskSimConfig, TraceClock, MAX_SIM_CODELETS, MAX_SIM_WORKERS, MIN_OCCUPANCY_FACTOR,
 };
 pub use wrap::{Accumulator, CounterUnwrapper, PowerIntegrator};

@@ -216,6 +216,41 @@ pub(crate) fn perf_open_fix(err: &std::io::Error) -> &'static str {
     }
 }
 
+/// Opens and enables event `event` of the dynamic PMU at `pmu_dir` system-wide on `cpu`
+/// (any process, no user/kernel/hypervisor exclusion: package-wide counters such as RAPL's
+/// reject the exclusion bits on older kernels). Errors name `label` and the CPU, with the fix.
+#[cfg(target_os = "linux")]
+pub(crate) fn open_system_counter(
+    pmu_dir: &Path,
+    event: &str,
+    label: &str,
+    cpu: u32,
+) -> Result<perf_event::Counter, EnergyError> {
+    use perf_event::events::Dynamic;
+    let open_err = |source: std::io::Error| EnergyError::PerfOpen {
+        event: label.to_owned(),
+        cpu,
+        fix: perf_open_fix(&source),
+        source,
+    };
+    let mut builder = Dynamic::builder(pmu_dir).map_err(open_err)?;
+    builder.event(event).map_err(open_err)?;
+    let built = builder.build().map_err(|e| {
+        open_err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            e.to_string(),
+        ))
+    })?;
+    let mut b = perf_event::Builder::new(built);
+    b.any_pid()
+        .one_cpu(cpu as usize)
+        .exclude_kernel(false)
+        .exclude_hv(false);
+    let mut counter = b.build().map_err(open_err)?;
+    counter.enable().map_err(open_err)?;
+    Ok(counter)
+}
+
 /// A RAPL meter reading perf_event counters.
 pub struct PerfMeter {
     pmu: PowerPmu,
@@ -285,32 +320,9 @@ impl PerfMeter {
         specs: Vec<DomainSpec>,
         plan: &[(Domain, PerfEventDesc, u32)],
     ) -> Result<PerfMeter, EnergyError> {
-        use perf_event::events::Dynamic;
         let mut counters = Vec::with_capacity(plan.len());
         for (_, ev, cpu) in plan {
-            let open_err = |source: std::io::Error| EnergyError::PerfOpen {
-                event: ev.name.clone(),
-                cpu: *cpu,
-                fix: perf_open_fix(&source),
-                source,
-            };
-            let mut builder = Dynamic::builder(&pmu.dir).map_err(open_err)?;
-            builder.event(&ev.name).map_err(open_err)?;
-            let event = builder.build().map_err(|e| {
-                open_err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    e.to_string(),
-                ))
-            })?;
-            // The RAPL PMU counts for the whole package, so: any process, one CPU, and no
-            // user/kernel/hypervisor exclusion (older kernels reject the exclusion bits).
-            let mut b = perf_event::Builder::new(event);
-            b.any_pid()
-                .one_cpu(*cpu as usize)
-                .exclude_kernel(false)
-                .exclude_hv(false);
-            let mut counter = b.build().map_err(open_err)?;
-            counter.enable().map_err(open_err)?;
+            let counter = open_system_counter(&pmu.dir, &ev.name, &ev.name, *cpu)?;
             counters.push((counter, ev.name.clone(), *cpu));
         }
         Ok(PerfMeter {

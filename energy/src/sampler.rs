@@ -17,6 +17,9 @@
 //!    little). A deadline already past when the previous reading ends is skipped, not
 //!    caught up, and counted as an overrun: readings are never assumed periodic, each has
 //!    its own timestamp.
+//!    With [`Sampler::start_with_frequency`], each reading also reads the CPU packages'
+//!    frequency right after the meters ([`crate::freq`]) and sends it as
+//!    `Chunk::Frequencies` with the samples, against each package's energy domain.
 //! 4. [`Sampler::stop`] wakes the thread at once; it takes a last reading, flushes, sends
 //!    each simulated meter's truth again with what the run realised, measures its own CPU
 //!    time and returns [`SamplerStats`].
@@ -31,9 +34,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
 use serde::Serialize;
 use taskwatt_traces::{
-    Chunk, Clock, Domain, DomainId, DomainInfo, EnergySample, MeterId, MeterInfo, Timestamp,
-    TraceSink, WorkerInfo,
+    Chunk, Clock, Domain, DomainId, DomainInfo, EnergySample, FrequencySample, MeterId, MeterInfo,
+    Timestamp, TraceSink, WorkerInfo,
 };
+
+use crate::freq::FrequencyReader;
 
 use crate::meter::{DomainRead, Meter, RawReading};
 use crate::wrap::Accumulator;
@@ -127,6 +132,8 @@ pub struct SamplerStats {
     pub wall_ns: u64,
     /// CPU time the sampler thread used, in ns, where the OS tells (Linux).
     pub thread_cpu_ns: Option<u64>,
+    /// Frequency samples written (one per package per reading where its cores ran).
+    pub frequency_samples: u64,
 }
 
 impl SamplerStats {
@@ -148,9 +155,18 @@ struct MeterState {
     fails: Vec<(u64, Option<String>)>,
 }
 
+/// One frequency reader with, per package it reads, the package's energy domain.
+struct FreqState {
+    reader: Box<dyn FrequencyReader>,
+    ids: Vec<Option<DomainId>>,
+    out: Vec<Option<f64>>,
+}
+
 /// Everything the sampler thread owns.
 struct Worker {
     meters: Vec<MeterState>,
+    freqs: Vec<FreqState>,
+    fbatch: Vec<FrequencySample>,
     sink: TraceSink,
     batch: Vec<EnergySample>,
     batch_size: usize,
@@ -196,6 +212,27 @@ impl Worker {
                 }
             }
         }
+        for f in &mut self.freqs {
+            let before = Clock::now();
+            f.reader.read(&mut f.out);
+            let after = Clock::now();
+            let t = f
+                .reader
+                .value_time()
+                .unwrap_or(Timestamp(before.as_ns() + after.saturating_sub(before) / 2));
+            for (v, id) in f.out.iter().zip(&f.ids) {
+                if let (Some(mhz), Some(domain)) = (v, id) {
+                    if mhz.is_finite() && *mhz > 0.0 {
+                        self.fbatch.push(FrequencySample {
+                            domain: *domain,
+                            t,
+                            mhz: *mhz,
+                        });
+                        self.stats.frequency_samples += 1;
+                    }
+                }
+            }
+        }
         if self.batch.len() >= self.batch_size || self.last_flush.elapsed() >= SAMPLE_FLUSH {
             self.flush();
         }
@@ -205,6 +242,10 @@ impl Worker {
         if !self.batch.is_empty() {
             let full = std::mem::replace(&mut self.batch, Vec::with_capacity(self.batch_size));
             self.sink.send(Chunk::Samples(full));
+        }
+        if !self.fbatch.is_empty() {
+            self.sink
+                .send(Chunk::Frequencies(std::mem::take(&mut self.fbatch)));
         }
         self.last_flush = Instant::now();
     }
@@ -266,6 +307,20 @@ impl Sampler {
         sink: TraceSink,
         config: SamplerConfig,
     ) -> Result<Sampler, EnergyError> {
+        Self::start_with_frequency(meters, Vec::new(), workers, sink, config)
+    }
+
+    /// As [`Sampler::start`], also reading `frequency` at every reading, right after the
+    /// meters: each package's frequency goes to the trace against the package's energy
+    /// domain (`Chunk::Frequencies`). A reader's package with no package domain among the
+    /// meters' is not written.
+    pub fn start_with_frequency(
+        meters: Vec<Box<dyn Meter>>,
+        frequency: Vec<Box<dyn FrequencyReader>>,
+        workers: &[WorkerInfo],
+        sink: TraceSink,
+        config: SamplerConfig,
+    ) -> Result<Sampler, EnergyError> {
         config.validate()?;
         let mut infos = Vec::with_capacity(meters.len());
         let mut domains = Vec::new();
@@ -312,8 +367,22 @@ impl Sampler {
             }
         }
 
+        let freqs: Vec<FreqState> = frequency
+            .into_iter()
+            .map(|reader| {
+                let ids = crate::freq::package_domains(reader.packages(), &domains);
+                FreqState {
+                    out: vec![None; ids.len()],
+                    ids,
+                    reader,
+                }
+            })
+            .filter(|f| f.ids.iter().any(Option::is_some))
+            .collect();
         let mut worker = Worker {
             meters: states,
+            freqs,
+            fbatch: Vec::new(),
             sink,
             batch: Vec::with_capacity(config.batch),
             batch_size: config.batch.max(1),

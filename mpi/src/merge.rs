@@ -293,6 +293,12 @@ pub fn merge(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeReport), Strin
             s.t = m.map(s.t);
             out.samples.push(s);
         }
+        for f in &t.frequencies {
+            let mut f = *f;
+            f.domain += domain_base;
+            f.t = m.map(f.t);
+            out.frequencies.push(f);
+        }
         if let Some(truth) = &t.truth {
             let o = out
                 .truth
@@ -497,6 +503,7 @@ fn node_energy(
                 out.domains.push(d);
             }
             out.samples.extend(r.samples);
+            out.frequencies.extend(r.frequencies);
             if let Some(t) = r.truth {
                 let o = out
                     .truth

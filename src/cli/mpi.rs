@@ -117,8 +117,9 @@ fn run_rank(a: &super::run::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cli
             if det.observer.is_some() {
                 sim_meter = Some(serde_json::to_value(&detect_opts.sim)?);
             } else {
-                sampler = Some(taskwatt::energy::Sampler::start(
+                sampler = Some(taskwatt::energy::Sampler::start_with_frequency(
                     det.meters,
+                    det.frequency.into_iter().collect(),
                     &local_workers,
                     w.sink(),
                     taskwatt::energy::SamplerConfig::with_period(a.energy_args().period)?,

@@ -39,6 +39,10 @@ pub(crate) struct AttributionArgs {
     /// `off`.
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub(crate) drift: bool,
+    /// Whether to use the CPU frequency sampled beside the energy (trace format 1.6) as a
+    /// regressor: `on` (default) or `off` (the frequency is only reported).
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub(crate) frequency: bool,
     /// Show a power as a measurement only when its 95% interval is within this many
     /// percent of it; anything wider is shown as a range and flagged.
     #[arg(long, value_name = "PCT",
@@ -118,6 +122,7 @@ impl AttributionArgs {
             sensor_model: self.sensor_model,
             contention: self.contention,
             drift: self.drift,
+            frequency: self.frequency,
             ..AttributionOptions::default()
         };
         if self.weight_by_duration {

@@ -422,6 +422,8 @@ struct TraceOut {
 #[derive(Serialize)]
 struct EnergyOut<'a> {
     meter: String,
+    /// The CPU frequency's source (`cpu-frequency`'s description), or why there is none.
+    frequency: String,
     simulated: bool,
     period_ms: f64,
     sampler: SamplerJson,
@@ -722,10 +724,21 @@ fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
             meter: run
                 .meters
                 .iter()
-                .filter(|b| b.used)
+                .filter(|b| b.used && b.backend != FREQUENCY_STATUS)
                 .map(|b| b.backend.clone())
                 .collect::<Vec<_>>()
                 .join("+"),
+            frequency: run
+                .meters
+                .iter()
+                .find(|b| b.backend == FREQUENCY_STATUS)
+                .map_or_else(String::new, |b| {
+                    if b.used {
+                        b.description.clone().unwrap_or_default()
+                    } else {
+                        format!("not sampled: {}", b.reason.clone().unwrap_or_default())
+                    }
+                }),
             simulated: run.simulated,
             period_ms: a.energy.period.as_secs_f64() * 1e3,
             sampler: s.into(),
@@ -733,6 +746,9 @@ fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
         }),
     }
 }
+
+/// The status row `detect` gives the CPU frequency's source (not a meter).
+const FREQUENCY_STATUS: &str = "cpu-frequency";
 
 /// Warns when other work competed for the cores during the run: timings and GFlop/s then
 /// move from run to run (the one-minute load average, Linux only).
@@ -825,10 +841,13 @@ fn print_table(o: &RunOutput<'_>) {
                 "", e.sampler.overruns
             );
         }
+        if !e.frequency.is_empty() {
+            println!("  {:<10} {}", "frequency", e.frequency);
+        }
         let real: Vec<&str> = e
             .backends
             .iter()
-            .filter(|b| b.used && !b.simulated)
+            .filter(|b| b.used && !b.simulated && b.backend != FREQUENCY_STATUS)
             .map(|b| b.backend.as_str())
             .collect();
         if e.simulated && real.is_empty() {

@@ -61,34 +61,25 @@ pub struct ContentionFit {
 
 /// Residual sum of squares of the model at contention `theta` (the part the powers
 /// change: `‖R(θ)·b − z‖²`).
-fn rss(stack: &Stack<'_>, acc: &TriAccumulator, theta: f64, solver: Solver) -> f64 {
+pub(crate) fn rss(stack: &Stack<'_>, acc: &TriAccumulator, theta: f64, solver: Solver) -> f64 {
     let (r, z) = stack.model_r(acc, theta);
     let s = solve_r(&r, z.clone(), solver);
     (&r * nalgebra::DVector::from_column_slice(&s.coef) - z).norm_squared()
 }
 
-/// Profiles the contention over `acc` (the full augmented factor).
-pub(crate) fn profile(stack: &Stack<'_>, acc: &TriAccumulator, solver: Solver) -> Profiled {
-    let k = stack.max_k().max(2) as f64;
-    // g(k_max) = 1 − c (k_max − 1) stays within (0.05, 1.3].
-    let (lo, hi) = (-0.3 / (k - 1.0), 0.95 / (k - 1.0));
-    let f = |t: f64| rss(stack, acc, t, solver);
-    let step = (hi - lo) / (GRID - 1) as f64;
-    let values: Vec<f64> = (0..GRID).map(|i| f(lo + step * i as f64)).collect();
-    let best = values
-        .iter()
-        .enumerate()
-        .min_by(|a, b| a.1.total_cmp(b.1))
-        .map_or(0, |(i, _)| i);
-    // Golden section in the bracket around the best grid point.
-    let (mut a, mut b) = (
-        lo + step * best.saturating_sub(1) as f64,
-        lo + step * (best + 1).min(GRID - 1) as f64,
-    );
+/// The minimum of `f` on `[a, b]` by golden-section search, to a bracket narrower than
+/// `tol` or after `iters` steps: `(x, f(x))`.
+fn golden_min(
+    mut f: impl FnMut(f64) -> f64,
+    mut a: f64,
+    mut b: f64,
+    tol: f64,
+    iters: usize,
+) -> (f64, f64) {
     let g = 0.5 * (5f64.sqrt() - 1.0);
     let (mut x1, mut x2) = (b - g * (b - a), a + g * (b - a));
     let (mut f1, mut f2) = (f(x1), f(x2));
-    for _ in 0..40 {
+    for _ in 0..iters {
         if f1 <= f2 {
             b = x2;
             (x2, f2) = (x1, f1);
@@ -100,11 +91,62 @@ pub(crate) fn profile(stack: &Stack<'_>, acc: &TriAccumulator, solver: Solver) -
             x2 = a + g * (b - a);
             f2 = f(x2);
         }
-        if (b - a).abs() < 1e-7 * (hi - lo) {
+        if (b - a).abs() < tol {
             break;
         }
     }
-    let theta = if f1 <= f2 { x1 } else { x2 };
+    if f1 <= f2 {
+        (x1, f1)
+    } else {
+        (x2, f2)
+    }
+}
+
+/// The minimum of `f` on `[lo, hi]`: a grid of `grid` points, then a golden-section search
+/// in the bracket around the best of them (`golden_min`). Returns `(x, f(x))` and the
+/// grid's values (the first at `lo`).
+pub(crate) fn grid_golden(
+    mut f: impl FnMut(f64) -> f64,
+    lo: f64,
+    hi: f64,
+    grid: usize,
+    tol: f64,
+    iters: usize,
+) -> (f64, f64, Vec<f64>) {
+    let step = (hi - lo) / (grid.max(2) - 1) as f64;
+    let values: Vec<f64> = (0..grid.max(2)).map(|i| f(lo + step * i as f64)).collect();
+    let best = values
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.total_cmp(b.1))
+        .map_or(0, |(i, _)| i);
+    let (x, fx) = golden_min(
+        &mut f,
+        lo + step * best.saturating_sub(1) as f64,
+        lo + step * (best + 1).min(values.len() - 1) as f64,
+        tol,
+        iters,
+    );
+    if values[best] < fx {
+        (lo + step * best as f64, values[best], values)
+    } else {
+        (x, fx, values)
+    }
+}
+
+/// Profiles the contention over `acc` (the full augmented factor).
+pub(crate) fn profile(stack: &Stack<'_>, acc: &TriAccumulator, solver: Solver) -> Profiled {
+    let k = stack.max_k().max(2) as f64;
+    // g(k_max) = 1 − c (k_max − 1) stays within (0.05, 1.3].
+    let (lo, hi) = (-0.3 / (k - 1.0), 0.95 / (k - 1.0));
+    let (theta, _, _) = grid_golden(
+        |t| rss(stack, acc, t, solver),
+        lo,
+        hi,
+        GRID,
+        1e-7 * (hi - lo),
+        40,
+    );
     let identified = identified(stack, acc, theta, solver);
     Profiled {
         theta: if identified { theta } else { 0.0 },

@@ -10,7 +10,10 @@
 //!   relatively (a cap at 0.8 over a third of the run reads about −14 % there and +7 %
 //!   elsewhere);
 //! - **occupancy levels** (rows grouped by the mean number of tasks running, rounded):
-//!   the same `λ` per level, which a contention law that fits leaves at 0.
+//!   the same `λ` per level, which a contention law that fits leaves at 0;
+//! - **frequency**, where the trace has it (rows grouped by their frequency's ratio to
+//!   their occupancy's usual one, `frequency.rs`): the same `λ` per group, which the
+//!   fitted `f^β` leaves at 0.
 //!
 //! and the base's shift `μ_g = Σ w e Δt / Σ w Δt²` per time block. Each `λ` gets a
 //! standard error from batch means (the group cut into [`BATCHES`] consecutive batches,
@@ -41,6 +44,8 @@ struct Row {
     d: f64,
     dt: f64,
     k: f64,
+    /// The row's frequency ratio (NaN without one).
+    r: f64,
 }
 
 /// `λ` and its batch-means standard error over `rows`: `Σ w e d / Σ w d²`.
@@ -103,6 +108,7 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
             d,
             dt: x[0],
             k: if x[0] > 0.0 { busy / x[0] } else { 0.0 },
+            r: stack.freq_ratio(g).unwrap_or(f64::NAN),
         });
     });
     let material = MATERIAL_SHARE * opts.precision_pct / 100.0;
@@ -203,6 +209,51 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
                  caches, memory or power limits; calibrate the types alone and together \
                  (`--type-calibration`), or read these powers as averages over the run's \
                  occupancy",
+                found.join("; ")
+            ));
+        }
+    }
+
+    // Frequency: groups of rows by their frequency's ratio to their occupancy's usual one.
+    if fit.frequency.as_ref().is_some_and(|f| f.profiled) {
+        const EDGES: [f64; 5] = [0.0, 0.95, 0.99, 1.01, f64::INFINITY];
+        let mut found = Vec::new();
+        let mut lambdas = Vec::new();
+        for w in EDGES.windows(2) {
+            let group: Vec<Row> = rows
+                .iter()
+                .filter(|r| r.r >= w[0] && r.r < w[1])
+                .copied()
+                .collect();
+            if let Some((l, se)) = ratio(&group, num, den) {
+                lambdas.push(l);
+                if l.abs() > material && l.abs() > SIGMAS * se {
+                    found.push(format!(
+                        "{:+.0}% where the frequency is {} of its usual ({:.1} sigma)",
+                        100.0 * l,
+                        match (w[0], w[1]) {
+                            (0.0, _) => "below 95%".to_owned(),
+                            (a, b) if b.is_finite() => {
+                                format!("{:.0}-{:.0}%", 100.0 * a, 100.0 * b)
+                            }
+                            (a, _) => format!("above {:.0}%", 100.0 * a),
+                        },
+                        l.abs() / se.max(1e-12)
+                    ));
+                }
+            }
+        }
+        if !found.is_empty() {
+            for l in &lambdas {
+                low = low.min(*l);
+                high = high.max(*l);
+            }
+            let beta = fit.frequency.as_ref().map_or(0.0, |f| f.exponent);
+            departures.push(format!(
+                "the tasks' power does not follow the sampled frequency as fitted (f^{beta:.2}) \
+                 ({}): a cap that also limits something the frequency does not show, or a \
+                 frequency sampled on other cores than the tasks'; split the run at the \
+                 change",
                 found.join("; ")
             ));
         }

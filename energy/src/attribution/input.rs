@@ -4,7 +4,9 @@
 //! trace, so that a caller can stream tasks (a 10 M-task trace need not be materialised
 //! twice) and so that tests build inputs without a file.
 
-use taskwatt_traces::{CodeletInfo, DomainInfo, EnergySample, GroundTruth, Marker};
+use taskwatt_traces::{
+    CodeletInfo, DomainInfo, EnergySample, FrequencySample, GroundTruth, Marker,
+};
 
 /// The marker name of windows during which every worker was parked (see the docs).
 pub const IDLE_CALIBRATION: &str = "idle-calibration";
@@ -24,6 +26,8 @@ pub struct TraceParts<'a> {
     pub markers: &'a [Marker],
     /// The powers a simulated meter was configured with, if any.
     pub truth: Option<&'a GroundTruth>,
+    /// The CPU packages' sampled frequencies (none in traces before format 1.6).
+    pub frequencies: &'a [FrequencySample],
 }
 
 impl<'a> TraceParts<'a> {
@@ -39,6 +43,7 @@ impl<'a> TraceParts<'a> {
             codelets,
             markers: &[],
             truth: None,
+            frequencies: &[],
         }
     }
 }
@@ -52,6 +57,7 @@ impl<'a> TraceParts<'a> {
             codelets: &trace.codelets,
             markers: &trace.markers,
             truth: trace.truth.as_ref(),
+            frequencies: &trace.frequencies,
         }
     }
 }

@@ -201,6 +201,7 @@ pub(crate) fn fit_large(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainF
         residuals_j: residuals,
         drift: None,
         contention: None,
+        frequency: None,
         types_at_run: vec![None; stack.keys.len()],
         covariance_w2: None,
         estimable_covariance: None,

@@ -30,6 +30,8 @@ pub use covariance::Estimable;
 mod departures;
 mod diagnostics;
 mod error;
+mod frequency;
+pub use frequency::FrequencyFit;
 mod input;
 mod key;
 mod large;

@@ -567,6 +567,7 @@ pub fn predict_trace(
         codelets: &trace.codelets,
         markers: &trace.markers,
         truth: None,
+        frequencies: &[],
     };
     let mut p = predict(model, &parts, trace_tasks(trace))?;
     p.warnings.insert(

@@ -129,6 +129,14 @@ impl TriAccumulator {
         DVector::from_fn(p, |i, _| self.r[i * self.q + p])
     }
 
+    /// `‖y − X·b‖²` at the least-squares `b` over every column of `X`: what no combination
+    /// of the columns explains (the square of the factor's last diagonal entry). Added to
+    /// `‖R·b − z‖²` for any `b` it gives the full residual sum of squares.
+    pub(crate) fn tail_rss(&self) -> f64 {
+        let p = self.q - 1;
+        self.r[p * self.q + p].powi(2)
+    }
+
     /// Euclidean norm of column `j` of `X` (= of `R`).
     #[cfg(test)]
     pub(crate) fn column_norm(&self, j: usize) -> f64 {

@@ -256,6 +256,32 @@ fn domain(out: &mut String, d: &DomainReport) {
             )
         });
     }
+    if let Some(q) = &d.frequency {
+        let base = format!(
+            "frequency {:.2} GHz on average while busy ({:+.0} MHz per extra busy core), {:.1} % \
+             to {:.1} % of its occupancy's",
+            q.mean_mhz / 1e3,
+            q.mhz_per_core,
+            100.0 * q.ratio_range.0,
+            100.0 * q.ratio_range.1
+        );
+        extra.push(if q.used {
+            format!(
+                "{base}: the tasks' power follows f^{:.2} (likelihood ratio {:.0}), intervals \
+                 at other frequencies are read at their own",
+                q.exponent, q.lr
+            )
+        } else if q.spread < super::frequency::STEADY {
+            format!("{base}: steady")
+        } else if !q.profiled {
+            format!("{base}: not used (`--frequency off`)")
+        } else {
+            format!(
+                "{base}: the fit does not need it (likelihood ratio {:.1})",
+                q.lr
+            )
+        });
+    }
     if !f.covariance.is_empty() && f.covariance != "classical" {
         // "block-robust (...)" alone, or "classical and block-robust (...)": the wider.
         let wider = if f.covariance.starts_with("classical and") {

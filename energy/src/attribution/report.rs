@@ -88,6 +88,10 @@ pub struct DomainReport {
     /// occupancy was modelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contention: Option<super::contention::ContentionFit>,
+    /// The sampled frequency and how it entered the fit (docs/attribution.md,
+    /// "Frequency"); present when the trace has the domain's frequency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency: Option<super::frequency::FrequencyFit>,
     /// The base power's linear drift over the window (its change from the window's middle
     /// to its end, W; `base` is the window's mean), when modelled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -343,6 +347,7 @@ pub(crate) fn domain_report(
         truth,
         regions,
         contention: fit.contention.clone(),
+        frequency: fit.frequency.clone(),
         base_drift: fit.drift.clone(),
         noise: fit.noise,
     }

@@ -106,6 +106,7 @@ impl Generated {
             codelets: &self.codelets,
             markers: &self.markers,
             truth: Some(&self.truth),
+            frequencies: &[],
         }
     }
 

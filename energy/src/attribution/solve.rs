@@ -138,6 +138,9 @@ pub struct AttributionOptions {
     pub contention: bool,
     /// Fit a linear drift of the base power over a single trace's window (default on).
     pub drift: bool,
+    /// Use the sampled frequency as a regressor where the trace has it (default on;
+    /// docs/attribution.md, "Frequency").
+    pub frequency: bool,
 }
 
 /// How the design matrix sees a domain's sensor.
@@ -171,6 +174,7 @@ impl Default for AttributionOptions {
             sensor_model: SensorModel::Aware,
             contention: true,
             drift: true,
+            frequency: true,
         }
     }
 }
@@ -472,6 +476,8 @@ pub struct DomainFit {
     pub drift: Option<Estimate>,
     /// The contention, when the domain's occupancy columns exist.
     pub contention: Option<super::contention::ContentionFit>,
+    /// How the sampled frequency entered the fit, when the trace has it for the domain.
+    pub frequency: Option<super::frequency::FrequencyFit>,
     /// Each type's mean power at the occupancy it ran at, when contention is modelled
     /// (parallel to `keys`; `None` for a type with no time in the window).
     pub types_at_run: Vec<Option<Estimate>>,
@@ -611,6 +617,10 @@ pub(crate) struct Stack<'a> {
     pub(crate) occupancy: bool,
     /// The contention the model rows are formed at.
     pub(crate) theta: f64,
+    /// Per system, each interval's frequency ratio (`frequency.rs`; empty: none), and the
+    /// exponent the task columns are scaled with (0: not at all).
+    pub(crate) freq: Vec<Vec<f64>>,
+    pub(crate) freq_beta: f64,
 }
 
 impl<'a> Stack<'a> {
@@ -715,6 +725,8 @@ impl<'a> Stack<'a> {
             drift: false,
             occupancy: false,
             theta: 0.0,
+            freq: Vec::new(),
+            freq_beta: 0.0,
         })
     }
 
@@ -780,6 +792,15 @@ impl<'a> Stack<'a> {
         (s.t_ns[i], s.t_ns[i + 1])
     }
 
+    /// The frequency ratio of row `g` (`frequency.rs`), where the stack has them.
+    pub(crate) fn freq_ratio(&self, g: usize) -> Option<f64> {
+        let si = self.offsets.partition_point(|&o| o <= g) - 1;
+        self.freq
+            .get(si)
+            .and_then(|r| r.get(g - self.offsets[si]))
+            .copied()
+    }
+
     /// Each stacked system's rows.
     pub(crate) fn system_ranges(&self) -> impl Iterator<Item = Range<usize>> + '_ {
         self.offsets.windows(2).map(|w| w[0]..w[1])
@@ -802,15 +823,21 @@ impl<'a> Stack<'a> {
                 Some((t0, tn)) => (0.5 * (t0 + tn) as f64, (0.5 * (tn - t0) as f64).max(1.0)),
                 None => (0.0, 1.0),
             };
+            let ratio = self
+                .freq
+                .get(si)
+                .filter(|r| self.freq_beta != 0.0 && r.len() == s.intervals());
             for g in a..b {
                 let i = g - lo;
                 x.fill(0.0);
                 let dt = s.dt_ns(i) as f64 * 1e-9;
                 x[0] = dt;
+                // The task columns at the interval's frequency (`frequency.rs`).
+                let scale = ratio.map_or(1.0, |r| r[i].powf(self.freq_beta)) * 1e-9;
                 for (c, col) in s.columns.iter().enumerate() {
-                    x[map[c]] = col.time_ns[i] as f64 * 1e-9;
+                    x[map[c]] = col.time_ns[i] as f64 * scale;
                     if self.occupancy {
-                        x[p + map[c] - 1] = col.occ_ns[i] as f64 * 1e-9;
+                        x[p + map[c] - 1] = col.occ_ns[i] as f64 * scale;
                     }
                 }
                 if self.drift {
@@ -1044,6 +1071,14 @@ pub(crate) fn fit_stack(stack: &mut Stack<'_>, opts: &AttributionOptions) -> Dom
     } else {
         1
     };
+    // The sampled frequency: reported always, a regressor when asked (`frequency.rs`).
+    let mut frequency = super::frequency::ratios(stack).map(|(r, mut f)| {
+        if opts.frequency {
+            stack.freq = r;
+            super::frequency::profile(stack, &mut f, opts.solver);
+        }
+        f
+    });
     if opts.weights == RowWeights::Auto {
         variance_weights(stack, opts.solver);
     }
@@ -1171,6 +1206,7 @@ pub(crate) fn fit_stack(stack: &mut Stack<'_>, opts: &AttributionOptions) -> Dom
         residuals_j: out.residuals_j,
         drift,
         contention,
+        frequency: frequency.take(),
         types_at_run,
         covariance_w2: out.covariance,
         estimable_covariance: out.estimable,

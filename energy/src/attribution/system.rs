@@ -16,7 +16,7 @@
 use std::borrow::Borrow;
 use std::collections::HashMap;
 
-use taskwatt_traces::{Domain, DomainInfo, TaskRecord};
+use taskwatt_traces::{Domain, DomainInfo, FrequencySample, TaskRecord};
 
 use super::error::AttributionError;
 use super::input::{TraceParts, IDLE_CALIBRATION};
@@ -198,6 +198,9 @@ pub struct DomainSystem {
     /// by time (a region that starts busy after an idle stretch would otherwise be shown
     /// short of what it measured).
     pub(crate) cuts: Vec<Cut>,
+    /// Per interval, the mean frequency of the domain's busy cores, MHz (NaN where no
+    /// sample covers it); empty when the trace has no frequency for the domain.
+    pub(crate) freq_mhz: Vec<f64>,
 }
 
 /// A region edge strictly inside a sampled interval.
@@ -669,6 +672,7 @@ impl Builder {
                 region_occ: Vec::new(),
                 occupancy: super::occupancy::Occupancy::default(),
                 cuts: Vec::new(),
+                freq_mhz: Vec::new(),
             },
             finder,
             slots: SlotTable::default(),
@@ -986,6 +990,7 @@ impl TraceSystems {
                     super::SensorModel::Aware => Response::of(info),
                 };
                 b.sys.invalid_samples = invalid;
+                b.sys.freq_mhz = interval_frequency(&b.sys.t_ns, info.id, parts.frequencies);
                 b.sys.regions = regions.clone();
                 b.sys.region_time = vec![Vec::new(); regions.len()];
                 b.set_cuts();
@@ -1041,6 +1046,47 @@ impl TraceSystems {
             span_ns: span,
         })
     }
+}
+
+/// The time-weighted mean of `domain`'s frequency samples over each interval of `t`
+/// (NaN where none covers it); empty when the domain has fewer than two samples. Sample
+/// `j` stands for the span since the domain's previous sample.
+pub(crate) fn interval_frequency(t: &[u64], domain: u16, samples: &[FrequencySample]) -> Vec<f64> {
+    let mut f: Vec<(u64, f64)> = samples
+        .iter()
+        .filter(|s| s.domain == domain && s.mhz.is_finite() && s.mhz > 0.0)
+        .map(|s| (s.t.0, s.mhz))
+        .collect();
+    if f.len() < 2 || t.len() < 2 {
+        return Vec::new();
+    }
+    f.sort_by_key(|s| s.0);
+    f.dedup_by_key(|s| s.0);
+    let mut out = vec![0.0; t.len() - 1];
+    let mut weight = vec![0.0; t.len() - 1];
+    let mut i = 0;
+    for w in f.windows(2) {
+        let ((a, _), (b, mhz)) = (w[0], w[1]);
+        // Intervals ending at or before `a` are done.
+        while i + 1 < t.len() && t[i + 1] <= a {
+            i += 1;
+        }
+        let mut j = i;
+        while j + 1 < t.len() && t[j] < b {
+            let lo = a.max(t[j]);
+            let hi = b.min(t[j + 1]);
+            if hi > lo {
+                let d = (hi - lo) as f64;
+                out[j] += d * mhz;
+                weight[j] += d;
+            }
+            j += 1;
+        }
+    }
+    for (o, w) in out.iter_mut().zip(&weight) {
+        *o = if *w > 0.0 { *o / w } else { f64::NAN };
+    }
+    out
 }
 
 /// Energy samples of one domain, for tests and fakes: cumulative readings at `times`.
@@ -1253,6 +1299,35 @@ mod tests {
         assert_eq!(d.intervals(), 0);
         assert_eq!(d.columns()[0].stats.total_ns, 20);
         assert_eq!(d.columns()[0].stats.in_window, 0);
+    }
+
+    #[test]
+    fn frequency_samples_are_averaged_over_each_interval_by_time() {
+        let f = |t: u64, mhz: f64| FrequencySample {
+            domain: 3,
+            t: taskwatt_traces::Timestamp(t),
+            mhz,
+        };
+        // Samples at 0, 10, 30 (spans 0-10 at 4000, 10-30 at 2000), another domain's
+        // ignored; intervals 0-5, 5-20, 20-40.
+        let samples = [f(0, 9.0), f(10, 4000.0), f(30, 2000.0)];
+        let other = FrequencySample {
+            domain: 4,
+            ..f(20, 1.0)
+        };
+        let mut all = samples.to_vec();
+        all.push(other);
+        let got = interval_frequency(&[0, 5, 20, 40], 3, &all);
+        assert_eq!(got[0], 4000.0);
+        // 5 ns at 4000, 10 ns at 2000.
+        assert!((got[1] - (5.0 * 4000.0 + 10.0 * 2000.0) / 15.0).abs() < 1e-9);
+        // 10 ns at 2000; 30-40 has no sample: the covered part counts.
+        assert_eq!(got[2], 2000.0);
+        // Beyond the samples: NaN, not a guess.
+        let got = interval_frequency(&[0, 30, 50, 60], 3, &samples);
+        assert!(got[2].is_nan(), "{got:?}");
+        // One sample spans nothing.
+        assert!(interval_frequency(&[0, 5], 3, &samples[..1]).is_empty());
     }
 
     #[test]

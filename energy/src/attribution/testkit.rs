@@ -127,6 +127,7 @@ impl Synth {
             codelets: &self.codelets,
             markers: &self.markers,
             truth: Some(&self.truth),
+            frequencies: &[],
         }
     }
 

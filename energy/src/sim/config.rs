@@ -414,6 +414,27 @@ impl SimConfig {
         sub * (f(k) / f(1)).powf(self.cpu.freq_exponent)
     }
 
+    /// The cores' frequency with `k ≥ 1` busy (GHz; the turbo bins on the contended
+    /// profile, the one-core bin on the ideal one), and the factor the cap puts on it: the
+    /// cap's power factor to the power `1 / freq_exponent` (1 when the power does not
+    /// follow the frequency, or without a cap).
+    pub fn frequency_model(&self) -> (impl Fn(usize) -> f64 + '_, f64) {
+        let bins = &self.cpu.turbo_ghz;
+        let contended = self.contended();
+        let f = move |k: usize| {
+            if contended {
+                bins[k.max(1).min(bins.len()) - 1]
+            } else {
+                bins[0]
+            }
+        };
+        let cap = match self.cap() {
+            Some((_, _, c)) if self.cpu.freq_exponent > 0.0 => c.powf(1.0 / self.cpu.freq_exponent),
+            _ => 1.0,
+        };
+        (f, cap)
+    }
+
     /// The power cap's span, s after the meter's start, and its factor, when it acts.
     pub fn cap(&self) -> Option<(f64, f64, f64)> {
         let c = &self.cpu;

@@ -159,6 +159,14 @@ pub(crate) struct DomainAcc {
     types: Vec<TypeAcc>,
     /// ns spent with k workers busy, by k.
     occupancy_ns: Vec<f64>,
+    /// Package domains: the cores' frequency (GHz) with k workers busy (index 0 unused;
+    /// empty elsewhere), the frequency's factor under the cap, and the integrals of
+    /// `k·f` and `k` over time (busy-core GHz·ns, busy-core ns): the busy-weighted mean
+    /// frequency APERF/MPERF would give.
+    freq: Vec<f64>,
+    cap_freq: f64,
+    kf_int: f64,
+    k_int: f64,
 }
 
 impl DomainAcc {
@@ -184,6 +192,50 @@ impl DomainAcc {
         e
     }
 
+    /// The frequency from `t` on with the current state (GHz), and when it next changes.
+    #[inline]
+    fn frequency(&self, t: u64, to: u64) -> (f64, u64) {
+        let f = self.freq[self.k.min(self.freq.len() - 1)];
+        match self.cap {
+            Some((from, _, _)) if t < from => (f, to.min(from)),
+            Some((_, until, _)) if t < until => (f * self.cap_freq, to.min(until)),
+            _ => (f, to),
+        }
+    }
+
+    /// Adds the frequency integrals from `self.t` to `to` (state unchanged) to `(kf, k)`.
+    fn frequency_integrals(&self, to: u64, kf: &mut f64, k: &mut f64) {
+        if self.freq.is_empty() || self.k == 0 {
+            return;
+        }
+        let mut t = self.t;
+        while t < to {
+            let (f, end) = self.frequency(t, to);
+            let w = self.k as f64 * (end - t) as f64;
+            *kf += w * f;
+            *k += w;
+            t = end;
+        }
+    }
+
+    /// The integrals of `k·f` and `k` from the start up to `b ≥ self.t` (no mutation).
+    pub(crate) fn frequency_at(&self, b: u64) -> (f64, f64) {
+        let (mut kf, mut k) = (self.kf_int, self.k_int);
+        self.frequency_integrals(b, &mut kf, &mut k);
+        (kf, k)
+    }
+
+    /// Whether this domain models the cores' frequency (a package domain).
+    #[cfg(test)]
+    pub(crate) fn has_frequency(&self) -> bool {
+        !self.freq.is_empty()
+    }
+
+    /// Integrated up to, ns.
+    pub(crate) fn integrated_to(&self) -> u64 {
+        self.t
+    }
+
     /// Integrates the current state up to `to`, keeping the tick boundaries crossed.
     fn advance(&mut self, to: u64) {
         if to <= self.t {
@@ -191,6 +243,11 @@ impl DomainAcc {
         }
         if self.k < self.occupancy_ns.len() {
             self.occupancy_ns[self.k] += (to - self.t) as f64;
+        }
+        if self.k > 0 && !self.freq.is_empty() {
+            let (mut kf, mut k) = (self.kf_int, self.k_int);
+            self.frequency_integrals(to, &mut kf, &mut k);
+            (self.kf_int, self.k_int) = (kf, k);
         }
         while self.t < to {
             let (f, end) = self.factor(self.t, to);
@@ -284,6 +341,10 @@ pub(crate) struct DomainSetup {
     /// Occupancy factor by busy workers, index 0 unused.
     pub(crate) g: Vec<f64>,
     pub(crate) cap: Option<(u64, u64, f64)>,
+    /// Package domains: the frequency with k workers busy, GHz (index 0 unused), and its
+    /// factor under the cap; empty and 1 elsewhere.
+    pub(crate) freq: Vec<f64>,
+    pub(crate) cap_freq: f64,
 }
 
 impl Integrator {
@@ -311,6 +372,10 @@ impl Integrator {
                     occupancy_ns: vec![0.0; s.workers.len() + 1],
                     g: s.g,
                     cap: s.cap,
+                    freq: s.freq,
+                    cap_freq: s.cap_freq,
+                    kf_int: 0.0,
+                    k_int: 0.0,
                     s: 0.0,
                     k: 0,
                     t: t0,
@@ -504,6 +569,8 @@ mod tests {
                 hist_cap: 4,
                 g,
                 cap,
+                freq: vec![0.0, 4.0, 3.8, 3.6],
+                cap_freq: 0.5,
             }],
         );
         i.set_powers(0, [10.0, 0.0, 0.0]);
@@ -541,6 +608,24 @@ mod tests {
         let e = i.domains[0].energy_at(6 * MS).unwrap();
         let want = 10.0 * (2.0 + 1.0 + 2.0) * 1e-3;
         assert!((e - want).abs() < 1e-12, "{e} vs {want}");
+    }
+
+    #[test]
+    fn the_frequency_is_the_busy_weighted_mean_of_the_bins_and_the_cap() {
+        let mut i = setup(vec![1.0; 4], Some((4 * MS, 6 * MS, 0.5)));
+        // One core 0-2 ms (4.0 GHz), two 2-4 ms (3.8 GHz each), two under the cap 4-5 ms
+        // (1.9 GHz), idle from 5 ms.
+        i.apply(0, 0, 0);
+        i.apply(2 * MS, 1, 0);
+        let d = &i.domains[0];
+        assert!(d.has_frequency());
+        let (kf, k) = d.frequency_at(4 * MS);
+        assert!((kf / k - (2.0 * 4.0 + 4.0 * 3.8) / 6.0).abs() < 1e-12);
+        i.apply(5 * MS, 0, IDLE);
+        i.apply(5 * MS, 1, IDLE);
+        let (kf5, k5) = i.domains[0].frequency_at(8 * MS);
+        assert_eq!(k5 - k, 2.0 * MS as f64, "idle time adds nothing");
+        assert!(((kf5 - kf) / (k5 - k) - 1.9).abs() < 1e-12);
     }
 
     #[test]

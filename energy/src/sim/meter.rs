@@ -142,6 +142,57 @@ pub struct SimMeter {
     first: Vec<Option<u64>>,
 }
 
+/// The simulated machine's frequency per package ([`SimMeter::frequency_reader`]).
+pub struct SimFrequency {
+    observer: Arc<SimObserver>,
+    clock: Arc<dyn SimClock>,
+    /// The package domains' indices in the integrator, and their packages.
+    domains: Vec<usize>,
+    packages: Vec<u32>,
+    /// The energy counters' update interval: a read describes the span up to the last
+    /// update, as the package's energy does.
+    tick: u64,
+    /// Per package: the integrals of `k·f` and `k` at the previous read.
+    last: Vec<(f64, f64)>,
+    as_of: Option<u64>,
+}
+
+impl std::fmt::Debug for SimFrequency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimFrequency")
+            .field("packages", &self.packages)
+            .finish_non_exhaustive()
+    }
+}
+
+impl crate::freq::FrequencyReader for SimFrequency {
+    fn describe(&self) -> String {
+        "simulated cores' frequency (turbo bins and cap of the sim config)".into()
+    }
+
+    fn packages(&self) -> &[u32] {
+        &self.packages
+    }
+
+    fn read(&mut self, out: &mut [Option<f64>]) {
+        let b = self.clock.now().as_ns() / self.tick * self.tick;
+        let mut integ = self.observer.integrator.lock();
+        integ.drain(self.observer.logs());
+        for ((slot, &d), last) in out.iter_mut().zip(&self.domains).zip(&mut self.last) {
+            let acc = &integ.domains[d];
+            let (kf, k) = acc.frequency_at(b.max(acc.integrated_to()));
+            let (dkf, dk) = (kf - last.0, k - last.1);
+            *last = (kf, k);
+            *slot = (dk > 0.0).then(|| dkf / dk * 1e3);
+        }
+        self.as_of = Some(b);
+    }
+
+    fn value_time(&self) -> Option<Timestamp> {
+        self.as_of.map(Timestamp)
+    }
+}
+
 impl std::fmt::Debug for SimMeter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SimMeter")
@@ -244,6 +295,12 @@ impl SimMeter {
         let factors = |pkg: bool, n: usize| -> Vec<f64> {
             (0..=n).map(|k| config.occupancy_factor(pkg, k)).collect()
         };
+        let (freq, cap_freq) = {
+            let (f, cap) = config.frequency_model();
+            let n = config.cpu.turbo_ghz.len() + workers.len() + 1;
+            let table: Vec<f64> = (0..n).map(f).collect();
+            (move |k: usize| table[k.min(n - 1)], cap)
+        };
         let domain = |power: &DomainPower, code: u64, tick: u64, model: Model| SimDomain {
             tick_ns: tick,
             base_w: power.base_w,
@@ -268,6 +325,12 @@ impl SimMeter {
                     channel,
                     g: factors(channel == PKG, ws.len()),
                     cap: if channel == PKG { cap } else { None },
+                    freq: if channel == PKG {
+                        (0..=ws.len()).map(|k| freq(k.max(1))).collect()
+                    } else {
+                        Vec::new()
+                    },
+                    cap_freq,
                     workers: ws,
                     tick_ns: rapl_tick,
                     hist_cap: 8,
@@ -338,6 +401,8 @@ impl SimMeter {
                     channel: GPU,
                     g: vec![1.0; n + 1],
                     cap: None,
+                    freq: Vec::new(),
+                    cap_freq: 1.0,
                     workers: ws,
                     // The sampled counter reads the energy a sampled part before each
                     // update: its boundaries are every sampled part, kept for ~100 s.
@@ -389,6 +454,29 @@ impl SimMeter {
     /// The observer to hand to the runtime (`Arc<dyn ExecutionObserver>`).
     pub fn observer(&self) -> Arc<SimObserver> {
         self.observer.clone()
+    }
+
+    /// A reader of the simulated cores' frequency, per package: what APERF/MPERF would give
+    /// on the machine it simulates (the turbo bin of the busy cores, lowered under the cap).
+    /// Hand it to [`crate::Sampler::start_with_frequency`].
+    pub fn frequency_reader(&self) -> SimFrequency {
+        let mut domains = Vec::new();
+        let mut packages = Vec::new();
+        for (i, spec) in self.specs.iter().enumerate() {
+            if let Domain::CpuPackage { id } = spec.domain {
+                domains.push(i);
+                packages.push(id);
+            }
+        }
+        SimFrequency {
+            observer: self.observer.clone(),
+            clock: self.clock.clone(),
+            tick: self.config.rapl.update_interval_us.max(1) * 1_000,
+            last: vec![(0.0, 0.0); domains.len()],
+            domains,
+            packages,
+            as_of: None,
+        }
     }
 
     /// Its configuration (with the seed it uses).

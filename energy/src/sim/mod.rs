@@ -21,6 +21,6 @@ pub use config::{
     ArchPowers, CpuSimConfig, DomainPower, GpuSensor, GpuSimConfig, Profile, RaplSimConfig,
     SimConfig, TaskPower, TaskSimConfig, MIN_OCCUPANCY_FACTOR,
 };
-pub use meter::{ManualClock, SimClock, SimMeter, TraceClock, MAX_SIM_WORKERS};
+pub use meter::{ManualClock, SimClock, SimFrequency, SimMeter, TraceClock, MAX_SIM_WORKERS};
 pub use observer::{SimObserver, MAX_SIM_CODELETS};
 pub use replay::{replay, Execution, Replayed};

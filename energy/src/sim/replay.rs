@@ -6,11 +6,12 @@
 use std::sync::Arc;
 
 use taskwatt_traces::{
-    Arch, CodeletInfo, DomainInfo, EnergySample, ExecutionObserver, GroundTruth, Timestamp,
-    WorkerInfo,
+    Arch, CodeletInfo, DomainInfo, EnergySample, ExecutionObserver, FrequencySample, GroundTruth,
+    Timestamp, WorkerInfo,
 };
 
 use super::{ManualClock, SimConfig, SimMeter};
+use crate::freq::FrequencyReader;
 use crate::{Accumulator, EnergyError, Meter, RawReading};
 
 /// One execution to replay.
@@ -35,6 +36,8 @@ pub struct Replayed {
     pub domains: Vec<DomainInfo>,
     /// Their samples, in time order.
     pub samples: Vec<EnergySample>,
+    /// The package domains' frequency at every reading where their cores ran.
+    pub frequencies: Vec<FrequencySample>,
     /// The meter's truth, on those ids.
     pub truth: Option<GroundTruth>,
     /// The meter's description.
@@ -98,12 +101,27 @@ pub fn replay(
         events.push((e.end.as_ns().max(e.start.as_ns()), true, e));
     }
     events.sort_by_key(|(t, end, e)| (*t, *end, e.worker));
+    let mut freq = meter.frequency_reader();
+    let freq_ids = crate::freq::package_domains(freq.packages(), &domains);
+    let mut freq_out = vec![None; freq_ids.len()];
+    let mut frequencies = Vec::new();
     let mut samples = Vec::new();
     let mut next = t0;
     let mut read_until = |t: u64, meter: &mut SimMeter, samples: &mut Vec<EnergySample>| {
         while next <= t {
             clock.set(Timestamp(next));
             meter.read(&mut reads);
+            freq.read(&mut freq_out);
+            let ft = freq.value_time().unwrap_or(Timestamp(next));
+            for (v, id) in freq_out.iter().zip(&freq_ids) {
+                if let (Some(mhz), Some(domain)) = (v, id) {
+                    frequencies.push(FrequencySample {
+                        domain: *domain,
+                        t: ft,
+                        mhz: *mhz,
+                    });
+                }
+            }
             for (i, r) in reads.iter_mut().enumerate() {
                 if let Ok(reading) = std::mem::replace(r, Ok(RawReading::Counter(0))) {
                     let vt = meter.value_time(i).unwrap_or(Timestamp(next));
@@ -140,6 +158,7 @@ pub fn replay(
         description: meter.describe().description,
         domains,
         samples,
+        frequencies,
     })
 }
 
