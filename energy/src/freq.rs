@@ -67,7 +67,7 @@ pub fn cpus_by_package(workers: &[taskwatt_traces::WorkerInfo]) -> Vec<(u32, Vec
 
 /// Each of `packages`' energy domain among `domains` (its `cpu_package` domain), where it
 /// has one: what a frequency sample is written against.
-pub(crate) fn package_domains(
+fn package_domains(
     packages: &[u32],
     domains: &[taskwatt_traces::DomainInfo],
 ) -> Vec<Option<taskwatt_traces::DomainId>> {
@@ -80,6 +80,52 @@ pub(crate) fn package_domains(
                 .map(|d| d.id)
         })
         .collect()
+}
+
+/// A reader with, per package it reads, the package's energy domain: what the sampler (and
+/// the simulator's replay) read at each reading.
+pub(crate) struct PackageFrequency {
+    reader: Box<dyn FrequencyReader>,
+    ids: Vec<Option<taskwatt_traces::DomainId>>,
+    out: Vec<Option<f64>>,
+}
+
+impl PackageFrequency {
+    /// `reader` over `domains`; `None` when none of its packages has an energy domain.
+    pub(crate) fn new(
+        reader: Box<dyn FrequencyReader>,
+        domains: &[taskwatt_traces::DomainInfo],
+    ) -> Option<PackageFrequency> {
+        let ids = package_domains(reader.packages(), domains);
+        ids.iter().any(Option::is_some).then(|| PackageFrequency {
+            out: vec![None; ids.len()],
+            ids,
+            reader,
+        })
+    }
+
+    /// Reads once and appends a sample per package whose cores ran, stamped with the
+    /// reader's value time or else the middle of the read; returns how many.
+    pub(crate) fn read_into(&mut self, into: &mut Vec<taskwatt_traces::FrequencySample>) -> u64 {
+        use taskwatt_traces::{Clock, Timestamp};
+        let before = Clock::now();
+        self.reader.read(&mut self.out);
+        let after = Clock::now();
+        let t = self
+            .reader
+            .value_time()
+            .unwrap_or(Timestamp(before.as_ns() + after.saturating_sub(before) / 2));
+        let mut n = 0;
+        for (v, id) in self.out.iter().zip(&self.ids) {
+            if let (Some(mhz), Some(domain)) = (*v, *id) {
+                if mhz.is_finite() && mhz > 0.0 {
+                    into.push(taskwatt_traces::FrequencySample { domain, t, mhz });
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
 }
 
 /// Opens the best frequency source for `groups` (see the module docs): APERF/MPERF under

@@ -155,17 +155,10 @@ struct MeterState {
     fails: Vec<(u64, Option<String>)>,
 }
 
-/// One frequency reader with, per package it reads, the package's energy domain.
-struct FreqState {
-    reader: Box<dyn FrequencyReader>,
-    ids: Vec<Option<DomainId>>,
-    out: Vec<Option<f64>>,
-}
-
 /// Everything the sampler thread owns.
 struct Worker {
     meters: Vec<MeterState>,
-    freqs: Vec<FreqState>,
+    freqs: Vec<crate::freq::PackageFrequency>,
     fbatch: Vec<FrequencySample>,
     sink: TraceSink,
     batch: Vec<EnergySample>,
@@ -213,25 +206,7 @@ impl Worker {
             }
         }
         for f in &mut self.freqs {
-            let before = Clock::now();
-            f.reader.read(&mut f.out);
-            let after = Clock::now();
-            let t = f
-                .reader
-                .value_time()
-                .unwrap_or(Timestamp(before.as_ns() + after.saturating_sub(before) / 2));
-            for (v, id) in f.out.iter().zip(&f.ids) {
-                if let (Some(mhz), Some(domain)) = (v, id) {
-                    if mhz.is_finite() && *mhz > 0.0 {
-                        self.fbatch.push(FrequencySample {
-                            domain: *domain,
-                            t,
-                            mhz: *mhz,
-                        });
-                        self.stats.frequency_samples += 1;
-                    }
-                }
-            }
+            self.stats.frequency_samples += f.read_into(&mut self.fbatch);
         }
         if self.batch.len() >= self.batch_size || self.last_flush.elapsed() >= SAMPLE_FLUSH {
             self.flush();
@@ -367,17 +342,9 @@ impl Sampler {
             }
         }
 
-        let freqs: Vec<FreqState> = frequency
+        let freqs = frequency
             .into_iter()
-            .map(|reader| {
-                let ids = crate::freq::package_domains(reader.packages(), &domains);
-                FreqState {
-                    out: vec![None; ids.len()],
-                    ids,
-                    reader,
-                }
-            })
-            .filter(|f| f.ids.iter().any(Option::is_some))
+            .filter_map(|reader| crate::freq::PackageFrequency::new(reader, &domains))
             .collect();
         let mut worker = Worker {
             meters: states,

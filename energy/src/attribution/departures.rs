@@ -81,6 +81,37 @@ fn ratio(rows: &[Row], num: impl Fn(&Row) -> f64, den: impl Fn(&Row) -> f64) -> 
     Some((lambda, se))
 }
 
+/// `λ` of the tasks' power per group of `rows` (`group` puts a row in group `i` of
+/// `labels`, or none): every group's `λ`, and the significant and material ones described
+/// with their label.
+fn by_group(
+    rows: &[Row],
+    labels: &[String],
+    material: f64,
+    group: impl Fn(&Row) -> Option<usize>,
+) -> (Vec<f64>, Vec<String>) {
+    let mut groups: Vec<Vec<Row>> = vec![Vec::new(); labels.len()];
+    for r in rows {
+        if let Some(g) = group(r).filter(|&g| g < labels.len()) {
+            groups[g].push(*r);
+        }
+    }
+    let (mut lambdas, mut found) = (Vec::new(), Vec::new());
+    for (g, label) in groups.iter().zip(labels) {
+        if let Some((l, se)) = ratio(g, |r| r.w * r.e * r.d, |r| r.w * r.d * r.d) {
+            lambdas.push(l);
+            if l.abs() > material && l.abs() > SIGMAS * se {
+                found.push(format!(
+                    "{:+.0}% {label} ({:.1} sigma)",
+                    100.0 * l,
+                    l.abs() / se.max(1e-12)
+                ));
+            }
+        }
+    }
+    (lambdas, found)
+}
+
 fn seconds(ns: u64) -> String {
     format!("{:.3} s", ns as f64 * 1e-9)
 }
@@ -174,25 +205,12 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
     // Occupancy.
     let max_k = rows.iter().map(|r| r.k.round() as usize).max().unwrap_or(0);
     if max_k >= 2 {
-        let mut found = Vec::new();
-        let mut lambdas = Vec::new();
-        for level in 1..=max_k {
-            let group: Vec<Row> = rows
-                .iter()
-                .filter(|r| r.k >= 0.5 && r.k.round() as usize == level)
-                .copied()
-                .collect();
-            if let Some((l, se)) = ratio(&group, num, den) {
-                lambdas.push(l);
-                if l.abs() > material && l.abs() > SIGMAS * se {
-                    found.push(format!(
-                        "{:+.0}% with {level} task(s) running ({:.1} sigma)",
-                        100.0 * l,
-                        l.abs() / se.max(1e-12)
-                    ));
-                }
-            }
-        }
+        let labels: Vec<String> = (1..=max_k)
+            .map(|level| format!("with {level} task(s) running"))
+            .collect();
+        let (lambdas, found) = by_group(&rows, &labels, material, |r| {
+            (r.k >= 0.5).then(|| r.k.round() as usize - 1)
+        });
         if !found.is_empty() {
             for l in &lambdas {
                 low = low.min(*l);
@@ -216,33 +234,17 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
 
     // Frequency: groups of rows by their frequency's ratio to their occupancy's usual one.
     if fit.frequency.as_ref().is_some_and(|f| f.profiled) {
-        const EDGES: [f64; 5] = [0.0, 0.95, 0.99, 1.01, f64::INFINITY];
-        let mut found = Vec::new();
-        let mut lambdas = Vec::new();
-        for w in EDGES.windows(2) {
-            let group: Vec<Row> = rows
-                .iter()
-                .filter(|r| r.r >= w[0] && r.r < w[1])
-                .copied()
-                .collect();
-            if let Some((l, se)) = ratio(&group, num, den) {
-                lambdas.push(l);
-                if l.abs() > material && l.abs() > SIGMAS * se {
-                    found.push(format!(
-                        "{:+.0}% where the frequency is {} of its usual ({:.1} sigma)",
-                        100.0 * l,
-                        match (w[0], w[1]) {
-                            (0.0, _) => "below 95%".to_owned(),
-                            (a, b) if b.is_finite() => {
-                                format!("{:.0}-{:.0}%", 100.0 * a, 100.0 * b)
-                            }
-                            (a, _) => format!("above {:.0}%", 100.0 * a),
-                        },
-                        l.abs() / se.max(1e-12)
-                    ));
-                }
-            }
-        }
+        const EDGES: [f64; 3] = [0.95, 0.99, 1.01];
+        let labels = [
+            "where the frequency is below 95% of its usual",
+            "where the frequency is 95-99% of its usual",
+            "where the frequency is 99-101% of its usual",
+            "where the frequency is above 101% of its usual",
+        ]
+        .map(str::to_owned);
+        let (lambdas, found) = by_group(&rows, &labels, material, |r| {
+            (!r.r.is_nan()).then(|| EDGES.partition_point(|&e| e <= r.r))
+        });
         if !found.is_empty() {
             for l in &lambdas {
                 low = low.min(*l);

@@ -11,7 +11,6 @@ use taskwatt_traces::{
 };
 
 use super::{ManualClock, SimConfig, SimMeter};
-use crate::freq::FrequencyReader;
 use crate::{Accumulator, EnergyError, Meter, RawReading};
 
 /// One execution to replay.
@@ -101,9 +100,7 @@ pub fn replay(
         events.push((e.end.as_ns().max(e.start.as_ns()), true, e));
     }
     events.sort_by_key(|(t, end, e)| (*t, *end, e.worker));
-    let mut freq = meter.frequency_reader();
-    let freq_ids = crate::freq::package_domains(freq.packages(), &domains);
-    let mut freq_out = vec![None; freq_ids.len()];
+    let mut freq = crate::freq::PackageFrequency::new(Box::new(meter.frequency_reader()), &domains);
     let mut frequencies = Vec::new();
     let mut samples = Vec::new();
     let mut next = t0;
@@ -111,16 +108,8 @@ pub fn replay(
         while next <= t {
             clock.set(Timestamp(next));
             meter.read(&mut reads);
-            freq.read(&mut freq_out);
-            let ft = freq.value_time().unwrap_or(Timestamp(next));
-            for (v, id) in freq_out.iter().zip(&freq_ids) {
-                if let (Some(mhz), Some(domain)) = (v, id) {
-                    frequencies.push(FrequencySample {
-                        domain: *domain,
-                        t: ft,
-                        mhz: *mhz,
-                    });
-                }
+            if let Some(f) = &mut freq {
+                f.read_into(&mut frequencies);
             }
             for (i, r) in reads.iter_mut().enumerate() {
                 if let Ok(reading) = std::mem::replace(r, Ok(RawReading::Counter(0))) {
