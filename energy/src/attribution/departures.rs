@@ -128,8 +128,8 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
         .chain(fit.drift.iter().map(|d| d.value_w))
         .collect();
     let mut rows: Vec<Row> = Vec::with_capacity(n);
+    let mut x = vec![0.0; stack.unknowns()];
     stack.visit_augmented(0..n, |g, a, _, w| {
-        let mut x = vec![0.0; stack.unknowns()];
         stack.model_row(a, &mut x);
         let d: f64 = (1..=k).map(|j| coef[j] * x[j]).sum();
         let busy: f64 = a[1..=k].iter().sum();

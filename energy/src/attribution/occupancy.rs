@@ -154,7 +154,9 @@ pub(crate) fn sweep(
     };
     let v = &mut spans.spans;
     if !v.is_sorted_by_key(|s| s.0) {
-        v.sort_unstable_by_key(|s| s.0);
+        // Stable: the tasks arrive as sorted runs (each worker's flushes in time order),
+        // which the stable sort merges where the unstable one partitions afresh.
+        v.sort_by_key(|s| s.0);
     }
     let mut running: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::new();
     let mut count = vec![0u32; ncols];
