@@ -27,7 +27,7 @@
 // live in the library; the rest is still compiled and cross-checked against BLAS in tests.
 #![cfg_attr(feature = "blas", allow(dead_code))]
 
-use gemm::Parallelism;
+use gemm_common::Parallelism;
 
 use crate::simd::{madd, multiversion};
 use crate::view::{MatMut, MatRef};
@@ -98,7 +98,7 @@ pub(crate) fn gemm_view<T: Scalar>(
     // The gemm crate's `alpha` scales dst and its `beta` scales the product, hence the
     // swapped order below.
     unsafe {
-        gemm::gemm(
+        gemm_raw::<T>(
             m,
             n,
             k,
@@ -114,11 +114,93 @@ pub(crate) fn gemm_view<T: Scalar>(
             b_rs,
             beta,
             alpha,
-            false,
-            false,
-            false,
-            Parallelism::None,
         );
+    }
+}
+
+/// The gemm crates' single-threaded kernel for `T` (gemm-f64's or gemm-f32's, picked at
+/// compile time from the type), as the `gemm` facade crate would call it: `dst = alpha·dst
+/// + beta·lhs·rhs` (`dst` read only when `read_dst`). Called directly because the facade
+/// also builds the complex kernels, which no tile uses: about 32 s of CPU in a fresh
+/// build.
+///
+/// # Safety
+/// As `gemm::gemm`: every element the strides reach is inside its allocation, and `dst`
+/// aliases neither operand.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_raw<T: Scalar>(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut T,
+    dst_cs: isize,
+    dst_rs: isize,
+    read_dst: bool,
+    lhs: *const T,
+    lhs_cs: isize,
+    lhs_rs: isize,
+    rhs: *const T,
+    rhs_cs: isize,
+    rhs_rs: isize,
+    alpha: T,
+    beta: T,
+) {
+    use std::any::TypeId;
+    // `Scalar` is sealed to f64 and f32, so exactly one branch matches, and the casts
+    // below are between a type and itself.
+    if TypeId::of::<T>() == TypeId::of::<f64>() {
+        // SAFETY: T is f64 (checked above); the caller's contract is gemm's.
+        unsafe {
+            gemm_f64::gemm::f64::get_gemm_fn()(
+                m,
+                n,
+                k,
+                dst.cast(),
+                dst_cs,
+                dst_rs,
+                read_dst,
+                lhs.cast(),
+                lhs_cs,
+                lhs_rs,
+                rhs.cast(),
+                rhs_cs,
+                rhs_rs,
+                alpha.to_f64(),
+                beta.to_f64(),
+                false,
+                false,
+                false,
+                Parallelism::None,
+            )
+        }
+    } else if TypeId::of::<T>() == TypeId::of::<f32>() {
+        // SAFETY: T is f32 (checked above), so the f64 round trip of alpha and beta is
+        // exact; the caller's contract is gemm's.
+        unsafe {
+            gemm_f32::gemm::f32::get_gemm_fn()(
+                m,
+                n,
+                k,
+                dst.cast(),
+                dst_cs,
+                dst_rs,
+                read_dst,
+                lhs.cast(),
+                lhs_cs,
+                lhs_rs,
+                rhs.cast(),
+                rhs_cs,
+                rhs_rs,
+                alpha.to_f64() as f32,
+                beta.to_f64() as f32,
+                false,
+                false,
+                false,
+                Parallelism::None,
+            )
+        }
+    } else {
+        unreachable!("Scalar is sealed to f64 and f32")
     }
 }
 
