@@ -179,6 +179,15 @@ impl Runtime {
         &self,
         handle: Handle<T>,
     ) -> Result<T, RuntimeError> {
+        if handle
+            .core
+            .ext()
+            .is_some_and(|e| e.part.load(Ordering::Acquire))
+        {
+            return Err(RuntimeError::PartUnregistered {
+                handle: handle.core.id,
+            });
+        }
         let node = self.acquire_node("unregister", &handle.core, Access::RW)?;
         handle.core.unregistered.store(true, Ordering::Release);
         // The device copies go first: one may hold the value's memory pinned. (They are

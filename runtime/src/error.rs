@@ -244,6 +244,17 @@ pub enum RuntimeError {
         handle: u64,
     },
 
+    /// An unregistration of a part of a partitioned handle.
+    #[error(
+        "unregister: data handle {handle} is a part of a partitioned handle, a view into the \
+         parent's data that must not outlive the partitioning; Runtime::unpartition retires \
+         the parts and gives the parent back, with what the parts' tasks wrote"
+    )]
+    PartUnregistered {
+        /// The part's id.
+        handle: u64,
+    },
+
     /// A partitioning that cannot be done on this data.
     #[error("cannot partition data handle {handle}: {reason}")]
     BadPartition {

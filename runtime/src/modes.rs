@@ -52,6 +52,10 @@ pub(crate) struct HandleExt {
     commute: CommuteLock,
     /// The handle is partitioned: its children are the data until it is unpartitioned.
     pub(crate) partitioned: AtomicBool,
+    /// The handle is a part of a partitioned handle: its data is a view into the parent's,
+    /// which only [`crate::Runtime::unpartition`] retires (an unregistration would hand
+    /// out a view that outlives the partitioning).
+    pub(crate) part: AtomicBool,
     /// The copies on device memory nodes 1.. (emulated devices: separate allocations).
     pub(crate) replicas: [std::cell::UnsafeCell<Option<crate::handle::Replica>>;
         crate::handle::MAX_MEMORY_NODES - 1],

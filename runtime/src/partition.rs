@@ -311,6 +311,9 @@ impl<T: Partition> Partitioned<'_, T> {
             return Ok(());
         };
         for part in std::mem::take(&mut self.parts) {
+            if let Some(ext) = part.core.ext() {
+                ext.part.store(false, Ordering::Release);
+            }
             if let Err(e) = self.rt.unregister(part) {
                 // The parts' tasks may still run: the parent must stay held, forever.
                 std::mem::forget(parent);
@@ -372,7 +375,11 @@ impl Runtime {
             .store(true, Ordering::Release);
         let parts = parts
             .into_iter()
-            .map(|(p, bytes)| self.register_bytes(p, bytes))
+            .map(|(p, bytes)| {
+                let h = self.register_bytes(p, bytes);
+                h.core.ext_or_init().part.store(true, Ordering::Release);
+                h
+            })
             .collect();
         Ok(Partitioned {
             rt: self,

@@ -355,3 +355,78 @@ fn a_matrix_grid_covers_every_element_once() {
     }
     assert_eq!(tags.len(), 6, "every part has elements");
 }
+
+/// Misuse of partitions (issue 29's campaign on the new API): each ends in a typed error
+/// or a right result, never a hang, a dead worker or lost data.
+#[test]
+fn partitions_misused_end_in_errors_or_right_results() {
+    let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+    let v = rt.register((0..12u64).collect::<Vec<_>>());
+    let inc = Codelet::new("inc").cpu(|ctx| {
+        ctx.rw::<VectorPart<u64>>(0)
+            .iter_mut()
+            .for_each(|x| *x += 1)
+    });
+
+    // No parts at all.
+    assert!(matches!(
+        rt.partition(&v, Filter::Blocks(0)),
+        Err(RuntimeError::BadPartition { .. })
+    ));
+
+    // A part unregistered while the partitioning lives would hand out a view into the
+    // parent that outlives it: refused, naming unpartition; the partitioning is unharmed.
+    let parts = rt.partition(&v, Filter::Blocks(3)).unwrap();
+    rt.submit(Task::new(&inc).rw(&parts[0])).unwrap();
+    let Err(err) = rt.unregister(parts[0].clone()) else {
+        panic!("a part was unregistered while partitioned")
+    };
+    assert!(
+        matches!(err, RuntimeError::PartUnregistered { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("unpartition"), "{err}");
+    rt.submit(Task::new(&inc).rw(&parts[1])).unwrap();
+    rt.unpartition(parts).unwrap();
+    let expect: Vec<u64> = (0..12).map(|x| if x < 8 { x + 1 } else { x }).collect();
+    // After the partitioning, a part is gone like any unregistered handle.
+    let now = rt.acquire(&v).unwrap().to_vec();
+    assert_eq!(now, expect);
+
+    // A task on a part that panics: the task fails, the partitioning still comes apart and
+    // the other parts' work is kept.
+    let boom = Codelet::new("boom").cpu(|_| panic!("a part's task panics"));
+    let parts = rt.partition(&v, Filter::Blocks(2)).unwrap();
+    rt.submit(Task::new(&boom).rw(&parts[0])).unwrap();
+    rt.submit(Task::new(&inc).rw(&parts[1])).unwrap();
+    let err = rt.wait_all().unwrap_err();
+    assert!(err.to_string().contains("boom"), "{err}");
+    rt.unpartition(parts).unwrap();
+    let now = rt.acquire(&v).unwrap().to_vec();
+    assert_eq!(
+        &now[6..],
+        &expect[6..].iter().map(|x| x + 1).collect::<Vec<_>>()[..]
+    );
+
+    // Partitioning from inside a task would wait on the task's own data: a deadlock
+    // error, not a hang.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let rt = Arc::new(rt);
+    let inner = Arc::clone(&rt);
+    let vh = v.clone();
+    let nested = Codelet::new("nested").cpu(move |_| {
+        let r = inner.partition(&vh, Filter::Blocks(2)).map(|p| p.len());
+        tx.send(r.map_err(|e| e.to_string())).unwrap();
+    });
+    rt.submit(Task::new(&nested)).unwrap();
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("partition inside a task hung");
+    let msg = got.unwrap_err();
+    assert!(
+        msg.contains("deadlock") || msg.contains("inside a task"),
+        "{msg}"
+    );
+    let _ = rt.wait_all();
+    assert_eq!(rt.unregister(v).unwrap().len(), 12);
+}
