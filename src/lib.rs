@@ -51,6 +51,7 @@ pub use taskwatt_energy::attribution::{attribute_trace, AttributionOptions, Attr
 pub use taskwatt_traces::{Clock, Marker, Trace, TraceSink};
 
 pub use measure::{EnergyReport, Measure, MeasureError, Measured, MAX_IDLE_CALIBRATION};
+pub use session::{AutoCalibrationReport, TypeCalibration};
 pub use taskwatt_energy::MeterChoice;
 pub use taskwatt_traces::Region;
 

@@ -323,7 +323,7 @@ impl Measured {
     /// How many tasks of one type a calibration runs at once (two per worker): the
     /// `slot`s `finish_calibrating`'s closure gets are `0..calibration_slots()`.
     pub fn calibration_slots(&self) -> usize {
-        2 * self.runtime().workers().len()
+        calibration_slots_of(self.runtime())
     }
 
     /// Waits for the graph, marks it, calibrates if asked, shuts the runtime and the
@@ -379,6 +379,11 @@ impl Measured {
     }
 }
 
+/// Tasks of one type a calibration runs at once on `rt`: two per worker.
+fn calibration_slots_of(rt: &Runtime) -> usize {
+    2 * rt.workers().len()
+}
+
 impl Measured {
     /// Type calibration after the graph (see [`Measured::finish_calibrating`]).
     fn calibrate<'a>(
@@ -390,13 +395,20 @@ impl Measured {
         let mut run = |plan: &[(String, Duration)]| -> Result<(), String> {
             let mut missing = Vec::new();
             let mut ran = 0;
+            let slots = calibration_slots_of(rt);
             for (name, d) in plan {
-                if make(name, 0).is_none() {
-                    missing.push(name.as_str());
+                // Every slot must give a task: a closure over fewer scratch handles than
+                // `calibration_slots()` gives `None` past them.
+                if let Some(slot) = (0..slots).find(|&s| make(name, s).is_none()) {
+                    missing.push(if slot == 0 {
+                        name.clone()
+                    } else {
+                        format!("{name} (from slot {slot} of 0..{slots})")
+                    });
                     continue;
                 }
                 let one = |slot: usize| {
-                    make(name, slot).expect("the closure made a task of this codelet before")
+                    make(name, slot).expect("every slot gave a task of this codelet above")
                 };
                 crate::apps::calibrate::phase(rt, &self.sink, name, *d, &one)
                     .map_err(|e| e.to_string())?;

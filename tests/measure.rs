@@ -206,6 +206,39 @@ fn adaptive_calibration_separates_short_types_that_run_in_fixed_proportions() {
     }
 }
 
+/// A calibration closure over fewer scratch handles than `calibration_slots()` (a user's
+/// off-by-a-few) gives `None` past them: the calibration says so by name, the report is
+/// still made, nothing panics.
+#[test]
+fn a_calibration_closure_short_of_slots_is_reported_not_a_panic() {
+    let m = Measure::new()
+        .meter(MeterChoice::Sim)
+        .period(Duration::from_millis(5))
+        .type_calibration(taskwatt::TypeCalibration::Fixed(Duration::from_millis(50)))
+        .start(Runtime::builder().workers(2))
+        .unwrap();
+    let rt = m.runtime();
+    let work = Codelet::new("work").cpu(spin(200));
+    let b = rt.register(vec![0.0f64; 16]);
+    for _ in 0..200 {
+        rt.submit(Task::new(&work).rw(&b)).unwrap();
+    }
+    assert_eq!(m.calibration_slots(), 4);
+    // Two scratch handles where four slots are asked for.
+    let scratch: Vec<_> = (0..2).map(|_| rt.register(vec![0.0f64; 16])).collect();
+    let report = m
+        .finish_calibrating(|codelet, slot| match codelet {
+            "work" => scratch.get(slot).map(|h| Task::new(&work).rw(h)),
+            _ => None,
+        })
+        .expect("the run and its report do not fail");
+    let calibration = report.calibration.expect("calibration was asked for");
+    let error = calibration
+        .error
+        .expect("a calibration that could not run says why");
+    assert!(error.contains("work (from slot 2 of 0..4)"), "{error}");
+}
+
 /// The library's `Compare` on a user's graph: every policy run, one model fitted, every
 /// run predicted; a gamma sweep without an energy model refused.
 #[test]
