@@ -360,8 +360,12 @@ fn export_csv_then_import_then_report_reproduces_the_powers() {
     assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
     for ((ka, pa), (kb, pb)) in a.iter().zip(&b) {
         assert_eq!(ka, kb);
+        // The import lists the types in another order, so the fit's columns are permuted;
+        // the contention is profiled by golden section to 1e-7 of its range, which the
+        // permutation's rounding can move within: the powers agree to about that, not to
+        // the last bit (a 1.8e-8 difference was seen under load).
         assert!(
-            (pa - pb).abs() <= 1e-9 * pa.abs().max(1.0),
+            (pa - pb).abs() <= 1e-6 * pa.abs().max(1.0),
             "{ka}: {pa} before, {pb} after the round trip"
         );
     }
