@@ -179,3 +179,108 @@ fn a_message_that_never_comes_ends_with_an_error_naming_the_rank() {
         "{e}"
     );
 }
+
+/// Misuse across ranks (issue 29's campaign): each rank ends with a result or an error
+/// naming what is wrong, within the timeout, never a hang.
+fn two_ranks<R: Send + 'static>(
+    timeout_s: u64,
+    f: impl Fn(usize, &mut DistRuntime) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    let f = std::sync::Arc::new(f);
+    let threads: Vec<_> = ThreadNet::new(2)
+        .into_iter()
+        .map(|net| {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                let rank = taskwatt_mpi::Transport::rank(&net);
+                let rt = Runtime::builder().workers(1).build().unwrap();
+                let mut d = DistRuntime::with_timeout(rt, Box::new(net), timeout_s).unwrap();
+                let r = f(rank, &mut d);
+                let _ = d.shutdown();
+                r
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+#[test]
+fn ranks_that_disagree_on_a_datum_s_size_get_an_error_naming_it() {
+    let t0 = std::time::Instant::now();
+    let out = two_ranks(5, |rank, d| {
+        // Rank 1's copy of rank 0's datum is twice as long.
+        let a = d
+            .register(0, vec![7u8; if rank == 0 { 4 } else { 8 }])
+            .unwrap();
+        let b = d.register(1, vec![0u8; 4]).unwrap();
+        let read = Codelet::new("read").cpu(|_| {});
+        d.submit(DistTask::new(&read).r(&a).rw(&b)).unwrap();
+        let r = d.wait_all().map_err(|e| e.to_string());
+        drop(a);
+        drop(b);
+        r
+    });
+    assert!(t0.elapsed() < std::time::Duration::from_secs(15), "hung");
+    let e = out[1].as_ref().unwrap_err();
+    assert!(e.contains("rank 0") && e.contains("bytes"), "{e}");
+}
+
+#[test]
+fn a_task_that_panics_on_the_owner_fails_the_reader_by_name_not_by_a_hang() {
+    let t0 = std::time::Instant::now();
+    let out = two_ranks(3, |_, d| {
+        let a = d.register(0, vec![0u8; 4]).unwrap();
+        let b = d.register(1, vec![0u8; 4]).unwrap();
+        let boom = Codelet::new("boom").cpu(|_| panic!("the producer panics"));
+        let read = Codelet::new("read").cpu(|_| {});
+        d.submit(DistTask::new(&boom).rw(&a)).unwrap();
+        d.submit(DistTask::new(&read).r(&a).rw(&b)).unwrap();
+        let r = d.wait_all().map_err(|e| e.to_string());
+        drop(a);
+        drop(b);
+        r
+    });
+    assert!(t0.elapsed() < std::time::Duration::from_secs(15), "hung");
+    let e0 = out[0].as_ref().unwrap_err();
+    assert!(e0.contains("boom"), "{e0}");
+    // Rank 1 either receives the data as it stood (StarPU sends it whatever the task did)
+    // or times out naming rank 0; it does not wait for ever.
+    if let Err(e1) = &out[1] {
+        assert!(e1.contains("rank 0"), "{e1}");
+    }
+}
+
+#[test]
+fn ranks_that_register_in_different_orders_get_an_error_not_wrong_data() {
+    let t0 = std::time::Instant::now();
+    let out = two_ranks(3, |rank, d| {
+        // The same two data, registered in the opposite order on rank 1: its first handle
+        // says rank 1 owns it, rank 0's first says rank 0 does.
+        let (a, b) = if rank == 0 {
+            let a = d.register(0, vec![5u8; 4]).unwrap();
+            let b = d.register(1, vec![0u8; 4]).unwrap();
+            (a, b)
+        } else {
+            let b = d.register(1, vec![0u8; 4]).unwrap();
+            let a = d.register(0, vec![5u8; 4]).unwrap();
+            (a, b)
+        };
+        let copy = Codelet::new("copy").cpu(|ctx| {
+            let v = ctx.r::<Vec<u8>>(0).clone();
+            *ctx.w::<Vec<u8>>(1) = v;
+        });
+        d.submit(DistTask::new(&copy).r(&a).w(&b)).unwrap();
+        let r = d.wait_all().map_err(|e| e.to_string());
+        let got = d.unregister(b).ok();
+        drop(a);
+        (r, got)
+    });
+    assert!(t0.elapsed() < std::time::Duration::from_secs(15), "hung");
+    // Either an error on some rank, or the right data on the owner of b: never wrong data
+    // reported as success.
+    let (r1, got1) = &out[1];
+    match r1 {
+        Err(e) => assert!(e.contains("in the same order"), "{e}"),
+        Ok(()) => assert_eq!(got1.as_deref(), Some(&[5u8; 4][..]), "wrong data, no error"),
+    }
+}
