@@ -372,3 +372,47 @@ fn a_clone_that_panics_during_a_copy_fails_the_task_not_the_worker() {
     assert!(e.contains("no copy of 13") && e.contains("Clone"), "{e}");
     second.unwrap();
 }
+
+/// Misuse of the device API (issue 29's campaign): a GPU-only codelet without GPU workers,
+/// a GPU implementation that panics on an emulated GPU, and data whose copy to the GPU
+/// panics: typed errors or failed tasks, and the workers go on.
+#[test]
+fn device_misuse_ends_in_errors_and_the_workers_go_on() {
+    // No GPU worker: a GPU-only task cannot run anywhere.
+    let rt = Runtime::builder().workers(1).pin(false).build().unwrap();
+    let gpu_only = Codelet::new("gpu_only").gpu(|_| {});
+    let x = rt.register(vec![0u32; 8]);
+    let e = rt.submit(Task::new(&gpu_only).rw(&x));
+    let msg = match e {
+        Err(e) => e.to_string(),
+        Ok(_) => rt
+            .wait_all()
+            .expect_err("a GPU-only task on a CPU-only runtime ran")
+            .to_string(),
+    };
+    assert!(msg.contains("gpu_only"), "{msg}");
+    drop(rt);
+
+    // A GPU implementation that panics on an emulated GPU fails its task only.
+    let rt = Runtime::builder()
+        .workers(1)
+        .emulated_gpus(1)
+        .pin(false)
+        .build()
+        .unwrap();
+    let boom = Codelet::new("boom_gpu").gpu(|_| panic!("a kernel panics"));
+    let inc = Codelet::new("inc")
+        .cpu(|ctx| ctx.rw::<Vec<u32>>(0).iter_mut().for_each(|v| *v += 1))
+        .gpu(|ctx| ctx.rw::<Vec<u32>>(0).iter_mut().for_each(|v| *v += 1));
+    let y = rt.register_replicated(vec![0u32; 8]);
+    rt.submit(Task::new(&boom).rw(&y)).unwrap();
+    let e = rt.wait_all().unwrap_err().to_string();
+    assert!(e.contains("boom_gpu"), "{e}");
+    // The GPU worker is alive: GPU-capable work still completes, on the data as it was.
+    let z = rt.register_replicated(vec![1u32; 8]);
+    for _ in 0..10 {
+        rt.submit(Task::new(&inc).rw(&z)).unwrap();
+    }
+    rt.wait_all().unwrap();
+    assert_eq!(rt.unregister(z).unwrap(), vec![11u32; 8]);
+}
