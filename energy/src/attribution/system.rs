@@ -1048,13 +1048,19 @@ impl TraceSystems {
     }
 }
 
+/// Frequencies taken as readings, MHz: anything outside is dropped.
+const MIN_MHZ: f64 = 1.0;
+const MAX_MHZ: f64 = 100_000.0;
+
 /// The time-weighted mean of `domain`'s frequency samples over each interval of `t`
 /// (NaN where none covers it); empty when the domain has fewer than two samples. Sample
 /// `j` stands for the span since the domain's previous sample.
 pub(crate) fn interval_frequency(t: &[u64], domain: u16, samples: &[FrequencySample]) -> Vec<f64> {
     let mut f: Vec<(u64, f64)> = samples
         .iter()
-        .filter(|s| s.domain == domain && s.mhz.is_finite() && s.mhz > 0.0)
+        // A frequency no core runs at (a corrupt or hostile trace) is no reading: kept out,
+        // it cannot push the fit's columns to infinity.
+        .filter(|s| s.domain == domain && (MIN_MHZ..=MAX_MHZ).contains(&s.mhz))
         .map(|s| (s.t.0, s.mhz))
         .collect();
     if f.len() < 2 || t.len() < 2 {
@@ -1328,6 +1334,16 @@ mod tests {
         assert!(got[2].is_nan(), "{got:?}");
         // One sample spans nothing.
         assert!(interval_frequency(&[0, 5], 3, &samples[..1]).is_empty());
+        // Impossible values are no readings (NaN, negative, a corrupt 1e300).
+        let bad = [
+            f(0, 2000.0),
+            f(10, 1e300),
+            f(20, f64::NAN),
+            f(30, -5.0),
+            f(40, 2000.0),
+        ];
+        let got = interval_frequency(&[0, 40], 3, &bad);
+        assert_eq!(got, vec![2000.0]);
     }
 
     #[test]
