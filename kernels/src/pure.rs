@@ -119,10 +119,10 @@ pub(crate) fn gemm_view<T: Scalar>(
 }
 
 /// The gemm crates' single-threaded kernel for `T` (gemm-f64's or gemm-f32's, picked at
-/// compile time from the type), as the `gemm` facade crate would call it: `dst = alpha·dst
-/// + beta·lhs·rhs` (`dst` read only when `read_dst`). Called directly because the facade
-/// also builds the complex kernels, which no tile uses: about 32 s of CPU in a fresh
-/// build.
+/// compile time from the type), as the `gemm` facade crate would call it:
+/// `dst = alpha·dst + beta·lhs·rhs` (`dst` read only when `read_dst`). Called directly
+/// because the facade also builds the complex kernels, which no tile uses: about 32 s of
+/// CPU in a fresh build.
 ///
 /// # Safety
 /// As `gemm::gemm`: every element the strides reach is inside its allocation, and `dst`

@@ -1354,7 +1354,7 @@ const SAMPLE_ROWS: usize = 1 << 17;
 /// not single rows: the residuals' correlation in time is kept in each).
 fn sample_blocks(n: usize) -> Vec<Range<usize>> {
     if n <= SAMPLE_ROWS {
-        return vec![0..n];
+        return std::iter::once(0..n).collect();
     }
     let blocks = 64;
     let len = SAMPLE_ROWS / blocks;
