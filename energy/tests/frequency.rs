@@ -166,6 +166,14 @@ fn errors(r: &Run, frequencies: bool, use_it: bool) -> (f64, bool, Vec<String>) 
         worst = worst.max((est.value_w / truth - 1.0).abs());
     }
     let used = fit.frequency.as_ref().is_some_and(|f| f.used);
+    // The report carries what the fit did, for JSON and the text.
+    let reported = a.report.domains[0].frequency.as_ref();
+    assert_eq!(reported.is_some(), frequencies, "{reported:?}");
+    if let Some(f) = reported {
+        assert!((3000.0..=4100.0).contains(&f.mean_mhz), "{f:?}");
+        let json = serde_json::to_value(f).unwrap();
+        assert_eq!(json["used"], used);
+    }
     (worst, used, fit.diagnostics.warnings.clone())
 }
 
