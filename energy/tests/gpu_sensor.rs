@@ -270,7 +270,9 @@ fn counter_and_power_readings_fitted_together() {
     // runs. Both sensors see the same physical noise, the counter only a quarter of it
     // (scaled by four): the joint fit should do at least as well as the better sensor.
     let (mut sc, mut sp, mut sj) = (0.0, 0.0, 0.0);
-    let seeds = 8;
+    // 32 runs: with 8 the means' spread (the meter draws its noise afresh each run) put the
+    // joint fit past 1.15 times the better sensor about once in twenty full test runs.
+    let seeds = 32;
     for seed in 0..seeds {
         let mut c = config("both", 100, 25);
         c.gpu.noise_sigma_w = 30.0;
@@ -297,8 +299,8 @@ fn counter_and_power_readings_fitted_together() {
          together {sj:.2} %"
     );
     // The sensors share the GPU's noise, so the joint fit gains only on what is not common
-    // to them: as good as the better sensor alone (within 15 % of its error, the spread
-    // of 8 seeds), and better than the worse one.
+    // to them: as good as the better sensor alone (within 15 % of its error), and better
+    // than the worse one.
     assert!(
         sj <= 1.15 * sc.min(sp) && sj < sc.max(sp),
         "the joint fit ({sj:.2} %) is worse than the better sensor alone ({:.2} %)",
