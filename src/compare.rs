@@ -737,9 +737,9 @@ impl Compare {
                             gamma: *gamma,
                             ..taskwatt_scheduler::EnergyWeights::default()
                         };
-                        b.task_powers(powers.clone()).custom_policy(move |w| {
-                            Box::new(taskwatt_scheduler::Dmda::energy_aware(w, weights))
-                        })
+                        b.task_powers(powers.clone())
+                            .policy("dmdae")
+                            .policy_options(taskwatt_scheduler::PolicyOptions::dmdae(weights))
                     }
                     None if policy == "dmdae" => b.task_powers(powers.clone()).policy("dmdae"),
                     None => b.policy(policy.as_str()),

@@ -126,6 +126,8 @@ pub struct MeasuredRunOptions {
     /// Extra power per (codelet, architecture), W, from an energy model: what `dmdae`
     /// weighs (see [`task_powers_of`]).
     pub task_powers: TaskPowers,
+    /// The policies' knobs (dmdae's weights), passed to the policy typed.
+    pub policy_options: taskwatt_scheduler::PolicyOptions,
     /// Where to record the performance models (see `RuntimeBuilder::perf_models`).
     pub perf_models: Option<PathBuf>,
     /// The trace file to write.
@@ -258,6 +260,7 @@ pub fn measured_run<P>(
         .trace(sink.clone())
         .trace_accesses(true)
         .task_powers(opts.task_powers.clone())
+        .policy_options(opts.policy_options)
         .app(opts.app.name())
         .param("n", opts.config.n)
         .param("tile", opts.config.tile)

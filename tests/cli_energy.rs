@@ -677,7 +677,11 @@ fn dmdae_uses_the_last_run_s_energy_model_or_says_it_has_none() {
 #[test]
 fn compare_sweeps_dmdae_over_gamma_and_draws_the_pareto_plot() {
     let dir = tempfile::tempdir().unwrap();
-    let (pm, svg) = (dir.path().join("pm"), dir.path().join("svg"));
+    let (pm, svg, keep) = (
+        dir.path().join("pm"),
+        dir.path().join("svg"),
+        dir.path().join("keep"),
+    );
     let common = [
         "cholesky",
         "--n",
@@ -715,11 +719,13 @@ fn compare_sweeps_dmdae_over_gamma_and_draws_the_pareto_plot() {
         "--perfmodel-dir",
         s(&pm),
         "--policies",
-        "dmda",
+        "dmdae,dmda",
         "--gamma",
         "0,100000",
         "--repeat",
-        "1",
+        "2",
+        "--keep",
+        s(&keep),
         "--svg",
         s(&svg),
         "--json",
@@ -731,7 +737,27 @@ fn compare_sweeps_dmdae_over_gamma_and_draws_the_pareto_plot() {
         .iter()
         .map(|p| p["policy"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["dmda", "dmdae:0", "dmdae:100000"]);
+    assert_eq!(names, ["dmdae", "dmda", "dmdae:0", "dmdae:100000"]);
+    // Every run used the gamma its row names: a plain dmdae the default (1000), whatever
+    // the sweep ran before it (the sweep once set the environment, and a plain dmdae ran
+    // at the last gamma of the sweep, each repeat at another).
+    for (policy, gamma) in [
+        ("dmdae", Some("1000")),
+        ("dmda", None),
+        ("dmdae:0", Some("0")),
+        ("dmdae:100000", Some("100000")),
+    ] {
+        for r in 0..2 {
+            let path = keep.join(format!("cholesky-{policy}-{r}.twt"));
+            let t = taskwatt::traces::read_trace(&path).unwrap();
+            assert_eq!(
+                t.meta.params.get("sched.gamma").map(String::as_str),
+                gamma,
+                "{}",
+                path.display()
+            );
+        }
+    }
     let plot = std::fs::read_to_string(svg.join("pareto.svg")).unwrap();
     assert!(
         plot.contains("dmdae:100000") && plot.contains("makespan"),

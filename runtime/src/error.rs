@@ -1,6 +1,6 @@
 //! Runtime errors.
 
-use taskwatt_scheduler::UnknownPolicy;
+use taskwatt_scheduler::{BadKnob, PolicyError, UnknownPolicy};
 use taskwatt_traces::TaskId;
 
 /// A task that panicked.
@@ -33,6 +33,10 @@ pub enum RuntimeError {
     /// The scheduling policy name is not registered.
     #[error(transparent)]
     UnknownPolicy(#[from] UnknownPolicy),
+
+    /// A policy's knob has a value the policy cannot run with.
+    #[error(transparent)]
+    PolicyKnob(#[from] BadKnob),
 
     /// A codelet has no implementation for any architecture the runtime has workers for.
     #[error(
@@ -284,4 +288,13 @@ pub enum RuntimeError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+impl From<PolicyError> for RuntimeError {
+    fn from(e: PolicyError) -> Self {
+        match e {
+            PolicyError::Unknown(e) => RuntimeError::UnknownPolicy(e),
+            PolicyError::Knob(e) => RuntimeError::PolicyKnob(e),
+        }
+    }
 }

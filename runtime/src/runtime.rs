@@ -38,7 +38,8 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use taskwatt_scheduler::{
-    create_policy, policy_from_env, ArchMask, Local, Origin, Policy, WorkerDesc, DEFAULT_POLICY,
+    create_policy_with, policy_from_env, ArchMask, Local, Origin, Policy, PolicyOptions,
+    WorkerDesc, DEFAULT_POLICY,
 };
 use taskwatt_traces::{
     AccessMode, Arch, Chunk, Clock, CodeletInfo, ExecutionObserver, RunMeta, TaskAccess, TaskChunk,
@@ -96,6 +97,8 @@ pub struct RuntimeBuilder {
     trace_accesses: bool,
     /// Extra power per (codelet name, architecture), W, for dmdae.
     task_powers: Vec<(String, Arch, f64)>,
+    /// The built-in policies' knobs (dmdae's weights).
+    policy_options: PolicyOptions,
 }
 
 /// The performance models of a runtime that records them.
@@ -139,6 +142,7 @@ impl Default for RuntimeBuilder {
             observer: None,
             app: None,
             params: Vec::new(),
+            policy_options: PolicyOptions::default(),
             trace_chunk: 4096,
             idle: None,
             staging: None,
@@ -201,6 +205,16 @@ impl RuntimeBuilder {
     /// `TASKWATT_SCHED` is read, then the default `lws` is used.
     pub fn policy(mut self, name: impl Into<String>) -> Self {
         self.policy = PolicyChoice::Named(name.into());
+        self
+    }
+
+    /// The built-in policies' knobs, typed (dmdae's [`EnergyWeights`](taskwatt_scheduler::EnergyWeights)):
+    /// a knob given here is used whatever the environment says; one left `None` takes the
+    /// policy's defaults and its environment variables (`TASKWATT_SCHED_GAMMA`...). A bad
+    /// value is an error of `build` naming the knob. The values used go to the trace's
+    /// parameters as `sched.<knob>`.
+    pub fn policy_options(mut self, options: PolicyOptions) -> Self {
+        self.policy_options = options;
         self
     }
 
@@ -409,7 +423,7 @@ impl RuntimeBuilder {
 
     /// Discovers the topology, creates the policy, starts and pins the workers, and
     /// writes the run metadata to the trace.
-    pub fn build(self) -> Result<Runtime, RuntimeError> {
+    pub fn build(mut self) -> Result<Runtime, RuntimeError> {
         let (topology, workers) = self.plan()?;
         if self.trace_chunk > MAX_TRACE_CHUNK {
             return Err(RuntimeError::TraceChunk {
@@ -492,12 +506,20 @@ impl RuntimeBuilder {
             .collect();
         let policy: Box<dyn Policy<ReadyTask>> = match self.policy {
             PolicyChoice::Custom(make) => make(&descs),
-            PolicyChoice::Named(name) => create_policy(&name, &descs)?,
-            PolicyChoice::Default => {
-                create_policy(policy_from_env()?.unwrap_or(DEFAULT_POLICY), &descs)?
+            PolicyChoice::Named(name) => {
+                create_policy_with(&name, &descs, None, &self.policy_options)?
             }
+            PolicyChoice::Default => create_policy_with(
+                policy_from_env()?.unwrap_or(DEFAULT_POLICY),
+                &descs,
+                None,
+                &self.policy_options,
+            )?,
         };
         let policy_name = policy.name().to_string();
+        for (knob, value) in policy.knobs() {
+            self.params.push((format!("sched.{knob}"), value));
+        }
 
         let meta = RunMeta {
             taskwatt_version: env!("CARGO_PKG_VERSION").to_string(),

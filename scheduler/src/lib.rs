@@ -27,10 +27,12 @@ mod policy;
 mod registry;
 
 pub use policies::{
-    Dmda, Eager, EnergyWeights, Lws, Prio, Ws, ALPHA_ENV, BETA_ENV, GAMMA_ENV, IDLE_POWER_ENV,
+    BadKnob, Dmda, Eager, EnergyWeights, Lws, Prio, Ws, ALPHA_ENV, BETA_ENV, GAMMA_ENV,
+    IDLE_POWER_ENV,
 };
 pub use policy::{ArchMask, Archs, Bus, Local, Origin, Policy, PolicyClock, SchedTask, WorkerDesc};
 pub use registry::{
-    check_policy_name, create_policy, create_policy_with_clock, policy_from_env, policy_names,
-    PolicyInfo, UnknownPolicy, DEFAULT_POLICY, POLICIES, SCHED_ENV,
+    check_policy_name, create_policy, create_policy_with, create_policy_with_clock,
+    policy_from_env, policy_names, PolicyError, PolicyInfo, PolicyOptions, UnknownPolicy,
+    DEFAULT_POLICY, POLICIES, SCHED_ENV,
 };

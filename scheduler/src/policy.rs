@@ -367,6 +367,12 @@ pub trait Policy<T: SchedTask>: Send + Sync {
     /// The policy's registry name (`ws`, `lws`...).
     fn name(&self) -> &str;
 
+    /// The settings the policy runs with, as `(knob, value)` (dmdae's weights): the
+    /// runtime records them in the trace's parameters as `sched.<knob>`. Default none.
+    fn knobs(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
     /// Per-worker state for worker `worker`, called once on that worker's thread.
     fn local(&self, worker: usize) -> Local;
 

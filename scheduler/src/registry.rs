@@ -1,6 +1,6 @@
 //! Policies by name: the API, the CLI's `--sched` and `TASKWATT_SCHED` all go through here.
 
-use crate::policies::{Dmda, Eager, Lws, Prio, Ws};
+use crate::policies::{BadKnob, Dmda, Eager, EnergyWeights, Lws, Prio, Ws};
 use crate::{Policy, SchedTask, WorkerDesc};
 
 /// The environment variable that picks a policy when the API does not.
@@ -19,6 +19,37 @@ pub struct UnknownPolicy {
     pub source_hint: String,
     /// The registered names.
     pub known: Vec<String>,
+}
+
+/// A policy that cannot be made: its name is unknown, or a knob's value is not one it
+/// can run with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// No policy of that name.
+    #[error(transparent)]
+    Unknown(#[from] UnknownPolicy),
+    /// A knob with a value the policy cannot run with (it names the knob and where the
+    /// value came from).
+    #[error(transparent)]
+    Knob(#[from] BadKnob),
+}
+
+/// The policies' settings, each passed to its own policy's constructor. A field left
+/// `None` takes the policy's defaults and the environment (`TASKWATT_SCHED_GAMMA` and so
+/// on); one given is used as it is, whatever the environment says.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PolicyOptions {
+    /// dmdae's weights.
+    pub dmdae: Option<EnergyWeights>,
+}
+
+impl PolicyOptions {
+    /// dmdae at `weights`.
+    pub fn dmdae(weights: EnergyWeights) -> PolicyOptions {
+        PolicyOptions {
+            dmdae: Some(weights),
+        }
+    }
 }
 
 /// One registered policy.
@@ -67,12 +98,13 @@ pub fn policy_names() -> Vec<&'static str> {
     POLICIES.iter().map(|p| p.name).collect()
 }
 
-/// Creates the built-in policy `name` for `workers`.
+/// Creates the built-in policy `name` for `workers`, with its defaults and the
+/// environment's knobs ([`create_policy_with`] takes them typed).
 pub fn create_policy<T: SchedTask>(
     name: &str,
     workers: &[WorkerDesc],
-) -> Result<Box<dyn Policy<T>>, UnknownPolicy> {
-    create_policy_with_clock(name, workers, None)
+) -> Result<Box<dyn Policy<T>>, PolicyError> {
+    create_policy_with(name, workers, None, &PolicyOptions::default())
 }
 
 /// [`create_policy`], with the policies that reason about time (dmda, dmdas, dmdae)
@@ -81,7 +113,18 @@ pub fn create_policy_with_clock<T: SchedTask>(
     name: &str,
     workers: &[WorkerDesc],
     clock: Option<std::sync::Arc<dyn crate::PolicyClock>>,
-) -> Result<Box<dyn Policy<T>>, UnknownPolicy> {
+) -> Result<Box<dyn Policy<T>>, PolicyError> {
+    create_policy_with(name, workers, clock, &PolicyOptions::default())
+}
+
+/// Creates the built-in policy `name` for `workers`, reading "now" from `clock` when one
+/// is given, with the knobs of `options` (checked: a bad one is an error naming it).
+pub fn create_policy_with<T: SchedTask>(
+    name: &str,
+    workers: &[WorkerDesc],
+    clock: Option<std::sync::Arc<dyn crate::PolicyClock>>,
+    options: &PolicyOptions,
+) -> Result<Box<dyn Policy<T>>, PolicyError> {
     let name = name.trim();
     let timed = |d: Dmda<T>| match &clock {
         Some(c) => d.with_clock(c.clone()),
@@ -94,12 +137,17 @@ pub fn create_policy_with_clock<T: SchedTask>(
         "prio" => Box::new(Prio::new(workers)),
         "dmda" => Box::new(timed(Dmda::new(workers))),
         "dmdas" => Box::new(timed(Dmda::sorted(workers))),
-        "dmdae" => Box::new(timed(Dmda::energy_aware(
-            workers,
-            crate::policies::EnergyWeights::from_env()
-                .map_err(|e| unknown(name, &format!(" cannot be made: {e}")))?,
-        ))),
-        _ => return Err(unknown(name, "")),
+        "dmdae" => {
+            let weights = match options.dmdae {
+                Some(w) => {
+                    w.check("PolicyOptions::dmdae")?;
+                    w
+                }
+                None => EnergyWeights::from_env()?,
+            };
+            Box::new(timed(Dmda::energy_aware(workers, weights)))
+        }
+        _ => return Err(unknown(name, "").into()),
     })
 }
 
@@ -164,5 +212,44 @@ mod tests {
             assert_eq!(pol.name(), p.name);
             assert_eq!(check_policy_name(&p.name.to_uppercase()).unwrap(), p.name);
         }
+    }
+
+    #[test]
+    fn dmdae_takes_its_weights_typed_and_names_a_bad_one() {
+        let w = EnergyWeights {
+            gamma: 250.0,
+            ..EnergyWeights::default()
+        };
+        let pol = create_policy_with::<T>(
+            "dmdae",
+            &WorkerDesc::flat(2),
+            None,
+            &PolicyOptions::dmdae(w),
+        )
+        .unwrap();
+        assert!(pol
+            .knobs()
+            .contains(&("gamma".to_string(), "250".to_string())));
+        // Other policies have no knobs to record.
+        assert!(create_policy::<T>("dmda", &WorkerDesc::flat(2))
+            .unwrap()
+            .knobs()
+            .is_empty());
+        let bad = EnergyWeights {
+            idle_power_w: -1.0,
+            ..EnergyWeights::default()
+        };
+        let err = create_policy_with::<T>(
+            "dmdae",
+            &WorkerDesc::flat(2),
+            None,
+            &PolicyOptions::dmdae(bad),
+        )
+        .err()
+        .expect("a negative idle power is refused");
+        assert!(matches!(err, PolicyError::Knob(_)), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains("idle_power_w") && msg.contains("-1"), "{msg}");
+        assert!(!msg.contains("unknown"), "{msg}");
     }
 }

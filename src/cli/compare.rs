@@ -100,7 +100,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
     a.app.config().validate(a.app.app)?;
     // A gamma sweep weighs dmdae's energy term: without task powers every gamma runs
     // dmda, and the sweep's front would be run-to-run noise.
-    if !a.app.gamma.is_empty() && a.app.task_powers(Some("dmdae"), None)?.is_empty() {
+    if !a.app.gamma.is_empty() && a.app.task_powers(Some("dmdae"))?.is_empty() {
         return Err(format!(
             "--gamma {}: dmdae has no task powers here (no --energy-model, and no model saved \
              by an earlier `taskwatt run {}` with energy sampling, or one without \
@@ -147,6 +147,8 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
     for r in 0..repeat {
         for k in 0..policies.len() {
             let policy = &policies[(k + r) % policies.len()];
+            // `dmdae:γ` runs at γ; a plain `dmdae` at the defaults, the environment and
+            // --alpha and the rest, never at a γ of the sweep.
             let (name, gamma) = match policy.split_once(':') {
                 Some((n, g)) => (n.to_string(), g.parse::<f64>().ok()),
                 None => (policy.clone(), None),
@@ -159,7 +161,8 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 workers: a.app.workers,
                 gpus: a.app.gpus as usize,
                 gpu_backend: a.app.gpu_backend.into(),
-                task_powers: a.app.task_powers(Some(name.as_str()), gamma)?,
+                task_powers: a.app.task_powers(Some(name.as_str()))?,
+                policy_options: a.app.policy_options(Some(name.as_str()), gamma)?,
                 perf_models: a.app.perf_models()?,
                 trace: trace.clone(),
                 meter: a.energy.meter,
@@ -198,14 +201,13 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
     // 4. Simulated rows, from the first run of the fitted-on policy.
     if let Some(first) = runs.iter().find(|r| r.policy == fit_on) {
         let src = read_trace(&first.trace)?;
-        // The --gamma sweep left its last value in the environment: a simulated dmdae row
-        // uses the default gamma, or the one --gamma gives alone.
+        // A simulated dmdae row runs at the default gamma, or the one --gamma gives alone.
         let gamma = match a.app.gamma.as_slice() {
             [g] => Some(*g),
             _ => None,
         };
-        std::env::remove_var(taskwatt::scheduler::GAMMA_ENV);
-        let powers = a.app.task_powers(Some("dmdae"), gamma)?;
+        let powers = a.app.task_powers(Some("dmdae"))?;
+        let policy_options = a.app.policy_options(Some("dmdae"), gamma)?;
         for platform in &platforms {
             let (sims, _, notes) = super::simulate::simulate_policies(
                 &src,
@@ -213,6 +215,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 &a.simulate,
                 Some(&model),
                 &powers,
+                &policy_options,
                 true,
             )?;
             notes.print(a.simulate.len());

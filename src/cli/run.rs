@@ -109,6 +109,14 @@ impl From<GpuBackend> for taskwatt::runtime::GpuBackend {
     }
 }
 
+/// Whether `policy`, or TASKWATT_SCHED when `None`, is dmdae.
+fn is_dmdae(policy: Option<&str>) -> bool {
+    policy
+        .map(str::to_string)
+        .or_else(|| std::env::var(taskwatt::scheduler::SCHED_ENV).ok())
+        .is_some_and(|p| p.trim().eq_ignore_ascii_case("dmdae"))
+}
+
 /// Prints `msg` on stderr the first time only (a `compare` calls for dmdae's powers once
 /// per run: ten runs printed the same line ten times).
 fn note_once(msg: String) {
@@ -121,40 +129,44 @@ fn note_once(msg: String) {
 }
 
 impl AppArgs {
-    /// dmdae's task powers, when `policy` is dmdae: from --energy-model, else from the
-    /// last run's model beside the performance models; none otherwise (and a note on
-    /// stderr). Also passes --alpha, --beta, --gamma and --idle-power to the policy.
-    pub(crate) fn task_powers(
+    /// dmdae's weights: its defaults, then TASKWATT_SCHED_ALPHA and the rest, then
+    /// --alpha, --beta, `gamma` (one of --gamma's) and --idle-power; each checked, an error
+    /// naming the flag or the variable. Given to the policy typed (the environment is
+    /// never written), so that every run gets the weights it names.
+    /// Other policies (`policy`, or TASKWATT_SCHED when `None`) get none.
+    pub(crate) fn policy_options(
         &self,
         policy: Option<&str>,
         gamma: Option<f64>,
-    ) -> Result<taskwatt::session::TaskPowers, Box<dyn std::error::Error>> {
-        use taskwatt::scheduler::{ALPHA_ENV, BETA_ENV, GAMMA_ENV, IDLE_POWER_ENV};
-        for (var, v) in [
-            (ALPHA_ENV, self.alpha),
-            (BETA_ENV, self.beta),
-            (GAMMA_ENV, gamma),
-            (IDLE_POWER_ENV, self.idle_power),
+    ) -> Result<taskwatt::scheduler::PolicyOptions, Box<dyn std::error::Error>> {
+        if !is_dmdae(policy) {
+            return Ok(Default::default());
+        }
+        let mut w = taskwatt::scheduler::EnergyWeights::from_env()?;
+        for (flag, v, field) in [
+            ("--alpha", self.alpha, &mut w.alpha),
+            ("--beta", self.beta, &mut w.beta),
+            ("--gamma", gamma, &mut w.gamma),
+            ("--idle-power", self.idle_power, &mut w.idle_power_w),
         ] {
             if let Some(v) = v {
                 if !(v.is_finite() && v >= 0.0) {
-                    return Err(format!(
-                        "{var} (--{}): {v} is not a finite, non-negative number",
-                        var.trim_start_matches("TASKWATT_SCHED_")
-                            .to_lowercase()
-                            .replace('_', "-")
-                    )
-                    .into());
+                    return Err(format!("{flag} {v}: give a finite, non-negative number").into());
                 }
-                // Read by the policy when the runtime creates it; the CLI is one thread here.
-                std::env::set_var(var, v.to_string());
+                *field = v;
             }
         }
-        let dmdae = policy
-            .map(str::to_string)
-            .or_else(|| std::env::var(taskwatt::scheduler::SCHED_ENV).ok())
-            .is_some_and(|p| p.trim().eq_ignore_ascii_case("dmdae"));
-        if !dmdae {
+        Ok(taskwatt::scheduler::PolicyOptions::dmdae(w))
+    }
+
+    /// dmdae's task powers, when `policy` is dmdae: from --energy-model, else from the
+    /// last run's model beside the performance models; none otherwise (and a note on
+    /// stderr).
+    pub(crate) fn task_powers(
+        &self,
+        policy: Option<&str>,
+    ) -> Result<taskwatt::session::TaskPowers, Box<dyn std::error::Error>> {
+        if !is_dmdae(policy) {
             return Ok(Vec::new());
         }
         let path = match (&self.energy_model, self.perf_models()?) {
@@ -541,9 +553,10 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         workers: a.app.workers,
         gpus: a.app.gpus as usize,
         gpu_backend: a.app.gpu_backend.into(),
-        task_powers: a
+        task_powers: a.app.task_powers(a.sched.as_deref())?,
+        policy_options: a
             .app
-            .task_powers(a.sched.as_deref(), one_gamma(&a.app.gamma)?)?,
+            .policy_options(a.sched.as_deref(), one_gamma(&a.app.gamma)?)?,
         perf_models: a.app.perf_models()?,
         trace: trace_path.clone(),
         meter: a.energy.meter,
@@ -932,6 +945,7 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
         gpus: 0,
         gpu_backend: taskwatt::runtime::GpuBackend::Emulated,
         task_powers: Vec::new(),
+        policy_options: Default::default(),
         perf_models: None,
         trace: recorded.path().to_path_buf(),
         meter: a.energy.meter,
@@ -970,13 +984,15 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
         .transpose()?;
     // dmdae's knobs (--alpha ...) and, without --energy-model, the powers of the model
     // the app's last measured run saved.
-    let powers = a.app.task_powers(Some(&policy), one_gamma(&a.app.gamma)?)?;
+    let powers = a.app.task_powers(Some(&policy))?;
     let (rows, sim, notes) = super::simulate::simulate_policies(
         &trace,
         &platform,
         std::slice::from_ref(&policy),
         model.as_ref(),
         &powers,
+        &a.app
+            .policy_options(Some(&policy), one_gamma(&a.app.gamma)?)?,
         !a.no_energy,
     )?;
     notes.print(1);

@@ -89,6 +89,7 @@ pub(crate) fn simulate_policies(
     policies: &[String],
     model: Option<&EnergyModel>,
     powers: &taskwatt::session::TaskPowers,
+    policy_options: &taskwatt::scheduler::PolicyOptions,
     energy: bool,
 ) -> Result<(Vec<SimRow>, Option<taskwatt::traces::Trace>, Notes), Box<dyn std::error::Error>> {
     let graph = Graph::from_trace(trace)?;
@@ -116,6 +117,7 @@ pub(crate) fn simulate_policies(
     for p in policies {
         let mut opts = SimOptions::new(p);
         opts.energy = energy;
+        opts.policy_options = *policy_options;
         opts.task_powers = match model {
             Some(m) => taskwatt::session::task_powers_of(m),
             None => powers.clone(),
@@ -189,6 +191,7 @@ pub(crate) fn run(a: SimulateArgs) -> CliResult {
         &a.sched,
         model.as_ref(),
         &Vec::new(),
+        &Default::default(),
         !a.no_energy,
     )?;
     if let (Some(o), Some(t)) = (&a.output, &last) {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use taskwatt_energy::{Accumulator, ManualClock, Meter, RawReading, SimMeter};
 use taskwatt_scheduler::{
-    create_policy_with_clock, ArchMask, Local, Origin, Policy, PolicyClock, SchedTask,
+    create_policy_with, ArchMask, Local, Origin, Policy, PolicyClock, PolicyOptions, SchedTask,
 };
 use taskwatt_traces::{
     Arch, DomainInfo, EnergySample, ExecutionObserver, GroundTruth, TaskRecord, Timestamp,
@@ -31,8 +31,11 @@ pub const T0_NS: u64 = 1_000_000_000;
 /// What to simulate.
 #[derive(Clone, Debug)]
 pub struct SimOptions {
-    /// The scheduling policy (any name `taskwatt policies` lists).
+    /// The scheduling policy (a name of `taskwatt_scheduler::POLICIES`; `taskwatt
+    /// simulate --help` lists them).
     pub policy: String,
+    /// The policies' knobs (dmdae's weights; `None` fields: defaults and environment).
+    pub policy_options: PolicyOptions,
     /// Run the simulated meters (off: time only, for throughput).
     pub energy: bool,
     /// Keep every task record, copy and sample for a trace.
@@ -46,6 +49,7 @@ impl SimOptions {
     pub fn new(policy: &str) -> Self {
         SimOptions {
             policy: policy.to_owned(),
+            policy_options: PolicyOptions::default(),
             energy: true,
             record: true,
             task_powers: Vec::new(),
@@ -357,8 +361,12 @@ pub fn simulate(
     let descs = platform.worker_descs();
     let nw = workers.len();
     let clock = Arc::new(VClock(AtomicU64::new(0)));
-    let policy: Box<dyn Policy<SimTask>> =
-        create_policy_with_clock(&opts.policy, &descs, Some(clock.clone()))?;
+    let policy: Box<dyn Policy<SimTask>> = create_policy_with(
+        &opts.policy,
+        &descs,
+        Some(clock.clone()),
+        &opts.policy_options,
+    )?;
     let sp = speeds(graph, platform)?;
     let overhead = platform
         .overhead_ns

@@ -50,6 +50,9 @@ pub enum WhatIfError {
     /// The policy name is unknown.
     #[error(transparent)]
     Policy(#[from] taskwatt_scheduler::UnknownPolicy),
+    /// A policy's knob has a value the policy cannot run with.
+    #[error(transparent)]
+    PolicyKnob(#[from] taskwatt_scheduler::BadKnob),
     /// The scheduling policy lost a task or kept it from every worker.
     #[error(
         "policy {policy} left {left} task(s) unscheduled with every worker idle at {at_ms:.3} \
@@ -63,4 +66,13 @@ pub enum WhatIfError {
         /// When, ms.
         at_ms: f64,
     },
+}
+
+impl From<taskwatt_scheduler::PolicyError> for WhatIfError {
+    fn from(e: taskwatt_scheduler::PolicyError) -> Self {
+        match e {
+            taskwatt_scheduler::PolicyError::Unknown(e) => WhatIfError::Policy(e),
+            taskwatt_scheduler::PolicyError::Knob(e) => WhatIfError::PolicyKnob(e),
+        }
+    }
 }

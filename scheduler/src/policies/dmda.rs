@@ -66,13 +66,13 @@ impl Default for EnergyWeights {
 impl EnergyWeights {
     /// The defaults, with any of the environment variables set; a value that is not a
     /// finite, non-negative number is an error naming the variable.
-    pub fn from_env() -> Result<EnergyWeights, String> {
+    pub fn from_env() -> Result<EnergyWeights, BadKnob> {
         let mut w = EnergyWeights::default();
-        for (var, field) in [
-            (ALPHA_ENV, &mut w.alpha),
-            (BETA_ENV, &mut w.beta),
-            (GAMMA_ENV, &mut w.gamma),
-            (IDLE_POWER_ENV, &mut w.idle_power_w),
+        for (var, knob, field) in [
+            (ALPHA_ENV, "alpha", &mut w.alpha),
+            (BETA_ENV, "beta", &mut w.beta),
+            (GAMMA_ENV, "gamma", &mut w.gamma),
+            (IDLE_POWER_ENV, "idle_power_w", &mut w.idle_power_w),
         ] {
             if let Ok(v) = std::env::var(var) {
                 *field = v
@@ -80,11 +80,65 @@ impl EnergyWeights {
                     .parse::<f64>()
                     .ok()
                     .filter(|x| x.is_finite() && *x >= 0.0)
-                    .ok_or_else(|| format!("{var}={v}: give a finite, non-negative number"))?;
+                    .ok_or_else(|| BadKnob {
+                        policy: "dmdae".into(),
+                        knob: knob.into(),
+                        value: v.clone(),
+                        from: var.into(),
+                    })?;
             }
         }
         Ok(w)
     }
+
+    /// Checks that every weight is a finite, non-negative number; the error names the
+    /// first that is not (`from` says where the weights came from, e.g. `--gamma`).
+    pub fn check(&self, from: &str) -> Result<(), BadKnob> {
+        for (knob, v) in [
+            ("alpha", self.alpha),
+            ("beta", self.beta),
+            ("gamma", self.gamma),
+            ("idle_power_w", self.idle_power_w),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(BadKnob {
+                    policy: "dmdae".into(),
+                    knob: knob.into(),
+                    value: v.to_string(),
+                    from: from.into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The weights as `(knob, value)` pairs, in the order of the cost's terms (what a
+    /// trace records of the policy: `sched.gamma` and so on).
+    pub fn knobs(&self) -> Vec<(String, String)> {
+        vec![
+            ("alpha".into(), self.alpha.to_string()),
+            ("beta".into(), self.beta.to_string()),
+            ("gamma".into(), self.gamma.to_string()),
+            ("idle_power_w".into(), self.idle_power_w.to_string()),
+        ]
+    }
+}
+
+/// A policy's knob with a value it cannot run with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "scheduling policy {policy}: knob {knob} = {value} (from {from}) is not a finite, \
+     non-negative number: give one, or leave it unset for the default"
+)]
+pub struct BadKnob {
+    /// The policy (`dmdae`).
+    pub policy: String,
+    /// The knob (`alpha`, `beta`, `gamma`, `idle_power_w`).
+    pub knob: String,
+    /// The value given, as given.
+    pub value: String,
+    /// Where it came from: an environment variable, a flag or the API.
+    pub from: String,
 }
 
 /// Deque model data aware: earliest expected completion over workers.
@@ -292,6 +346,10 @@ impl<T: SchedTask> Dmda<T> {
 impl<T: SchedTask> Policy<T> for Dmda<T> {
     fn name(&self) -> &str {
         self.name
+    }
+
+    fn knobs(&self) -> Vec<(String, String)> {
+        self.energy.map(|w| w.knobs()).unwrap_or_default()
     }
 
     fn local(&self, _worker: usize) -> Local {
