@@ -163,7 +163,6 @@ impl Covariance {
 
 /// Inputs beyond the solve.
 pub(crate) struct CovInput<'a> {
-    pub(crate) stack: &'a Stack<'a>,
     pub(crate) solved: &'a Solved,
     /// The contention direction in the factor's space, `−R[:, U]·p` (unscaled), when the
     /// contention is fitted.
@@ -171,6 +170,127 @@ pub(crate) struct CovInput<'a> {
     /// Weighted rows, their numerical rank, and the OLS residual sum of squares.
     pub(crate) rows_w: usize,
     pub(crate) rss_ols_w: f64,
+    /// The blocks' scores, summed in the caller's pass over the rows.
+    pub(crate) scores: BlockScores,
+}
+
+/// The block-robust sandwich's scores `s_b = Σ_{i∈b} w_i e_i j_i`, summed row by row in
+/// the residual pass (`diagnostics::analyse`), so that the covariance needs no pass of
+/// its own. Inactive (and free) with fewer than [`MIN_BLOCKS`] blocks.
+pub(crate) struct BlockScores {
+    active: bool,
+    /// Rows per block, and the first row of each block then `rows`.
+    b: usize,
+    starts: Vec<usize>,
+    next: usize,
+    /// Included columns, their norms, the OLS coefficients.
+    included: Vec<usize>,
+    norms: Vec<f64>,
+    ols: Vec<f64>,
+    /// With the contention: the OLS powers and the direction's norm.
+    theta: Option<(Vec<f64>, f64)>,
+    /// The model's columns (the augmented row's head).
+    pm: usize,
+    score: DVector<f64>,
+    meat: DMatrix<f64>,
+    scores: Vec<DVector<f64>>,
+    jrow: Vec<f64>,
+}
+
+impl BlockScores {
+    /// Scores for the fit `solved` of `stack`, with the contention's direction when fitted.
+    pub(crate) fn new(
+        stack: &Stack<'_>,
+        solved: &Solved,
+        theta_dir: Option<&DVector<f64>>,
+    ) -> BlockScores {
+        let rows = stack.rows();
+        let b = block_rows(stack);
+        let blocks: usize = stack.system_ranges().map(|r| r.len().div_ceil(b)).sum();
+        let m = solved.included.len();
+        let mt = m + usize::from(theta_dir.is_some());
+        let mut starts: Vec<usize> = Vec::new();
+        let active = blocks >= MIN_BLOCKS;
+        if active {
+            for r in stack.system_ranges() {
+                let mut s = r.start;
+                while s < r.end {
+                    starts.push(s);
+                    s += b;
+                }
+            }
+            starts.push(rows);
+        }
+        let k = stack.keys.len();
+        BlockScores {
+            active,
+            b,
+            starts,
+            next: 1,
+            included: solved.included.clone(),
+            norms: solved.norms.clone(),
+            ols: solved.ols.clone(),
+            theta: theta_dir.map(|d| ((1..=k).map(|j| solved.ols[j]).collect(), d.norm())),
+            pm: stack.unknowns(),
+            score: DVector::zeros(mt),
+            meat: DMatrix::zeros(mt, mt),
+            scores: Vec::with_capacity(if active { blocks } else { 0 }),
+            jrow: vec![0.0; mt],
+        }
+    }
+
+    fn flush(&mut self) {
+        self.meat.ger(1.0, &self.score, &self.score, 1.0);
+        self.scores.push(self.score.clone());
+        self.score.fill(0.0);
+    }
+
+    /// Row `g`: its augmented row `a`, model row `x`, energy `y`, weight `w`, and its OLS
+    /// residual `e`. Rows come in order.
+    #[inline]
+    pub(crate) fn add(&mut self, g: usize, a: &[f64], x: &[f64], w: f64, e: f64) {
+        if !self.active {
+            return;
+        }
+        while self.next < self.starts.len() && g >= self.starts[self.next] {
+            self.flush();
+            self.next += 1;
+        }
+        if w <= 0.0 {
+            return;
+        }
+        let m = self.included.len();
+        for (kk, &j) in self.included.iter().enumerate() {
+            self.jrow[kk] = x[j] / self.norms[kk];
+        }
+        if let Some((powers, norm)) = &self.theta {
+            let u: f64 = powers
+                .iter()
+                .enumerate()
+                .map(|(t, p)| p * a[self.pm + t])
+                .sum();
+            self.jrow[m] = -u / norm;
+        }
+        for (s, j) in self.score.iter_mut().zip(&self.jrow) {
+            *s += w * e * j;
+        }
+    }
+
+    /// The OLS coefficients the residuals `e` given to [`BlockScores::add`] must be of.
+    pub(crate) fn ols(&self) -> &[f64] {
+        &self.ols
+    }
+
+    /// Closes the last block: `(meat, scores, blocks, rows per block)`, or `None` when
+    /// inactive.
+    fn finish(mut self) -> Option<(DMatrix<f64>, Vec<DVector<f64>>, usize, usize)> {
+        if !self.active {
+            return None;
+        }
+        self.flush();
+        let blocks = self.starts.len() - 1;
+        Some((self.meat, self.scores, blocks, self.b))
+    }
 }
 
 /// `(AᵀA)⁻¹` for `A` of full column rank, by SVD; `None` otherwise.
@@ -217,18 +337,18 @@ fn block_rows(stack: &Stack<'_>) -> usize {
 
 /// The covariance over the model's included columns (and the contention), classical and
 /// block-robust combined (see the module docs).
-pub(crate) fn covariance(input: &CovInput<'_>, p: usize, rank: usize) -> Covariance {
+pub(crate) fn covariance(input: CovInput<'_>, p: usize, rank: usize) -> Covariance {
     let CovInput {
-        stack,
         solved,
         theta_dir,
         rows_w,
         rss_ols_w,
+        scores,
     } = input;
     let with_theta = theta_dir.is_some();
     let m = solved.included.len();
     let mt = m + usize::from(with_theta);
-    let dof = *rows_w as f64 - rank as f64 - f64::from(u8::from(with_theta));
+    let dof = rows_w as f64 - rank as f64 - f64::from(u8::from(with_theta));
     let width = p + usize::from(with_theta);
     let mut out = Covariance {
         matrix: None,
@@ -281,61 +401,8 @@ pub(crate) fn covariance(input: &CovInput<'_>, p: usize, rank: usize) -> Covaria
     };
     let classical = &inv * sigma2;
     let mut chosen = classical.clone();
-    // The block-robust sandwich.
-    let rows = stack.rows();
-    let b = block_rows(stack);
-    let blocks: usize = stack.system_ranges().map(|r| r.len().div_ceil(b)).sum();
-    if blocks >= MIN_BLOCKS {
-        let k = stack.keys.len();
-        let pm = stack.unknowns();
-        let theta_powers: Vec<f64> = (1..=k).map(|j| solved.ols[j]).collect();
-        let mut meat = DMatrix::<f64>::zeros(mt, mt);
-        let mut scores: Vec<DVector<f64>> = Vec::with_capacity(blocks);
-        let mut score = DVector::<f64>::zeros(mt);
-        let mut jrow = vec![0.0; mt];
-        let mut x = vec![0.0; pm];
-        let mut starts: Vec<usize> = Vec::new();
-        for r in stack.system_ranges() {
-            let mut s = r.start;
-            while s < r.end {
-                starts.push(s);
-                s += b;
-            }
-        }
-        starts.push(rows);
-        let mut next = 1;
-        let flush = |score: &mut DVector<f64>, meat: &mut DMatrix<f64>, all: &mut Vec<_>| {
-            meat.ger(1.0, score, score, 1.0);
-            all.push(score.clone());
-            score.fill(0.0);
-        };
-        stack.visit_augmented(0..rows, |g, a, y, w| {
-            while next < starts.len() && g >= starts[next] {
-                flush(&mut score, &mut meat, &mut scores);
-                next += 1;
-            }
-            if w <= 0.0 {
-                return;
-            }
-            stack.model_row(a, &mut x);
-            let fit: f64 = x.iter().zip(&solved.ols).map(|(a, b)| a * b).sum();
-            let e = y - fit;
-            for (kk, &j) in solved.included.iter().enumerate() {
-                jrow[kk] = x[j] / solved.norms[kk];
-            }
-            if with_theta {
-                let u: f64 = theta_powers
-                    .iter()
-                    .enumerate()
-                    .map(|(t, p)| p * a[pm + t])
-                    .sum();
-                jrow[m] = -u / theta_norm;
-            }
-            for (s, j) in score.iter_mut().zip(&jrow) {
-                *s += w * e * j;
-            }
-        });
-        flush(&mut score, &mut meat, &mut scores);
+    // The block-robust sandwich, from the scores summed in the residual pass.
+    if let Some((meat, scores, blocks, b)) = scores.finish() {
         let g = blocks as f64;
         // Each block's influence on the coefficients, unscaled, in the layout's order.
         let mut influence = DMatrix::<f64>::zeros(scores.len(), width);

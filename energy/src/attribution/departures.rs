@@ -36,38 +36,23 @@ const SIGMAS: f64 = 4.0;
 /// Materiality: `|λ|` over this share of the precision threshold (5 % × 0.6 = 3 %).
 const MATERIAL_SHARE: f64 = 0.6;
 
-/// One row's part in the checks.
-#[derive(Clone, Copy)]
-struct Row {
-    w: f64,
-    e: f64,
-    d: f64,
-    dt: f64,
-    k: f64,
-    /// The row's frequency ratio (NaN without one).
-    r: f64,
-}
+/// A ratio's sums over [`BATCHES`] consecutive batches of its rows: `(Σ num, Σ den)` each.
+type Batches = [(f64, f64); BATCHES];
 
-/// `λ` and its batch-means standard error over `rows`: `Σ w e d / Σ w d²`.
-fn ratio(rows: &[Row], num: impl Fn(&Row) -> f64, den: impl Fn(&Row) -> f64) -> Option<(f64, f64)> {
-    let total_den: f64 = rows.iter().map(&den).sum();
-    if total_den.is_nan() || total_den <= 0.0 || rows.len() < 2 * BATCHES {
+/// `λ = Σ num / Σ den` over every batch, and its batch-means standard error; `None` with
+/// fewer than `2·BATCHES` rows, no information (`Σ den ≤ 0`, or NaN) or fewer than four
+/// batches with any.
+fn ratio(batches: &Batches, rows: usize) -> Option<(f64, f64)> {
+    let total_den: f64 = batches.iter().map(|b| b.1).sum();
+    if total_den.is_nan() || total_den <= 0.0 || rows < 2 * BATCHES {
         return None;
     }
-    let lambda = rows.iter().map(&num).sum::<f64>() / total_den;
-    let per = rows.len() / BATCHES;
-    let mut xs = Vec::with_capacity(BATCHES);
-    for b in 0..BATCHES {
-        let chunk = &rows[b * per..if b + 1 == BATCHES {
-            rows.len()
-        } else {
-            (b + 1) * per
-        }];
-        let dd: f64 = chunk.iter().map(&den).sum();
-        if dd > 0.0 {
-            xs.push((chunk.iter().map(&num).sum::<f64>() / dd, dd));
-        }
-    }
+    let lambda = batches.iter().map(|b| b.0).sum::<f64>() / total_den;
+    let xs: Vec<(f64, f64)> = batches
+        .iter()
+        .filter(|b| b.1 > 0.0)
+        .map(|&(nu, dd)| (nu / dd, dd))
+        .collect();
     if xs.len() < 4 {
         return None;
     }
@@ -81,24 +66,31 @@ fn ratio(rows: &[Row], num: impl Fn(&Row) -> f64, den: impl Fn(&Row) -> f64) -> 
     Some((lambda, se))
 }
 
-/// `λ` of the tasks' power per group of `rows` (`group` puts a row in group `i` of
-/// `labels`, or none): every group's `λ`, and the significant and material ones described
-/// with their label.
-fn by_group(
-    rows: &[Row],
-    labels: &[String],
-    material: f64,
-    group: impl Fn(&Row) -> Option<usize>,
-) -> (Vec<f64>, Vec<String>) {
-    let mut groups: Vec<Vec<Row>> = vec![Vec::new(); labels.len()];
-    for r in rows {
-        if let Some(g) = group(r).filter(|&g| g < labels.len()) {
-            groups[g].push(*r);
-        }
+/// The batch of row `i` of `len` rows: equal counts, the last batch taking the remainder.
+fn batch_of(i: usize, len: usize) -> usize {
+    (i / (len / BATCHES).max(1)).min(BATCHES - 1)
+}
+
+/// The `(w·e·d, w·d²)` of a group's rows, in row order (batched once the group is known).
+type Group = Vec<(f64, f64)>;
+
+/// [`ratio`] of a group's rows.
+fn group_ratio(rows: &Group) -> Option<(f64, f64)> {
+    let mut b: Batches = [(0.0, 0.0); BATCHES];
+    for (i, &(nu, dd)) in rows.iter().enumerate() {
+        let x = &mut b[batch_of(i, rows.len())];
+        x.0 += nu;
+        x.1 += dd;
     }
+    ratio(&b, rows.len())
+}
+
+/// `λ` of the tasks' power per group (`groups[i]` labelled `labels[i]`): every group's
+/// `λ`, and the significant and material ones described with their label.
+fn by_group(groups: &[Group], labels: &[String], material: f64) -> (Vec<f64>, Vec<String>) {
     let (mut lambdas, mut found) = (Vec::new(), Vec::new());
     for (g, label) in groups.iter().zip(labels) {
-        if let Some((l, se)) = ratio(g, |r| r.w * r.e * r.d, |r| r.w * r.d * r.d) {
+        if let Some((l, se)) = group_ratio(g) {
             lambdas.push(l);
             if l.abs() > material && l.abs() > SIGMAS * se {
                 found.push(format!(
@@ -127,24 +119,47 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
         .chain(fit.types.iter().map(|t| t.value_w))
         .chain(fit.drift.iter().map(|d| d.value_w))
         .collect();
-    let mut rows: Vec<Row> = Vec::with_capacity(n);
+    // One pass: the time blocks' batches are row ranges, summed as they come; the
+    // occupancy and frequency groups keep their rows' two terms, batched at the end.
+    let profiled = fit.frequency.as_ref().is_some_and(|f| f.profiled);
+    const EDGES: [f64; 3] = [0.95, 0.99, 1.01];
+    let block_lo = |b: usize| b * n / TIME_BLOCKS;
+    let mut blocks: Vec<(Batches, Batches)> =
+        vec![([(0.0, 0.0); BATCHES], [(0.0, 0.0); BATCHES]); TIME_BLOCKS];
+    let mut by_k: Vec<Group> = Vec::new();
+    let mut by_freq: Vec<Group> = vec![Vec::new(); EDGES.len() + 1];
     let mut x = vec![0.0; stack.unknowns()];
+    let mut block = 0;
     stack.visit_augmented(0..n, |g, a, _, w| {
         stack.model_row(a, &mut x);
         let d: f64 = (1..=k).map(|j| coef[j] * x[j]).sum();
         let busy: f64 = a[1..=k].iter().sum();
-        rows.push(Row {
-            w,
-            e: fit.residuals_j[g],
-            d,
-            dt: x[0],
-            k: if x[0] > 0.0 { busy / x[0] } else { 0.0 },
-            r: stack.freq_ratio(g).unwrap_or(f64::NAN),
-        });
+        let (e, dt) = (fit.residuals_j[g], x[0]);
+        while g >= block_lo(block + 1) {
+            block += 1;
+        }
+        let (lo, hi) = (block_lo(block), block_lo(block + 1));
+        let at = batch_of(g - lo, hi - lo);
+        let (tasks, base) = &mut blocks[block];
+        tasks[at].0 += w * e * d;
+        tasks[at].1 += w * d * d;
+        base[at].0 += w * e * dt;
+        base[at].1 += w * dt * dt;
+        let level = if dt > 0.0 { busy / dt } else { 0.0 };
+        if level >= 0.5 {
+            let i = level.round() as usize - 1;
+            if by_k.len() <= i {
+                by_k.resize(i + 1, Vec::new());
+            }
+            by_k[i].push((w * e * d, w * d * d));
+        }
+        if profiled {
+            if let Some(r) = stack.freq_ratio(g).filter(|r| !r.is_nan()) {
+                by_freq[EDGES.partition_point(|&edge| edge <= r)].push((w * e * d, w * d * d));
+            }
+        }
     });
     let material = MATERIAL_SHARE * opts.precision_pct / 100.0;
-    let num = |r: &Row| r.w * r.e * r.d;
-    let den = |r: &Row| r.w * r.d * r.d;
     let mut departures: Vec<String> = Vec::new();
     // The range of the tasks' power relative to the fit, over the groups of a departure
     // found (0 included): the powers' intervals widen to it.
@@ -155,11 +170,10 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
     let mut lambdas = Vec::new();
     let mut base_shift = Vec::new();
     let base = fit.base.value_w.abs().max(1e-9);
-    for b in 0..TIME_BLOCKS {
-        let (lo, hi) = (b * n / TIME_BLOCKS, (b + 1) * n / TIME_BLOCKS);
-        let block = &rows[lo..hi];
+    for (b, (tasks, shift)) in blocks.iter().enumerate() {
+        let (lo, hi) = (block_lo(b), block_lo(b + 1));
         let span = (stack.row_span(lo).0, stack.row_span(hi - 1).1);
-        if let Some((l, se)) = ratio(block, num, den) {
+        if let Some((l, se)) = ratio(tasks, hi - lo) {
             lambdas.push(l);
             if l.abs() > material && l.abs() > SIGMAS * se {
                 found.push(format!(
@@ -171,7 +185,7 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
                 ));
             }
         }
-        if let Some((mu, se)) = ratio(block, |r| r.w * r.e * r.dt, |r| r.w * r.dt * r.dt) {
+        if let Some((mu, se)) = ratio(shift, hi - lo) {
             if mu.abs() / base > 0.02 && mu.abs() > SIGMAS * se {
                 base_shift.push(format!(
                     "{:+.1}% from {} to {}",
@@ -203,14 +217,12 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
     }
 
     // Occupancy.
-    let max_k = rows.iter().map(|r| r.k.round() as usize).max().unwrap_or(0);
+    let max_k = by_k.len();
     if max_k >= 2 {
         let labels: Vec<String> = (1..=max_k)
             .map(|level| format!("with {level} task(s) running"))
             .collect();
-        let (lambdas, found) = by_group(&rows, &labels, material, |r| {
-            (r.k >= 0.5).then(|| r.k.round() as usize - 1)
-        });
+        let (lambdas, found) = by_group(&by_k, &labels, material);
         if !found.is_empty() {
             for l in &lambdas {
                 low = low.min(*l);
@@ -233,8 +245,7 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
     }
 
     // Frequency: groups of rows by their frequency's ratio to their occupancy's usual one.
-    if fit.frequency.as_ref().is_some_and(|f| f.profiled) {
-        const EDGES: [f64; 3] = [0.95, 0.99, 1.01];
+    if profiled {
         let labels = [
             "where the frequency is below 95% of its usual",
             "where the frequency is 95-99% of its usual",
@@ -242,9 +253,7 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
             "where the frequency is above 101% of its usual",
         ]
         .map(str::to_owned);
-        let (lambdas, found) = by_group(&rows, &labels, material, |r| {
-            (!r.r.is_nan()).then(|| EDGES.partition_point(|&e| e <= r.r))
-        });
+        let (lambdas, found) = by_group(&by_freq, &labels, material);
         if !found.is_empty() {
             for l in &lambdas {
                 low = low.min(*l);

@@ -147,28 +147,91 @@ pub(crate) fn analyse(
 
     // Residual pass.
     let mut residuals = vec![0.0; n];
-    let (mut rss_w, mut sw, mut swy, mut rows_w) = (0.0, 0.0, 0.0, 0usize);
+    let (mut rss_w, mut sw, mut rows_w) = (0.0, 0.0, 0usize);
     let mut rss_ols_w = 0.0;
     let mut ape = Ape::default();
     let mut negative = 0usize;
     // Rows without task time: they pin the base, marked as idle calibration or not.
     let mut empty_rows = 0usize;
-    stack.visit(0..n, |g, x, y, w| {
+    // The total sum of squares in the same pass, about a shift (the first row's energy)
+    // that keeps the sums' cancellation small: Σw(y−s)² − (Σw(y−s))²/Σw.
+    let shift = if n > 0 {
+        let mut first = 0.0;
+        stack.visit_augmented(0..1, |_, _, y, _| first = y);
+        first
+    } else {
+        0.0
+    };
+    let (mut swd, mut swd2) = (0.0, 0.0);
+    // The covariance's block scores (covariance.rs) and the cross-validation's held-out
+    // errors, in the same pass: each fold's coefficients from the other folds' factors.
+    let theta_dir = theta.map(|_| {
+        let k = stack.keys.len();
+        let powers: Vec<f64> = (1..=k).map(|j| solved.ols[j]).collect();
+        -stack.occupancy_direction(full, &powers)
+    });
+    let mut scores = super::covariance::BlockScores::new(stack, solved, theta_dir.as_ref());
+    let cv_coefs: Vec<Vec<f64>> = if folds >= 2 {
+        (0..folds)
+            .map(|f| {
+                let mut train = TriAccumulator::new(stack.augmented());
+                for (g, a) in accs.iter().enumerate() {
+                    if g != f {
+                        train.merge(a);
+                    }
+                }
+                solve(&train, stack, opts.solver).coef
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut cv_ape = Ape::default();
+    let (mut fold, mut fold_end) = (
+        0,
+        if folds >= 2 {
+            fold_range(n, folds, 0).end
+        } else {
+            n
+        },
+    );
+    let mut x = vec![0.0; p];
+    let copy = stack.occupancy && stack.theta != 0.0;
+    stack.visit_augmented(0..n, |g, a, y, w| {
+        // The model row: the augmented row's head at no contention (as `Stack::visit`).
+        let x = if copy {
+            stack.model_row(a, &mut x);
+            &x[..]
+        } else {
+            &a[..p]
+        };
+        let dy = y - shift;
+        swd += w * dy;
+        swd2 += w * dy * dy;
         empty_rows += usize::from(w > 0.0 && x[1..=stack.keys.len()].iter().all(|&v| v == 0.0));
         let r = y - dot(x, b);
         residuals[g] = r;
         rss_w += w * r * r;
-        let r_ols = y - dot(x, &solved.ols);
+        let r_ols = y - dot(x, scores.ols());
         rss_ols_w += w * r_ols * r_ols;
+        scores.add(g, a, x, w, r_ols);
+        if !cv_coefs.is_empty() {
+            while g >= fold_end {
+                fold += 1;
+                fold_end = fold_range(n, folds, fold).end;
+            }
+            cv_ape.add(y - dot(x, &cv_coefs[fold]), y);
+        }
         sw += w;
-        swy += w * y;
         rows_w += usize::from(w > 0.0);
         ape.add(r, y);
         negative += usize::from(y < 0.0);
     });
-    let mean_y = if sw > 0.0 { swy / sw } else { 0.0 };
-    let mut tss_w = 0.0;
-    stack.visit(0..n, |_, _, y, w| tss_w += w * (y - mean_y).powi(2));
+    let tss_w = if sw > 0.0 {
+        (swd2 - swd * swd / sw).max(0.0)
+    } else {
+        swd2
+    };
     let rmse_j = (residuals.iter().map(|r| r * r).sum::<f64>() / n.max(1) as f64).sqrt();
 
     // Conditioning and separability on the column-scaled system.
@@ -179,18 +242,13 @@ pub(crate) fn analyse(
     // (docs/attribution.md, "Intervals"): holding one coefficient at a bound must not make
     // the others look more precise than the data allow. The covariance is classical and
     // block-robust combined, over the model's columns and the contention (covariance.rs).
-    let theta_dir = theta.map(|_| {
-        let k = stack.keys.len();
-        let powers: Vec<f64> = (1..=k).map(|j| solved.ols[j]).collect();
-        -stack.occupancy_direction(full, &powers)
-    });
     let cov = super::covariance::covariance(
-        &super::covariance::CovInput {
-            stack,
+        super::covariance::CovInput {
             solved,
             theta_dir,
             rows_w,
             rss_ols_w,
+            scores,
         },
         p,
         cond.rank,
@@ -237,24 +295,7 @@ pub(crate) fn analyse(
     let estimable = cov.estimable;
 
     // Cross-validation: fit on every fold but one, predict the held-out block.
-    let cv_mape_pct = (folds >= 2)
-        .then(|| {
-            let mut ape = Ape::default();
-            for f in 0..folds {
-                let mut train = TriAccumulator::new(stack.augmented());
-                for (g, a) in accs.iter().enumerate() {
-                    if g != f {
-                        train.merge(a);
-                    }
-                }
-                let s = solve(&train, stack, opts.solver);
-                stack.visit(fold_range(n, folds, f), |_, x, y, _| {
-                    ape.add(y - dot(x, &s.coef), y)
-                });
-            }
-            ape.mean_pct()
-        })
-        .flatten();
+    let cv_mape_pct = (folds >= 2).then(|| cv_ape.mean_pct()).flatten();
 
     // Groups: collinearity, too few tasks, no time.
     let mut inseparable = cond.groups;

@@ -854,12 +854,16 @@ impl<'a> Stack<'a> {
     /// stack's contention `theta`, in seconds, `y` in J.
     pub(crate) fn visit(&self, range: Range<usize>, mut f: impl FnMut(usize, &[f64], f64, f64)) {
         let p = self.unknowns();
+        if !(self.occupancy && self.theta != 0.0) {
+            // At no contention the model row is the augmented row's head: no copy.
+            self.visit_augmented(range, |g, a, y, w| f(g, &a[..p], y, w));
+            return;
+        }
         let mut x = vec![0.0; p];
         self.visit_augmented(range, |g, a, y, w| {
             self.model_row(a, &mut x);
             f(g, &x, y, w);
         });
-        let _ = p;
     }
 
     /// The model row of augmented row `a` at the stack's contention.
