@@ -36,6 +36,15 @@ use taskwatt_traces::{Arch, WorkerInfo};
 
 use crate::WhatIfError;
 
+/// The slowest bus a platform may have, GB/s (1 MB/s).
+pub const MIN_BANDWIDTH_GB_S: f64 = 1e-3;
+/// The fastest, GB/s.
+pub const MAX_BANDWIDTH_GB_S: f64 = 1e6;
+/// The shortest copy latency, us (1 ns: virtual time counts whole ns).
+pub const MIN_LATENCY_US: f64 = 1e-3;
+/// The longest, us (1 s).
+pub const MAX_LATENCY_US: f64 = 1e6;
+
 /// The platforms shipped with taskwatt, by name: `--platform NAME` finds them.
 pub const BUILTIN: &[(&str, &str)] = &[
     (
@@ -245,15 +254,21 @@ impl Platform {
         if workers > 1024 {
             return Err(bad(format!("{workers} workers: at most 1024")));
         }
-        if !(f.gpu.bandwidth_gb_s > 0.0 && f.gpu.bandwidth_gb_s.is_finite()) {
+        // Bounds that keep every copy's virtual time finite and the simulated meter's
+        // samples over it countable: a bandwidth of 1e-310 GB/s (0 B/s once in bytes) made
+        // one copy last days of virtual time, sampled every period, and the run never
+        // ended.
+        if !(MIN_BANDWIDTH_GB_S..=MAX_BANDWIDTH_GB_S).contains(&f.gpu.bandwidth_gb_s) {
             return Err(bad(format!(
-                "gpu.bandwidth_gb_s = {}: a positive number of GB/s",
+                "gpu.bandwidth_gb_s = {:?}: a number of GB/s from {MIN_BANDWIDTH_GB_S} (1 MB/s) \
+                 to {MAX_BANDWIDTH_GB_S} (a PCIe 4.0 x16 link is about 25)",
                 f.gpu.bandwidth_gb_s
             )));
         }
-        if !(0.0..=1e9).contains(&f.gpu.latency_us) {
+        if !(MIN_LATENCY_US..=MAX_LATENCY_US).contains(&f.gpu.latency_us) {
             return Err(bad(format!(
-                "gpu.latency_us = {}: a number of us from 0 to 1e9",
+                "gpu.latency_us = {:?}: a number of us from {MIN_LATENCY_US} (1 ns, the clock's \
+                 resolution) to {MAX_LATENCY_US} (1 s); PCIe copies take about 10",
                 f.gpu.latency_us
             )));
         }
@@ -262,7 +277,7 @@ impl Platform {
                 if let Some(v) = v {
                     if !(1e-6..=1e6).contains(&v) {
                         return Err(bad(format!(
-                            "speed.factors.{name}.{arch} = {v}: a factor from 1e-6 to 1e6 (2.0: \
+                            "speed.factors.{name}.{arch} = {v:?}: a factor from 1e-6 to 1e6 (2.0: \
                              twice as fast as the trace's CPU duration)"
                         )));
                     }
@@ -448,6 +463,30 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("psychic") || e.contains("sensor"), "{e}");
+        // Zero, denormal, negative, infinite and NaN buses, and speeds: errors naming the
+        // field (a denormal bandwidth was 0 B/s, and the simulation never ended).
+        let gpu = |field: &str, v: &str| {
+            format!("name = \"x\"\n[cpu]\ncores_per_package = 2\n[gpu]\ncount = 1\n{field} = {v}\n")
+        };
+        for field in ["bandwidth_gb_s", "latency_us"] {
+            for v in ["0.0", "1e-310", "-1.0", "inf", "nan", "1e300"] {
+                let e = Platform::from_toml_str(&gpu(field, v), "p.toml")
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains(&format!("gpu.{field}")), "{field} = {v}: {e}");
+            }
+        }
+        for v in ["0.0", "1e-310", "1e-7"] {
+            let e = Platform::from_toml_str(
+                &format!(
+                    "name = \"x\"\n[cpu]\ncores_per_package = 2\n[speed.factors]\ngemm = {{ cpu = {v} }}\n"
+                ),
+                "p.toml",
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("speed.factors.gemm.cpu"), "{v}: {e}");
+        }
     }
 
     #[test]
