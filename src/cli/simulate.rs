@@ -112,6 +112,23 @@ pub(crate) fn simulate_policies(
             Vec::new(),
         ));
     }
+    // How the platform's speed factors meet the trace's codelet names.
+    let names: Vec<(&str, bool)> = graph
+        .codelets()
+        .iter()
+        .filter(|c| graph.tasks().iter().any(|t| t.codelet == c.id))
+        .map(|c| {
+            let gpu = c.archs.contains(&taskwatt::traces::Arch::Gpu)
+                || graph
+                    .tasks()
+                    .iter()
+                    .any(|t| t.codelet == c.id && t.arch == taskwatt::traces::Arch::Gpu);
+            (c.name.as_str(), gpu)
+        })
+        .collect();
+    for n in platform.name_notes(&names) {
+        notes.0.push((n, Vec::new()));
+    }
     let mut rows = Vec::new();
     let mut last = None;
     for p in policies {

@@ -370,10 +370,89 @@ impl Platform {
 
     /// The speed factor of `codelet` on `arch` (its own entry, else `*`'s).
     pub fn factor(&self, codelet: &str, arch: Arch) -> Option<f64> {
-        self.factors
-            .get(codelet)
+        self.factors_of(codelet)
             .and_then(|f| f.get(arch))
             .or_else(|| self.factors.get("*").and_then(|f| f.get(arch)))
+    }
+
+    /// The `[speed.factors]` entry of `codelet`: its own name's, else the one entry whose
+    /// name differs from it in ASCII case only (an imported StarPU trace names its
+    /// codelets `GEMM`, the built-in platforms `gemm`); `*` is not included.
+    pub fn factors_of(&self, codelet: &str) -> Option<&Factors> {
+        self.factors.get(codelet).or_else(|| {
+            let mut same = self
+                .factors
+                .iter()
+                .filter(|(k, _)| *k != "*" && k.eq_ignore_ascii_case(codelet));
+            match (same.next(), same.next()) {
+                (Some((_, f)), None) => Some(f),
+                _ => None,
+            }
+        })
+    }
+
+    /// What a user should know of how the platform's `[speed.factors]` meet `codelets`
+    /// (the trace's, by name, with whether each lists a GPU implementation or ran on a
+    /// GPU): entries matched ignoring case, entries that match no codelet, and, on a
+    /// platform with GPUs, the codelets that cannot run on them. One line each.
+    pub fn name_notes(&self, codelets: &[(&str, bool)]) -> Vec<String> {
+        let mut out = Vec::new();
+        for (key, _) in &self.factors {
+            if key == "*" {
+                continue;
+            }
+            if codelets.iter().any(|(c, _)| c == key) {
+                continue;
+            }
+            let by_case: Vec<&str> = codelets
+                .iter()
+                .map(|(c, _)| *c)
+                .filter(|c| c.eq_ignore_ascii_case(key) && self.factors_of(c).is_some())
+                .collect();
+            if by_case.is_empty() {
+                // The built-in platforms name the codelets of every built-in app.
+                if self.origin.starts_with("built-in ") {
+                    continue;
+                }
+                out.push(format!(
+                    "platform {}: speed.factors.{key} matches no codelet of the trace (its \
+                     codelets: {})",
+                    self.origin,
+                    codelets
+                        .iter()
+                        .map(|(c, _)| *c)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            } else {
+                out.push(format!(
+                    "platform {}: speed.factors.{key} applies to {} (names that differ in case \
+                     only)",
+                    self.origin,
+                    by_case.join(", ")
+                ));
+            }
+        }
+        if self.gpus > 0 {
+            let cannot: Vec<&str> = codelets
+                .iter()
+                .filter(|(c, gpu)| !gpu && self.factor(c, Arch::Gpu).is_none())
+                .map(|(c, _)| *c)
+                .collect();
+            if !cannot.is_empty() {
+                out.push(format!(
+                    "platform {}: {} cannot run on its {} GPU(s): the trace has no GPU \
+                     implementation or duration for {}, and [speed.factors] no gpu factor; \
+                     add e.g. `{} = {{ gpu = 4.0 }}` (times its CPU speed) where it has one",
+                    self.origin,
+                    cannot.join(", "),
+                    self.gpus,
+                    if cannot.len() == 1 { "it" } else { "them" },
+                    cannot[0]
+                ));
+            }
+        }
+        out
     }
 
     /// Whether the platform has workers of `arch`.
@@ -487,6 +566,35 @@ mod tests {
             .to_string();
             assert!(e.contains("speed.factors.gemm.cpu"), "{v}: {e}");
         }
+    }
+
+    #[test]
+    fn factors_match_names_that_differ_in_case_and_say_so() {
+        let p = Platform::from_toml_str(
+            "name = \"x\"\n[cpu]\ncores_per_package = 2\n[gpu]\ncount = 1\n\
+             [speed.factors]\ngemm = { gpu = 8.0 }\nsyrk = { gpu = 2.0 }\nSYRK = { gpu = 3.0 }\n\
+             trsn = { gpu = 4.0 }\n",
+            "p.toml",
+        )
+        .unwrap();
+        // A StarPU trace's GEMM takes gemm's factor; its own name wins over a case match.
+        assert_eq!(p.factor("GEMM", Arch::Gpu), Some(8.0));
+        assert_eq!(p.factor("SYRK", Arch::Gpu), Some(3.0));
+        // Two entries that match ignoring case: neither is guessed.
+        assert_eq!(p.factor("Syrk", Arch::Gpu), None);
+        let notes = p.name_notes(&[("GEMM", false), ("TRSM", false), ("POTRF", true)]);
+        let all = notes.join("\n");
+        assert!(all.contains("speed.factors.gemm applies to GEMM"), "{all}");
+        assert!(
+            all.contains("speed.factors.trsn matches no codelet"),
+            "{all}"
+        );
+        assert!(all.contains("TRSM cannot run on its 1 GPU(s)"), "{all}");
+        assert!(!all.contains("POTRF cannot"), "{all}");
+        // A built-in platform does not list the other apps' codelets it names.
+        let b = Platform::builtin("1s-4gpu").unwrap().unwrap();
+        let all = b.name_notes(&[("potrf", false), ("gemm", true)]).join("\n");
+        assert!(!all.contains("matches no codelet"), "{all}");
     }
 
     #[test]
