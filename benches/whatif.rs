@@ -2,20 +2,29 @@
 //! 1 M-task graph (a 1000-wide stencil over 1000 steps: each task after three of the
 //! previous step), one host core. Policies eager, lws and dmda; 2 workers (the
 //! `this-machine` platform) and 32 (`2x16`); with the simulated meters and the records
-//! (what `taskwatt simulate` does) and without (time only). Figures in BENCHMARKS.md.
+//! (what `taskwatt simulate` does) and without (time only). And the same graph with data
+//! on the 2-GPU platform (`2cpu-2gpu`): each task writes a handle of its own and reads
+//! its three predecessors' (1 M handles of 32 KiB), so copies to and from the GPUs are
+//! simulated. Figures in BENCHMARKS.md.
 
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use taskwatt::traces::{Arch, CodeletInfo};
+use taskwatt::traces::{AccessMode, Arch, CodeletInfo};
 use taskwatt::whatif::{simulate, Graph, GraphBuilder, GraphTask, Platform, SimOptions};
 
-/// A `width` x `steps` stencil graph; durations 50-150 µs, deterministic.
-fn grid(width: u32, steps: u32) -> Graph {
+/// A `width` x `steps` stencil graph; durations 50-150 µs, deterministic. With `data`,
+/// the codelet has a GPU implementation and each task writes a handle of its own and reads
+/// its predecessors'.
+fn grid(width: u32, steps: u32, data: bool) -> Graph {
     let mut b = GraphBuilder::new(vec![CodeletInfo {
         id: 0,
         name: "stencil".into(),
-        archs: vec![Arch::Cpu],
+        archs: if data {
+            vec![Arch::Cpu, Arch::Gpu]
+        } else {
+            vec![Arch::Cpu]
+        },
     }]);
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut preds = Vec::with_capacity(3);
@@ -31,7 +40,7 @@ fn grid(width: u32, steps: u32) -> Graph {
                     preds.push(row + j);
                 }
             }
-            b.task(
+            let t = b.task(
                 GraphTask {
                     id: u64::from(s * width + i),
                     codelet: 0,
@@ -42,13 +51,19 @@ fn grid(width: u32, steps: u32) -> Graph {
                 },
                 &preds,
             );
+            if data {
+                for &p in &preds {
+                    b.access(t, u64::from(p), AccessMode::R, 32 << 10);
+                }
+                b.access(t, u64::from(s * width + i), AccessMode::W, 32 << 10);
+            }
         }
     }
     b.build()
 }
 
 fn throughput(c: &mut Criterion) {
-    let g = grid(1000, 1000);
+    let g = grid(1000, 1000, false);
     let mut group = c.benchmark_group("whatif_1m_tasks");
     group.throughput(Throughput::Elements(g.len() as u64));
     group.sample_size(10);
@@ -77,5 +92,24 @@ fn throughput(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, throughput);
+/// The graph with data on two GPUs: the copies' bookkeeping per task (issue 31: it once
+/// grew with the number of handles).
+fn with_data(c: &mut Criterion) {
+    let g = grid(1000, 1000, true);
+    let mut group = c.benchmark_group("whatif_1m_tasks_data");
+    group.throughput(Throughput::Elements(g.len() as u64));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(20));
+    let p = Platform::builtin("2cpu-2gpu").unwrap().unwrap();
+    for policy in ["eager", "dmda"] {
+        let opts = SimOptions::new(policy);
+        let id = format!("2cpu-2gpu/{policy}/meters+records");
+        group.bench_with_input(BenchmarkId::from_parameter(id), &opts, |b, o| {
+            b.iter(|| simulate(&g, &p, o).unwrap().makespan_ns)
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, throughput, with_data);
 criterion_main!(benches);

@@ -432,9 +432,17 @@ pub fn simulate(
     let mut started: Vec<u64> = vec![0; nw];
     // (time, kind, worker, task)
     let mut heap: BinaryHeap<Reverse<(u64, Kind, u32, u32)>> = BinaryHeap::new();
-    // When a copy in flight lands: (handle, node) -> time. A task that finds the copy
-    // valid but not there yet waits for it.
-    let mut landing: HashMap<(u32, usize), u64> = HashMap::new();
+    // When the last copy of each handle to each node lands (0: none in flight, or it has
+    // landed long ago: either way nothing to wait for), `nodes` per handle. A task that
+    // finds the copy valid but not there yet waits for it. Flat and indexed, so that a
+    // write forgets the other nodes' copies in O(nodes), not O(copies ever made).
+    let nodes = node_of.iter().copied().max().map_or(1, |m| m + 1);
+    let mut landing: Vec<u64> = if copies_on {
+        vec![0; graph.handles as usize * nodes]
+    } else {
+        Vec::new()
+    };
+    let at = |h: u32, node: usize| h as usize * nodes + node;
     for (i, _) in pending.iter().enumerate().filter(|(_, p)| **p == 0) {
         policy.push(make(i), Origin::External);
         pushes += 1;
@@ -479,9 +487,7 @@ pub fn simulate(
                     let mut mask = v.load(Ordering::Relaxed);
                     if a.reads && mask & (1 << node) != 0 {
                         // Valid here, but maybe still on its way.
-                        if let Some(&at) = landing.get(&(a.handle, node)) {
-                            ready = ready.max(at);
-                        }
+                        ready = ready.max(landing[at(a.handle, node)]);
                     } else if a.reads {
                         // From the host if it has a copy, else from a GPU to the host first.
                         let mut hops: Vec<(usize, usize)> = Vec::with_capacity(2);
@@ -494,7 +500,7 @@ pub fn simulate(
                             hops.push((0, node));
                         }
                         for (src, dst) in hops {
-                            let start = t.max(landing.get(&(a.handle, src)).copied().unwrap_or(0));
+                            let start = t.max(landing[at(a.handle, src)]);
                             let end = start + platform.bus.time_ns(1, a.bytes) as u64;
                             run.copies.0 += 1;
                             run.copies.1 += a.bytes;
@@ -510,14 +516,16 @@ pub fn simulate(
                                     end: Timestamp(T0_NS + end),
                                 });
                             }
-                            landing.insert((a.handle, dst), end);
+                            landing[at(a.handle, dst)] = end;
                             t = end;
                         }
                         ready = ready.max(t);
                     }
                     if a.writes {
                         v.store(1 << node, Ordering::Relaxed);
-                        landing.retain(|(h, n), _| *h != a.handle || *n == node);
+                        for n in (0..nodes).filter(|&n| n != node) {
+                            landing[at(a.handle, n)] = 0;
+                        }
                     } else if a.reads {
                         v.store(mask | (1 << node), Ordering::Relaxed);
                     }

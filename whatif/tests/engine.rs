@@ -113,7 +113,7 @@ fn copies_follow_the_data_between_memory_nodes() {
     let g = b.build();
     // gemm on the GPU only (the CPU factor makes it 1000x slower), potrf on the CPU only.
     let p = platform(
-        "[gpu]\ncount = 1\nbandwidth_gb_s = 1.0\nlatency_us = 0\n[speed.factors]\ngemm = { gpu = 1.0, cpu = 0.001 }\n",
+        "[gpu]\ncount = 1\nbandwidth_gb_s = 1.0\nlatency_us = 0.001\n[speed.factors]\ngemm = { gpu = 1.0, cpu = 0.001 }\n",
     );
     let r = simulate(&g, &p, &time_only("dmda")).unwrap();
     assert_eq!(r.per_worker[2], 1, "{:?}", r.per_worker);
@@ -243,7 +243,7 @@ fn a_reader_waits_for_a_copy_still_on_its_way() {
     }
     let g = b.build();
     let p = platform(
-        "[gpu]\ncount = 1\nbandwidth_gb_s = 1.0\nlatency_us = 0\n[speed.factors]\ngemm = { gpu = 1.0, cpu = 0.001 }\n",
+        "[gpu]\ncount = 1\nbandwidth_gb_s = 1.0\nlatency_us = 0.001\n[speed.factors]\ngemm = { gpu = 1.0, cpu = 0.001 }\n",
     );
     let r = simulate(&g, &p, &SimOptions::new("dmda")).unwrap();
     // 1 ms on the GPU, 104.9 ms of copy back, then both readers (1 ms each, in parallel).
