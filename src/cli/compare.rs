@@ -217,6 +217,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 &powers,
                 &policy_options,
                 true,
+                false,
             )?;
             notes.print(a.simulate.len());
             for r in sims {

@@ -994,6 +994,7 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
         &a.app
             .policy_options(Some(&policy), one_gamma(&a.app.gamma)?)?,
         !a.no_energy,
+        true,
     )?;
     notes.print(1);
     let sim = sim.expect("one policy simulated");

@@ -8,7 +8,8 @@ use clap::Args;
 use taskwatt::energy::attribution::{predict_trace, EnergyModel};
 use taskwatt::traces::read_trace;
 use taskwatt::whatif::{
-    figures, simulate, to_trace, type_energy, Graph, Platform, RunFigures, SimOptions, TypeEnergy,
+    figures, simulate, to_trace_with, type_energy, Graph, Platform, RunFigures, SimOptions,
+    TypeEnergy,
 };
 
 use super::CliResult;
@@ -81,7 +82,8 @@ impl Notes {
     }
 }
 
-/// Simulates `trace`'s graph under each policy; also returns the last run's trace, and the
+/// Simulates `trace`'s graph under each policy; also returns the last run's trace (when
+/// `keep_last`: whole, with the data accesses; otherwise `None`), and the
 /// notes to print after the results.
 pub(crate) fn simulate_policies(
     trace: &taskwatt::traces::Trace,
@@ -91,6 +93,7 @@ pub(crate) fn simulate_policies(
     powers: &taskwatt::session::TaskPowers,
     policy_options: &taskwatt::scheduler::PolicyOptions,
     energy: bool,
+    keep_last: bool,
 ) -> Result<(Vec<SimRow>, Option<taskwatt::traces::Trace>, Notes), Box<dyn std::error::Error>> {
     let graph = Graph::from_trace(trace)?;
     let mut notes = Notes::default();
@@ -142,7 +145,8 @@ pub(crate) fn simulate_policies(
         let t0 = Instant::now();
         let run = simulate(&graph, platform, &opts)?;
         let took = t0.elapsed().as_secs_f64();
-        let out = to_trace(&run, &graph, platform, Some(trace));
+        // The data accesses only for the trace kept (the figures do not read them).
+        let out = to_trace_with(&run, &graph, platform, Some(trace), keep_last);
         let figs = figures(&out);
         let types = out
             .truth
@@ -173,7 +177,9 @@ pub(crate) fn simulate_policies(
             overhead_us: run.overhead_ns as f64 * 1e-3,
             simulated_in_s: took,
         });
-        last = Some(out);
+        if keep_last {
+            last = Some(out);
+        }
     }
     Ok((rows, last, notes))
 }
@@ -210,6 +216,7 @@ pub(crate) fn run(a: SimulateArgs) -> CliResult {
         &Vec::new(),
         &Default::default(),
         !a.no_energy,
+        a.output.is_some(),
     )?;
     if let (Some(o), Some(t)) = (&a.output, &last) {
         t.save(o)?;

@@ -145,8 +145,8 @@ impl SchedTask for SimTask {
 /// shared with the tasks so that dmda can ask what a task would need to copy.
 struct Replicas {
     valid: Vec<AtomicU32>,
-    acc_start: Vec<u32>,
-    acc: Vec<crate::graph::Access>,
+    acc_start: Arc<Vec<u32>>,
+    acc: Arc<Vec<crate::graph::Access>>,
 }
 
 impl Replicas {
@@ -379,8 +379,8 @@ pub fn simulate(
         Arc::new(Replicas {
             // Every handle starts valid on the host.
             valid: (0..graph.handles).map(|_| AtomicU32::new(1)).collect(),
-            acc_start: graph.acc_start.clone(),
-            acc: graph.acc.clone(),
+            acc_start: Arc::clone(&graph.acc_start),
+            acc: Arc::clone(&graph.acc),
         })
     });
     let powers: HashMap<(&str, Arch), f64> = opts

@@ -24,6 +24,7 @@ pub use engine::{simulate, SimEnergy, SimOptions, SimRun, T0_NS};
 pub use error::WhatIfError;
 pub use graph::{Graph, GraphBuilder, GraphTask};
 pub use output::{
-    figures, to_trace, type_energy, window_energy, DomainEnergy, RunFigures, TypeEnergy,
+    figures, to_trace, to_trace_with, type_energy, window_energy, DomainEnergy, RunFigures,
+    TypeEnergy,
 };
 pub use platform::{Durations, Factors, Platform, BUILTIN};
