@@ -458,7 +458,8 @@ pub fn measured_run<P>(
 pub const CALIBRATION_TARGET: f64 = 0.4;
 
 /// Adaptive type calibration: fit what the trace file at `trace` holds so far (the runtime
-/// and the writer put everything in it within 100 ms), calibrate the types whose power is
+/// and the writer put everything in it within `DEFAULT_TRACE_FLUSH + 2·WRITER_FLUSH`, 75
+/// ms), calibrate the types whose power is
 /// not shown as a measurement (`calibrate` runs a plan: each type alone for its time),
 /// repeat within `budget`. Shared by `taskwatt run` and [`crate::Measure`].
 pub(crate) fn auto_calibrate(

@@ -298,6 +298,12 @@ fn unknown_policy_is_a_clear_error() {
     for p in taskwatt::scheduler::POLICIES {
         assert!(help.contains(p.name), "`run --help` omits {}", p.name);
     }
+    // The flush bound the help states is the runtime's.
+    let ms = taskwatt::runtime::DEFAULT_TRACE_FLUSH.as_millis();
+    assert!(
+        help.contains(&format!("at least every {ms} ms of its own tasks")),
+        "`run --help` states another trace flush than the runtime's {ms} ms"
+    );
 }
 
 #[test]

@@ -300,7 +300,7 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     trace: Option<PathBuf>,
     /// Task records per worker trace buffer (default 4096, at most 1048576): a worker sends
-    /// its buffer when full, when it parks, and at least every 100 ms of its own tasks.
+    /// its buffer when full, when it parks, and at least every 25 ms of its own tasks.
     #[arg(long, value_name = "RECORDS", value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
     trace_chunk: Option<u32>,
     /// Print the result as JSON on stdout.
