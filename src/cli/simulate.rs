@@ -53,6 +53,8 @@ pub(crate) struct SimRow {
     pub(crate) copies: u64,
     pub(crate) copied_bytes: u64,
     pub(crate) overhead_us: f64,
+    /// Where the overhead came from (the platform's constant, or the recorded hand-offs).
+    pub(crate) overhead_source: String,
     pub(crate) simulated_in_s: f64,
 }
 
@@ -175,6 +177,7 @@ pub(crate) fn simulate_policies(
             copies: run.copies.0,
             copied_bytes: run.copies.1,
             overhead_us: run.overhead_ns as f64 * 1e-3,
+            overhead_source: run.overhead_source.clone(),
             simulated_in_s: took,
         });
         if keep_last {
@@ -360,8 +363,8 @@ pub(crate) fn render_rows(
         }
         let _ = writeln!(
             out,
-            "  tasks per worker: {:?}; runtime overhead {:.1} us per task",
-            r.tasks_per_worker, r.overhead_us
+            "  tasks per worker: {:?}; runtime overhead {:.1} us per task on average ({})",
+            r.tasks_per_worker, r.overhead_us, r.overhead_source
         );
     }
     out

@@ -85,8 +85,12 @@ pub struct SimRun {
     pub per_worker: Vec<u64>,
     /// Busy time (overhead, copies and tasks) per worker, ns.
     pub busy_ns: Vec<u64>,
-    /// Per-task overhead used, ns.
+    /// Per-task overhead used, ns: the platform's constant, or the mean of the draws from
+    /// the recorded run's distribution.
     pub overhead_ns: u64,
+    /// Where the overhead came from, in words (the platform's constant, or the recorded
+    /// run's hand-offs with their median and 99th percentile).
+    pub overhead_source: String,
     /// The task records (ids of the recorded run, virtual times from [`T0_NS`]), in end
     /// order, with the index of each task in the graph; empty unless recording.
     pub records: Vec<(u32, TaskRecord)>,
@@ -368,10 +372,34 @@ pub fn simulate(
         &opts.policy_options,
     )?;
     let sp = speeds(graph, platform)?;
-    let overhead = platform
-        .overhead_ns
-        .or(graph.measured_overhead_ns)
-        .unwrap_or(0);
+    // The runtime's overhead per task: the platform's constant when it sets one, else a
+    // draw from the recorded run's hand-offs (graph.rs, `Overhead`), else none.
+    let measured = graph.measured_overhead();
+    let overhead_of = |i: usize| -> u64 {
+        match (platform.overhead_ns, measured) {
+            (Some(c), _) => c,
+            (None, Some(o)) => o.draw(graph.tasks[i].id),
+            (None, None) => 0,
+        }
+    };
+    let (overhead, overhead_source) = match (platform.overhead_ns, measured) {
+        (Some(c), _) => (
+            c,
+            format!("the platform's constant, {:.1} us", c as f64 * 1e-3),
+        ),
+        (None, Some(o)) => (
+            o.mean_ns.round() as u64,
+            format!(
+                "drawn per task from the recorded run's {} hand-offs: mean {:.1} us, median \
+                 {:.1} us, 99th percentile {:.1} us",
+                o.gaps,
+                o.mean_ns * 1e-3,
+                o.median_ns as f64 * 1e-3,
+                o.p99_ns as f64 * 1e-3
+            ),
+        ),
+        (None, None) => (0, "none (the trace shows no hand-off)".to_owned()),
+    };
     let arch_of: Vec<Arch> = workers.iter().map(|w| w.arch).collect();
     let node_of: Vec<usize> = descs.iter().map(|d| d.memory_node).collect();
     let copies_on = platform.gpus > 0 && graph.has_accesses();
@@ -419,6 +447,7 @@ pub fn simulate(
         per_worker: vec![0; nw],
         busy_ns: vec![0; nw],
         overhead_ns: overhead,
+        overhead_source,
         ..SimRun::default()
     };
     let mut pending = graph.npreds.clone();
@@ -478,7 +507,7 @@ pub fn simulate(
                     arch.name()
                 )));
             }
-            let mut t = now + overhead;
+            let mut t = now + overhead_of(i);
             if let Some(r) = &replicas {
                 let node = node_of[w];
                 let mut ready = t;

@@ -22,7 +22,7 @@ pub mod platform;
 
 pub use engine::{simulate, SimEnergy, SimOptions, SimRun, T0_NS};
 pub use error::WhatIfError;
-pub use graph::{Graph, GraphBuilder, GraphTask};
+pub use graph::{Graph, GraphBuilder, GraphTask, Overhead};
 pub use output::{
     figures, to_trace, to_trace_with, type_energy, window_energy, DomainEnergy, RunFigures,
     TypeEnergy,

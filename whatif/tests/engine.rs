@@ -315,3 +315,63 @@ fn platform_limits_are_enforced_with_the_field_named() {
         assert!(e.contains(field), "{extra}: {e}");
     }
 }
+
+/// A recorded run whose hand-offs are mostly quick with a few long waits (a loaded
+/// machine): 2 workers, 2 000 independent tasks of 10 µs, gaps of 0.2 µs but one in 20 of
+/// 100 µs. The replay draws each task's overhead from the recorded distribution and
+/// reproduces the makespan; the median gap alone (0.2 µs) made it a third too fast.
+#[test]
+fn the_overhead_is_drawn_from_the_recorded_hand_offs() {
+    use taskwatt_traces::{TaskChunk, TaskRecord, Timestamp, Trace};
+    let mut chunk = TaskChunk::default();
+    let mut id = 0u64;
+    let mut recorded_end = 0u64;
+    for w in 0..2u32 {
+        let mut t = 1_000u64;
+        for k in 0..1000u64 {
+            let mut r =
+                TaskRecord::executed(id, 0, Arch::Cpu, w, Timestamp(t), Timestamp(t + 10_000));
+            // Submitted and ready at the start of the run: every gap is a hand-off.
+            r.submit = Timestamp(0);
+            r.ready = Timestamp(0);
+            chunk.push(r, &[]);
+            id += 1;
+            recorded_end = recorded_end.max(t + 10_000);
+            t += 10_000 + if k % 20 == 19 { 100_000 } else { 200 };
+        }
+    }
+    let trace = Trace {
+        codelets: codelets(),
+        tasks: vec![chunk],
+        ..Trace::default()
+    };
+    let g = Graph::from_trace(&trace).unwrap();
+    let o = g.measured_overhead().expect("hand-offs measured");
+    // 999 hand-offs per worker, 49 of them long.
+    let mean = (2.0 * 49.0 * 100_000.0 + 2.0 * 950.0 * 200.0) / 1998.0;
+    assert_eq!((o.gaps, o.median_ns, o.p99_ns), (1998, 200, 100_000));
+    assert!((o.mean_ns - mean).abs() < 1e-6, "{} vs {mean}", o.mean_ns);
+    let p = Platform::from_toml_str(
+        "name = \"test\"\n[cpu]\ncores_per_package = 2\n[meter]\nprofile = \"ideal\"\n",
+        "test",
+    )
+    .unwrap();
+    let r = simulate(&g, &p, &time_only("eager")).unwrap();
+    let recorded = (recorded_end - 1_000) as f64;
+    let err = r.makespan_ns as f64 / recorded - 1.0;
+    eprintln!("replay error {:+.2} %", 100.0 * err);
+    assert!(
+        err.abs() < 0.05,
+        "replay {} ns vs recorded {recorded} ns",
+        r.makespan_ns
+    );
+    // The platform's constant, when it gives one, is used as it is.
+    let p0 = platform("");
+    let r0 = simulate(&g, &p0, &time_only("eager")).unwrap();
+    assert!(r0.makespan_ns < r.makespan_ns * 3 / 4, "{}", r0.makespan_ns);
+    assert!(
+        r0.overhead_source.contains("constant"),
+        "{}",
+        r0.overhead_source
+    );
+}
