@@ -513,41 +513,36 @@ pub fn simulate(
                 let mut ready = t;
                 for a in graph.accesses(i) {
                     let v = &r.valid[a.handle as usize];
-                    let mut mask = v.load(Ordering::Relaxed);
+                    let mask = v.load(Ordering::Relaxed);
                     if a.reads && mask & (1 << node) != 0 {
                         // Valid here, but maybe still on its way.
                         ready = ready.max(landing[at(a.handle, node)]);
                     } else if a.reads {
-                        // From the host if it has a copy, else from a GPU to the host first.
-                        let mut hops: Vec<(usize, usize)> = Vec::with_capacity(2);
-                        if mask & 1 == 0 {
-                            let gpu = mask.trailing_zeros() as usize;
-                            hops.push((gpu, 0));
-                            mask |= 1;
+                        // One copy, as the runtime makes it (runtime/src/handle.rs,
+                        // `make_valid`): from the lowest node with a valid copy (the host
+                        // when it has one). A copy between two GPUs is staged through main
+                        // memory without peer access (docs/accelerators.md): two bus
+                        // crossings, and the host's copy stays invalid.
+                        let src = mask.trailing_zeros() as usize;
+                        let crossings = if src != 0 && node != 0 { 2 } else { 1 };
+                        let start = t.max(landing[at(a.handle, src)]);
+                        let end = start + crossings * platform.bus.time_ns(1, a.bytes) as u64;
+                        run.copies.0 += 1;
+                        run.copies.1 += a.bytes;
+                        if opts.record {
+                            run.transfers.push(Transfer {
+                                handle: graph.handle_ids[a.handle as usize],
+                                src: src as u32,
+                                dst: node as u32,
+                                bytes: a.bytes,
+                                worker: Some(w as u32),
+                                task: Some(graph.tasks[i].id),
+                                start: Timestamp(T0_NS + start),
+                                end: Timestamp(T0_NS + end),
+                            });
                         }
-                        if node != 0 {
-                            hops.push((0, node));
-                        }
-                        for (src, dst) in hops {
-                            let start = t.max(landing[at(a.handle, src)]);
-                            let end = start + platform.bus.time_ns(1, a.bytes) as u64;
-                            run.copies.0 += 1;
-                            run.copies.1 += a.bytes;
-                            if opts.record {
-                                run.transfers.push(Transfer {
-                                    handle: graph.handle_ids[a.handle as usize],
-                                    src: src as u32,
-                                    dst: dst as u32,
-                                    bytes: a.bytes,
-                                    worker: Some(w as u32),
-                                    task: Some(graph.tasks[i].id),
-                                    start: Timestamp(T0_NS + start),
-                                    end: Timestamp(T0_NS + end),
-                                });
-                            }
-                            landing[at(a.handle, dst)] = end;
-                            t = end;
-                        }
+                        landing[at(a.handle, node)] = end;
+                        t = end;
                         ready = ready.max(t);
                     }
                     if a.writes {

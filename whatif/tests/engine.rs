@@ -258,6 +258,44 @@ fn a_reader_waits_for_a_copy_still_on_its_way() {
 }
 
 #[test]
+fn a_copy_between_gpus_is_one_copy_staged_through_the_host() {
+    // A GPU writes a 1 MiB tile; two long GPU readers then run on both GPUs. The one on the
+    // other GPU gets one copy from the writer's GPU, as the runtime makes it (one transfer,
+    // two bus crossings without peer access), and the host's copy stays invalid: a CPU
+    // reader after them copies from the GPU again.
+    let mut b = GraphBuilder::new(codelets());
+    let w = b.task(task(0, 1, 1), &[]);
+    b.access(w, 1, AccessMode::W, 1 << 20);
+    let mut readers = Vec::new();
+    for i in 1..=2 {
+        let r = b.task(task(i, 1, 20), &[w]);
+        b.access(r, 1, AccessMode::R, 1 << 20);
+        readers.push(r);
+    }
+    let c = b.task(task(3, 0, 1), &readers);
+    b.access(c, 1, AccessMode::R, 1 << 20);
+    let g = b.build();
+    let p = platform(
+        "[gpu]\ncount = 2\nbandwidth_gb_s = 1.0\nlatency_us = 0.001\n[speed.factors]\ngemm = { gpu = 1.0, cpu = 0.001 }\n",
+    );
+    let r = simulate(&g, &p, &SimOptions::new("dmda")).unwrap();
+    assert_eq!(&r.per_worker[2..], &[2, 1], "{:?}", r.per_worker);
+    let peer: Vec<_> = r
+        .transfers
+        .iter()
+        .filter(|t| t.src != 0 && t.dst != 0)
+        .collect();
+    assert_eq!(peer.len(), 1, "{:?}", r.transfers);
+    let took = peer[0].end.as_ns() - peer[0].start.as_ns();
+    let crossing = (1u64 << 20) + 1; // 1 ns per byte, and the 1 ns latency
+    assert!(took.abs_diff(2 * crossing) <= 2, "{took} ns");
+    // The CPU reader copies from a GPU: the host was never made valid by the peer copy.
+    let back: Vec<_> = r.transfers.iter().filter(|t| t.dst == 0).collect();
+    assert_eq!(back.len(), 1, "{:?}", r.transfers);
+    assert_eq!(r.copies.0, 2);
+}
+
+#[test]
 fn a_gpu_counter_is_read_past_the_end_of_the_run() {
     // One GPU whose counter refreshes every 100 ms; 7 gemms of 30 ms on it. The GPU
     // domain's energy over the run is its truth: 60 W base and 180 W per gemm.
