@@ -454,6 +454,10 @@ pub fn measured_run<P>(
     })
 }
 
+/// Runs a calibration plan: each type alone for its time.
+pub(crate) type CalibrationPlanRunner<'a> =
+    dyn FnMut(&[(String, Duration)]) -> Result<(), String> + 'a;
+
 /// The share of the report's precision threshold adaptive type calibration aims for.
 pub const CALIBRATION_TARGET: f64 = 0.4;
 
@@ -468,7 +472,7 @@ pub(crate) fn auto_calibrate(
     budget: Duration,
     step: Duration,
     precision_pct: f64,
-    calibrate: &mut dyn FnMut(&[(String, Duration)]) -> Result<(), String>,
+    calibrate: &mut CalibrationPlanRunner<'_>,
 ) -> AutoCalibrationReport {
     let t0 = Instant::now();
     let mut report = AutoCalibrationReport::default();
@@ -499,7 +503,7 @@ pub(crate) fn auto_calibrate(
         let left = budget.saturating_sub(t0.elapsed());
         let planned: Duration = plan.iter().map(|(_, d)| *d).sum();
         if planned > left {
-            plan.sort_by(|a, b| b.1.cmp(&a.1));
+            plan.sort_by_key(|p| std::cmp::Reverse(p.1));
             plan.truncate((left.as_nanos() / step.as_nanos().max(1)) as usize);
             let planned: Duration = plan.iter().map(|(_, d)| *d).sum();
             let scale = left.as_secs_f64() / planned.as_secs_f64().max(1e-9);

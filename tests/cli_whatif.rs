@@ -56,6 +56,28 @@ fn simulate_replays_a_recorded_run_under_every_policy() {
             .sum();
         assert_eq!(per_worker, 120, "{r}");
         assert!(r["figures"]["total_j"].as_f64().unwrap() > 0.0, "{r}");
+        // Each prediction has its interval, from replicas whose durations are drawn from
+        // the recorded variability, and it holds the prediction.
+        assert_eq!(r["replicas"], 8, "{r}");
+        let (lo, hi) = (
+            r["makespan_ci_s"][0].as_f64().unwrap(),
+            r["makespan_ci_s"][1].as_f64().unwrap(),
+        );
+        let m = r["figures"]["makespan_s"].as_f64().unwrap();
+        // (The width is the recording's own variability: in a test run beside others it
+        // can be wide.)
+        assert!(0.0 <= lo && lo < m && m < hi, "{lo}..{hi} around {m}");
+        assert!(r["energy_ci_j"][1].as_f64().unwrap() > r["energy_ci_j"][0].as_f64().unwrap());
+    }
+    // And the order is either stated beyond the intervals or called indistinguishable.
+    let verdicts = v["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 2, "{verdicts:?}");
+    for verdict in verdicts {
+        let t = verdict.as_str().unwrap();
+        assert!(
+            t.contains("indistinguishable") || t.contains("beyond the others"),
+            "{t}"
+        );
     }
     // Replayed under the policy it ran with, the run takes no longer than it did (a
     // disturbed recording, from tests running beside it, is longer than its replay, which

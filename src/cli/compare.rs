@@ -212,12 +212,15 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
             let (sims, _, notes) = super::simulate::simulate_policies(
                 &src,
                 platform,
-                &a.simulate,
-                Some(&model),
-                &powers,
-                &policy_options,
-                true,
-                false,
+                &super::simulate::SimRequest {
+                    policies: &a.simulate,
+                    model: Some(&model),
+                    powers: &powers,
+                    policy_options,
+                    energy: true,
+                    keep_last: false,
+                    replicas: super::simulate::DEFAULT_REPLICAS,
+                },
             )?;
             notes.print(a.simulate.len());
             for r in sims {

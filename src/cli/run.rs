@@ -988,13 +988,17 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
     let (rows, sim, notes) = super::simulate::simulate_policies(
         &trace,
         &platform,
-        std::slice::from_ref(&policy),
-        model.as_ref(),
-        &powers,
-        &a.app
-            .policy_options(Some(&policy), one_gamma(&a.app.gamma)?)?,
-        !a.no_energy,
-        true,
+        &super::simulate::SimRequest {
+            policies: std::slice::from_ref(&policy),
+            model: model.as_ref(),
+            powers: &powers,
+            policy_options: a
+                .app
+                .policy_options(Some(&policy), one_gamma(&a.app.gamma)?)?,
+            energy: !a.no_energy,
+            keep_last: true,
+            replicas: super::simulate::DEFAULT_REPLICAS,
+        },
     )?;
     notes.print(1);
     let sim = sim.expect("one policy simulated");

@@ -40,12 +40,111 @@ pub(crate) struct SimulateArgs {
     /// Print JSON on stdout.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Replicas of each policy's run, each task's duration drawn afresh from its type's
+    /// recorded variability, for the makespan's and the energy's 95 % intervals (0: none;
+    /// graphs past 400 000 tasks get none, the replicas costing more than the run)
+    #[arg(long, default_value_t = DEFAULT_REPLICAS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=64))]
+    pub(crate) replicas: usize,
+}
+
+/// Simulated tasks the replicas of one policy may take in all: a graph of more than half
+/// of it gets no interval (its replicas would cost more than the run it describes).
+pub(crate) const REPLICA_TASKS: usize = 800_000;
+
+/// Replicas `simulate` runs by default.
+pub(crate) const DEFAULT_REPLICAS: usize = 8;
+
+/// A 95 % prediction interval for one more run, around `centre`, from `values` (the
+/// replicas): `centre ± t·s·√(1 + 1/K)`, with Student's quantile at `K − 1` degrees of
+/// freedom. `None` with fewer than two.
+fn interval(centre: f64, values: &[f64]) -> Option<[f64; 2]> {
+    let k = values.len();
+    if k < 2 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / k as f64;
+    let sd = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (k - 1) as f64).sqrt();
+    let h = t975(k - 1) * sd * (1.0 + 1.0 / k as f64).sqrt();
+    // The replicas' own mean may sit off the recorded durations' run: the interval holds
+    // both.
+    Some([
+        (centre - h).min(mean - h).max(0.0),
+        (centre + h).max(mean + h),
+    ])
+}
+
+/// Student's 0.975 quantile at `dof` degrees of freedom (a table, then Cornish-Fisher).
+fn t975(dof: usize) -> f64 {
+    const T: [f64; 5] = [12.706, 4.303, 3.182, 2.776, 2.571];
+    match dof {
+        0 => f64::INFINITY,
+        1..=5 => T[dof - 1],
+        _ => {
+            let (z, v) = (1.959_964f64, dof as f64);
+            z + (z.powi(3) + z) / (4.0 * v)
+                + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * v * v)
+        }
+    }
+}
+
+/// What the intervals let one say of the policies' order: for makespan and energy, the
+/// best policy and the ones whose intervals overlap its (indistinguishable here), or the
+/// ranking when none overlap. Nothing without intervals or with one policy.
+pub(crate) fn verdicts(rows: &[SimRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    if rows.len() < 2 {
+        return out;
+    }
+    type Get = fn(&SimRow) -> Option<(f64, [f64; 2])>;
+    let measures: [(&str, Get); 2] = [
+        ("makespan", |r| {
+            r.makespan_ci_s.map(|c| (r.figures.makespan_s, c))
+        }),
+        ("energy", |r| r.figures.total_j.zip(r.energy_ci_j)),
+    ];
+    for (what, get) in measures {
+        let Some(mut v) = rows
+            .iter()
+            .map(|r| get(r).map(|x| (r.policy.as_str(), x)))
+            .collect::<Option<Vec<_>>>()
+        else {
+            continue;
+        };
+        v.sort_by(|a, b| a.1 .0.total_cmp(&b.1 .0));
+        let best = v[0];
+        let tied: Vec<&str> = v[1..]
+            .iter()
+            .filter(|(_, (_, c))| c[0] <= best.1 .1[1])
+            .map(|(p, _)| *p)
+            .collect();
+        if tied.is_empty() {
+            out.push(format!(
+                "{what}: {} is lowest, beyond the others' 95% intervals (order: {})",
+                best.0,
+                v.iter().map(|(p, _)| *p).collect::<Vec<_>>().join(" < ")
+            ));
+        } else {
+            out.push(format!(
+                "{what}: {} and {} are indistinguishable here (their 95% intervals overlap): \
+                 do not rank them on this simulation",
+                best.0,
+                tied.join(", ")
+            ));
+        }
+    }
+    out
 }
 
 /// One simulated run, for the tables and the JSON.
 #[derive(serde::Serialize)]
 pub(crate) struct SimRow {
     pub(crate) policy: String,
+    /// The makespan's 95 % interval over the replicas (`None` without them), s.
+    pub(crate) makespan_ci_s: Option<[f64; 2]>,
+    /// The energy's, J.
+    pub(crate) energy_ci_j: Option<[f64; 2]>,
+    /// Replicas run for the intervals.
+    pub(crate) replicas: usize,
     pub(crate) figures: RunFigures,
     pub(crate) types: Vec<TypeEnergy>,
     pub(crate) predicted_j: Option<f64>,
@@ -84,21 +183,59 @@ impl Notes {
     }
 }
 
+/// What [`simulate_policies`] simulates, beside the trace and the platform.
+pub(crate) struct SimRequest<'a> {
+    /// The policies, each a row.
+    pub(crate) policies: &'a [String],
+    /// A fitted model: dmdae's powers and each row's predicted energy.
+    pub(crate) model: Option<&'a EnergyModel>,
+    /// dmdae's powers without a model.
+    pub(crate) powers: &'a taskwatt::session::TaskPowers,
+    /// The policies' knobs.
+    pub(crate) policy_options: taskwatt::scheduler::PolicyOptions,
+    /// Run the simulated meters.
+    pub(crate) energy: bool,
+    /// Return the last run's trace whole, with the data accesses.
+    pub(crate) keep_last: bool,
+    /// Replicas for the intervals (see [`DEFAULT_REPLICAS`]).
+    pub(crate) replicas: usize,
+}
+
+/// The rows, the last run's trace (when asked) and the notes.
+pub(crate) type Simulated = (Vec<SimRow>, Option<taskwatt::traces::Trace>, Notes);
+
 /// Simulates `trace`'s graph under each policy; also returns the last run's trace (when
 /// `keep_last`: whole, with the data accesses; otherwise `None`), and the
 /// notes to print after the results.
 pub(crate) fn simulate_policies(
     trace: &taskwatt::traces::Trace,
     platform: &Platform,
-    policies: &[String],
-    model: Option<&EnergyModel>,
-    powers: &taskwatt::session::TaskPowers,
-    policy_options: &taskwatt::scheduler::PolicyOptions,
-    energy: bool,
-    keep_last: bool,
-) -> Result<(Vec<SimRow>, Option<taskwatt::traces::Trace>, Notes), Box<dyn std::error::Error>> {
+    req: &SimRequest<'_>,
+) -> Result<Simulated, Box<dyn std::error::Error>> {
+    let SimRequest {
+        policies,
+        model,
+        powers,
+        policy_options,
+        energy,
+        keep_last,
+        replicas,
+    } = *req;
     let graph = Graph::from_trace(trace)?;
     let mut notes = Notes::default();
+    // Replicas for the intervals, within a budget of simulated tasks.
+    let asked = replicas;
+    let replicas = replicas.min(REPLICA_TASKS / graph.len().max(1));
+    if asked >= 2 && replicas < 2 {
+        notes.0.push((
+            format!(
+                "no interval: {} tasks leave room for {replicas} replica(s) of the run in the \
+                 budget of {REPLICA_TASKS} simulated tasks (give --replicas and a smaller graph)",
+                graph.len()
+            ),
+            Vec::new(),
+        ));
+    }
     if graph.dropped_edges() > 0 {
         notes.0.push((
             format!(
@@ -139,7 +276,7 @@ pub(crate) fn simulate_policies(
     for p in policies {
         let mut opts = SimOptions::new(p);
         opts.energy = energy;
-        opts.policy_options = *policy_options;
+        opts.policy_options = policy_options;
         opts.task_powers = match model {
             Some(m) => taskwatt::session::task_powers_of(m),
             None => powers.clone(),
@@ -168,8 +305,35 @@ pub(crate) fn simulate_policies(
             }
             _ => None,
         };
+        // The replicas: each task's deviation from its type's mean drawn afresh from the
+        // recorded ones (time and meters, no records).
+        let (mut spans, mut joules) = (Vec::new(), Vec::new());
+        if replicas >= 2 {
+            for k in 0..replicas {
+                let mut o = opts.clone();
+                o.record = false;
+                o.replica_seed = Some(0x5EED_0000 + k as u64);
+                let rr = simulate(&graph, platform, &o)?;
+                spans.push(rr.makespan_ns as f64 * 1e-9);
+                if let Some(e) = &rr.energy {
+                    let t = taskwatt::traces::Trace {
+                        domains: e.domains.clone(),
+                        samples: e.samples.clone(),
+                        ..Default::default()
+                    };
+                    let end = taskwatt::whatif::T0_NS + rr.makespan_ns;
+                    let w = taskwatt::whatif::window_energy(&t, taskwatt::whatif::T0_NS, end);
+                    joules.push(w.iter().filter(|d| d.in_total).map(|d| d.energy_j).sum());
+                }
+            }
+        }
+        let makespan_ci_s = interval(figs.makespan_s, &spans);
+        let energy_ci_j = figs.total_j.and_then(|j| interval(j, &joules));
         rows.push(SimRow {
             policy: run.policy.clone(),
+            makespan_ci_s,
+            energy_ci_j,
+            replicas: spans.len(),
             figures: figs,
             types,
             predicted_j,
@@ -214,12 +378,15 @@ pub(crate) fn run(a: SimulateArgs) -> CliResult {
     let (rows, last, notes) = simulate_policies(
         &trace,
         &platform,
-        &a.sched,
-        model.as_ref(),
-        &Vec::new(),
-        &Default::default(),
-        !a.no_energy,
-        a.output.is_some(),
+        &SimRequest {
+            policies: &a.sched,
+            model: model.as_ref(),
+            powers: &Vec::new(),
+            policy_options: Default::default(),
+            energy: !a.no_energy,
+            keep_last: a.output.is_some(),
+            replicas: a.replicas,
+        },
     )?;
     if let (Some(o), Some(t)) = (&a.output, &last) {
         t.save(o)?;
@@ -241,6 +408,7 @@ pub(crate) fn run(a: SimulateArgs) -> CliResult {
                 "figures": recorded,
             },
             "runs": rows,
+            "verdicts": verdicts(&rows),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -326,6 +494,20 @@ pub(crate) fn render_rows(
             r.copies,
             r.simulated_in_s * 1e3
         );
+        if let Some([lo, hi]) = r.makespan_ci_s {
+            let energy = r
+                .energy_ci_j
+                .map(|[a, b]| format!(", energy {a:.2} to {b:.2} J"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "{:<10} 95% interval: makespan {lo:.4} to {hi:.4} s{energy} ({} replicas)",
+                "", r.replicas
+            );
+        }
+    }
+    for line in verdicts(rows) {
+        let _ = writeln!(out, "{line}");
     }
     for r in rows {
         if r.figures.domains.is_empty() {

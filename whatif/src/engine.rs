@@ -42,6 +42,11 @@ pub struct SimOptions {
     pub record: bool,
     /// Extra power of each (codelet, architecture), W, for dmdae.
     pub task_powers: Vec<(String, Arch, f64)>,
+    /// A replica of the run for a prediction's interval: each task's duration is its
+    /// type's mean times a deviation drawn, with this seed, from its type's recorded ones
+    /// (`duration / mean of its codelet and footprint`). `None`: the durations as the
+    /// platform's `durations` says.
+    pub replica_seed: Option<u64>,
 }
 
 impl SimOptions {
@@ -53,6 +58,7 @@ impl SimOptions {
             energy: true,
             record: true,
             task_powers: Vec::new(),
+            replica_seed: None,
         }
     }
 }
@@ -182,7 +188,7 @@ struct Speeds {
     expected: Vec<[f32; 2]>,
 }
 
-fn speeds(g: &Graph, p: &Platform) -> Result<Speeds, WhatIfError> {
+fn speeds(g: &Graph, p: &Platform, replica: Option<u64>) -> Result<Speeds, WhatIfError> {
     // Means per (codelet, footprint, arch) and per (codelet, arch).
     let mut by_fp: HashMap<(u32, u64, Arch), (f64, u64)> = HashMap::new();
     let mut by_cl: HashMap<(u32, Arch), (f64, u64)> = HashMap::new();
@@ -200,6 +206,19 @@ fn speeds(g: &Graph, p: &Platform) -> Result<Speeds, WhatIfError> {
             .or_else(|| by_cl.get(&(c, a)))
             .map(|(s, n)| s / *n as f64)
     };
+    // A replica's deviations: per (codelet, architecture), each recorded task's duration
+    // over its codelet and footprint's mean there.
+    let mut deviations: HashMap<(u32, Arch), Vec<f64>> = HashMap::new();
+    if replica.is_some() {
+        for t in &g.tasks {
+            if let Some(m) = mean(t.codelet, t.footprint, t.arch).filter(|m| *m > 0.0) {
+                deviations
+                    .entry((t.codelet, t.arch))
+                    .or_default()
+                    .push(t.duration_ns as f64 / m);
+            }
+        }
+    }
     let lists_gpu: HashMap<u32, bool> = g
         .codelets
         .iter()
@@ -239,7 +258,13 @@ fn speeds(g: &Graph, p: &Platform) -> Result<Speeds, WhatIfError> {
                 }
             };
             let recorded = p.durations == Durations::Recorded;
-            if let Some(d) = pick(recorded) {
+            let drawn = replica.and_then(|seed| {
+                // The type's mean there, times a deviation of the type where it ran.
+                let devs = deviations.get(&(t.codelet, t.arch))?;
+                let k = crate::graph::mix(seed ^ crate::graph::mix(t.id)) % devs.len() as u64;
+                pick(false).map(|m| m * devs[k as usize])
+            });
+            if let Some(d) = drawn.or_else(|| pick(recorded)) {
                 act[a.index()] = d.round().max(0.0) as u64;
             }
             if let Some(d) = pick(false) {
@@ -371,7 +396,7 @@ pub fn simulate(
         Some(clock.clone()),
         &opts.policy_options,
     )?;
-    let sp = speeds(graph, platform)?;
+    let sp = speeds(graph, platform, opts.replica_seed)?;
     // The runtime's overhead per task: the platform's constant when it sets one, else a
     // draw from the recorded run's hand-offs (graph.rs, `Overhead`), else none.
     let measured = graph.measured_overhead();

@@ -110,13 +110,17 @@ impl Overhead {
     /// Task `i`'s overhead, ns: a stratum drawn by a hash of `i` (deterministic, so that a
     /// replay is reproducible; every stratum as likely).
     pub fn draw(&self, i: u64) -> u64 {
-        let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        let s = self.strata[(z % self.strata.len() as u64) as usize];
+        let s = self.strata[(mix(i) % self.strata.len() as u64) as usize];
         s.round() as u64
     }
+}
+
+/// SplitMix64's output function: a well-mixed hash of `z` (deterministic draws).
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Builds a [`Graph`] task by task (predecessors first).

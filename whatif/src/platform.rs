@@ -397,7 +397,7 @@ impl Platform {
     /// platform with GPUs, the codelets that cannot run on them. One line each.
     pub fn name_notes(&self, codelets: &[(&str, bool)]) -> Vec<String> {
         let mut out = Vec::new();
-        for (key, _) in &self.factors {
+        for key in self.factors.keys() {
             if key == "*" {
                 continue;
             }

@@ -413,3 +413,39 @@ fn the_overhead_is_drawn_from_the_recorded_hand_offs() {
         r0.overhead_source
     );
 }
+
+/// A replica draws each task's deviation from its type's recorded ones: reproducible for
+/// a seed, another run for another seed, and the same work on average.
+#[test]
+fn replicas_redraw_the_durations_from_the_recorded_variability() {
+    let mut b = GraphBuilder::new(codelets());
+    for i in 0..400 {
+        // One type, 1 ms or 3 ms (mean 2 ms).
+        b.task(task(i, 1, if i % 2 == 0 { 1 } else { 3 }), &[]);
+    }
+    let g = b.build();
+    let p = platform("");
+    let base = simulate(&g, &p, &time_only("eager")).unwrap();
+    assert!(
+        base.makespan_ns.abs_diff(400 * MS) <= 3 * MS,
+        "{}",
+        base.makespan_ns
+    );
+    let replica = |seed: u64| {
+        let mut o = time_only("eager");
+        o.replica_seed = Some(seed);
+        simulate(&g, &p, &o).unwrap()
+    };
+    assert_eq!(replica(1).makespan_ns, replica(1).makespan_ns);
+    let spans: Vec<u64> = (1..=16).map(|s| replica(s).makespan_ns).collect();
+    assert!(spans.iter().any(|&m| m != spans[0]), "{spans:?}");
+    let mean = spans.iter().sum::<u64>() as f64 / spans.len() as f64;
+    // 400 draws of 1 or 3 ms: their sum's sd is 20 ms over 2 workers, 10 ms per worker.
+    assert!((mean / (400.0 * MS as f64) - 1.0).abs() < 0.05, "{spans:?}");
+    assert!(
+        spans
+            .iter()
+            .all(|&m| (m as f64 / (400.0 * MS as f64) - 1.0).abs() < 0.2),
+        "{spans:?}"
+    );
+}

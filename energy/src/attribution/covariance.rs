@@ -174,6 +174,10 @@ pub(crate) struct CovInput<'a> {
     pub(crate) scores: BlockScores,
 }
 
+/// What [`BlockScores::finish`] gives: the meat `Σ s_b s_bᵀ`, each block's score, the
+/// number of blocks and the rows per block.
+type Finished = (DMatrix<f64>, Vec<DVector<f64>>, usize, usize);
+
 /// The block-robust sandwich's scores `s_b = Σ_{i∈b} w_i e_i j_i`, summed row by row in
 /// the residual pass (`diagnostics::analyse`), so that the covariance needs no pass of
 /// its own. Inactive (and free) with fewer than [`MIN_BLOCKS`] blocks.
@@ -283,7 +287,7 @@ impl BlockScores {
 
     /// Closes the last block: `(meat, scores, blocks, rows per block)`, or `None` when
     /// inactive.
-    fn finish(mut self) -> Option<(DMatrix<f64>, Vec<DVector<f64>>, usize, usize)> {
+    fn finish(mut self) -> Option<Finished> {
         if !self.active {
             return None;
         }
