@@ -165,6 +165,10 @@ pub struct SimulatedRow {
     pub meter_j: Option<f64>,
     /// The fitted model's prediction of the simulated run, J.
     pub predicted_j: Option<f64>,
+    /// The makespan's 95 % interval over the replicas of the simulation, s.
+    pub makespan_ci_s: Option<[f64; 2]>,
+    /// The simulated meter's, J.
+    pub meter_ci_j: Option<[f64; 2]>,
 }
 
 /// A run to compare: its policy (`dmdae:1000` for dmdae at a gamma), its repeat, its
@@ -517,8 +521,10 @@ impl Comparison {
             let p = dir.join("whatif.svg");
             let mut points = policy_points(&out.policies, " (run)");
             points.extend(out.virtual_rows.iter().filter_map(|v| {
-                v.meter_j.map(|e| {
-                    (
+                v.meter_j.map(|e| crate::plots::ParetoPoint {
+                    x_ci: v.makespan_ci_s,
+                    y_ci: v.meter_ci_j,
+                    ..crate::plots::ParetoPoint::new(
                         format!("{} on {} (simulated)", v.policy, v.platform),
                         v.makespan_s,
                         e,
@@ -559,7 +565,7 @@ impl Comparison {
 #[cfg(feature = "plots")]
 /// One point per policy: its label (with `suffix`), makespan and energy (the application
 /// region's where every run marks it, else the whole run's).
-fn policy_points(policies: &[PolicySummary], suffix: &str) -> Vec<(String, f64, f64)> {
+fn policy_points(policies: &[PolicySummary], suffix: &str) -> Vec<crate::plots::ParetoPoint> {
     policies
         .iter()
         .map(|r| {
@@ -567,7 +573,7 @@ fn policy_points(policies: &[PolicySummary], suffix: &str) -> Vec<(String, f64, 
                 .application
                 .and_then(|x| x.measured_j)
                 .unwrap_or(r.measured_j);
-            (format!("{}{suffix}", r.policy), r.makespan_s, e)
+            crate::plots::ParetoPoint::new(format!("{}{suffix}", r.policy), r.makespan_s, e)
         })
         .collect()
 }

@@ -338,13 +338,22 @@ pub fn time_vs_size(path: &Path, title: &str, series: &[SizeSeries]) -> Result<(
 pub fn pareto(
     path: &Path,
     title: &str,
-    points: &[(String, f64, f64)],
+    points: &[ParetoPoint],
     sweep: &[String],
 ) -> Result<(), PlotError> {
     let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
     root.fill(&WHITE).or_plot(path)?;
-    let (x0, x1) = range(points.iter().map(|p| p.1));
-    let (y0, y1) = range(points.iter().map(|p| p.2));
+    // The axes hold the points and their intervals.
+    let (x0, x1) = range(
+        points
+            .iter()
+            .flat_map(|p| [p.x].into_iter().chain(p.x_ci.into_iter().flatten())),
+    );
+    let (y0, y1) = range(
+        points
+            .iter()
+            .flat_map(|p| [p.y].into_iter().chain(p.y_ci.into_iter().flatten())),
+    );
     let pad = |a: f64, b: f64| {
         let d = ((b - a) * 0.1).max(b.abs() * 0.02).max(1e-9);
         (a - d, b + d)
@@ -365,30 +374,68 @@ pub fn pareto(
         .or_plot(path)?;
     let line: Vec<(f64, f64)> = sweep
         .iter()
-        .filter_map(|l| points.iter().find(|p| &p.0 == l).map(|p| (p.1, p.2)))
+        .filter_map(|l| points.iter().find(|p| &p.label == l).map(|p| (p.x, p.y)))
         .collect();
     chart
         .draw_series(LineSeries::new(line, COLORS[0].stroke_width(2)))
         .or_plot(path)?;
-    for (i, (label, x, y)) in points.iter().enumerate() {
-        let in_sweep = sweep.contains(label);
+    for (i, p) in points.iter().enumerate() {
+        let in_sweep = sweep.contains(&p.label);
         let color = if in_sweep {
             COLORS[0]
         } else {
             COLORS[1 + i % 5]
         };
+        // 95 % intervals as error bars.
+        let bars = p
+            .x_ci
+            .map(|[a, b]| vec![(a, p.y), (b, p.y)])
+            .into_iter()
+            .chain(p.y_ci.map(|[a, b]| vec![(p.x, a), (p.x, b)]));
         chart
-            .draw_series(std::iter::once(Circle::new((*x, *y), 5, color.filled())))
+            .draw_series(bars.map(|l| PathElement::new(l, color.stroke_width(1))))
+            .or_plot(path)?;
+        chart
+            .draw_series(std::iter::once(Circle::new((p.x, p.y), 5, color.filled())))
             .or_plot(path)?;
         chart
             .draw_series(std::iter::once(Text::new(
-                label.clone(),
-                (*x, *y),
+                p.label.clone(),
+                (p.x, p.y),
                 ("sans-serif", 13).into_font(),
             )))
             .or_plot(path)?;
     }
     root.present().or_plot(path)
+}
+
+/// A point of [`pareto`]: its label, makespan (s) and energy (J), with their 95 % intervals
+/// where the point has them (drawn as error bars).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParetoPoint {
+    /// The label.
+    pub label: String,
+    /// Makespan, s.
+    pub x: f64,
+    /// Energy, J.
+    pub y: f64,
+    /// The makespan's interval.
+    pub x_ci: Option<[f64; 2]>,
+    /// The energy's.
+    pub y_ci: Option<[f64; 2]>,
+}
+
+impl ParetoPoint {
+    /// A point without intervals.
+    pub fn new(label: String, x: f64, y: f64) -> ParetoPoint {
+        ParetoPoint {
+            label,
+            x,
+            y,
+            x_ci: None,
+            y_ci: None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -422,7 +469,43 @@ mod tests {
             &[("ws".into(), 10.0, 10.1), ("lws".into(), 9.0, 8.9)],
         )
         .unwrap();
-        for f in ["p.svg", "b.svg", "r.svg", "c.svg"] {
+        // Points at the intervals' corners keep the axes (and their grid) the same with
+        // and without intervals.
+        let corner = |x, y| ParetoPoint::new(String::new(), x, y);
+        let mut with = ParetoPoint::new("dmda (simulated)".into(), 1.0, 40.0);
+        with.x_ci = Some([0.9, 1.2]);
+        with.y_ci = Some([38.0, 43.0]);
+        pareto(
+            &d.path().join("w.svg"),
+            "whatif",
+            &[
+                ParetoPoint::new("lws (run)".into(), 1.1, 41.0),
+                corner(0.9, 38.0),
+                corner(1.2, 43.0),
+                with,
+            ],
+            &[],
+        )
+        .unwrap();
+        pareto(
+            &d.path().join("w0.svg"),
+            "whatif",
+            &[
+                ParetoPoint::new("lws (run)".into(), 1.1, 41.0),
+                corner(0.9, 38.0),
+                corner(1.2, 43.0),
+                ParetoPoint::new("dmda (simulated)".into(), 1.0, 40.0),
+            ],
+            &[],
+        )
+        .unwrap();
+        let w = std::fs::read_to_string(d.path().join("w.svg")).unwrap();
+        let w0 = std::fs::read_to_string(d.path().join("w0.svg")).unwrap();
+        // Two error bars more than the same points without intervals.
+        let lines = |s: &str| s.matches("<polyline").count() + s.matches("<line").count();
+        assert!(w.contains("dmda (simulated)"), "{w}");
+        assert_eq!(lines(&w), lines(&w0) + 2, "{w}");
+        for f in ["p.svg", "b.svg", "r.svg", "c.svg", "w.svg"] {
             let s = std::fs::read_to_string(d.path().join(f)).unwrap();
             assert!(s.starts_with("<svg") && s.contains("</svg>"), "{f}");
         }

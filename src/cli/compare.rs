@@ -230,6 +230,8 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                     makespan_s: r.figures.makespan_s,
                     meter_j: r.figures.total_j,
                     predicted_j: r.predicted_j,
+                    makespan_ci_s: r.makespan_ci_s,
+                    meter_ci_j: r.energy_ci_j,
                 });
             }
         }
