@@ -21,15 +21,7 @@ use taskwatt_energy::{Meter, Sampler, SamplerConfig, SimConfig, SimMeter, SimObs
 use taskwatt_traces::{Arch, Chunk, Clock, CodeletInfo, ExecutionObserver, TraceSink, WorkerInfo};
 
 fn worker(id: u32) -> WorkerInfo {
-    WorkerInfo {
-        id,
-        arch: Arch::Cpu,
-        cpu: Some(id),
-        core: Some(id),
-        package: 0,
-        numa: Some(0),
-        device: None,
-    }
+    WorkerInfo::cpu(id, 0)
 }
 
 /// Spins for about `ns` nanoseconds of trace-clock time.

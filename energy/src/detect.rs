@@ -492,18 +492,9 @@ pub fn format_statuses(statuses: &[BackendStatus]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use taskwatt_traces::Arch;
 
     fn cpu(id: u32, package: u32) -> WorkerInfo {
-        WorkerInfo {
-            id,
-            arch: Arch::Cpu,
-            cpu: Some(id),
-            core: Some(id),
-            package,
-            numa: Some(package),
-            device: None,
-        }
+        WorkerInfo::cpu(id, package)
     }
 
     /// Options pointing at an empty temp dir: nothing real can be found.

@@ -19,15 +19,7 @@ const MS: u64 = 1_000_000;
 const NAMES: [&str; 3] = ["gemm", "trsm", "syrk"];
 
 fn worker(id: u32) -> WorkerInfo {
-    WorkerInfo {
-        id,
-        arch: Arch::Cpu,
-        cpu: Some(id),
-        core: Some(id),
-        package: 0,
-        numa: Some(0),
-        device: None,
-    }
+    WorkerInfo::cpu(id, 0)
 }
 
 /// A deterministic schedule: calibration phases, then 8 s of mixed tasks of 2-9 ms with

@@ -16,15 +16,7 @@ use taskwatt_traces::{
 };
 
 fn cpu(id: u32, package: u32) -> WorkerInfo {
-    WorkerInfo {
-        id,
-        arch: Arch::Cpu,
-        cpu: Some(id),
-        core: Some(id),
-        package,
-        numa: Some(package),
-        device: None,
-    }
+    WorkerInfo::cpu(id, package)
 }
 
 fn spin_until(t: Timestamp) {

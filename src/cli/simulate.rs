@@ -236,6 +236,62 @@ pub(crate) fn simulate_policies(
             Vec::new(),
         ));
     }
+    // The durations' contention laws: what was fitted, what was not, what is extrapolated.
+    let laws = graph.contention_laws();
+    let mut fitted: Vec<&taskwatt::whatif::DurationLaw> = laws.laws.values().collect();
+    fitted.sort_by(|a, b| a.codelet.cmp(&b.codelet));
+    if !fitted.is_empty() {
+        notes.0.push((
+            format!(
+                "CPU durations follow the busy cores of their package, as recorded: {}",
+                fitted
+                    .iter()
+                    .map(|l| format!(
+                        "{} {:+.1}% ± {:.1}% per extra busy core ({} tasks at {:.1}-{:.1})",
+                        l.codelet,
+                        l.percent_per_core(),
+                        196.0 * l.slope_se / l.alpha,
+                        l.tasks,
+                        l.k_min,
+                        l.k_max
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Vec::new(),
+        ));
+        let cores = f64::from(platform.cores_per_package);
+        let beyond: Vec<String> = fitted
+            .iter()
+            .filter(|l| cores > l.k_max + 0.5)
+            .map(|l| format!("{} (recorded up to {:.1})", l.codelet, l.k_max))
+            .collect();
+        if !beyond.is_empty() {
+            notes.0.push((
+                format!(
+                    "the platform's packages have {cores} cores: the laws of {} are \
+                     extrapolated (at most {} busy cores past the recorded, then held)",
+                    beyond.join(", "),
+                    taskwatt::whatif::contention::MAX_EXTRAPOLATION
+                ),
+                Vec::new(),
+            ));
+        }
+    }
+    if !laws.unidentified.is_empty() {
+        notes.0.push((
+            format!(
+                "no contention law for {}: their recorded durations are kept whatever runs \
+                 beside them",
+                laws.unidentified
+                    .iter()
+                    .map(|(c, why)| format!("{c} ({why})"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Vec::new(),
+        ));
+    }
     if graph.dropped_edges() > 0 {
         notes.0.push((
             format!(

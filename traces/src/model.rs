@@ -247,6 +247,22 @@ pub struct WorkerInfo {
     pub device: Option<u32>,
 }
 
+impl WorkerInfo {
+    /// CPU worker `id` on CPU and core `id` of `package` (NUMA node `package`): what a
+    /// test, a replay or an import of a machine without a topology describes.
+    pub fn cpu(id: WorkerId, package: u32) -> WorkerInfo {
+        WorkerInfo {
+            id,
+            arch: Arch::Cpu,
+            cpu: Some(id),
+            core: Some(id),
+            package,
+            numa: Some(package),
+            device: None,
+        }
+    }
+}
+
 /// The machine's topology, as discovered at start.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopologyInfo {

@@ -47,6 +47,9 @@ pub struct SimOptions {
     /// (`duration / mean of its codelet and footprint`). `None`: the durations as the
     /// platform's `durations` says.
     pub replica_seed: Option<u64>,
+    /// Scale CPU durations by the recorded contention laws (`contention.rs`) to the busy
+    /// cores of the simulated package (default true).
+    pub contention: bool,
 }
 
 impl SimOptions {
@@ -59,6 +62,7 @@ impl SimOptions {
             record: true,
             task_powers: Vec::new(),
             replica_seed: None,
+            contention: true,
         }
     }
 }
@@ -188,7 +192,12 @@ struct Speeds {
     expected: Vec<[f32; 2]>,
 }
 
-fn speeds(g: &Graph, p: &Platform, replica: Option<u64>) -> Result<Speeds, WhatIfError> {
+fn speeds(
+    g: &Graph,
+    p: &Platform,
+    replica: Option<u64>,
+    contention: bool,
+) -> Result<Speeds, WhatIfError> {
     // Means per (codelet, footprint, arch) and per (codelet, arch).
     let mut by_fp: HashMap<(u32, u64, Arch), (f64, u64)> = HashMap::new();
     let mut by_cl: HashMap<(u32, Arch), (f64, u64)> = HashMap::new();
@@ -224,9 +233,19 @@ fn speeds(g: &Graph, p: &Platform, replica: Option<u64>) -> Result<Speeds, WhatI
         .iter()
         .map(|c| (c.id, c.archs.contains(&Arch::Gpu)))
         .collect();
+    // Each codelet's mean recorded occupancy, where the trace has them: the durations
+    // that are means are at it (`contention.rs`).
+    let mut occ_mean: HashMap<u32, (f64, f64)> = HashMap::new();
+    for (t, &k) in g.tasks.iter().zip(&g.occupancy) {
+        if t.arch == Arch::Cpu {
+            let e = occ_mean.entry(t.codelet).or_default();
+            e.0 += k;
+            e.1 += 1.0;
+        }
+    }
     let mut actual = Vec::with_capacity(g.tasks.len());
     let mut expected = Vec::with_capacity(g.tasks.len());
-    for t in &g.tasks {
+    for (i, t) in g.tasks.iter().enumerate() {
         let name = g.codelet_name(t.codelet);
         let own = |a: Arch, recorded: bool| -> Option<f64> {
             if a == t.arch && recorded {
@@ -264,8 +283,20 @@ fn speeds(g: &Graph, p: &Platform, replica: Option<u64>) -> Result<Speeds, WhatI
                 let k = crate::graph::mix(seed ^ crate::graph::mix(t.id)) % devs.len() as u64;
                 pick(false).map(|m| m * devs[k as usize])
             });
+            // On a CPU, the duration alone: the recorded one over its factor at the
+            // occupancy it ran at (a mean's at its codelet's mean occupancy); the
+            // simulation multiplies it by the factor at the occupancy it runs at.
+            let alone = if contention && a == Arch::Cpu && g.laws.laws.contains_key(&t.codelet) {
+                let k = match g.occupancy.get(i) {
+                    Some(&k) if recorded && drawn.is_none() && t.arch == Arch::Cpu => k,
+                    _ => occ_mean.get(&t.codelet).map_or(1.0, |(s, n)| s / n),
+                };
+                g.laws.factor(t.codelet, k)
+            } else {
+                1.0
+            };
             if let Some(d) = drawn.or_else(|| pick(recorded)) {
-                act[a.index()] = d.round().max(0.0) as u64;
+                act[a.index()] = (d / alone).round().max(0.0) as u64;
             }
             if let Some(d) = pick(false) {
                 exp[a.index()] = d as f32;
@@ -396,7 +427,15 @@ pub fn simulate(
         Some(clock.clone()),
         &opts.policy_options,
     )?;
-    let sp = speeds(graph, platform, opts.replica_seed)?;
+    let sp = speeds(graph, platform, opts.replica_seed, opts.contention)?;
+    // Durations against the busy cores of their package (`contention.rs`): the recorded
+    // laws, each slope drawn within its error in a replica.
+    let laws = (opts.contention && !graph.laws.laws.is_empty()).then(|| match opts.replica_seed {
+        Some(seed) => graph.laws.perturbed(seed),
+        None => graph.laws.clone(),
+    });
+    let package_of: Vec<usize> = workers.iter().map(|w| w.package as usize).collect();
+    let mut busy_cpus: Vec<u32> = vec![0; package_of.iter().max().map_or(1, |m| m + 1)];
     // The runtime's overhead per task: the platform's constant when it sets one, else a
     // draw from the recorded run's hand-offs (graph.rs, `Overhead`), else none.
     let measured = graph.measured_overhead();
@@ -521,7 +560,7 @@ pub fn simulate(
             };
             let i = task.idx as usize;
             let arch = arch_of[w];
-            let dur = sp.actual[i][arch.index()];
+            let mut dur = sp.actual[i][arch.index()];
             if dur == u64::MAX {
                 // The policy gave a task to a worker that cannot run it.
                 return Err(WhatIfError::Graph(format!(
@@ -531,6 +570,15 @@ pub fn simulate(
                     graph.codelet_name(graph.tasks[i].codelet),
                     arch.name()
                 )));
+            }
+            if arch == Arch::Cpu {
+                // The duration at the busy cores of the package as the task starts.
+                let pkg = package_of[w];
+                busy_cpus[pkg] += 1;
+                if let Some(l) = &laws {
+                    let f = l.factor(graph.tasks[i].codelet, f64::from(busy_cpus[pkg]));
+                    dur = (dur as f64 * f).round() as u64;
+                }
             }
             let mut t = now + overhead_of(i);
             if let Some(r) = &replicas {
@@ -610,6 +658,10 @@ pub fn simulate(
                 continue;
             }
             Kind::End => {}
+        }
+        if arch == Arch::Cpu {
+            let pkg = package_of[w];
+            busy_cpus[pkg] = busy_cpus[pkg].saturating_sub(1);
         }
         if let Some(m) = &meters {
             m.obs

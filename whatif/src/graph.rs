@@ -58,6 +58,11 @@ pub struct Graph {
     pub(crate) dropped_edges: usize,
     /// The per-task runtime overhead measured in the recorded run.
     pub(crate) measured_overhead: Option<Overhead>,
+    /// Per task (graph order), the mean number of its package's CPU workers busy while it
+    /// ran in the recording, itself included (`contention.rs`); empty for a built graph.
+    pub(crate) occupancy: Vec<f64>,
+    /// Each codelet's duration against the busy cores, where the recording shows it.
+    pub(crate) laws: crate::contention::ContentionLaws,
 }
 
 /// Strata an [`Overhead`] keeps.
@@ -305,6 +310,30 @@ impl Graph {
         let mut g = b.build();
         g.dropped_edges = dropped;
         g.measured_overhead = overhead(&recs);
+        // What ran beside each task, and each codelet's duration against it.
+        let package: HashMap<u32, u32> = trace
+            .meta
+            .workers
+            .iter()
+            .map(|w| (w.id, w.package))
+            .collect();
+        let records: Vec<&taskwatt_traces::TaskRecord> = recs.iter().map(|(r, _)| *r).collect();
+        g.occupancy =
+            crate::contention::occupancy(&records, |w| package.get(&w).copied().unwrap_or(0));
+        let laws = crate::contention::fit(
+            g.tasks
+                .iter()
+                .zip(&g.occupancy)
+                .filter(|(t, _)| t.arch == Arch::Cpu)
+                .map(|(t, &k)| (t.codelet, t.footprint, t.duration_ns as f64, k)),
+            |c| {
+                g.codelets
+                    .iter()
+                    .find(|x| x.id == c)
+                    .map_or("?", |x| x.name.as_str())
+            },
+        );
+        g.laws = laws;
         Ok(g)
     }
 
@@ -347,6 +376,12 @@ impl Graph {
     /// The per-task runtime overhead measured in the recorded run: its median, ns.
     pub fn measured_overhead_ns(&self) -> Option<u64> {
         self.measured_overhead.as_ref().map(|o| o.median_ns)
+    }
+
+    /// Each codelet's duration against the busy cores of its package, as the recording
+    /// shows it (`contention.rs`).
+    pub fn contention_laws(&self) -> &crate::contention::ContentionLaws {
+        &self.laws
     }
 
     /// The per-task runtime overhead measured in the recorded run, as a distribution.

@@ -14,12 +14,14 @@
 //! - [`to_trace`] ([`output`]): the simulated run as a trace that `report` and `export`
 //!   accept, marked simulated everywhere; [`figures`]: makespan and energy of any trace.
 
+pub mod contention;
 pub mod engine;
 mod error;
 pub mod graph;
 pub mod output;
 pub mod platform;
 
+pub use contention::{ContentionLaws, DurationLaw};
 pub use engine::{simulate, SimEnergy, SimOptions, SimRun, T0_NS};
 pub use error::WhatIfError;
 pub use graph::{Graph, GraphBuilder, GraphTask, Overhead};

@@ -449,3 +449,65 @@ fn replicas_redraw_the_durations_from_the_recorded_variability() {
         "{spans:?}"
     );
 }
+
+/// Kernels 10 % slower with both cores of the package busy, recorded on 2 workers (both
+/// busy for 100 tasks each, then one alone for 100): replayed on one worker, the tasks run
+/// at their duration alone. Keeping the recorded durations made it 6.7 % too slow.
+#[test]
+fn durations_follow_the_busy_cores_of_the_simulated_package() {
+    use taskwatt_traces::{RunMeta, TaskChunk, TaskRecord, Timestamp, Trace, WorkerInfo};
+    let mut chunk = TaskChunk::default();
+    let mut id = 0u64;
+    let mut push = |w: u32, start: u64, d: u64| {
+        let mut r =
+            TaskRecord::executed(id, 1, Arch::Cpu, w, Timestamp(start), Timestamp(start + d));
+        r.submit = Timestamp(0);
+        r.ready = Timestamp(0);
+        chunk.push(r, &[]);
+        id += 1;
+    };
+    let both = 1_100_000; // 1.1 ms with company
+    for k in 0..100 {
+        push(0, k * both, both);
+        push(1, k * both, both);
+    }
+    for k in 0..100 {
+        push(0, 100 * both + k * MS, MS);
+    }
+    let workers = (0..2).map(|id| WorkerInfo::cpu(id, 0)).collect();
+    let trace = Trace {
+        meta: RunMeta {
+            workers,
+            ..RunMeta::default()
+        },
+        codelets: codelets(),
+        tasks: vec![chunk],
+        ..Trace::default()
+    };
+    let g = Graph::from_trace(&trace).unwrap();
+    let law = &g.contention_laws().laws[&1];
+    assert!((law.percent_per_core() - 10.0).abs() < 0.5, "{law:?}");
+    let one = Platform::from_toml_str(
+        "name = \"one\"\n[cpu]\ncores_per_package = 1\n[runtime]\noverhead_us = 0\n",
+        "one",
+    )
+    .unwrap();
+    let r = simulate(&g, &one, &time_only("eager")).unwrap();
+    let alone = 300 * MS;
+    assert!(
+        r.makespan_ns.abs_diff(alone) < MS,
+        "{} vs {alone}",
+        r.makespan_ns
+    );
+    let mut kept = time_only("eager");
+    kept.contention = false;
+    let r = simulate(&g, &one, &kept).unwrap();
+    assert!(r.makespan_ns.abs_diff(320 * MS) < MS, "{}", r.makespan_ns);
+    // Back on two cores, both busy throughout: 300 tasks at 1.1 ms on 2 workers.
+    let r = simulate(&g, &platform(""), &time_only("eager")).unwrap();
+    assert!(
+        r.makespan_ns.abs_diff(165 * MS) < 2 * MS,
+        "{}",
+        r.makespan_ns
+    );
+}

@@ -715,15 +715,7 @@ mod tests {
     const T0: u64 = 1_000 * MS;
 
     fn cpu(id: u32, package: u32) -> WorkerInfo {
-        WorkerInfo {
-            id,
-            arch: Arch::Cpu,
-            cpu: Some(id),
-            core: Some(id),
-            package,
-            numa: Some(package),
-            device: None,
-        }
+        WorkerInfo::cpu(id, package)
     }
 
     /// The linear model without noise: every energy is exactly the integral of the powers.

@@ -160,15 +160,7 @@ mod tests {
         let mut c = SimConfig::ideal();
         c.package.noise_sigma_w = 0.0;
         c.dram.noise_sigma_w = 0.0;
-        let w = |id| WorkerInfo {
-            id,
-            arch: Arch::Cpu,
-            cpu: Some(id),
-            core: Some(id),
-            package: 0,
-            numa: Some(0),
-            device: None,
-        };
+        let w = |id| WorkerInfo::cpu(id, 0);
         let cl = [CodeletInfo {
             id: 0,
             name: "gemm".into(),
