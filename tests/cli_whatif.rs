@@ -291,3 +291,65 @@ fn run_on_a_platform_without_executing_takes_durations_from_the_models() {
     assert_eq!(tasks, 20);
     assert!(v["run"]["figures"]["makespan_s"].as_f64().unwrap() > 0.0);
 }
+
+/// Without --energy-model, `simulate` predicts with the model the recorded app's last
+/// measured run saved, the platform's configured powers beside it; `--platform-powers`
+/// asks for those alone, and no saved model says there is none.
+#[test]
+fn simulate_predicts_energy_with_the_app_s_saved_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, pm) = (dir.path().join("t.twt"), dir.path().join("pm"));
+    // A measured run with its report saves the app's model beside the performance models.
+    ok(&[
+        "run",
+        "cholesky",
+        "--n",
+        "1024",
+        "--tile",
+        "128",
+        "--workers",
+        "2",
+        "--meter",
+        "sim",
+        "--perfmodel-dir",
+        s(&pm),
+        "--trace",
+        s(&trace),
+    ]);
+    assert!(pm.join("energy-model-cholesky.json").exists());
+    let sim = |models: &std::path::Path, extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_taskwatt"))
+            .args([
+                "simulate",
+                s(&trace),
+                "--platform",
+                "this-machine",
+                "--replicas",
+                "0",
+            ])
+            .args(extra)
+            .env("TASKWATT_PERFMODEL_DIR", models)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (text, err) = sim(&pm, &[]);
+    assert!(err.contains("energy-model-cholesky.json"), "{err}");
+    assert!(
+        text.contains("energy (model)") && text.contains("platform powers"),
+        "{text}"
+    );
+    let (text, _) = sim(&pm, &["--platform-powers"]);
+    assert!(!text.contains("energy (model)"), "{text}");
+    let (text, err) = sim(&dir.path().join("none"), &[]);
+    assert!(text.contains("no fitted model"), "{text}");
+    assert!(!err.contains("energy model:"), "{err}");
+}

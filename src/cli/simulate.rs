@@ -40,6 +40,10 @@ pub(crate) struct SimulateArgs {
     /// Print JSON on stdout.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Energy from the platform's configured powers alone: no fitted model, not even the
+    /// one the recorded app's last measured run saved (used by default when there is one)
+    #[arg(long, conflicts_with = "energy_model")]
+    pub(crate) platform_powers: bool,
     /// Replicas of each policy's run, each task's duration drawn afresh from its type's
     /// recorded variability, for the makespan's and the energy's 95 % intervals (0: none;
     /// graphs past 400 000 tasks get none, the replicas costing more than the run)
@@ -181,6 +185,34 @@ impl Notes {
             }
         }
     }
+}
+
+/// The energy model the last measured run of `trace`'s app saved beside the performance
+/// models (`taskwatt run` keeps `energy-model-<app>.json` there), when there is one; a
+/// note on stderr says it is used.
+fn saved_model(
+    trace: &taskwatt::traces::Trace,
+) -> Option<Result<EnergyModel, taskwatt::energy::attribution::AttributionError>> {
+    let app = trace.meta.app.as_deref()?;
+    let app = [
+        taskwatt::apps::App::Cholesky,
+        taskwatt::apps::App::Gemm,
+        taskwatt::apps::App::Stencil,
+    ]
+    .into_iter()
+    .find(|a| a.name() == app)?;
+    let dir = taskwatt::runtime::PerfModels::default_dir().ok()?;
+    let path = dir.join(taskwatt::session::run_energy_model(app));
+    if !path.exists() {
+        return None;
+    }
+    eprintln!(
+        "energy model: {} (saved by the last measured run of {}; --platform-powers for the \
+         platform's configured powers alone)",
+        path.display(),
+        app.name()
+    );
+    Some(EnergyModel::load(&path))
 }
 
 /// What [`simulate_policies`] simulates, beside the trace and the platform.
@@ -429,7 +461,13 @@ pub(crate) fn run(a: SimulateArgs) -> CliResult {
     }
     let platform = Platform::load(&a.platform)?;
     let trace = read_trace(&a.trace)?;
-    let model = a.energy_model.as_ref().map(EnergyModel::load).transpose()?;
+    let model = match (&a.energy_model, a.platform_powers) {
+        (Some(p), _) => Some(EnergyModel::load(p)?),
+        (None, true) => None,
+        // The model the recorded app's last measured run saved beside the performance
+        // models, if any.
+        (None, false) => saved_model(&trace).transpose()?,
+    };
     let recorded = figures(&trace);
     let (rows, last, notes) = simulate_policies(
         &trace,
@@ -504,10 +542,15 @@ pub(crate) fn render_rows(
         platform.workers().len(),
         platform.cpu_workers(),
         platform.gpus,
-        if energy {
-            "; energy from the platform's simulated meters"
-        } else {
-            ""
+        match (energy, model) {
+            (true, true) =>
+                "; energy predicted by the fitted model, the platform's configured \
+                             powers (its simulated meters) beside it",
+            (true, false) =>
+                "; energy from the platform's configured powers (its simulated \
+                              meters), no fitted model (--energy-model gives one, as does a \
+                              measured run of the app, which saves its model)",
+            _ => "",
         }
     );
     let _ = writeln!(
@@ -525,35 +568,45 @@ pub(crate) fn render_rows(
         }
     );
     let _ = writeln!(out);
+    // With a fitted model its prediction comes first; the platform's configured powers
+    // beside it, labelled as such.
     let _ = writeln!(
         out,
-        "{:<10} {:>12} {:>14} {:>14} {:>10} {:>10}",
+        "{:<10} {:>12} {:>16} {:>16} {:>10} {:>10}",
         "policy",
         "makespan",
-        "energy",
-        if model { "model's" } else { "" },
+        if model { "energy (model)" } else { "energy" },
+        if model { "platform powers" } else { "" },
         "copies",
         "host time"
     );
     for r in rows {
+        let (first, second) = if model {
+            (j(r.predicted_j), j(r.figures.total_j))
+        } else {
+            (j(r.figures.total_j), String::new())
+        };
         let _ = writeln!(
             out,
-            "{:<10} {:>10.4} s {:>14} {:>14} {:>10} {:>7.2} ms",
+            "{:<10} {:>10.4} s {:>16} {:>16} {:>10} {:>7.2} ms",
             r.policy,
             r.figures.makespan_s,
-            j(r.figures.total_j),
-            if model {
-                j(r.predicted_j)
-            } else {
-                String::new()
-            },
+            first,
+            second,
             r.copies,
             r.simulated_in_s * 1e3
         );
         if let Some([lo, hi]) = r.makespan_ci_s {
             let energy = r
                 .energy_ci_j
-                .map(|[a, b]| format!(", energy {a:.2} to {b:.2} J"))
+                .map(|[a, b]| {
+                    let what = if model {
+                        "energy (platform powers)"
+                    } else {
+                        "energy"
+                    };
+                    format!(", {what} {a:.2} to {b:.2} J")
+                })
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
