@@ -7,8 +7,13 @@ use common::{json, ok, s, taskwatt};
 /// Records Cholesky n=1024 tile=128 (120 tasks) on 2 workers under `policy`, with the
 /// simulated meter; returns the trace's path.
 fn record(dir: &std::path::Path, policy: &str) -> std::path::PathBuf {
-    let trace = dir.join(format!("{policy}.twt"));
-    ok(&[
+    record_with(dir, policy, &["--no-report"])
+}
+
+/// [`record`] with `extra` arguments.
+fn record_with(dir: &std::path::Path, policy: &str, extra: &[&str]) -> std::path::PathBuf {
+    let (trace, pm) = (dir.join(format!("{policy}.twt")), dir.join("pm"));
+    let mut args = vec![
         "run",
         "cholesky",
         "--n",
@@ -22,11 +27,12 @@ fn record(dir: &std::path::Path, policy: &str) -> std::path::PathBuf {
         "--meter",
         "sim",
         "--perfmodel-dir",
-        s(&dir.join("pm")),
+        s(&pm),
         "--trace",
         s(&trace),
-        "--no-report",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    ok(&args);
     trace
 }
 
@@ -298,24 +304,8 @@ fn run_on_a_platform_without_executing_takes_durations_from_the_models() {
 #[test]
 fn simulate_predicts_energy_with_the_app_s_saved_model() {
     let dir = tempfile::tempdir().unwrap();
-    let (trace, pm) = (dir.path().join("t.twt"), dir.path().join("pm"));
     // A measured run with its report saves the app's model beside the performance models.
-    ok(&[
-        "run",
-        "cholesky",
-        "--n",
-        "1024",
-        "--tile",
-        "128",
-        "--workers",
-        "2",
-        "--meter",
-        "sim",
-        "--perfmodel-dir",
-        s(&pm),
-        "--trace",
-        s(&trace),
-    ]);
+    let (trace, pm) = (record_with(dir.path(), "lws", &[]), dir.path().join("pm"));
     assert!(pm.join("energy-model-cholesky.json").exists());
     let sim = |models: &std::path::Path, extra: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_taskwatt"))
