@@ -153,3 +153,50 @@ fn masks_compose() {
     assert_eq!(ArchMask::of_index(1), ArchMask::GPU);
     assert_eq!(format!("{both:?}"), "ArchMask(CPU|GPU)");
 }
+
+/// ws and lws: an idle GPU worker takes, from a CPU worker's deque, the tasks it can run
+/// too (before, it got only what was ready at submission), and never a CPU-only one,
+/// which stays available to the CPU workers.
+#[test]
+fn an_idle_gpu_steals_what_it_can_run_from_the_cores() {
+    for name in ["ws", "lws"] {
+        let descs = workers(1, 1);
+        let p = create_policy::<Job>(name, &descs).unwrap();
+        let (mut cpu, mut gpu) = (p.local(0), p.local(1));
+        // The CPU worker releases, in order: a CPU-only task, then four that both can run
+        // (lws keeps the first in its hand-off slot, unstealable).
+        for (id, archs) in [
+            (0, ArchMask::CPU),
+            (1, ArchMask::CPU),
+            (2, ArchMask::ALL),
+            (3, ArchMask::ALL),
+            (4, ArchMask::ALL),
+        ] {
+            p.push(
+                Job { id, archs },
+                Origin::Worker {
+                    id: 0,
+                    local: &mut cpu,
+                },
+            );
+        }
+        let mut stolen = Vec::new();
+        while let Some(j) = p.pop(1, &mut gpu) {
+            assert_ne!(
+                j.archs,
+                ArchMask::CPU,
+                "{name}: the GPU took a CPU-only task"
+            );
+            stolen.push(j.id);
+        }
+        assert!(!stolen.is_empty(), "{name}: the GPU stayed idle");
+        let mut rest = Vec::new();
+        while let Some(j) = p.pop(0, &mut cpu) {
+            rest.push(j.id);
+        }
+        let mut all: Vec<usize> = stolen.iter().chain(&rest).copied().collect();
+        all.sort_unstable();
+        assert_eq!(all, [0, 1, 2, 3, 4], "{name}: GPU {stolen:?}, CPU {rest:?}");
+        assert!(rest.contains(&0) && rest.contains(&1), "{name}: {rest:?}");
+    }
+}

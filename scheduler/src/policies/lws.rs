@@ -13,7 +13,8 @@
 //!
 //! With workers of several architectures, as `ws`: a worker keeps (in its slot and deque)
 //! only the tasks it can run, the others go to the shared queue of their architectures,
-//! and thieves steal only from workers of their own architecture.
+//! thieves steal from workers of their own architecture, and an idle accelerator worker
+//! then steals, from the CPU workers' deques, tasks it can run too.
 
 use crossbeam_deque::Worker;
 
@@ -127,6 +128,10 @@ impl<T: SchedTask> Policy<T> for Lws<T> {
             &self.deques.stealers,
             order,
         )
+        .or_else(|| {
+            self.routing
+                .steal_across(worker, &self.deques.stealers, start)
+        })
     }
 }
 

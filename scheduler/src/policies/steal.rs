@@ -73,6 +73,10 @@ pub(crate) struct Routing<T> {
     pub(crate) order: Vec<Vec<usize>>,
     /// Per worker: the workers of its architecture (itself included).
     pub(crate) peers: Vec<Vec<usize>>,
+    /// Per worker of an accelerator (not a CPU core): the CPU workers, whose deques it may
+    /// steal from when it finds nothing of its own ([`Routing::steal_across`]); empty for
+    /// CPU workers.
+    pub(crate) across: Vec<Vec<usize>>,
     pub(crate) mixed: bool,
 }
 
@@ -104,14 +108,57 @@ impl<T: crate::SchedTask> Routing<T> {
                     .collect()
             })
             .collect();
+        let across = workers
+            .iter()
+            .map(|me| {
+                if !mixed || me.arch == crate::ArchMask::CPU {
+                    return Vec::new();
+                }
+                workers
+                    .iter()
+                    .filter(|w| w.arch == crate::ArchMask::CPU)
+                    .map(|w| w.id)
+                    .collect()
+            })
+            .collect();
         Routing {
             injectors: classes.iter().map(|_| Injector::new()).collect(),
             classes,
             archs,
             order,
             peers,
+            across,
             mixed,
         }
+    }
+
+    /// Heterogeneous stealing: an idle accelerator worker `me` that found nothing of its
+    /// own takes, from the CPU workers' deques (starting at `start`), a task it can run
+    /// too, so that no device idles while tasks it could run wait behind a core. A task
+    /// it took and cannot run (a CPU-only codelet) goes to the shared queue of its class,
+    /// where CPU workers look first; nothing is lost, and a CPU-only codelet never runs on
+    /// the accelerator. At most a few tasks per victim are looked at, per call.
+    pub(crate) fn steal_across(
+        &self,
+        me: usize,
+        stealers: &[Stealer<T>],
+        start: usize,
+    ) -> Option<T> {
+        const LOOKS: usize = 4;
+        let victims = &self.across[me];
+        let n = victims.len();
+        for i in 0..n {
+            let v = victims[(start + i) % n];
+            for _ in 0..LOOKS {
+                match stealers[v].steal() {
+                    Steal::Success(t) if self.runs(me, &t) => return Some(t),
+                    Steal::Success(t) => self.inject(t),
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+        None
     }
 
     /// Whether worker `w` can run `task` (always, with one architecture).

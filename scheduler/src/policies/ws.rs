@@ -9,7 +9,8 @@
 //!
 //! With workers of several architectures, a worker keeps on its deque only the tasks it
 //! can run and puts the others on the shared queue of their architectures; thieves steal
-//! only from workers of their own architecture.
+//! from workers of their own architecture, and an accelerator worker that finds nothing
+//! there steals, from the CPU workers, tasks it can run too (`Routing::steal_across`).
 
 use crossbeam_deque::Worker;
 
@@ -74,7 +75,8 @@ impl<T: SchedTask> Policy<T> for Ws<T> {
                 r.injectors_for(worker),
                 &self.deques.stealers,
                 (0..n).map(move |i| peers[(start + i) % n]),
-            );
+            )
+            .or_else(|| r.steal_across(worker, &self.deques.stealers, start));
         }
         let n = self.deques.stealers.len();
         let start = l.rng.next_below(n.max(1));
