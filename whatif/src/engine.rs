@@ -439,10 +439,14 @@ pub fn simulate(
     // The runtime's overhead per task: the platform's constant when it sets one, else a
     // draw from the recorded run's hand-offs (graph.rs, `Overhead`), else none.
     let measured = graph.measured_overhead();
+    let replica_salt = opts
+        .replica_seed
+        .map_or(0, |s| crate::graph::mix(s ^ 0x0BE4_EAD0));
     let overhead_of = |i: usize| -> u64 {
         match (platform.overhead_ns, measured) {
             (Some(c), _) => c,
-            (None, Some(o)) => o.draw(graph.tasks[i].id),
+            // A replica draws afresh: the overhead's variability is in the intervals too.
+            (None, Some(o)) => o.draw(graph.tasks[i].id ^ replica_salt),
             (None, None) => 0,
         }
     };
