@@ -364,3 +364,40 @@ fn perfmodel_show_check_and_clear() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no model of codelet `gemm`"));
 }
+
+/// `compare --svg FILE` is refused before any run (it ran every policy, then failed).
+#[test]
+fn compare_refuses_an_svg_path_that_is_a_file_before_running() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("plot.svg");
+    std::fs::write(&file, "not a directory").unwrap();
+    let keep = d.path().join("keep");
+    let out = taskwatt(&[
+        "compare",
+        "cholesky",
+        "--n",
+        "256",
+        "--tile",
+        "64",
+        "--meter",
+        "sim",
+        "--policies",
+        "lws",
+        "--repeat",
+        "1",
+        "--keep",
+        keep.to_str().unwrap(),
+        "--svg",
+        file.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--svg") && err.contains("not a directory"),
+        "{err}"
+    );
+    // No run was made: --keep holds no trace.
+    let traces = std::fs::read_dir(&keep).map_or(0, |r| r.count());
+    assert_eq!(traces, 0);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a directory");
+}

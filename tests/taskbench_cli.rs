@@ -386,3 +386,41 @@ fn taskbench_trace_records_every_task() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("only taskwatt records a trace"));
 }
+
+/// A worker count past the runtime's limit is refused before any thread starts: 100 000
+/// workers aborted `bench metg` (no memory for the threads' stacks) and hung `bench
+/// taskbench` on rayon.
+#[test]
+fn too_many_workers_are_refused_naming_the_flag() {
+    let out = taskwatt(&[
+        "bench",
+        "metg",
+        "--baselines",
+        "none",
+        "--policies",
+        "lws",
+        "--workers",
+        "100000",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--workers") && !err.contains("panicked"),
+        "{err}"
+    );
+    let out = taskwatt(&[
+        "bench",
+        "taskbench",
+        "-steps",
+        "4",
+        "-width",
+        "2",
+        "-worker",
+        "100000",
+        "--system",
+        "rayon",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("-worker") && err.contains("4096"), "{err}");
+}

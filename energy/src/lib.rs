@@ -85,6 +85,7 @@ pub use sim::{replay as replay_sim, Execution, Replayed};
 pub use sim::{
     ArchPowers, CpuSimConfig, DomainPower, GpuSensor, GpuSimConfig, ManualClock, Profile,
     RaplSimConfig, SimClock, SimConfig, SimFrequency, SimMeter, SimObserver, TaskPower,
-    TaskSimConfig, TraceClock, MAX_SIM_CODELETS, MAX_SIM_WORKERS, MIN_OCCUPANCY_FACTOR,
+    TaskSimConfig, TraceClock, MAX_SIM_CODELETS, MAX_SIM_POWER_W, MAX_SIM_WORKERS,
+    MIN_OCCUPANCY_FACTOR,
 };
 pub use wrap::{Accumulator, CounterUnwrapper, PowerIntegrator};

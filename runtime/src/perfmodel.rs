@@ -198,6 +198,27 @@ impl PerfModels {
                 reason: format!("it is of version {}", m.version),
             });
         }
+        // A duration is finite and non-negative, its spread too: a negative mean was
+        // taken as it was, and dmda placed tasks by it.
+        for (codelet, entries) in &m.codelets {
+            for e in entries {
+                let h = &e.history;
+                if !(h.mean_ns.is_finite() && h.mean_ns >= 0.0 && h.m2.is_finite() && h.m2 >= 0.0) {
+                    return Err(PerfModelError::Format {
+                        path,
+                        reason: format!(
+                            "codelet {codelet} ({}, footprint {}): mean_ns = {:?}, m2 = {:?}: \
+                             a duration's mean and spread are finite and non-negative; \
+                             remove the entry, or `taskwatt perfmodel clear`",
+                            e.arch.name(),
+                            e.footprint,
+                            h.mean_ns,
+                            h.m2
+                        ),
+                    });
+                }
+            }
+        }
         Ok(m)
     }
 
@@ -491,5 +512,16 @@ mod tests {
             e.contains("version 9") && e.contains("perfmodel clear"),
             "{e}"
         );
+        // A negative mean (it was used as it was, and dmda placed tasks by it).
+        let mut m = PerfModels::new();
+        m.add("x", Arch::Cpu, 8, 100.0);
+        m.codelets.get_mut("x").unwrap()[0].history.mean_ns = -1e6;
+        std::fs::write(
+            d.path().join("models.json"),
+            serde_json::to_string(&m).unwrap(),
+        )
+        .unwrap();
+        let e = PerfModels::load(d.path()).unwrap_err().to_string();
+        assert!(e.contains("codelet x") && e.contains("mean_ns"), "{e}");
     }
 }

@@ -69,8 +69,9 @@ struct MetgArgs {
     /// `starpu=target/starpu/taskbench-starpu` (built by benches/starpu/build.sh).
     #[arg(long, value_name = "NAME=PATH")]
     external: Vec<String>,
-    /// Workers of the parallel systems (default: all cores).
-    #[arg(long)]
+    /// Workers of the parallel systems (default: all cores; at most the runtime's
+    /// MAX_WORKERS, 4096: each is a thread, started before the sweep).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=taskwatt::runtime::MAX_WORKERS as u64))]
     workers: Option<usize>,
     /// Largest iteration count, as a power of two.
     #[arg(long, default_value_t = 20)]

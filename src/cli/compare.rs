@@ -130,6 +130,8 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
         .collect();
     super::refuse_dir_over_inputs(&dir, "--keep", &[], Some("twt"), &inputs)?;
     if let Some(d) = &a.svg {
+        // Checked before the runs: a file there failed the command after all of them.
+        super::output_dir(d, "--svg")?;
         super::refuse_dir_over_inputs(
             d,
             "--svg",

@@ -244,7 +244,14 @@ impl App {
                         a.number(flag, |v: f64| (0.0..=2.0).contains(&v), ">= 0 and <= 2")?
                 }
                 "-field" => g.nb_fields = a.number(flag, |v: i64| v > 0, "> 0")?,
-                "-worker" | "-core" => workers = a.number(flag, |v: usize| v > 0, "> 0")?,
+                // Every system starts that many threads: at most the runtime's limit.
+                "-worker" | "-core" => {
+                    workers = a.number(
+                        flag,
+                        |v: usize| v > 0 && v <= taskwatt_runtime::MAX_WORKERS,
+                        "from 1 to 4096 (taskwatt's MAX_WORKERS)",
+                    )?
+                }
                 "--sched" => sched = Some(a.value(flag)?.to_string()),
                 "--system" => system = a.value(flag)?.to_string(),
                 "--trace" => trace = Some(a.value(flag)?.into()),

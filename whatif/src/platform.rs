@@ -44,6 +44,8 @@ pub const MAX_BANDWIDTH_GB_S: f64 = 1e6;
 pub const MIN_LATENCY_US: f64 = 1e-3;
 /// The longest, us (1 s).
 pub const MAX_LATENCY_US: f64 = 1e6;
+/// The largest runtime overhead per task a platform may give, us (10 ms).
+pub const MAX_OVERHEAD_US: f64 = 1e4;
 
 /// The platforms shipped with taskwatt, by name: `--platform NAME` finds them.
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -286,10 +288,13 @@ impl Platform {
         }
         let overhead_ns = match f.runtime.overhead_us {
             None => None,
-            Some(v) if (0.0..=1e9).contains(&v) => Some((v * 1e3).round() as u64),
+            // A runtime's own time per task is microseconds; past 10 ms per task the
+            // simulated meters' samples over the virtual time made a replay run for minutes.
+            Some(v) if (0.0..=MAX_OVERHEAD_US).contains(&v) => Some((v * 1e3).round() as u64),
             Some(v) => {
                 return Err(bad(format!(
-                    "runtime.overhead_us = {v}: a number of us from 0 to 1e9"
+                    "runtime.overhead_us = {v:?}: a number of us from 0 to {MAX_OVERHEAD_US} (10 \
+                     ms); a runtime takes a few us per task"
                 )))
             }
         };

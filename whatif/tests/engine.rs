@@ -344,6 +344,8 @@ fn platform_limits_are_enforced_with_the_field_named() {
             "speed.factors.gemm.gpu",
         ),
         ("[runtime]\noverhead_us = 1e20\n", "runtime.overhead_us"),
+        // Accepted before, and a replay of 120 tasks then ran for minutes.
+        ("[runtime]\noverhead_us = 1e9\n", "runtime.overhead_us"),
         ("[gpu]\nlatency_us = 1e20\n", "gpu.latency_us"),
     ] {
         let text = format!("name = \"x\"\n[cpu]\ncores_per_package = 2\n{extra}");

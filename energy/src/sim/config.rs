@@ -18,6 +18,9 @@ use taskwatt_traces::Arch;
 
 use crate::EnergyError;
 
+/// The largest power any simulated channel may be configured with, W (1 MW).
+pub const MAX_SIM_POWER_W: f64 = 1e6;
+
 /// The simulated meter's whole configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -507,13 +510,18 @@ impl SimConfig {
                 g.power_window_ms
             ));
         }
+        // Bounded above too: 1e308 W passed, and the run's truth then overflowed to
+        // infinity and its trace could not be written.
         let watts = |field: String, w: f64| {
-            if w.is_finite() && w >= 0.0 {
+            if w.is_finite() && (0.0..=MAX_SIM_POWER_W).contains(&w) {
                 Ok(())
             } else {
                 Err(EnergyError::SimConfig {
                     origin: origin.to_owned(),
-                    message: format!("{field} = {w} must be a finite, non-negative power in W"),
+                    message: format!(
+                        "{field} = {w:?} must be a power in W from 0 to {MAX_SIM_POWER_W} (a \
+                         whole node draws kilowatts)"
+                    ),
                 })
             }
         };
@@ -765,6 +773,12 @@ mod tests {
                 "x.cpu.package_w",
             ),
             ("[package]\nbase_w = -30.0", "package.base_w"),
+            // Too large: its truth overflowed, and the trace could not be written.
+            ("[package]\nbase_w = 1e308", "package.base_w"),
+            (
+                "[codelets]\nx = { cpu = { package_w = 1e308, dram_w = 0.0 } }",
+                "x.cpu.package_w",
+            ),
             ("profile = \"warm\"", "profile"),
         ] {
             let m = SimConfig::from_toml_str(text, "bad.toml")

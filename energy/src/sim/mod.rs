@@ -19,7 +19,7 @@ mod replay;
 
 pub use config::{
     ArchPowers, CpuSimConfig, DomainPower, GpuSensor, GpuSimConfig, Profile, RaplSimConfig,
-    SimConfig, TaskPower, TaskSimConfig, MIN_OCCUPANCY_FACTOR,
+    SimConfig, TaskPower, TaskSimConfig, MAX_SIM_POWER_W, MIN_OCCUPANCY_FACTOR,
 };
 pub use meter::{ManualClock, SimClock, SimFrequency, SimMeter, TraceClock, MAX_SIM_WORKERS};
 pub use observer::{SimObserver, MAX_SIM_CODELETS};

@@ -316,8 +316,14 @@ pub(crate) fn bus_of(b: &dyn Backend, dir: &std::path::Path) -> Result<BusMeasur
             BTreeMap::new()
         })
     };
-    if let Some(m) = read().get(&key) {
-        return Ok(*m);
+    match read().get(&key) {
+        // A saved bandwidth of 0 (edited, or written by a broken run) is measured again.
+        Some(m) if m.to_device_bytes_per_s > 0 && m.from_device_bytes_per_s > 0 => return Ok(*m),
+        Some(m) => log::warn!(
+            "the bus of {key} in {} has a bandwidth of 0 ({m:?}): measuring again",
+            path.display()
+        ),
+        None => {}
     }
     let m = measure(b)?;
     log::info!("measured the bus of {key}: {m:?}");
