@@ -187,4 +187,23 @@ pub enum AttributionError {
         /// The value found.
         value: f64,
     },
+    /// A model field other than a power holds a value no fit gives (an interval's
+    /// quantile, the noise model, the covariance, the drift).
+    #[error(
+        "{path}: domain {domain}: {field} = {value:?} is not a value a fit gives ({why}): fix \
+         that value or re-fit the model (`taskwatt fit`)",
+        path = .path.display()
+    )]
+    ModelField {
+        /// The file (`in-memory model` when not read from a file).
+        path: PathBuf,
+        /// The domain's name.
+        domain: String,
+        /// The field (`t95`, `noise.per_interval_j2`, `covariance_w2[1][1]`...).
+        field: String,
+        /// The value found.
+        value: f64,
+        /// What it must be.
+        why: String,
+    },
 }

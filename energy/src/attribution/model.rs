@@ -192,18 +192,64 @@ impl EnergyModel {
                     });
                 }
             }
+            let field = |field: String, value: f64, why: &str| AttributionError::ModelField {
+                path: path.to_owned(),
+                domain: d.name.clone(),
+                field,
+                value,
+                why: why.to_owned(),
+            };
             if let (Some(l), Some(cov)) = (&d.layout, &d.covariance_w2) {
                 if l.types != d.types.len() || l.len() != cov.len() {
-                    return Err(AttributionError::ModelPower {
-                        path: path.to_owned(),
-                        domain: d.name.clone(),
-                        what: format!(
-                            "covariance ({} rows for a layout of {})",
-                            cov.len(),
-                            l.len()
+                    return Err(field(
+                        "covariance_w2 rows".to_owned(),
+                        cov.len() as f64,
+                        &format!(
+                            "its layout has {} coefficients for {} types",
+                            l.len(),
+                            d.types.len()
                         ),
-                        value: f64::NAN,
-                    });
+                    ));
+                }
+            }
+            // What the intervals are made of: finite, and of the sign a fit gives. A
+            // negative t95 printed an interval of -5e306 J; a huge noise, inf J.
+            if let Some(t) = d.t95 {
+                if !(t.is_finite() && t > 0.0 && t <= 1e3) {
+                    return Err(field("t95".to_owned(), t, "a Student quantile, 0 to 1000"));
+                }
+            }
+            if let Some(n) = &d.noise {
+                for (name, v) in [
+                    ("noise.per_interval_j2", n.per_interval_j2),
+                    ("noise.per_second_j2", n.per_second_j2),
+                    ("noise.per_task", n.per_task),
+                ] {
+                    if !(v.is_finite() && (0.0..=1e12).contains(&v)) {
+                        return Err(field(name.to_owned(), v, "finite, 0 to 1e12"));
+                    }
+                }
+            }
+            if let Some(cov) = &d.covariance_w2 {
+                for (i, row) in cov.iter().enumerate() {
+                    for (j, &v) in row.iter().enumerate() {
+                        if !v.is_finite() || v.abs() > 1e12 || (i == j && v < 0.0) {
+                            return Err(field(
+                                format!("covariance_w2[{i}][{j}]"),
+                                v,
+                                "finite, at most 1e12 W² in size, and a variance >= 0",
+                            ));
+                        }
+                    }
+                }
+            }
+            if let Some(b) = &d.base_drift {
+                if !(b.value_w.is_finite() && b.value_w.abs() <= MAX_MODEL_POWER_W) {
+                    return Err(field(
+                        "base_drift".to_owned(),
+                        b.value_w,
+                        "a power in W, finite and at most 1e6 in size",
+                    ));
                 }
             }
         }
@@ -1099,6 +1145,41 @@ mod tests {
                 Err(AttributionError::ModelPower { .. })
             ));
         }
+    }
+
+    #[test]
+    fn interval_fields_no_fit_gives_are_refused_naming_the_field() {
+        // A negative t95 printed an interval of -5e306 J, a huge noise one of inf J.
+        let path = Path::new("models/edited.json");
+        let mut m = sample_model();
+        m.domains[0].t95 = Some(-2.0);
+        let msg = m.validate(path).unwrap_err().to_string();
+        assert!(
+            msg.contains("t95 = -2.0") && msg.contains("package-0"),
+            "{msg}"
+        );
+        let mut m = sample_model();
+        m.domains[0].noise = Some(super::super::solve::NoiseModel {
+            per_interval_j2: 1e300,
+            per_second_j2: 0.0,
+            per_task: 0.0,
+        });
+        let msg = m.validate(path).unwrap_err().to_string();
+        assert!(msg.contains("noise.per_interval_j2"), "{msg}");
+        let mut m = sample_model();
+        if let Some(cov) = &mut m.domains[0].covariance_w2 {
+            cov[0][0] = -1.0;
+            let msg = m.validate(path).unwrap_err().to_string();
+            assert!(msg.contains("covariance_w2[0][0]"), "{msg}");
+        }
+        let mut m = sample_model();
+        m.domains[0].base_drift = Some(Estimate {
+            value_w: f64::INFINITY,
+            ..m.domains[0].base.clone()
+        });
+        let msg = m.validate(path).unwrap_err().to_string();
+        assert!(msg.contains("base_drift"), "{msg}");
+        assert!(sample_model().validate(path).is_ok());
     }
 
     #[test]
