@@ -374,6 +374,17 @@ impl PerfModels {
     /// Removes the models of `codelet` (all of them with `None`) from `dir`, under its
     /// lock. Returns how many codelets were removed.
     pub fn clear(dir: &Path, codelet: Option<&str>) -> Result<usize, PerfModelError> {
+        // A file given as the directory: "removed 0" said nothing was wrong.
+        if dir.exists() && !dir.is_dir() {
+            return Err(PerfModelError::Io {
+                what: "cannot clear the models in",
+                path: dir.to_owned(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    "it is a file, not the models' directory",
+                ),
+            });
+        }
         if !dir.join("models.json").exists() {
             return Ok(0);
         }
@@ -512,6 +523,10 @@ mod tests {
             e.contains("version 9") && e.contains("perfmodel clear"),
             "{e}"
         );
+        // A file given as the directory is an error, not "removed 0".
+        let file = d.path().join("models.json");
+        let e = PerfModels::clear(&file, None).unwrap_err().to_string();
+        assert!(e.contains("not the models' directory"), "{e}");
         // A negative mean (it was used as it was, and dmda placed tasks by it).
         let mut m = PerfModels::new();
         m.add("x", Arch::Cpu, 8, 100.0);

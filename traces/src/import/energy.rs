@@ -108,7 +108,12 @@ fn read_domains(
             }
             match v.parse::<f64>() {
                 Ok(x) if x > 0.0 && x <= 3.6e6 => Ok(Some((x * 1e6).round() as u64)),
-                _ => Err(t.err(row.line, name, &format!("{what}, in ms (0 to 3600000)"), v)),
+                _ => Err(t.err(
+                    row.line,
+                    name,
+                    &format!("{what}, in ms (above 0, at most 3600000)"),
+                    v,
+                )),
             }
         };
         let needed = |v: Option<u64>, name: &str, what: &str| {
