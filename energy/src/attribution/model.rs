@@ -184,11 +184,12 @@ impl EnergyModel {
                 // g(k) = 1 − c (k − 1) must stay a factor: a contention of 1 or more would
                 // make two tasks at once draw nothing.
                 if !(c.value_w.is_finite() && c.value_w > -1.0 && c.value_w < 1.0) {
-                    return Err(AttributionError::ModelPower {
+                    return Err(AttributionError::ModelField {
                         path: path.to_owned(),
                         domain: d.name.clone(),
-                        what: "contention (must lie in (-1, 1))".to_owned(),
+                        field: "contention".to_owned(),
                         value: c.value_w,
+                        why: "a factor's slope, strictly between -1 and 1".to_owned(),
                     });
                 }
             }
