@@ -401,3 +401,23 @@ fn compare_refuses_an_svg_path_that_is_a_file_before_running() {
     assert_eq!(traces, 0);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a directory");
 }
+
+/// An empty StarPU file is refused, as an empty tasks CSV is (it imported as a 0-task
+/// trace).
+#[test]
+fn an_empty_starpu_file_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let rec = d.path().join("tasks.rec");
+    std::fs::write(&rec, "").unwrap();
+    let out = taskwatt(&[
+        "import",
+        "--starpu",
+        s(&rec),
+        "-o",
+        s(&d.path().join("o.twt")),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no executed task"), "{err}");
+    assert!(!d.path().join("o.twt").exists());
+}

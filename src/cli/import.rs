@@ -109,6 +109,15 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
                 imp.named_from_model,
                 imp.unnamed
             );
+            // As an empty --tasks file is: a trace of nothing is no use, and says nothing.
+            if imp.trace.task_count() == 0 {
+                return Err(format!(
+                    "{}: no executed task in it: give the tasks.rec that starpu_fxt_tool \
+                     writes from a run's FxT trace (docs/import.md)",
+                    rec.display()
+                )
+                .into());
+            }
             imp.trace
         }
         (None, None) => unreachable!("clap requires --tasks or --starpu"),

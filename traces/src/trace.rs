@@ -249,6 +249,19 @@ impl Trace {
     /// written), else computed by the writer. The file appears at `path` only once complete
     /// (see [`AtomicPath`](crate::AtomicPath)): a failure keeps what was there.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<WriteSummary, TraceError> {
+        let path = path.as_ref();
+        // Named here: the writer's error would name its temporary file beside it.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.is_dir() {
+                return Err(TraceError::Io {
+                    path: path.to_owned(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!("its directory {} does not exist", dir.display()),
+                    ),
+                });
+            }
+        }
         let target = crate::AtomicPath::new(path);
         let w = TraceWriter::create(target.path())?;
         let sink = w.sink();
@@ -337,6 +350,18 @@ mod tests {
             preds_start: 0,
             preds_len: 0,
         }
+    }
+
+    #[test]
+    fn saving_into_a_missing_directory_names_the_file_asked_for() {
+        let err = Trace::default()
+            .save("/nonexistent-taskwatt-dir/x.twt")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/nonexistent-taskwatt-dir/x.twt") && !err.contains(".tmp"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -262,9 +262,21 @@ impl Graph {
             }
         }
         if recs.is_empty() {
-            return Err(WhatIfError::Graph(
-                "the trace holds no task (a trace of an empty or failed-to-start run?)".into(),
-            ));
+            let all: usize = trace.tasks.iter().map(|c| c.records.len()).sum();
+            return Err(WhatIfError::Graph(if all > 0 {
+                format!(
+                    "none of the trace's {all} tasks started inside its `graph` marker(s) {}: \
+                     an edited or damaged marker (a start after its end?); remove the markers \
+                     to replay every task",
+                    windows
+                        .iter()
+                        .map(|(a, b)| format!("{a}..{b} ns"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                "the trace holds no task (a trace of an empty or failed-to-start run?)".into()
+            }));
         }
         recs.sort_by_key(|(r, _)| r.id);
         if let Some(w) = recs.windows(2).find(|w| w[0].0.id == w[1].0.id) {

@@ -513,3 +513,27 @@ fn durations_follow_the_busy_cores_of_the_simulated_package() {
         r.makespan_ns
     );
 }
+
+/// A `graph` marker that selects none of the trace's tasks (its start after its end) is
+/// named, not reported as a trace without tasks.
+#[test]
+fn a_marker_that_selects_no_task_is_named() {
+    use taskwatt_traces::{Marker, TaskChunk, TaskRecord, Timestamp, Trace};
+    let mut chunk = TaskChunk::default();
+    chunk.push(
+        TaskRecord::executed(0, 0, Arch::Cpu, 0, Timestamp(10), Timestamp(20)),
+        &[],
+    );
+    let trace = Trace {
+        codelets: codelets(),
+        tasks: vec![chunk],
+        markers: vec![Marker {
+            name: "graph".into(),
+            start: Timestamp(30),
+            end: Timestamp(5),
+        }],
+        ..Trace::default()
+    };
+    let e = Graph::from_trace(&trace).unwrap_err().to_string();
+    assert!(e.contains("`graph` marker") && e.contains("1 tasks"), "{e}");
+}
