@@ -84,7 +84,7 @@ pub use sampler::{
 pub use sim::{replay as replay_sim, Execution, Replayed};
 pub use sim::{
     ArchPowers, CpuSimConfig, DomainPower, GpuSensor, GpuSimConfig, ManualClock, Profile,
-    RaplSimConfig, SimClock, SimConfig, SimFrequency, SimMeter, SimObserver, TaskPower,
+    RaplSimConfig, SimClock, SimConfig, SimFrequency, SimMeter, SimObserver, SplitMix64, TaskPower,
     TaskSimConfig, TraceClock, MAX_SIM_CODELETS, MAX_SIM_POWER_W, MAX_SIM_WORKERS,
     MIN_OCCUPANCY_FACTOR,
 };

@@ -109,11 +109,7 @@ impl ContentionLaws {
             .laws
             .iter()
             .map(|(&c, l)| {
-                let u1 =
-                    (crate::graph::mix(seed ^ u64::from(c)) >> 11) as f64 / (1u64 << 53) as f64;
-                let u2 = (crate::graph::mix(seed.rotate_left(17) ^ u64::from(c)) >> 11) as f64
-                    / (1u64 << 53) as f64;
-                let z = (-2.0 * u1.max(1e-300).ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                let z = taskwatt_energy::SplitMix64::new(seed ^ u64::from(c)).next_normal();
                 (c, l.slope + l.slope_se * z)
             })
             .collect();

@@ -120,12 +120,9 @@ impl Overhead {
     }
 }
 
-/// SplitMix64's output function: a well-mixed hash of `z` (deterministic draws).
-pub(crate) fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// A well-mixed hash of `z` (deterministic draws): SplitMix64's first output.
+pub(crate) fn mix(z: u64) -> u64 {
+    taskwatt_energy::SplitMix64::new(z).next_u64()
 }
 
 /// Builds a [`Graph`] task by task (predecessors first).

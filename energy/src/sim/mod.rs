@@ -22,5 +22,6 @@ pub use config::{
     SimConfig, TaskPower, TaskSimConfig, MAX_SIM_POWER_W, MIN_OCCUPANCY_FACTOR,
 };
 pub use meter::{ManualClock, SimClock, SimFrequency, SimMeter, TraceClock, MAX_SIM_WORKERS};
+pub use noise::SplitMix64;
 pub use observer::{SimObserver, MAX_SIM_CODELETS};
 pub use replay::{replay, Execution, Replayed};

@@ -18,16 +18,19 @@
 /// Length of a noise step: the noise's time resolution.
 pub(crate) const NOISE_STEP_NS: u64 = 1_000_000;
 
-/// SplitMix64: a tiny, well-mixed, reproducible generator.
+/// SplitMix64: a tiny, well-mixed, reproducible generator (the simulated meters' noise and
+/// per-task variation, and the what-if simulator's deterministic draws).
 #[derive(Clone, Debug)]
-pub(crate) struct SplitMix64(u64);
+pub struct SplitMix64(u64);
 
 impl SplitMix64 {
-    pub(crate) fn new(seed: u64) -> Self {
+    /// The generator at `seed`.
+    pub fn new(seed: u64) -> Self {
         SplitMix64(seed)
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    /// The next 64 random bits (`SplitMix64::new(x).next_u64()` is a good hash of `x`).
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -42,7 +45,7 @@ impl SplitMix64 {
 
     /// A standard normal (Box-Muller; the pair's second value is discarded: two uniforms per
     /// normal are cheap at one draw per millisecond and domain).
-    pub(crate) fn next_normal(&mut self) -> f64 {
+    pub fn next_normal(&mut self) -> f64 {
         let u1 = self.next_open01();
         let u2 = self.next_open01();
         (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
