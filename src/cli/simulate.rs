@@ -194,13 +194,7 @@ fn saved_model(
     trace: &taskwatt::traces::Trace,
 ) -> Option<Result<EnergyModel, taskwatt::energy::attribution::AttributionError>> {
     let app = trace.meta.app.as_deref()?;
-    let app = [
-        taskwatt::apps::App::Cholesky,
-        taskwatt::apps::App::Gemm,
-        taskwatt::apps::App::Stencil,
-    ]
-    .into_iter()
-    .find(|a| a.name() == app)?;
+    let app = <taskwatt::apps::App as clap::ValueEnum>::from_str(app, false).ok()?;
     let dir = taskwatt::runtime::PerfModels::default_dir().ok()?;
     let path = dir.join(taskwatt::session::run_energy_model(app));
     if !path.exists() {
