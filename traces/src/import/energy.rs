@@ -19,6 +19,12 @@ pub(super) struct Energy {
     pub(super) samples: Vec<EnergySample>,
 }
 
+/// The largest power reading imported: a megawatt, far above any node's, so a reading past it
+/// is a corrupt or misread column (near `f64::MAX` the fit's sums overflow to NaN).
+const MAX_IMPORT_POWER_W: f64 = 1e6;
+/// The largest energy reading imported, in size: a petajoule, a megawatt for 30 years.
+const MAX_IMPORT_ENERGY_J: f64 = 1e15;
+
 const DOMAIN_NAMES: &str = "package-N, dram-N, core-N, uncore-N, gpu-N or psys";
 
 /// The domain a name like `package-0`, `pkg0`, `DRAM_1`, `gpu 2` or `psys` stands for.
@@ -372,16 +378,31 @@ pub(super) fn read_energy(
             }
         };
         let (col, name, what) = if powers[id as usize] {
-            (c_p, "power_w", "a finite, non-negative power reading in W")
+            (
+                c_p,
+                "power_w",
+                "a finite, non-negative power reading in W, at most 1e6 W",
+            )
         } else {
-            (c_e, "energy_j", "a finite number of joules")
+            (
+                c_e,
+                "energy_j",
+                "a finite number of joules, at most 1e15 J in size",
+            )
         };
         let text = col.map_or("", |c| row.get(c));
         let value = text
             .trim()
             .parse::<f64>()
             .ok()
-            .filter(|v| v.is_finite() && (!powers[id as usize] || *v >= 0.0))
+            .filter(|v| {
+                v.is_finite()
+                    && if powers[id as usize] {
+                        (0.0..=MAX_IMPORT_POWER_W).contains(v)
+                    } else {
+                        v.abs() <= MAX_IMPORT_ENERGY_J
+                    }
+            })
             .ok_or_else(|| {
                 let fix = if col.is_none() {
                     format!(" (the file has no `{name}` column)")
@@ -421,6 +442,28 @@ pub(super) fn read_energy(
     for &(id, ns, line, raw) in &rows {
         let power = powers[id as usize];
         let mut energy = if power { 0.0 } else { raw };
+        if let Some((pd, pline, praw, _, pt)) = prev {
+            // The same reading twice (a meter read again within one update, as taskwatt's
+            // own sampler does at the end of a run) adds nothing: kept once. Two different
+            // readings at one instant cannot both be right.
+            if pd == id && pt == ns && praw.to_bits() == raw.to_bits() {
+                continue;
+            }
+            if pd == id && pt == ns {
+                let name = &domains[id as usize].name;
+                return Err(t.err(
+                    line.max(pline),
+                    "time",
+                    &format!(
+                        "one reading per instant for domain {name}, but line {} is at the same \
+                         time with another value; drop one or give the times at a finer unit \
+                         (--time-unit)",
+                        line.min(pline)
+                    ),
+                    &format!("{ns} ns"),
+                ));
+            }
+        }
         match prev {
             // Power readings: integrated with the trapezoid rule, as the sampler does.
             Some((pd, _, praw, pe, pt)) if pd == id && power => {
@@ -601,6 +644,16 @@ mod tests {
     }
 
     #[test]
+    fn a_reading_repeated_at_its_instant_is_kept_once() {
+        // taskwatt's own exports hold these: the last periodic read and the final one,
+        // within one update of the simulated counter.
+        let s = file("time,domain,energy_j\n0,package-0,0\n1,package-0,3\n1,package-0,3\n");
+        let e = read(s.path(), None, None, &BTreeSet::from([0])).unwrap();
+        assert_eq!(e.samples.len(), 2);
+        assert_eq!(e.samples[1].energy_j, 3.0);
+    }
+
+    #[test]
     fn bad_samples_name_line_and_column() {
         let all = BTreeSet::new();
         let cases = [
@@ -625,6 +678,17 @@ mod tests {
             (
                 "time,domain,energy_j\n1,psys,inf\n",
                 ":2: energy_j: expected a finite number",
+            ),
+            (
+                // Audit defect 18: near f64::MAX the fit's sums overflowed to NaN.
+                "time,domain,energy_j\n0,package-0,0\n1,package-0,1e308\n",
+                ":3: energy_j: expected a finite number of joules, at most 1e15 J",
+            ),
+            (
+                // Audit defect 15: three readings at one instant imported, and the report
+                // then said no domain had two samples.
+                "time,domain,energy_j\n100,package-0,1\n100,package-0,2\n100,package-0,3\n",
+                ":3: time: expected one reading per instant for domain package-0, but line 2",
             ),
         ];
         for (text, want) in cases {
