@@ -21,13 +21,76 @@ use crate::EnergyError;
 /// The largest power any simulated channel may be configured with, W (1 MW).
 pub const MAX_SIM_POWER_W: f64 = 1e6;
 
+/// A `u64` given as an integer or, past TOML's 2^63 - 1, as a string of decimal digits.
+mod big_u64 {
+    use serde::de::{self, Deserializer, Visitor};
+    use std::fmt;
+
+    struct U64;
+
+    impl Visitor<'_> for U64 {
+        type Value = u64;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an integer from 0 to 18446744073709551615 (as a string past 2^63 - 1)")
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+            v.trim()
+                .parse()
+                .map_err(|_| E::invalid_value(de::Unexpected::Str(v), &self))
+        }
+    }
+
+    pub(super) fn plain<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        d.deserialize_any(U64)
+    }
+
+    struct Maybe;
+
+    impl<'de> Visitor<'de> for Maybe {
+        type Value = Option<u64>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            U64.expecting(f)
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Option<u64>, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Option<u64>, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<u64>, D::Error> {
+            plain(d).map(Some)
+        }
+    }
+
+    pub(super) fn option<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        d.deserialize_option(Maybe)
+    }
+}
+
 /// The simulated meter's whole configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SimConfig {
     /// Seed of the power noise and of the per-task variation; `None` draws one per meter
     /// (the meter records the seed it drew in the trace's truth).
-    #[serde(default)]
+    ///
+    /// TOML's integers stop at 2^63 - 1; a larger seed (half of those drawn) is written as a
+    /// string, `seed = "16654117033584260100"`, which JSON and TOML both accept.
+    #[serde(default, deserialize_with = "big_u64::option")]
     pub seed: Option<u64>,
     /// Which machine: the contended one (the default) or the linear model.
     #[serde(default)]
@@ -76,8 +139,9 @@ pub struct RaplSimConfig {
     pub update_interval_us: u64,
     /// Width of the raw counter in bits (it wraps modulo 2^counter_bits).
     pub counter_bits: u32,
-    /// Raw counter value at start, in energy units (must be below 2^counter_bits).
-    #[serde(default)]
+    /// Raw counter value at start, in energy units (must be below 2^counter_bits); past
+    /// 2^63 - 1 write it as a string, as TOML's integers stop there.
+    #[serde(default, deserialize_with = "big_u64::plain")]
     pub start_offset: u64,
 }
 
@@ -721,6 +785,25 @@ mod tests {
     fn a_partial_file_is_merged_over_the_default() {
         let c =
             SimConfig::from_toml_str("seed = 7\n[package]\ncontention = 0.08\n", "p.toml").unwrap();
+        // Audit defect 9: half of the drawn seeds are past TOML's integers; as a string they
+        // are accepted, in TOML and in JSON, as is the same seed as a JSON integer.
+        let big = 16_654_117_033_584_260_100_u64;
+        for (text, toml) in [
+            (format!("seed = \"{big}\""), true),
+            (format!("{{\"seed\": \"{big}\"}}"), false),
+            (format!("{{\"seed\": {big}}}"), false),
+        ] {
+            let r = if toml {
+                SimConfig::from_toml_str(&text, "s")
+            } else {
+                SimConfig::from_json_str(&text, "s")
+            };
+            assert_eq!(r.unwrap().seed, Some(big), "{text}");
+        }
+        let m = SimConfig::from_toml_str("seed = \"-1\"", "s")
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("as a string past 2^63 - 1"), "{m}");
         let d = SimConfig::default();
         assert_eq!(c.seed, Some(7));
         assert_eq!(c.package.contention, 0.08);
