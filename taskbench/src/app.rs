@@ -14,6 +14,10 @@ use super::point::DepTable;
 use super::system::{RunOutcome, System, Tracing};
 
 /// The flags, with what each takes, as listed in errors and `-h`.
+/// The largest `-iter`: 2^30, seconds of compute_bound per task (Task Bench itself takes any
+/// `long`, so `-iter 2^32` ran for minutes with no way to stop it but a signal).
+const MAX_ITERATIONS: i64 = 1 << 30;
+
 const FLAGS: [(&str, &str, &str); 25] = [
     ("-h", "", "show this help message and exit"),
     (
@@ -194,9 +198,14 @@ impl Args<'_> {
             value: v.to_string(),
             reason,
         };
-        let n: T = v
-            .parse()
-            .map_err(|_| invalid(format!("not a number: must be {rule}")))?;
+        let n: T = v.parse().map_err(|_| {
+            // A number this flag's type cannot hold is out of range, not "not a number".
+            if v.trim().parse::<f64>().is_ok_and(f64::is_finite) {
+                invalid(format!("out of range: must be {rule}"))
+            } else {
+                invalid(format!("not a number: must be {rule}"))
+            }
+        })?;
         if !ok(n) {
             return Err(invalid(format!("must be {rule}")));
         }
@@ -233,7 +242,14 @@ impl App {
                         a.number(flag, |v: f64| (0.0..=1.0).contains(&v), ">= 0 and <= 1")?
                 }
                 "-kernel" => g.kernel.kind = KernelType::from_name(a.value(flag)?)?,
-                "-iter" => g.kernel.iterations = a.number(flag, |v: i64| v >= 0, ">= 0")?,
+                "-iter" => {
+                    g.kernel.iterations = a.number(
+                        flag,
+                        |v: i64| (0..=MAX_ITERATIONS).contains(&v),
+                        ">= 0 and <= 2^30 (seconds of kernel per task; more steps make a \
+                         longer run)",
+                    )?
+                }
                 "-output" => {
                     g.output_bytes_per_task = a.number(flag, |v: usize| v >= 16, ">= 16")?
                 }
@@ -491,13 +507,38 @@ fn check_memory(g: &TaskGraph) -> Result<(), TaskBenchError> {
         .and_then(|b| b.checked_add(g.scratch_bytes_per_task as u64));
     let bytes = per_point.and_then(|b| b.checked_mul(g.max_width as u64));
     let available = taskwatt_runtime::available_memory_bytes();
+    // The flag to blame: the factor furthest above its default (-width 4, -field = -steps,
+    // -output 16, -scratch 0), so that `-output 2^64-1` is not reported as `-width 2`.
+    let scratch = g.scratch_bytes_per_task as f64;
+    let output = g.output_bytes_per_task as f64 * g.nb_fields as f64;
+    let (flag, value) = if scratch > output {
+        ("-scratch", g.scratch_bytes_per_task.to_string())
+    } else {
+        [
+            (g.max_width as f64 / 4.0, "-width", g.max_width.to_string()),
+            (
+                g.output_bytes_per_task as f64 / 16.0,
+                "-output",
+                g.output_bytes_per_task.to_string(),
+            ),
+            (
+                g.nb_fields as f64 / g.timesteps.max(1) as f64,
+                "-field",
+                g.nb_fields.to_string(),
+            ),
+        ]
+        .into_iter()
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, f, v)| (f, v))
+        .expect("three candidates")
+    };
     match bytes {
         Some(b) if available.is_none_or(|a| b <= a) => Ok(()),
         _ => Err(TaskBenchError::InvalidValue {
-            flag: "-width".into(),
-            value: g.max_width.to_string(),
+            flag: flag.into(),
+            value,
             reason: format!(
-                "graph {} needs {} for its points' buffers (-width x -field x -output, plus -scratch), more than {}; use a smaller -width",
+                "graph {} needs {} for its points' buffers (-width x -field x -output, plus -scratch), more than {}; use a smaller {flag}",
                 g.graph_index,
                 bytes.map_or_else(|| "more than 2^64 bytes".to_string(), crate::gib),
                 available.map_or_else(|| "the address space".to_string(), |a| format!("the {} of memory available here", crate::gib(a))),
@@ -554,6 +595,54 @@ mod tests {
         assert!(parse("--system rayon --sched ws").is_err());
         assert!(parse("--system mpi").is_err());
         assert!(parse("-type stencil_1d -period 2").is_err());
+    }
+
+    /// Audit defects 4 and 13: every count that multiplies the run has a bound, an
+    /// out-of-range number is called that, and the memory error blames the flag that asked.
+    #[test]
+    fn counts_are_bounded_and_errors_name_the_flag_at_fault() {
+        let e = parse("-steps 4 -width 2 -iter 4294967296 -kernel compute_bound")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("-iter 4294967296") && e.contains("<= 2^30"),
+            "{e}"
+        );
+        assert!(parse("-steps 4 -width 2 -iter 1073741824").is_ok());
+        let e = parse("-steps 1000000000000 -width 2")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("more than the 1000000000") && e.contains("-steps"),
+            "{e}"
+        );
+        for flag in ["-iter 18446744073709551615", "-sample 100000000000"] {
+            let e = parse(&format!("-steps 4 -width 2 {flag}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("out of range") && !e.contains("not a number"),
+                "{e}"
+            );
+        }
+        let e = parse("-steps 4 -width 2 -output 18446744073709551615")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("-output 18446744073709551615") && e.contains("smaller -output"),
+            "{e}"
+        );
+        let e = parse("-steps 4 -width 2 -scratch 18446744073709551615")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("-scratch"), "{e}");
+        let e = parse("-steps 4 -width 16000000 -output 4096")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("-width 16000000") && e.contains("smaller -width"),
+            "{e}"
+        );
     }
 
     #[test]

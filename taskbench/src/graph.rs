@@ -139,6 +139,8 @@ pub struct TaskGraph {
 /// The widest graph accepted, in points per time step: Task Bench's own runs use up to a
 /// few thousand, and the checks and buffers grow with it.
 pub(super) const MAX_WIDTH: i64 = 1 << 24;
+/// Tasks in one graph (-steps x -width): as many as one `taskwatt run` takes.
+pub(super) const MAX_GRAPH_TASKS: u64 = 1_000_000_000;
 
 impl TaskGraph {
     /// Task Bench's `default_graph(graph_index)`: 4 x 4, trivial, radix 3, empty kernel,
@@ -191,6 +193,14 @@ impl TaskGraph {
                 "-width {}: at most {MAX_WIDTH} points per time step are supported (each \
                  point has its own buffers and task per step)",
                 self.max_width
+            )));
+        }
+        let tasks = self.timesteps as u128 * self.max_width as u128;
+        if tasks > MAX_GRAPH_TASKS as u128 {
+            return Err(self.invalid(format!(
+                "-steps {} x -width {} make {tasks} tasks, more than the {MAX_GRAPH_TASKS} a \
+                 graph takes (its run and trace grow with them); use fewer -steps",
+                self.timesteps, self.max_width
             )));
         }
         if self.dependence.needs_period() && self.period == 0 {

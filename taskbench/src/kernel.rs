@@ -167,7 +167,9 @@ impl Kernel {
     /// Bytes moved by one task with `scratch_bytes` of scratch.
     pub fn bytes_per_task(&self, scratch_bytes: usize) -> i64 {
         match self.kind {
-            KernelType::MemoryBound => scratch_bytes as i64 * self.iterations / self.samples as i64,
+            KernelType::MemoryBound => (scratch_bytes as i128 * self.iterations as i128
+                / self.samples.max(1) as i128)
+                .min(i64::MAX as i128) as i64,
             _ => 0,
         }
     }
