@@ -206,6 +206,66 @@ fn outputs_never_clobber_inputs() {
     assert_eq!(std::fs::read(&sim).unwrap(), b"[tasks]\nvariation = 0.0\n");
 }
 
+/// The files a run writes without a flag naming them (the performance models' directory:
+/// models.json, bus.json, the saved energy model) never replace a file it reads, nor its
+/// trace.
+#[test]
+fn the_performance_models_directory_never_clobbers_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let pm = dir.path().join("pm");
+    std::fs::create_dir(&pm).unwrap();
+    let base = [
+        SMALL_STENCIL,
+        &["--workers", "2", "--perfmodel-dir", s(&pm)],
+    ]
+    .concat();
+    refused(
+        &[&base[..], &["--trace", s(&pm.join("models.json"))]].concat(),
+        "performance models' directory",
+    );
+    let sim = pm.join("bus.json");
+    write(&sim, b"{\"tasks\": {\"variation\": 0.0}}");
+    refused(
+        &[&base[..], &["--sim-config", s(&sim)]].concat(),
+        "is also an input",
+    );
+    refused(
+        &[
+            "compare",
+            "stencil",
+            "--n",
+            "256",
+            "--tile",
+            "64",
+            "--steps",
+            "2",
+            "--perfmodel-dir",
+            s(&pm),
+            "--sim-config",
+            s(&sim),
+        ],
+        "is also an input",
+    );
+    assert_eq!(
+        std::fs::read(&sim).unwrap(),
+        b"{\"tasks\": {\"variation\": 0.0}}"
+    );
+    // The saved model's own slot named as --energy-model: the run goes on and leaves it.
+    let trace = small_trace(dir.path());
+    let model = pm.join("energy-model-stencil.json");
+    ok(&["fit", s(&trace), "-o", s(&model)]);
+    let before = std::fs::read(&model).unwrap();
+    let out = bounded(&[&base[..], &["--energy-model", s(&model)]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("energy model was not saved"), "{stderr}");
+    assert_eq!(
+        std::fs::read(&model).unwrap(),
+        before,
+        "the model is intact"
+    );
+}
+
 #[test]
 fn a_failed_export_leaves_no_output_behind() {
     let dir = tempfile::tempdir().unwrap();
@@ -316,6 +376,24 @@ fn absurd_sizes_are_refused_up_front() {
     refused(&["run", "cholesky", "--n", "0"], "--n 0");
     refused(&["run", "cholesky", "--iterations", "0"], "--iterations");
     refused(&["compare", "stencil", "--repeat", "0"], "--repeat");
+    // Audit defect 4: a billion repeats ran until killed.
+    refused(
+        &["compare", "stencil", "--repeat", "1000000000"],
+        "--repeat",
+    );
+    refused(
+        &[
+            "bench",
+            "taskbench",
+            "-steps",
+            "4",
+            "-width",
+            "2",
+            "-iter",
+            "4294967296",
+        ],
+        "-iter",
+    );
     refused_env(
         &["run", "stencil", "--n", "64", "--tile", "32"],
         &[("TASKWATT_CLOCK", "bogus")],

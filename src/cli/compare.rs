@@ -29,9 +29,9 @@ pub(crate) struct CompareArgs {
     /// The policy whose runs the model is fitted on (default: the first).
     #[arg(long)]
     fit_on: Option<String>,
-    /// Runs per policy (at least 1; default 3, so that the error's spread, max|err|, means
+    /// Runs per policy (1 to 1000; default 3, so that the error's spread, max|err|, means
     /// something).
-    #[arg(long, default_value_t = 3, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, default_value_t = 3, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_REPEAT))]
     repeat: usize,
     /// Keep the traces in this directory (default: a temporary one).
     #[arg(long)]
@@ -55,6 +55,10 @@ pub(crate) struct CompareArgs {
     #[command(flatten)]
     attribution: AttributionArgs,
 }
+
+/// The most runs per policy `--repeat` takes: past a few tens the spread no longer narrows
+/// (and 10^9 ran until killed).
+const MAX_REPEAT: u64 = 1000;
 
 pub(crate) fn compare(a: CompareArgs) -> CliResult {
     let mut policies: Vec<String> = a
@@ -129,6 +133,10 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
         .chain(platform_files.iter().map(PathBuf::as_path))
         .collect();
     super::refuse_dir_over_inputs(&dir, "--keep", &[], Some("twt"), &inputs)?;
+    // The runs rewrite the performance models' files: none may be a file compare reads.
+    for f in super::run::perf_dir_outputs(&a.app)? {
+        taskwatt::traces::refuse_output_over_input(&f, &inputs)?;
+    }
     if let Some(d) = &a.svg {
         // Checked before the runs: a file there failed the command after all of them.
         super::output_dir(d, "--svg")?;

@@ -629,13 +629,13 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         .map_err(|e| format!("the run completed, but its trace could not be written: {e}").into())
 }
 
-/// `run`'s --gamma: at most one value (`compare` sweeps a list).
-/// `--trace` must not name (or link to) a file the run reads: the energy model, the sim
-/// config, a platform file. Checked before anything runs, so nothing is overwritten.
+/// No file the run writes may name (or link to) a file it reads (the energy model, the sim
+/// config, a platform file) or another file it writes. Its outputs: `--trace` (each rank's
+/// under `--mpi`), the plots of `--svg`, and the performance models' directory (models.json,
+/// bus.json and the saved energy model). Checked before anything runs, so nothing is
+/// overwritten. The saved energy model is the one exception: where it is the `--energy-model`
+/// the run reads, the run does not save over it (`save_energy_model` says so).
 fn refuse_trace_over_inputs(a: &RunArgs) -> CliResult {
-    let Some(trace) = &a.trace else {
-        return Ok(());
-    };
     let platform = a
         .platform
         .as_deref()
@@ -649,8 +649,81 @@ fn refuse_trace_over_inputs(a: &RunArgs) -> CliResult {
     .into_iter()
     .flatten()
     .collect();
-    taskwatt::traces::refuse_output_over_input(trace, &inputs)?;
+    // The performance models' files: outputs over the sim config and platform, and over the
+    // trace (written at the end, then models.json over it at shutdown, or the reverse).
+    let perf_files = if a.mpi {
+        Vec::new()
+    } else {
+        perf_dir_outputs(&a.app)?
+    };
+    let not_model: Vec<&std::path::Path> = [a.energy.sim_config.as_deref(), platform]
+        .into_iter()
+        .flatten()
+        .collect();
+    for f in &perf_files {
+        taskwatt::traces::refuse_output_over_input(f, &not_model)?;
+    }
+    if let Some(trace) = &a.trace {
+        taskwatt::traces::refuse_output_over_input(trace, &inputs)?;
+        let perf: Vec<&std::path::Path> = perf_files.iter().map(PathBuf::as_path).collect();
+        taskwatt::traces::refuse_output_over_input(trace, &perf).map_err(|_| {
+            format!(
+                "--trace {} is a file of the performance models' directory, which the run \
+                 rewrites at its end: give another path (or --perfmodel-dir elsewhere)",
+                trace.display()
+            )
+        })?;
+        if a.mpi {
+            // Each rank writes `stem.rankN.ext`: none of them may be an input.
+            for input in &inputs {
+                if let Some(r) = rank_of(trace, input) {
+                    return Err(format!(
+                        "--trace {} under --mpi writes rank {r}'s trace to {}, an input of \
+                         the run: give another --trace",
+                        trace.display(),
+                        input.display()
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    if let Some(dir) = &a.svg {
+        super::refuse_dir_over_inputs(dir, "--svg", &[], Some("svg"), &inputs)?;
+    }
     Ok(())
+}
+
+/// The rank whose trace, for `--trace trace --mpi`, is `input` (`stem.rankN.ext` beside it).
+fn rank_of(trace: &std::path::Path, input: &std::path::Path) -> Option<usize> {
+    let stem = trace.file_stem()?.to_str()?;
+    let ext = trace.extension().map_or(Some("twt"), |e| e.to_str())?;
+    let name = input.file_name()?.to_str()?;
+    let r: usize = name
+        .strip_prefix(stem)?
+        .strip_prefix(".rank")?
+        .strip_suffix(ext)?
+        .strip_suffix('.')?
+        .parse()
+        .ok()?;
+    let parent = |p: &std::path::Path| {
+        let d = p.parent().filter(|d| !d.as_os_str().is_empty());
+        d.unwrap_or(std::path::Path::new(".")).canonicalize().ok()
+    };
+    (parent(trace)? == parent(input)?).then_some(r)
+}
+
+/// The files a run (or a compare) writes into the performance models' directory, if it
+/// records them: models.json, bus.json and the saved energy model of its app.
+pub(crate) fn perf_dir_outputs(app: &AppArgs) -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
+    Ok(match app.perf_models()? {
+        Some(d) => vec![
+            d.join("models.json"),
+            d.join("bus.json"),
+            d.join(taskwatt::session::run_energy_model(app.app)),
+        ],
+        None => Vec::new(),
+    })
 }
 
 fn one_gamma(g: &[f64]) -> Result<Option<f64>, String> {
@@ -671,6 +744,19 @@ fn save_energy_model(a: &RunArgs, att: &taskwatt::energy::attribution::Attributi
         return;
     }
     let path = dir.join(taskwatt::session::run_energy_model(a.app.app));
+    if let Some(m) = a
+        .app
+        .energy_model
+        .as_deref()
+        .filter(|m| taskwatt::traces::refuse_output_over_input(&path, &[m]).is_err())
+    {
+        eprintln!(
+            "note: the run's energy model was not saved: {} is the --energy-model this run \
+             read, and is left as it was (fit a model of this run with `taskwatt fit`)",
+            m.display()
+        );
+        return;
+    }
     let saved = std::fs::create_dir_all(&dir)
         .map_err(|e| e.to_string())
         .and_then(|()| {
