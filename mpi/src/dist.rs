@@ -191,7 +191,7 @@ impl std::fmt::Debug for DistRuntime {
 
 impl DistRuntime {
     /// This rank's part of a job over `net`, running its tasks on `rt` (CPU workers only).
-    /// A message may take `TASKWATT_MPI_TIMEOUT` seconds (default 120) before the job is
+    /// A message may take `TASKWATT_MPI_TIMEOUT` seconds (default 300) before the job is
     /// ended with an error naming the peer.
     pub fn new(rt: Runtime, net: Box<dyn Transport>) -> Result<DistRuntime, DistError> {
         Self::with_timeout(rt, net, crate::comm::timeout_s())

@@ -2111,8 +2111,10 @@ impl Drop for Runtime {
                     // Dropped inside one of its own tasks (moved into one): waiting would
                     // never end. The workers are left to exit with the process.
                     log::error!(
-                        "a runtime was dropped inside one of its own tasks; its workers are \
-                         left running"
+                        "a runtime was dropped where waiting for its tasks would never end \
+                         (inside one of its own tasks, or while this thread's guard or \
+                         deferred acquisition holds back a task); its workers are left \
+                         running"
                     );
                     return;
                 }

@@ -109,6 +109,22 @@ fn a_dry_run_records_the_graph_and_runs_no_implementation() {
     assert_eq!(t.accesses.len(), 3);
 }
 
+/// A runtime with a granted deferred write on a handle, and a task on that handle waiting
+/// for its release.
+fn a_task_behind_a_deferred_write() -> (
+    Runtime,
+    taskwatt_runtime::Handle<Vec<u8>>,
+    taskwatt_runtime::DeferredAccess,
+) {
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    let h = rt.register(vec![0u8; 8]);
+    let inc = Codelet::new("inc").cpu(|ctx| ctx.rw::<Vec<u8>>(0)[0] += 1);
+    let d = rt.acquire_deferred(&h, true).unwrap();
+    wait_granted(&d);
+    rt.submit(Task::new(&inc).rw(&h)).unwrap();
+    (rt, h, d)
+}
+
 /// Runs `f` on a thread, failing the test if it has not returned within 20 s (a hang).
 fn within_20s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -139,12 +155,7 @@ fn deferred_acquisitions_never_hang_their_thread() {
     // (b) A granted deferred write, a task on the handle, then wait_all on the same
     // thread: refused (the task waits for the release only this thread can do).
     within_20s(|| {
-        let rt = Runtime::builder().workers(1).build().unwrap();
-        let h = rt.register(vec![0u8; 8]);
-        let inc = Codelet::new("inc").cpu(|ctx| ctx.rw::<Vec<u8>>(0)[0] += 1);
-        let d = rt.acquire_deferred(&h, true).unwrap();
-        wait_granted(&d);
-        rt.submit(Task::new(&inc).rw(&h)).unwrap();
+        let (rt, h, d) = a_task_behind_a_deferred_write();
         let e = rt.wait_all().unwrap_err().to_string();
         assert!(
             e.contains("deadlock") || e.contains("Deadlock") || e.contains("deferred"),
@@ -182,6 +193,20 @@ fn deferred_acquisitions_never_hang_their_thread() {
         rt.submit(Task::new(&inner).rw(&h)).unwrap();
         rt.wait_all().unwrap();
         assert_eq!(rt.acquire(&h).unwrap()[0], 1);
+    });
+    // (e) shutdown, and the runtime's drop, while this thread's deferred write blocks a
+    // task: shutdown is refused as a deadlock and the drop returns (both would have waited
+    // for a release that only this thread can make).
+    within_20s(|| {
+        let (rt, _h, d) = a_task_behind_a_deferred_write();
+        let e = rt.shutdown().unwrap_err().to_string();
+        assert!(e.contains("wait_all would wait forever"), "{e}");
+        d.release();
+    });
+    within_20s(|| {
+        let (rt, _h, d) = a_task_behind_a_deferred_write();
+        drop(rt);
+        d.release();
     });
     // A deferred acquisition handed off to another thread does not block this one's
     // waits (taskwatt-mpi's pattern): wait_all waits for the other thread's release.
