@@ -430,3 +430,124 @@ fn partitions_misused_end_in_errors_or_right_results() {
     let _ = rt.wait_all();
     assert_eq!(rt.unregister(v).unwrap().len(), 12);
 }
+
+/// Issue 29's campaign on REDUX: user code that panics in each of a reduction's three
+/// places, a reduction on emulated GPUs, beside a partition, a guard and a deferred
+/// acquisition. Each ends in a right result or a failure that names its task; none hangs
+/// and none loses a contribution silently.
+#[test]
+fn redux_misused_ends_in_errors_or_right_results() {
+    fn sum_of(rt: &Runtime, start: u64) -> taskwatt_runtime::Handle<u64> {
+        let h = rt.register(start);
+        rt.set_reduction(&h, "sum", || 0u64, |a, x| *a += x)
+            .unwrap();
+        h
+    }
+    let failed = |r: Result<(), RuntimeError>| match r {
+        Err(RuntimeError::TasksFailed { failures, .. }) => failures
+            .iter()
+            .map(|f| format!("{}: {}", f.codelet, f.message))
+            .collect::<Vec<_>>(),
+        other => panic!("expected failed tasks, got {other:?}"),
+    };
+    let add = Codelet::new("add").cpu(|ctx| {
+        assert_ne!(*ctx.arg::<u64>(), 2, "contribution 2 fails");
+        *ctx.w::<u64>(0) += 1
+    });
+    let rt = Runtime::builder().workers(2).pin(false).build().unwrap();
+
+    // The init panics: every contribution fails, naming the init's message; the data is
+    // as it was.
+    let h = rt.register(5u64);
+    rt.set_reduction(&h, "sum", || -> u64 { panic!("init fails") }, |a, x| *a += x)
+        .unwrap();
+    for i in 10..14u64 {
+        rt.submit(Task::new(&add).redux(&h).arg(i)).unwrap();
+    }
+    let f = failed(rt.wait_all());
+    assert!(
+        f.len() == 4 && f.iter().all(|m| m.starts_with("add: init fails")),
+        "{f:?}"
+    );
+    assert_eq!(rt.unregister(h).unwrap(), 5);
+
+    // The combine panics: the reduction task fails by its codelet's name at the next
+    // wait_all (the acquisition that needed it gets the data as the failure left it).
+    let h = rt.register(5u64);
+    rt.set_reduction(&h, "fold", || 0u64, |_, _| panic!("combine fails"))
+        .unwrap();
+    for i in 10..14u64 {
+        rt.submit(Task::new(&add).redux(&h).arg(i)).unwrap();
+    }
+    rt.wait_all().unwrap();
+    assert_eq!(*rt.acquire(&h).unwrap(), 5);
+    let f = failed(rt.wait_all());
+    assert!(
+        f.len() == 1 && f[0].starts_with("fold: combine fails"),
+        "{f:?}"
+    );
+    assert_eq!(rt.unregister(h).unwrap(), 5);
+
+    // One contribution panics: the others arrive.
+    let h = sum_of(&rt, 5);
+    for i in 0..4u64 {
+        rt.submit(Task::new(&add).redux(&h).arg(i)).unwrap();
+    }
+    let f = failed(rt.wait_all());
+    assert!(f.len() == 1 && f[0].contains("contribution 2 fails"), "{f:?}");
+    assert_eq!(rt.unregister(h).unwrap(), 8);
+
+    // Behind a read guard of this thread: the waits are deadlock errors, and dropping the
+    // guard lets every contribution in.
+    let h = sum_of(&rt, 5);
+    let g = rt.acquire(&h).unwrap();
+    for i in 10..14u64 {
+        rt.submit(Task::new(&add).redux(&h).arg(i)).unwrap();
+    }
+    assert!(matches!(rt.wait_all(), Err(RuntimeError::Deadlock { .. })));
+    assert!(matches!(rt.acquire(&h), Err(RuntimeError::Deadlock { .. })));
+    drop(g);
+    assert_eq!(rt.unregister(h).unwrap(), 9);
+
+    // A deferred read after a group is granted once the reduction has run.
+    let h = rt.register(vec![5u64]);
+    rt.set_reduction(&h, "vsum", || vec![0u64], |a, x| a[0] += x[0])
+        .unwrap();
+    let push = Codelet::new("push").cpu(|ctx| ctx.w::<Vec<u64>>(0)[0] += 1);
+    for _ in 0..4 {
+        rt.submit(Task::new(&push).redux(&h)).unwrap();
+    }
+    let d = rt.acquire_deferred(&h, false).unwrap();
+    let t = std::time::Instant::now();
+    while !d.is_granted() {
+        assert!(t.elapsed().as_secs() < 10, "never granted");
+        std::thread::yield_now();
+    }
+    d.release();
+    assert_eq!(rt.unregister(h).unwrap(), vec![9]);
+    drop(rt);
+
+    // On emulated GPUs, with a codelet that only has a CPU version: every contribution
+    // lands (on the CPU worker).
+    let rt = Runtime::builder()
+        .workers(1)
+        .emulated_gpus(2)
+        .pin(false)
+        .build()
+        .unwrap();
+    let h = rt.register(vec![1.0f64; 4]);
+    rt.set_reduction(
+        &h,
+        "vsum",
+        || vec![0.0; 4],
+        |a, x| a.iter_mut().zip(x).for_each(|(a, x)| *a += x),
+    )
+    .unwrap();
+    let inc = Codelet::new("inc").cpu(|ctx| {
+        ctx.w::<Vec<f64>>(0).iter_mut().for_each(|v| *v += 1.0)
+    });
+    for _ in 0..16 {
+        rt.submit(Task::new(&inc).redux(&h)).unwrap();
+    }
+    assert_eq!(rt.unregister(h).unwrap(), vec![17.0; 4]);
+}
