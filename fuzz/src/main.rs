@@ -152,7 +152,7 @@ impl Target {
                 strict.map(drop).map_err(|e| e.to_string())
             }
             Target::Csv => {
-                // The input as each of the three files, beside good ones.
+                // The input as each of the four files, beside good ones.
                 let (tasks, samples, workers) = (
                     scratch.join("tasks.csv"),
                     scratch.join("samples.csv"),
@@ -172,7 +172,11 @@ impl Target {
                 let a = run(path, &samples, &workers);
                 let b = run(&tasks, path, &workers);
                 let c = run(&tasks, &samples, path);
-                a.and(b).and(c).map_err(|e| e.to_string())
+                // And as the domains file (`import --domains`), which declares each
+                // domain's sensor.
+                let d = import_csv(&tasks, &opts.clone().samples(&samples).domains(path))
+                    .map(|t| attribute(&t));
+                a.and(b).and(c).and(d).map_err(|e| e.to_string())
             }
             Target::Starpu => {
                 let opts = ImportOptions::new(TimeUnit::Ms);
@@ -407,12 +411,17 @@ struct Args {
 
 fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
-    let which = it.next().ok_or("usage: taskwatt-fuzz <trace|csv|starpu|model|all> [--seconds N] [--seed S] [--corpus DIR] [--save-new]")?;
+    let names = Target::ALL.map(Target::name);
+    let which = it.next().ok_or(format!(
+        "usage: taskwatt-fuzz <{}|all> [--seconds N] [--seed S] [--corpus DIR] [--save-new]",
+        names.join("|")
+    ))?;
     let targets = if which == "all" {
         Target::ALL.to_vec()
     } else {
         vec![Target::parse(&which).ok_or(format!(
-            "unknown target `{which}`: expected trace, csv, starpu, model or all"
+            "unknown target `{which}`: expected {} or all",
+            names.join(", ")
         ))?]
     };
     let mut a = Args {
