@@ -20,7 +20,8 @@ use crate::codelet::{Codelet, CodeletInner};
 use crate::deadlock;
 use crate::error::RuntimeError;
 use crate::handle::{Access, Handle, HandleCore};
-use crate::runtime::{link, Runtime};
+use crate::runtime::Runtime;
+use crate::submit::link;
 use crate::task::{Kind, Preds, TaskNode, DONE_OK};
 
 fn acquire_codelet() -> Arc<CodeletInner> {
@@ -224,7 +225,7 @@ impl Runtime {
 /// (shared for a read, exclusive for a write) until [`DeferredAccess::release`], which
 /// lets the tasks submitted after it run. Dropping it releases it.
 pub struct DeferredAccess {
-    shared: Arc<crate::runtime::Shared>,
+    shared: Arc<crate::shared::Shared>,
     node: Arc<TaskNode>,
     core: Arc<HandleCore>,
     write: bool,

@@ -34,8 +34,11 @@
 //! ```
 
 mod acquire;
+mod builder;
 mod codelet;
+mod completion;
 mod context;
+mod copies;
 mod deadlock;
 mod device;
 mod error;
@@ -49,13 +52,21 @@ mod perfmodel;
 mod pool;
 mod prefetch;
 mod runtime;
+mod shared;
 mod size;
+mod staging;
+mod submit;
 mod sync;
 mod task;
 mod topology;
+mod tracelog;
 mod worker;
 
 pub use acquire::{DeferredAccess, ReadGuard, WriteGuard};
+pub use builder::{
+    PolicyFactory, RuntimeBuilder, DEFAULT_TRACE_FLUSH, IDLE_ENV, MAX_TRACE_CHUNK, MAX_WORKERS,
+    STAGING_ENV,
+};
 pub use codelet::{Codelet, ImplFn};
 pub use context::{TaskCtx, MAX_ACCESSES};
 pub use device::{bytes_of, bytes_of_mut, DeviceData, Element, GpuBackend};
@@ -66,10 +77,8 @@ pub use perfmodel::{
     Basis, Entry as PerfEntry, History, PerfModelError, PerfModels, Prediction, CALIBRATED,
     PERFMODEL_DIR_ENV,
 };
-pub use runtime::{
-    InterruptHandle, PolicyFactory, Runtime, RuntimeBuilder, RuntimeStats, DEFAULT_TRACE_FLUSH,
-    IDLE_ENV, MAX_HANDLE_NAME, MAX_TRACE_CHUNK, MAX_WORKERS, STAGING_ENV,
-};
+pub use runtime::{InterruptHandle, Runtime, MAX_HANDLE_NAME};
+pub use shared::RuntimeStats;
 pub use size::DataSize;
 pub use task::{ReadyTask, Task, TaskHandle};
 pub use topology::{available_memory_bytes, from_sysfs as topology_from_sysfs, Pu, Topology};

@@ -87,7 +87,7 @@ fn edge(from: &Arc<TaskNode>, node: &Arc<TaskNode>, preds: &mut Preds) -> bool {
     !Arc::ptr_eq(from, node) && from.add_successor(node, preds)
 }
 
-/// [`crate::runtime::link`] for a handle with group state: the same protocol, with the
+/// [`crate::submit::link`] for a handle with group state: the same protocol, with the
 /// groups above. Out of line, so that the plain protocol's path stays as it was.
 #[cold]
 #[inline(never)]

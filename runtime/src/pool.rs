@@ -781,7 +781,7 @@ mod tests {
         // A handle holding a finished node: dropping it recycles, taking the pool's lock.
         let h = Handle::new(0u8, 1, Some(&pool));
         let written = finished(1);
-        crate::runtime::link(&h.core, Access::W, &written, &mut Preds::new());
+        crate::submit::link(&h.core, Access::W, &written, &mut Preds::new());
         drop(written);
         // A codelet whose closure owns that handle, referenced by one node only, which
         // the pool cannot keep since both its lists are full: freeing the node drops the

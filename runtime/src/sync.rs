@@ -45,6 +45,7 @@
 use std::sync::atomic::Ordering;
 
 use crossbeam_utils::CachePadded;
+use taskwatt_traces::WorkerId;
 
 // loom's primitives under `--cfg loom` (see loom_shim.rs and its models).
 use crate::loom_shim::{fence, spin_until, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex};
@@ -368,5 +369,51 @@ mod tests {
         let g = lock.lock();
         assert_eq!(g.0, (threads * per) as u64);
         assert!(lock.try_lock().is_none(), "held by the guard above");
+    }
+}
+
+/// Counts workers that have started (pinned, policy state made) or failed to.
+#[derive(Default)]
+pub(crate) struct StartLatch {
+    /// (started, failed).
+    count: std::sync::Mutex<(usize, usize)>,
+    cv: std::sync::Condvar,
+    /// Workers whose pinning failed (they run unpinned).
+    unpinned: std::sync::Mutex<Vec<WorkerId>>,
+}
+
+impl StartLatch {
+    /// Worker `id` could not be pinned to its CPU.
+    pub(crate) fn unpinned(&self, id: WorkerId) {
+        self.unpinned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(id);
+    }
+
+    /// One more worker started.
+    pub(crate) fn arrive(&self) {
+        self.count.lock().unwrap_or_else(|p| p.into_inner()).0 += 1;
+        self.cv.notify_all();
+    }
+
+    /// One more worker panicked before it could start.
+    pub(crate) fn fail(&self) {
+        self.count.lock().unwrap_or_else(|p| p.into_inner()).1 += 1;
+        self.cv.notify_all();
+    }
+
+    /// The workers whose pinning failed, taken (once every worker has started).
+    pub(crate) fn take_unpinned(&self) -> Vec<WorkerId> {
+        std::mem::take(&mut *self.unpinned.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Waits until `n` workers started or failed; returns how many failed.
+    pub(crate) fn wait_for(&self, n: usize) -> usize {
+        let mut c = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        while c.0 + c.1 < n {
+            c = self.cv.wait(c).unwrap_or_else(|p| p.into_inner());
+        }
+        c.1
     }
 }

@@ -26,7 +26,8 @@ use crate::context::TaskCtx;
 use crate::error::TaskFailure;
 use crate::panics;
 use crate::pool::NodePool;
-use crate::runtime::{Shared, StartLatch};
+use crate::shared::Shared;
+use crate::sync::StartLatch;
 use crate::task::{Accesses, Body, ReadyTask, TaskNode, DONE_CANCELLED, DONE_FAILED, DONE_OK};
 
 pub(crate) struct WorkerCtx {

@@ -459,8 +459,13 @@ fn redux_misused_ends_in_errors_or_right_results() {
     // The init panics: every contribution fails, naming the init's message; the data is
     // as it was.
     let h = rt.register(5u64);
-    rt.set_reduction(&h, "sum", || -> u64 { panic!("init fails") }, |a, x| *a += x)
-        .unwrap();
+    rt.set_reduction(
+        &h,
+        "sum",
+        || -> u64 { panic!("init fails") },
+        |a, x| *a += x,
+    )
+    .unwrap();
     for i in 10..14u64 {
         rt.submit(Task::new(&add).redux(&h).arg(i)).unwrap();
     }
@@ -494,7 +499,10 @@ fn redux_misused_ends_in_errors_or_right_results() {
         rt.submit(Task::new(&add).redux(&h).arg(i)).unwrap();
     }
     let f = failed(rt.wait_all());
-    assert!(f.len() == 1 && f[0].contains("contribution 2 fails"), "{f:?}");
+    assert!(
+        f.len() == 1 && f[0].contains("contribution 2 fails"),
+        "{f:?}"
+    );
     assert_eq!(rt.unregister(h).unwrap(), 8);
 
     // Behind a read guard of this thread: the waits are deadlock errors, and dropping the
@@ -543,9 +551,8 @@ fn redux_misused_ends_in_errors_or_right_results() {
         |a, x| a.iter_mut().zip(x).for_each(|(a, x)| *a += x),
     )
     .unwrap();
-    let inc = Codelet::new("inc").cpu(|ctx| {
-        ctx.w::<Vec<f64>>(0).iter_mut().for_each(|v| *v += 1.0)
-    });
+    let inc =
+        Codelet::new("inc").cpu(|ctx| ctx.w::<Vec<f64>>(0).iter_mut().for_each(|v| *v += 1.0));
     for _ in 0..16 {
         rt.submit(Task::new(&inc).redux(&h)).unwrap();
     }

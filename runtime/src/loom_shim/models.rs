@@ -23,7 +23,7 @@ use taskwatt_traces::Timestamp;
 use super::{AtomicBool, AtomicUsize, Mutex};
 use crate::codelet::Codelet;
 use crate::handle::{Access, HandleCore};
-use crate::runtime::link;
+use crate::submit::link;
 use crate::sync::{Sleep, TaskCount, Waiters};
 use crate::task::{Accesses, Body, Kind, Preds, TaskNode, DONE_FAILED, DONE_OK};
 
