@@ -14,8 +14,9 @@ use taskwatt::scheduler::check_policy_name;
 use taskwatt::session::{measured_run, MeasuredRunOptions, SessionError, StopSignal};
 use taskwatt::traces::read_trace;
 
+use super::args::{AppArgs, EnergyArgs};
+use super::progress::Progress;
 use super::report::AttributionArgs;
-use super::run::{AppArgs, EnergyArgs, Progress};
 use super::signals::SignalWatch;
 use super::CliResult;
 
@@ -134,7 +135,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
         .collect();
     super::refuse_dir_over_inputs(&dir, "--keep", &[], Some("twt"), &inputs)?;
     // The runs rewrite the performance models' files: none may be a file compare reads.
-    for f in super::run::perf_dir_outputs(&a.app)? {
+    for f in super::args::perf_dir_outputs(&a.app)? {
         taskwatt::traces::refuse_output_over_input(&f, &inputs)?;
     }
     if let Some(d) = &a.svg {

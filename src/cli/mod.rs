@@ -1,5 +1,6 @@
 //! Subcommands of the `taskwatt` CLI, one file each.
 
+mod args;
 mod bench;
 mod compare;
 mod export;
@@ -10,6 +11,7 @@ mod meters;
 mod model;
 mod mpi;
 mod perfmodel;
+mod progress;
 mod report;
 mod run;
 mod signals;
@@ -30,7 +32,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a built-in app, check its result, and write its trace.
-    Run(run::RunArgs),
+    Run(args::RunArgs),
     /// Export a trace to Chrome trace JSON (Perfetto), CSV, Graphviz DOT or Paje (ViTE).
     Export(export::ExportArgs),
     /// List the energy meters: what each found here, or why it is unavailable.

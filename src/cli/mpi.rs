@@ -33,7 +33,7 @@ pub(crate) fn dist_app(app: App) -> taskwatt_mpi::apps::DistApp {
 }
 
 #[cfg(not(feature = "mpi"))]
-pub(crate) fn run(_a: &super::run::RunArgs) -> CliResult {
+pub(crate) fn run(_a: &super::args::RunArgs) -> CliResult {
     Err(
         "this taskwatt was built without MPI: rebuild with `cargo build --release --features \
          mpi` (it needs `apt-get install libopenmpi-dev openmpi-bin libclang-dev`), then run \
@@ -43,7 +43,7 @@ pub(crate) fn run(_a: &super::run::RunArgs) -> CliResult {
 }
 
 #[cfg(feature = "mpi")]
-pub(crate) fn run(a: &super::run::RunArgs) -> CliResult {
+pub(crate) fn run(a: &super::args::RunArgs) -> CliResult {
     let (universe, net) = taskwatt_mpi::MpiTransport::init()?;
     let rank = taskwatt_mpi::Transport::rank(&net);
     match run_rank(a, net) {
@@ -62,7 +62,7 @@ pub(crate) fn run(a: &super::run::RunArgs) -> CliResult {
 }
 
 #[cfg(feature = "mpi")]
-fn run_rank(a: &super::run::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> CliResult {
+fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> CliResult {
     use taskwatt::runtime::Runtime;
     use taskwatt::traces::{RunOutcome, TraceWriter};
     use taskwatt_mpi::{DistRuntime, Transport};

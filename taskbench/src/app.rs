@@ -10,8 +10,9 @@ use serde::Serialize;
 use super::error::TaskBenchError;
 use super::graph::{clamp, Dependence, TaskGraph};
 use super::kernel::KernelType;
+use super::outcome::RunOutcome;
 use super::point::DepTable;
-use super::system::{RunOutcome, System, Tracing};
+use super::system::{System, Tracing};
 
 /// The flags, with what each takes, as listed in errors and `-h`.
 /// The largest `-iter`: 2^30, seconds of compute_bound per task (Task Bench itself takes any

@@ -16,8 +16,8 @@ use std::time::Instant;
 
 use super::error::TaskBenchError;
 use super::graph::TaskGraph;
+use super::outcome::RunOutcome;
 use super::point::{combine, execute_point, Checksums, DepTable, PointOutput};
-use super::system::RunOutcome;
 
 /// One graph's state under rayon: every task's output, written once, and its count of
 /// unfinished inputs.

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::error::TaskBenchError;
 use super::graph::TaskGraph;
-use super::system::RunOutcome;
+use super::outcome::RunOutcome;
 
 /// The flags that reproduce `graphs` (joined with `-and`), then `-core workers`.
 pub(crate) fn flags(graphs: &[TaskGraph], workers: usize) -> Vec<String> {

@@ -31,6 +31,7 @@ mod graph;
 mod kernel;
 mod latency;
 mod metg;
+mod outcome;
 mod point;
 mod random;
 mod steal;
@@ -51,6 +52,7 @@ pub use metg::{
     measure_peak, median, metg, summarise, sweep, Metg, MetgConfig, Peak, Sample, SweepEta,
     SystemMetg,
 };
+pub use outcome::RunOutcome;
 pub use point::{execute_point, PointOutput};
 pub use steal::CpuTicks;
-pub use system::{RunOutcome, System, Tracing};
+pub use system::{System, Tracing};

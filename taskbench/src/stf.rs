@@ -22,8 +22,8 @@ use taskwatt_traces::{TraceSink, TraceWriter};
 use super::error::TaskBenchError;
 use super::graph::TaskGraph;
 use super::kernel::KernelType;
+use super::outcome::RunOutcome;
 use super::point::{combine, execute_point, Checksums, DepTable, PointOutput};
-use super::system::RunOutcome;
 
 /// What every task of one graph shares.
 struct GraphState {

@@ -1,7 +1,6 @@
 //! The systems a Task Bench graph can run on, and what a run reports.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::Serialize;
 
@@ -9,6 +8,7 @@ use super::baselines;
 use super::error::TaskBenchError;
 use super::external;
 use super::graph::TaskGraph;
+use super::outcome::RunOutcome;
 use super::stf;
 
 /// Whether, and where, a taskwatt run records its trace.
@@ -128,17 +128,4 @@ fn temp_trace_path() -> PathBuf {
         "taskwatt-taskbench-{}-{run}.twt",
         std::process::id()
     ))
-}
-
-/// One timed run.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RunOutcome {
-    /// Submission plus execution, as Task Bench times it.
-    pub elapsed: Duration,
-    /// A hash of every task's output hash, each chained to its inputs': equal across
-    /// systems when they ran the same graph with the same data flow. `None` when an
-    /// external program does not print one.
-    pub checksum: Option<u64>,
-    /// How many tasks ran.
-    pub tasks_executed: u64,
 }
