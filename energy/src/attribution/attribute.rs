@@ -5,9 +5,11 @@ use std::borrow::Borrow;
 use taskwatt_traces::TaskRecord;
 
 use super::error::AttributionError;
+use super::fit::DomainFit;
 use super::input::{trace_tasks, TraceParts};
+use super::options::AttributionOptions;
 use super::report::{domain_report, AttributionReport};
-use super::solve::{fit_groups, AttributionOptions, DomainFit};
+use super::solve::fit_groups;
 use super::system::{DomainSystem, TraceSystems};
 
 /// The result of [`attribute`]: the report, and the fits and systems behind it (for

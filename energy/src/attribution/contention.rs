@@ -23,8 +23,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::options::Solver;
 use super::qr::TriAccumulator;
-use super::solve::{solve_r, Solver, Stack};
+use super::stack::{solve_r, Stack};
 
 /// Condition index of the contention's direction above which it is taken as not
 /// identified (the powers' intervals would span orders of magnitude).
@@ -49,7 +50,7 @@ pub(crate) struct Profiled {
 pub struct ContentionFit {
     /// `c`: each task's power falls by this fraction of its power alone per other task
     /// running beside it (with its standard error and 95% interval).
-    pub c: super::solve::Estimate,
+    pub c: super::estimate::Estimate,
     /// Whether the run's occupancy identified `c`; when not, `c` is held at 0 and the
     /// types' powers are at the run's occupancy.
     pub identified: bool,
@@ -176,7 +177,7 @@ fn identified(stack: &Stack<'_>, acc: &TriAccumulator, theta: f64, solver: Solve
     let smax = svd.singular_values.max();
     let mut rest = d.clone();
     for (j, &sj) in svd.singular_values.iter().enumerate() {
-        if sj > super::solve::RANK_TOL * smax {
+        if sj > super::stack::RANK_TOL * smax {
             let uj = u.column(j);
             let c = uj.dot(&d);
             rest.axpy(-c, &uj, 1.0);
@@ -267,12 +268,12 @@ mod tests {
         stack.enable(false, true);
         assert!(stack.occupancy);
         let acc = {
-            let mut a = super::super::solve::accumulate(&stack, 1);
+            let mut a = super::super::stack::accumulate(&stack, 1);
             a.remove(0)
         };
         let p = profile(&stack, &acc, AttributionOptions::default().solver);
         stack.theta = p.theta;
-        let s = super::super::solve::solve(&acc, &stack, Solver::Nnls);
+        let s = super::super::stack::solve(&acc, &stack, Solver::Nnls);
         (p, s.coef)
     }
 

@@ -32,8 +32,8 @@
 
 use nalgebra::{DMatrix, DVector, SymmetricEigen};
 
-use super::diagnostics::t975;
-use super::solve::{Solved, Stack, RANK_TOL};
+use super::stack::t975;
+use super::stack::{Solved, Stack, RANK_TOL};
 
 /// Fewest blocks for the robust covariance: below, the classical one alone.
 pub(crate) const MIN_BLOCKS: usize = 12;
@@ -106,7 +106,7 @@ impl Estimable {
             along.abs() <= 1e-6 * norm
         });
         identified
-            .then(|| super::solve::half_width(&self.matrix, c, t))
+            .then(|| super::estimate::half_width(&self.matrix, c, t))
             .flatten()
     }
 }
@@ -396,7 +396,7 @@ pub(crate) fn covariance(input: CovInput<'_>, p: usize, rank: usize) -> Covarian
         // Rank-deficient: each identifiable coefficient's classical variance alone (the
         // caller names the others), no matrix; and the pseudo-inverse over the identified
         // directions, for combinations that do not lean on the unidentified ones.
-        let var = super::diagnostics::scaled_variances(&jac);
+        let var = super::stack::scaled_variances(&jac);
         for (k, v) in var.iter().enumerate() {
             out.se[index(k)] = v.map(|v| (sigma2 * v).sqrt() / scale(k));
         }

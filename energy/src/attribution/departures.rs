@@ -25,7 +25,10 @@
 //! says which departure, where, and what to do. A base that shifts only warns: the base's
 //! column absorbs it unless it follows the tasks.
 
-use super::solve::{AttributionOptions, DomainFit, Flag, Stack};
+use super::estimate::Flag;
+use super::fit::DomainFit;
+use super::options::AttributionOptions;
+use super::stack::Stack;
 
 /// Contiguous time blocks of the time check.
 pub(crate) const TIME_BLOCKS: usize = 6;
@@ -286,7 +289,7 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
     let flag = Flag::ModelInDoubt { departure: short };
     // Each power's interval spans what the tasks drew over the run, not only the fit's
     // average: the truth of a power that changes lies within that range.
-    let mark = |e: &mut super::solve::Estimate| {
+    let mark = |e: &mut super::estimate::Estimate| {
         e.issues.push(format!(
             "the model does not hold here (its power ranges {:+.0}% to {:+.0}% around this \
              value over the run): see the warnings",

@@ -13,10 +13,11 @@
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
+use super::estimate::{Estimate, Flag};
+use super::options::{AttributionOptions, Solver};
 use super::qr::TriAccumulator;
-use super::solve::{
-    fold_range, solve, AttributionOptions, Estimate, Flag, Solved, Solver, Stack, RANK_TOL,
-};
+use super::stack::NULL_LOADING;
+use super::stack::{fold_range, solve, Solved, Stack, RANK_TOL};
 
 /// Why a group of columns cannot be separated.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -125,9 +126,6 @@ pub(crate) struct Analysis {
     pub(crate) residuals_j: Vec<f64>,
     pub(crate) diagnostics: FitDiagnostics,
 }
-
-/// Loading above which a column belongs to an exact null vector (unit-norm vector).
-const NULL_LOADING: f64 = 1e-3;
 
 /// Everything but the coefficients: residual pass, SEs, conditioning, CV, warnings.
 /// `full` is the augmented factor of every row; `theta` the contention when fitted (the
@@ -558,54 +556,6 @@ fn merge_overlapping(found: Vec<(Vec<usize>, bool, f64)>) -> Vec<(Vec<usize>, bo
     merged
 }
 
-/// Diagonal of `(AᵀA)⁻¹` for a column-scaled `A`, by SVD; `None` for coefficients that
-/// load on a null direction (not identifiable).
-pub(crate) fn scaled_variances(a: &DMatrix<f64>) -> Vec<Option<f64>> {
-    let m = a.ncols();
-    if m == 0 {
-        return Vec::new();
-    }
-    let svd = a.clone().svd(false, true);
-    let s = &svd.singular_values;
-    let v_t = svd.v_t.as_ref().expect("V was computed");
-    let smax = s.max();
-    (0..m)
-        .map(|k| {
-            let mut var = 0.0;
-            for j in 0..s.len() {
-                let v = v_t[(j, k)];
-                if s[j] <= RANK_TOL * smax {
-                    if v.abs() > NULL_LOADING {
-                        return None;
-                    }
-                } else {
-                    var += v * v / (s[j] * s[j]);
-                }
-            }
-            Some(var)
-        })
-        .collect()
-}
-
-/// Two-sided 95% quantile of Student's t with `dof` degrees of freedom (a table to 10,
-/// then the Cornish-Fisher expansion, within 2e-4 of the exact value); infinite below 1.
-pub(crate) fn t975(dof: f64) -> f64 {
-    const TABLE: [f64; 10] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    ];
-    if dof.is_nan() || dof < 1.0 {
-        return f64::INFINITY;
-    }
-    if dof < 11.0 {
-        return TABLE[dof as usize - 1];
-    }
-    let z: f64 = 1.959_963_984_540_054;
-    let (z3, z5, z7) = (z.powi(3), z.powi(5), z.powi(7));
-    z + (z3 + z) / (4.0 * dof)
-        + (5.0 * z5 + 16.0 * z3 + 3.0 * z) / (96.0 * dof * dof)
-        + (3.0 * z7 + 19.0 * z5 + 17.0 * z3 - 15.0 * z) / (384.0 * dof.powi(3))
-}
-
 /// Base then type estimates, each with its interval and the flags that keep it from being
 /// shown as a measurement.
 fn estimates(
@@ -753,7 +703,7 @@ fn describe(f: &Flag, ci: Option<[f64; 2]>, unconstrained: f64) -> String {
 }
 
 fn w(v: f64) -> String {
-    super::render::si(v, "W")
+    super::units::si(v, "W")
 }
 
 /// Warnings about the sampling period, the sensor and the task durations.
@@ -853,6 +803,7 @@ pub(crate) fn fmt_ns(ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::stack::scaled_variances;
 
     fn labels(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("c{i}")).collect()

@@ -22,7 +22,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::solve::{accumulate, Solver, Stack};
+use super::options::Solver;
+use super::stack::{accumulate, Stack};
 
 /// Relative spread (weighted standard deviation of `ln r`) below which the frequency is
 /// taken as steady and not profiled.

@@ -17,7 +17,10 @@
 //! computed as usual.
 
 use super::diagnostics::{FitDiagnostics, InseparableGroup, InseparableReason};
-use super::solve::{AttributionOptions, DomainFit, Estimate, Flag, Solver, Stack, MAX_TYPES};
+use super::estimate::{Estimate, Flag};
+use super::fit::DomainFit;
+use super::options::{AttributionOptions, Solver, MAX_TYPES};
+use super::stack::Stack;
 
 /// Sweeps of coordinate descent, at most.
 const MAX_SWEEPS: usize = 2_000;
@@ -192,7 +195,7 @@ pub(crate) fn fit_large(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainF
         base,
         types,
         stats: stack.stats.clone(),
-        noise: super::solve::NoiseModel::fit(
+        noise: super::estimate::NoiseModel::fit(
             stack
                 .dt_ns()
                 .zip(&residuals)
@@ -205,7 +208,7 @@ pub(crate) fn fit_large(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainF
         types_at_run: vec![None; stack.keys.len()],
         covariance_w2: None,
         estimable_covariance: None,
-        layout: super::solve::CovLayout {
+        layout: super::estimate::CovLayout {
             types: stack.keys.len(),
             ..Default::default()
         },

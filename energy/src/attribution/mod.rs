@@ -17,10 +17,19 @@
 //!
 //! The design, every diagnostic and how to read the report: `docs/attribution.md`.
 //!
-//! Files: `key` (task-type keys), `input` (what is read from a trace), `system` (the
-//! build pass and clipping), `qr` (streaming Givens QR), `nnls` (Lawson-Hanson), `solve`
-//! (options and fitting), `diagnostics`, `report` (energy accounting), `render` (text),
-//! `model` (model files and prediction), `attribute` (the one-trace entry point).
+//! Files, by layer from the ground up (no two import each other, as
+//! `scripts/check-structure.py` checks in CI):
+//! - inputs: `key` (task-type keys), `input` (what is read from a trace), `system` (the
+//!   build pass and clipping), `align` (the meter's update grid), `occupancy`;
+//! - the numeric kernel: `qr` (streaming Givens QR), `nnls` (Lawson-Hanson), `stack` (a
+//!   domain's stacked rows, their triangles and solves);
+//! - what a fit is asked and gives: `options`, `estimate` (a coefficient, its flags, the
+//!   noise model, the covariance layout), `units`;
+//! - the fit's parts: `contention`, `frequency`, `covariance`, `diagnostics`, `departures`,
+//!   `large` (the sparse fit past `MAX_TYPES`), gathered in `fit` (one domain's fit);
+//! - `solve` (fitting a domain: the orchestration);
+//! - results: `report` (energy accounting), `model` (model files and prediction), `render`
+//!   (text), `attribute` (the one-trace entry point).
 
 mod align;
 mod attribute;
@@ -30,6 +39,8 @@ pub use covariance::Estimable;
 mod departures;
 mod diagnostics;
 mod error;
+mod estimate;
+mod fit;
 mod frequency;
 pub use frequency::FrequencyFit;
 mod input;
@@ -38,12 +49,15 @@ mod large;
 mod model;
 mod nnls;
 mod occupancy;
+mod options;
 mod qr;
 mod render;
 mod report;
 pub mod scenario;
 mod solve;
+mod stack;
 mod system;
+mod units;
 
 #[cfg(test)]
 mod perf;
@@ -57,6 +71,8 @@ pub use attribute::{attribute, attribute_systems, attribute_trace, Attribution};
 pub use contention::ContentionFit;
 pub use diagnostics::{FitDiagnostics, InseparableGroup, InseparableReason};
 pub use error::AttributionError;
+pub use estimate::{CovLayout, Estimate, Flag};
+pub use fit::DomainFit;
 pub use input::{trace_tasks, TraceParts, IDLE_CALIBRATION};
 pub use key::{footprint_class, KeyKind, TypeKey};
 pub use model::{
@@ -66,13 +82,13 @@ pub use model::{
 };
 pub use nnls::{nnls, NnlsSolution};
 pub use occupancy::{Occupancy, OCCUPANCY_MAX_TASKS};
+pub use options::{
+    AttributionOptions, RowWeights, SensorModel, Solver, DEFAULT_PRECISION_PCT,
+    MAX_CONTENTION_TYPES, MAX_SPARSE_TYPES, MAX_TYPES,
+};
 pub use render::{render_prediction, render_report, RenderOptions};
 pub use report::{
     AttributionReport, DomainReport, RegionReport, RegionType, TruthComparison, TruthRow,
     TypeReport,
-};
-pub use solve::{
-    AttributionOptions, CovLayout, DomainFit, Estimate, Flag, RowWeights, SensorModel, Solver,
-    DEFAULT_PRECISION_PCT, MAX_CONTENTION_TYPES, MAX_SPARSE_TYPES, MAX_TYPES,
 };
 pub use system::{regions_of, DomainSystem, RegionDef, TraceSystems, TypeColumn, TypeStats};

@@ -16,10 +16,13 @@ use serde::{Deserialize, Serialize};
 use taskwatt_traces::{Domain, TaskRecord};
 
 use super::error::AttributionError;
+use super::estimate::{Estimate, NoiseModel};
+use super::fit::DomainFit;
 use super::input::{trace_tasks, TraceParts};
 use super::key::{KeyKind, TypeKey};
+use super::options::{AttributionOptions, Solver};
 use super::report::{domain_report, DomainReport};
-use super::solve::{fit_groups, AttributionOptions, DomainFit, Estimate, NoiseModel, Solver};
+use super::solve::fit_groups;
 use super::system::{DomainSystem, TraceSystems};
 
 /// The model file format version this build writes. Version 2 added each domain's
@@ -77,7 +80,7 @@ pub struct DomainModel {
     pub covariance_w2: Option<Vec<Vec<f64>>>,
     /// The order of `covariance_w2` (absent in version 1 files: base then types).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub layout: Option<super::solve::CovLayout>,
+    pub layout: Option<super::estimate::CovLayout>,
     /// Student-t 95% quantile for the fit's residual degrees of freedom.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub t95: Option<f64>,
@@ -85,7 +88,7 @@ pub struct DomainModel {
     /// a prediction's uncertainty (absent in older files: predictions then have no
     /// measurement interval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub noise: Option<super::solve::NoiseModel>,
+    pub noise: Option<super::estimate::NoiseModel>,
     /// The base's drift over the fitted window (its change from the window's middle to
     /// its end, W), when fitted: the base is carried as the window's mean, so a part of
     /// another run may see a base up to this far from it.
@@ -391,7 +394,7 @@ pub fn fit_model(
             // A model carries no drift: its base is the fit's mean base.
             layout: Some(match &fit.covariance_w2 {
                 Some(cov) => fit.layout.without_drift(cov).0,
-                None => super::solve::CovLayout {
+                None => super::estimate::CovLayout {
                     drift: false,
                     ..fit.layout
                 },
@@ -718,7 +721,7 @@ fn predict_domain(
     let (a, b) = s.window_ns().or(span).unwrap_or((0, 0));
     let window_s = (b - a) as f64 * 1e-9;
     let base_w = m.base.value_w;
-    let layout = m.layout.unwrap_or(super::solve::CovLayout {
+    let layout = m.layout.unwrap_or(super::estimate::CovLayout {
         types: m.types.len(),
         drift: false,
         contention: false,
@@ -807,7 +810,7 @@ fn predict_domain(
     let half_width_j = m
         .covariance_w2
         .as_ref()
-        .and_then(|cov| super::solve::half_width(cov, &c, m.t95.unwrap_or(1.96)));
+        .and_then(|cov| super::estimate::half_width(cov, &c, m.t95.unwrap_or(1.96)));
     if !missing.is_empty() {
         warnings.push(format!(
             "{}: type(s) {} are not in the model: predicted with base power only",
@@ -845,7 +848,7 @@ fn predict_domain(
     let base_j = base_w * window_s;
     let predicted_j = base_j + dynamic_j;
     let measurement_half_j = half_width_j.zip(m.noise).filter(|_| sampled).map(|(h, n)| {
-        super::solve::widen(h, n.variance_j2(s.intervals() as f64, window_s, task_q))
+        super::estimate::widen(h, n.variance_j2(s.intervals() as f64, window_s, task_q))
     });
     // A model without contention, a run with tasks side by side: at most
     // UNKNOWN_CONTENTION_MAX of their occupancy-weighted energy may not be drawn.
@@ -865,7 +868,7 @@ fn predict_domain(
              contention of {UNKNOWN_CONTENTION_MAX} would take off; its intervals reach down \
              that far. Fit on a run with as many workers as this one",
             s.domain(),
-            super::render::si(unknown_contention_j, "J"),
+            super::units::si(unknown_contention_j, "J"),
             100.0 * unknown_contention_j / (base_j + dynamic_j)
         ));
     }
@@ -920,7 +923,7 @@ fn predict_domain(
             let half = m
                 .covariance_w2
                 .as_ref()
-                .and_then(|cov| super::solve::half_width(cov, &c, t95));
+                .and_then(|cov| super::estimate::half_width(cov, &c, t95));
             let interval_j = half.map(|h| [(predicted_j - h).max(0.0), predicted_j + h]);
             // The base over a part of the run may be off its mean by the fitted drift, up to
             // none for the whole window.
@@ -928,7 +931,7 @@ fn predict_domain(
             let lo = below(dc);
             let measurement_interval_j = half.zip(m.noise).filter(|_| sampled).map(|(h, n)| {
                 let var = n.variance_j2(s.intervals_in(&r.spans), window, task_q);
-                let w = super::solve::widen(h, var).hypot(drift_j);
+                let w = super::estimate::widen(h, var).hypot(drift_j);
                 [(predicted_j - w - lo).max(0.0), predicted_j + w]
             });
             let interval_j = interval_j.map(|[a, b]| [(a - lo).max(0.0), b]);
@@ -1034,7 +1037,7 @@ mod tests {
                 cv_mape_pct: None,
                 contention: None,
                 covariance_w2: Some(vec![vec![0.01, -0.002], vec![-0.002, 0.01]]),
-                layout: Some(super::super::solve::CovLayout {
+                layout: Some(super::super::estimate::CovLayout {
                     types: 1,
                     ..Default::default()
                 }),
@@ -1160,7 +1163,7 @@ mod tests {
             "{msg}"
         );
         let mut m = sample_model();
-        m.domains[0].noise = Some(super::super::solve::NoiseModel {
+        m.domains[0].noise = Some(super::super::estimate::NoiseModel {
             per_interval_j2: 1e300,
             per_second_j2: 0.0,
             per_task: 0.0,

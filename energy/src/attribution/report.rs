@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 use taskwatt_traces::{Arch, Domain, DomainId, GroundTruth};
 
 use super::diagnostics::FitDiagnostics;
+use super::estimate::Estimate;
+use super::fit::DomainFit;
 use super::key::{KeyKind, TypeKey};
-use super::solve::{DomainFit, Estimate, Solver};
+use super::options::Solver;
 use super::system::DomainSystem;
 
 /// The whole report of one attribution.
@@ -39,7 +41,7 @@ pub struct AttributionReport {
 }
 
 fn default_precision() -> f64 {
-    super::solve::DEFAULT_PRECISION_PCT
+    super::options::DEFAULT_PRECISION_PCT
 }
 
 /// One domain's attribution.
@@ -98,7 +100,7 @@ pub struct DomainReport {
     pub base_drift: Option<Estimate>,
     /// The rows' error variance the measurement intervals use (`a + b·Δt + c·q`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub noise: Option<super::solve::NoiseModel>,
+    pub noise: Option<super::estimate::NoiseModel>,
 }
 
 /// The energy of one region of the run on one domain, from the fitted powers.
@@ -406,7 +408,7 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
                 let st = &fit.stats[k];
                 if st.count > 0 {
                     let mean_s = st.total_ns as f64 * 1e-9 / st.count as f64;
-                    task_q += super::solve::NoiseModel::task_q(std::iter::once((
+                    task_q += super::estimate::NoiseModel::task_q(std::iter::once((
                         est.value_w,
                         busy_s,
                         mean_s,
@@ -436,7 +438,7 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
             }
             let c = fit.layout.gradient(window_s, &effective, drift_s, dc);
             let half = match (&fit.covariance_w2, &fit.estimable_covariance) {
-                (Some(cov), _) => super::solve::half_width(cov, &c, fit.t95),
+                (Some(cov), _) => super::estimate::half_width(cov, &c, fit.t95),
                 // A type not identifiable alone: the region's energy may still be.
                 (None, Some(e)) => e.half_width(&c, fit.t95),
                 (None, None) => None,
@@ -444,7 +446,7 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
             let interval_j = half.map(|h| [(energy_j - h).max(0.0), energy_j + h]);
             let measurement_interval_j = half.zip(fit.noise).map(|(h, n)| {
                 let var = n.variance_j2(sys.intervals_in(&r.spans), window_s, task_q);
-                let w = super::solve::widen(h, var);
+                let w = super::estimate::widen(h, var);
                 [(energy_j - w).max(0.0), energy_j + w]
             });
             let measured_j =
