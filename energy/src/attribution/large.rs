@@ -16,7 +16,8 @@
 //! shown as a measurement; the report says why in a warning. Residuals, R² and MAPE are
 //! computed as usual.
 
-use super::diagnostics::{FitDiagnostics, InseparableGroup, InseparableReason};
+use super::conditioning::{InseparableGroup, InseparableReason};
+use super::diagnostics::FitDiagnostics;
 use super::estimate::{Estimate, Flag};
 use super::fit::DomainFit;
 use super::options::{AttributionOptions, Solver, MAX_TYPES};

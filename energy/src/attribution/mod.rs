@@ -33,6 +33,7 @@
 
 mod align;
 mod attribute;
+mod conditioning;
 mod contention;
 mod covariance;
 pub use covariance::Estimable;
@@ -68,8 +69,9 @@ mod tests;
 
 pub use align::{Alignment, IntervalSource};
 pub use attribute::{attribute, attribute_systems, attribute_trace, Attribution};
+pub use conditioning::{InseparableGroup, InseparableReason};
 pub use contention::ContentionFit;
-pub use diagnostics::{FitDiagnostics, InseparableGroup, InseparableReason};
+pub use diagnostics::FitDiagnostics;
 pub use error::AttributionError;
 pub use estimate::{CovLayout, Estimate, Flag};
 pub use fit::DomainFit;

@@ -6,7 +6,8 @@
 
 use std::fmt::Write as _;
 
-use super::diagnostics::{fmt_ns, InseparableReason};
+use super::conditioning::InseparableReason;
+use super::diagnostics::fmt_ns;
 use super::estimate::Estimate;
 use super::model::Prediction;
 use super::report::{AttributionReport, DomainReport, TruthComparison};

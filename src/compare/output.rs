@@ -1,0 +1,302 @@
+//! A comparison's outputs: the verdict, the terminal table, the JSON and the plots.
+
+use std::fmt::Write as _;
+
+use super::*;
+
+/// `writeln!` into a `String` (which cannot fail).
+macro_rules! outln {
+    ($out:expr) => { let _ = writeln!($out); };
+    ($out:expr, $($arg:tt)*) => { let _ = writeln!($out, $($arg)*); };
+}
+
+impl Comparison {
+    /// Which policy used least energy, and whether the others are measurably different:
+    /// a policy whose runs' range of measured energy overlaps the best one's is within the
+    /// runs' spread of it (with one run per policy nothing can be told apart). `None`
+    /// with fewer than two policies.
+    pub fn verdict(&self) -> Option<String> {
+        if self.policies.len() < 2 {
+            return None;
+        }
+        let range = |p: &str| {
+            self.runs
+                .iter()
+                .filter(|r| r.policy == p)
+                .map(|r| r.measured_j)
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), e| {
+                    (lo.min(e), hi.max(e))
+                })
+        };
+        let best = self
+            .policies
+            .iter()
+            .min_by(|a, b| a.measured_j.total_cmp(&b.measured_j))?;
+        if self.repeat < 2 {
+            return Some(format!(
+                "least energy: {} ({:.2} J), from one run per policy: the runs' spread is \
+                 unknown, so small differences cannot be told from noise (repeat at least 3)",
+                best.policy, best.measured_j
+            ));
+        }
+        let (lo, hi) = range(&best.policy);
+        let close: Vec<&str> = self
+            .policies
+            .iter()
+            .filter(|p| p.policy != best.policy)
+            .filter(|p| {
+                let (l, h) = range(&p.policy);
+                l <= hi && h >= lo
+            })
+            .map(|p| p.policy.as_str())
+            .collect();
+        Some(if close.is_empty() {
+            format!(
+                "least energy: {} ({:.2} J); every other policy's runs measured more than all \
+                 of its runs",
+                best.policy, best.measured_j
+            )
+        } else {
+            format!(
+                "least energy: {} ({:.2} J); within its runs' spread, so not measurably \
+                 different: {}",
+                best.policy,
+                best.measured_j,
+                close.join(", ")
+            )
+        })
+    }
+
+    /// The comparison as JSON (what `taskwatt compare --json` prints).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
+    /// The terminal table (the CLI's `compare` output).
+    pub fn text(&self) -> String {
+        let (o, repeat) = (self, self.repeat);
+        let mut out = String::new();
+        if o.simulated {
+            outln!(
+                out,
+                "*** SIMULATED meter: energies come from taskwatt's simulator, not a sensor ***"
+            );
+        }
+        outln!(
+            out,
+            "{}: model fitted on {} ({} run{} per policy); errors are (predicted - measured) / measured",
+            o.app,
+            o.fit_on,
+            repeat,
+            if repeat == 1 { "" } else { "s" }
+        );
+        outln!(
+            out,
+            "{:<14} {:>10} {:>12} {:>12} {:>9} {:>9} {:>7}",
+            "policy",
+            "makespan",
+            "measured",
+            "predicted",
+            "error",
+            "max|err|",
+            "covers"
+        );
+        let frac = |(k, n): (usize, usize)| {
+            if n == 0 {
+                "-".to_owned()
+            } else {
+                format!("{k}/{n}")
+            }
+        };
+        for r in &o.policies {
+            outln!(
+                out,
+                "{:<14} {:>8.3} s {:>10.2} J {:>10.2} J {:>8.2}% {:>8.2}% {:>7}{}",
+                r.policy,
+                r.makespan_s,
+                r.measured_j,
+                r.predicted_j,
+                r.error_pct,
+                r.max_abs_error_pct,
+                frac(r.covered),
+                if r.fitted_on { "  (fitted on)" } else { "" }
+            );
+        }
+        if let Some(v) = o.verdict() {
+            outln!(out, "{v}");
+        }
+        let all = count_covered(o.runs.iter().map(|r| r.covered));
+        let app = count_covered(o.runs.iter().map(|r| r.application.and_then(|a| a.covered)));
+        if all.1 + app.1 > 0 {
+            outln!(
+                out,
+                "covers: runs whose measurement lies in the prediction's 95% interval (the\n\
+                 model's uncertainty, the meter's noise, the tasks' variation): {} of the runs'\n\
+                 totals, {} of their application regions",
+                frac(all),
+                frac(app)
+            );
+        }
+        if !o.virtual_rows.is_empty() {
+            outln!(
+                out,
+                "simulated in virtual time from the first {} run (not runs; the meter is the \
+                 platform's simulated one, over the graph alone):",
+                o.fit_on
+            );
+            outln!(
+                out,
+                "{:<14} {:<34} {:>10} {:>12} {:>12}",
+                "policy",
+                "platform",
+                "makespan",
+                "meter",
+                "model"
+            );
+            let j = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2} J"));
+            for v in &o.virtual_rows {
+                outln!(
+                    out,
+                    "{:<14} {:<34} {:>8.3} s {:>12} {:>12}",
+                    v.policy,
+                    v.platform,
+                    v.makespan_s,
+                    j(v.meter_j),
+                    j(v.predicted_j)
+                );
+            }
+        }
+        if o.policies.iter().all(|r| r.application.is_some()) {
+            outln!(
+                out,
+                "the application alone (the graph, without calibration):"
+            );
+            outln!(
+                out,
+                "{:<14} {:>12} {:>12} {:>9} {:>7}",
+                "policy",
+                "measured",
+                "predicted",
+                "error",
+                "covers"
+            );
+            for r in &o.policies {
+                let app = r.application.expect("checked");
+                let m = app.measured_j;
+                let covered = count_covered(
+                    o.runs
+                        .iter()
+                        .filter(|x| x.policy == r.policy)
+                        .map(|x| x.application.and_then(|a| a.covered)),
+                );
+                outln!(
+                    out,
+                    "{:<14} {:>12} {:>10.2} J {:>9} {:>7}",
+                    r.policy,
+                    m.map_or("-".to_owned(), |m| format!("{m:.2} J")),
+                    app.predicted_j,
+                    m.filter(|&m| m != 0.0).map_or("-".to_owned(), |m| format!(
+                        "{:.2}%",
+                        100.0 * (app.predicted_j - m) / m
+                    )),
+                    frac(covered)
+                );
+            }
+        }
+        out
+    }
+}
+
+impl Comparison {
+    /// Writes the plots into `dir`: `compare.svg` (measured and predicted energy per
+    /// policy), `whatif.svg` with simulated rows, `pareto.svg` when `sweep` names the
+    /// policies of a gamma sweep (`dmdae:γ`). Returns the files written.
+    ///
+    /// # Errors
+    /// A plot that cannot be written.
+    #[cfg(feature = "plots")]
+    pub fn write_plots(
+        &self,
+        dir: &Path,
+        sweep: &[String],
+    ) -> Result<Vec<PathBuf>, crate::plots::PlotError> {
+        let (out, simulated, fit_on) = (self, self.simulated, &self.fit_on);
+        let mut written = Vec::new();
+        let p = dir.join("compare.svg");
+        let bars: Vec<(String, f64, f64)> = out
+            .policies
+            .iter()
+            .map(|r| (r.policy.clone(), r.measured_j, r.predicted_j))
+            .collect();
+        let sim = if simulated { " (SIMULATED meter)" } else { "" };
+        crate::plots::measured_vs_predicted(
+            &p,
+            &format!(
+                "{}: energy measured and predicted by a model fitted on {fit_on}{sim}",
+                out.app
+            ),
+            "energy (J)",
+            &bars,
+        )?;
+        written.push(p);
+        if !out.virtual_rows.is_empty() {
+            // Measured runs (the application region) and simulated rows on one plane.
+            let p = dir.join("whatif.svg");
+            let mut points = policy_points(&out.policies, " (run)");
+            points.extend(out.virtual_rows.iter().filter_map(|v| {
+                v.meter_j.map(|e| crate::plots::ParetoPoint {
+                    x_ci: v.makespan_ci_s,
+                    y_ci: v.meter_ci_j,
+                    ..crate::plots::ParetoPoint::new(
+                        format!("{} on {} (simulated)", v.policy, v.platform),
+                        v.makespan_s,
+                        e,
+                    )
+                })
+            }));
+            crate::plots::pareto(
+                &p,
+                &format!(
+                    "{}: energy against makespan, measured runs and virtual-time simulations \
+                     (not runs){sim}",
+                    out.app
+                ),
+                &points,
+                &[],
+            )?;
+            written.push(p);
+        }
+        if !sweep.is_empty() {
+            let p = dir.join("pareto.svg");
+            let points = policy_points(&out.policies, "");
+            crate::plots::pareto(
+                &p,
+                &format!(
+                    "{}: energy against makespan, dmdae over gamma (µs/J) beside the \
+                     policies{sim}",
+                    out.app
+                ),
+                &points,
+                sweep,
+            )?;
+            written.push(p);
+        }
+        Ok(written)
+    }
+}
+
+#[cfg(feature = "plots")]
+/// One point per policy: its label (with `suffix`), makespan and energy (the application
+/// region's where every run marks it, else the whole run's).
+fn policy_points(policies: &[PolicySummary], suffix: &str) -> Vec<crate::plots::ParetoPoint> {
+    policies
+        .iter()
+        .map(|r| {
+            let e = r
+                .application
+                .and_then(|x| x.measured_j)
+                .unwrap_or(r.measured_j);
+            crate::plots::ParetoPoint::new(format!("{}{suffix}", r.policy), r.makespan_s, e)
+        })
+        .collect()
+}
