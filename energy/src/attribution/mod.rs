@@ -19,20 +19,24 @@
 //!
 //! Files, by layer from the ground up (no two import each other, as
 //! `scripts/check-structure.py` checks in CI):
-//! - inputs: `key` (task-type keys), `input` (what is read from a trace), `system` (the
-//!   build pass and clipping), `align` (the meter's update grid), `occupancy`;
+//! - inputs: `key` (task-type keys), `input` (what is read from a trace), `system` (a
+//!   domain's linear system and regions), `build` (the build pass and clipping), `align`
+//!   (the meter's update grid), `occupancy`;
 //! - the numeric kernel: `qr` (streaming Givens QR), `nnls` (Lawson-Hanson), `stack` (a
 //!   domain's stacked rows, their triangles and solves);
 //! - what a fit is asked and gives: `options`, `estimate` (a coefficient, its flags, the
 //!   noise model, the covariance layout), `units`;
-//! - the fit's parts: `contention`, `frequency`, `covariance`, `diagnostics`, `departures`,
+//! - the fit's parts: `contention`, `frequency`, `covariance`, `conditioning` (which types
+//!   cannot be separated), `diagnostics`, `departures`,
 //!   `large` (the sparse fit past `MAX_TYPES`), gathered in `fit` (one domain's fit);
 //! - `solve` (fitting a domain: the orchestration);
-//! - results: `report` (energy accounting), `model` (model files and prediction), `render`
+//! - results: `report` (energy accounting), `model` (model files and fitting them),
+//!   `predict` (predicting a run with a model), `render`
 //!   (text), `attribute` (the one-trace entry point).
 
 mod align;
 mod attribute;
+mod build;
 mod conditioning;
 mod contention;
 mod covariance;
@@ -51,6 +55,7 @@ mod model;
 mod nnls;
 mod occupancy;
 mod options;
+mod predict;
 mod qr;
 mod render;
 mod report;
@@ -78,15 +83,17 @@ pub use fit::DomainFit;
 pub use input::{trace_tasks, TraceParts, IDLE_CALIBRATION};
 pub use key::{footprint_class, KeyKind, TypeKey};
 pub use model::{
-    fit_model, predict, predict_systems, predict_trace, DomainModel, DomainPrediction, EnergyModel,
-    ModelFit, Prediction, RegionPrediction, TypeModel, MAX_MODEL_POWER_W, MODEL_FORMAT_OLDEST,
-    MODEL_FORMAT_VERSION, UNKNOWN_CONTENTION_MAX,
+    fit_model, DomainModel, EnergyModel, ModelFit, TypeModel, MAX_MODEL_POWER_W,
+    MODEL_FORMAT_OLDEST, MODEL_FORMAT_VERSION, UNKNOWN_CONTENTION_MAX,
 };
 pub use nnls::{nnls, NnlsSolution};
 pub use occupancy::{Occupancy, OCCUPANCY_MAX_TASKS};
 pub use options::{
     AttributionOptions, RowWeights, SensorModel, Solver, DEFAULT_PRECISION_PCT,
     MAX_CONTENTION_TYPES, MAX_SPARSE_TYPES, MAX_TYPES,
+};
+pub use predict::{
+    predict, predict_systems, predict_trace, DomainPrediction, Prediction, RegionPrediction,
 };
 pub use render::{render_prediction, render_report, RenderOptions};
 pub use report::{

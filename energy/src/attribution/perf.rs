@@ -134,7 +134,7 @@ fn run(tasks: u64, intervals: u64) {
                 };
             *v = acc;
         }
-        samples.extend(super::system::samples_for(d as u16, &times, e));
+        samples.extend(super::build::samples_for(d as u16, &times, e));
     }
     drop(energy);
     let gen = t0.elapsed();

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use super::conditioning::InseparableReason;
 use super::diagnostics::fmt_ns;
 use super::estimate::Estimate;
-use super::model::Prediction;
+use super::predict::Prediction;
 use super::report::{AttributionReport, DomainReport, TruthComparison};
 use super::units::si;
 

@@ -209,7 +209,7 @@ impl Synth {
                 noise += cfg.noise_w * (dt * 1e-3).sqrt() * gaussian(rng);
                 cum[j] += noise;
             }
-            samples.extend(super::system::samples_for(info.id, &times, &cum));
+            samples.extend(super::build::samples_for(info.id, &times, &cum));
         }
         let markers = if cfg.idle_ns > 0 {
             vec![Marker {

@@ -799,7 +799,7 @@ fn more_types_than_the_dense_fit_takes_are_solved_by_coordinate_descent() {
     }
     let times: Vec<u64> = (0..=n).map(|i| i * 1_000_000).collect();
     let domains = vec![domain_info(0, Domain::CpuPackage { id: 0 }, &[0, 1, 2, 3])];
-    let samples = super::system::samples_for(0, &times, &cum);
+    let samples = super::build::samples_for(0, &times, &cum);
     let codelets: Vec<taskwatt_traces::CodeletInfo> = (0..k as u32)
         .map(|c| taskwatt_traces::CodeletInfo {
             id: c,
