@@ -17,8 +17,6 @@
 //! inside `loom::model`, so a real `Runtime` (or any other test) panics there.
 
 #[cfg(not(loom))]
-pub(crate) use crate::sync::SpinLock;
-#[cfg(not(loom))]
 pub(crate) use parking_lot::{Condvar, Mutex};
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
@@ -27,7 +25,7 @@ pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, Atomi
 pub(crate) use loom::cell::UnsafeCell;
 
 #[cfg(loom)]
-pub(crate) use self::checked::{Condvar, Mutex, Mutex as SpinLock};
+pub(crate) use self::checked::{Condvar, Mutex};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize};
 

@@ -334,7 +334,7 @@ unsafe impl lock_api::RawMutex for RawSpin {
 /// A mutex on [`RawSpin`]. Under loom, `RawSpin` has its own model, and the locks built
 /// on it are stand-ins: `parking_lot`'s here (a handle's dependency state and the node
 /// pool, which the models do not check), loom's for a node's successor list (see
-/// `loom_shim::SpinLock`).
+/// `task.rs`).
 #[cfg(not(loom))]
 pub(crate) type SpinLock<T> = lock_api::Mutex<RawSpin, T>;
 #[cfg(loom)]

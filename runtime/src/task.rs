@@ -34,7 +34,13 @@ use crate::context::MAX_ACCESSES;
 use crate::handle::{Access, Handle, HandleCore};
 use crate::inline::Arg;
 // loom's primitives under `--cfg loom` (see loom_shim.rs and its models).
-use crate::loom_shim::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, SpinLock, UnsafeCell};
+use crate::loom_shim::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, UnsafeCell};
+// A node's successor list: the runtime's spin lock, or under loom loom's own mutex, so that
+// the models check the protocol around it (see sync.rs, `SpinLock`).
+#[cfg(loom)]
+use crate::loom_shim::Mutex as SpinLock;
+#[cfg(not(loom))]
+use crate::sync::SpinLock;
 
 /// A task's data accesses, in declaration order: the handles, inline up to 4 (no
 /// allocation), and their modes packed three bits each beside them. A list of (handle, mode)
