@@ -144,6 +144,42 @@ fn violations(comms: &[CommChunk], pairs: &[(usize, usize, usize, usize)]) -> Ve
 /// Merges the traces of every rank of a distributed run (any order) into one trace on
 /// rank 0's clock; see the module docs. Each input is `(name, trace)`, the name for errors.
 pub fn merge(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeReport), String> {
+    one_job(&inputs)?;
+    merge_any_jobs(inputs)
+}
+
+/// The meta parameter that names a distributed run: rank 0's draw, gathered by every rank
+/// before its runtime starts (`taskwatt run --mpi`), so that the ranks of one job share it.
+pub const JOB_PARAM: &str = "mpi_job";
+
+/// Refuses traces of different jobs (a trace without [`JOB_PARAM`], from an older taskwatt
+/// or a job run as threads, is taken as any job's): merged, their messages would not pair
+/// and their clocks would be aligned on each other's, a wrong view that looks right.
+pub fn one_job(inputs: &[(String, Trace)]) -> Result<(), String> {
+    let mut jobs: Vec<(&str, &str)> = inputs
+        .iter()
+        .filter_map(|(name, t)| Some((t.meta.params.get(JOB_PARAM)?.as_str(), name.as_str())))
+        .collect();
+    jobs.sort_unstable();
+    jobs.dedup_by_key(|(job, _)| *job);
+    if jobs.len() > 1 {
+        let list: Vec<String> = jobs
+            .iter()
+            .map(|(job, name)| format!("{name} is of job {job}"))
+            .collect();
+        return Err(format!(
+            "these traces come from {} different jobs ({}): give the traces of one job (each \
+             rank's `STEM.rankN.twt` of one `mpirun`), or --force to merge them anyway",
+            jobs.len(),
+            list.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// [`merge`] without the check that the traces are of one job ([`one_job`]): `merge
+/// --force`.
+pub fn merge_any_jobs(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeReport), String> {
     let mut ranks: Vec<(Trace, CommChunk)> = Vec::new();
     for (name, t) in inputs {
         let c = match t.comms.first().cloned() {

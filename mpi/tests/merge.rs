@@ -174,3 +174,31 @@ fn the_traces_of_a_rank_cut_short_still_merge() {
     let e = taskwatt_mpi::merge::merge(t).unwrap_err();
     assert!(e.contains("rank 1") && e.contains("no Comms chunk"), "{e}");
 }
+
+/// Issue 34: the traces of two jobs are refused, naming each trace's job, unless forced.
+#[test]
+fn traces_of_two_jobs_are_refused_unless_forced() {
+    let mut t = traces(DistApp::Cholesky, 2, 2, 256, 64);
+    for (k, (_, tr)) in t.iter_mut().enumerate() {
+        let job = if k == 0 { "aaaa-1" } else { "bbbb-2" };
+        tr.meta
+            .params
+            .insert(taskwatt_mpi::merge::JOB_PARAM.into(), job.into());
+    }
+    let e = taskwatt_mpi::merge::merge(t.clone()).unwrap_err();
+    assert!(
+        e.contains("2 different jobs")
+            && e.contains("rank 0 is of job aaaa-1")
+            && e.contains("--force"),
+        "{e}"
+    );
+    let (_, report) = taskwatt_mpi::merge::merge_any_jobs(t.clone()).unwrap();
+    assert_eq!(report.ranks, 2);
+    // One job named on every trace, or on none: merged.
+    for (_, tr) in t.iter_mut() {
+        tr.meta
+            .params
+            .insert(taskwatt_mpi::merge::JOB_PARAM.into(), "aaaa-1".into());
+    }
+    taskwatt_mpi::merge::merge(t).unwrap();
+}

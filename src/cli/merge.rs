@@ -23,6 +23,10 @@ pub(crate) struct MergeArgs {
     /// chunk; a rank without its clock estimates keeps its own clock.
     #[arg(long)]
     recover: bool,
+    /// Merge traces whose metadata names different jobs (refused otherwise: their messages
+    /// would not pair, and their clocks would be aligned on each other's).
+    #[arg(long)]
+    force: bool,
 }
 
 pub(crate) fn merge(a: MergeArgs) -> CliResult {
@@ -49,7 +53,14 @@ pub(crate) fn merge(a: MergeArgs) -> CliResult {
         };
         traces.push((p.display().to_string(), t));
     }
-    let (out, m) = taskwatt_mpi::merge::merge(traces)?;
+    let (out, m) = if a.force {
+        if let Err(e) = taskwatt_mpi::merge::one_job(&traces) {
+            eprintln!("warning (--force): {e}");
+        }
+        taskwatt_mpi::merge::merge_any_jobs(traces)?
+    } else {
+        taskwatt_mpi::merge::merge(traces)?
+    };
     out.save(&a.output)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&m)?);

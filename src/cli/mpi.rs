@@ -21,6 +21,16 @@ pub(crate) fn rank_path(path: &Path, rank: usize) -> PathBuf {
     path.with_file_name(format!("{stem}.rank{rank}.{ext}"))
 }
 
+/// A job identity: the wall clock in ns and the process id, in hex (two `mpirun`s started
+/// in the same nanosecond by the same process id do not happen).
+#[cfg(feature = "mpi")]
+fn job_draw() -> String {
+    let ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    format!("{ns:016x}-{:x}", std::process::id())
+}
+
 /// The distributed app of `app`.
 #[cfg(feature = "mpi")]
 pub(crate) fn dist_app(app: App) -> taskwatt_mpi::apps::DistApp {
@@ -71,6 +81,9 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     // The ranks of a node share its cores (each takes its share) and its energy domains
     // (the first of them measures).
     let names = net.gather_names(&net.node_name())?;
+    // The job's identity: rank 0's draw, which every rank records, so that `merge` can
+    // refuse the traces of two jobs.
+    let job = net.gather_names(&job_draw())?.swap_remove(0);
     let node = names[rank].clone();
     let on_node: Vec<usize> = (0..size).filter(|&r| names[r] == node).collect();
     let local = on_node.iter().position(|&r| r == rank).unwrap_or(0);
@@ -96,6 +109,7 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         .param("n", cfg.n)
         .param("tile", cfg.tile)
         .param("mpi_rank", rank)
+        .param(taskwatt_mpi::merge::JOB_PARAM, &job)
         .param("mpi_size", size);
     if let Some(w) = &writer {
         b = b.trace(w.sink()).trace_accesses(true);
