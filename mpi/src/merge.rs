@@ -182,10 +182,12 @@ pub fn one_job(inputs: &[(String, Trace)]) -> Result<(), String> {
 pub fn merge_any_jobs(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeReport), String> {
     let mut ranks: Vec<(Trace, CommChunk)> = Vec::new();
     for (name, t) in inputs {
-        let c = match t.comms.first().cloned() {
+        // A rank writes a Comms chunk at its start and a complete one at its end: the
+        // last one read is the most complete.
+        let c = match t.comms.last().cloned() {
             Some(c) => c,
-            // A rank cut short (a job that ended on a failure) wrote no Comms chunk, which
-            // comes at the end: its rank from its meta, no clock estimate, no message.
+            // A rank cut short before its first Comms chunk (a job that ended on a failure
+            // at its start): its rank from its meta, no clock estimate, no message.
             None => {
                 let param = |k: &str| t.meta.params.get(k).and_then(|v| v.parse::<u32>().ok());
                 let (Some(rank), Some(size)) = (param("mpi_rank"), param("mpi_size")) else {

@@ -168,6 +168,26 @@ fn the_traces_of_a_rank_cut_short_still_merge() {
         merged.end.unwrap().outcome,
         taskwatt_traces::RunOutcome::Failed
     );
+    // Rank 1 died after its start's Comms chunk (what `run --mpi` writes before the
+    // graph: rank, node, workers, first clock estimate, meter): the merge keeps its clock
+    // estimate and its node's meter, and only its messages are missing.
+    let mut t = traces(DistApp::Cholesky, 2, 1, 256, 64);
+    let (_, r1) = &mut t[1];
+    let last = r1.comms.pop().unwrap();
+    r1.comms = vec![CommChunk {
+        clock: vec![last.clock[0]],
+        events: Vec::new(),
+        ..last
+    }];
+    r1.end = None;
+    let (_, report) = taskwatt_mpi::merge::merge(t).unwrap();
+    assert!(
+        report.clocks[1].at0 > 0.0,
+        "rank 1's first clock estimate is kept"
+    );
+    assert!(report.unmatched > 0);
+    let node1 = report.nodes.iter().find(|n| n.ranks == [1]).unwrap();
+    assert_eq!(node1.energy, "simulated at merge", "{:?}", report.nodes);
     // Without its meta, the trace is refused by name.
     let mut t = traces(DistApp::Cholesky, 2, 2, 256, 64);
     t[1].1.comms.clear();

@@ -153,6 +153,23 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         };
     let first = clock(&mut d)?;
     let workers: Vec<u32> = d.runtime().workers().iter().map(|w| w.id).collect();
+    // What `merge --recover` needs of a rank that dies before its end, written now: its
+    // rank, node and workers, the first clock estimate and the simulated meter's
+    // configuration (its messages come with the last Comms chunk, which supersedes this).
+    if let Some(w) = &writer {
+        w.sink().send(taskwatt::traces::Chunk::Comms(
+            taskwatt::traces::CommChunk {
+                rank: rank as u32,
+                size: size as u32,
+                clock: vec![first],
+                workers: workers.clone(),
+                node: node.clone(),
+                sim_meter: sim_meter.clone(),
+                sim_period_ns: a.energy_args().period.as_nanos() as u64,
+                events: Vec::new(),
+            },
+        ));
+    }
     let app = dist_app(a.app());
     let out = match cfg.precision {
         taskwatt::apps::Precision::F32 => {

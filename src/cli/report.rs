@@ -407,7 +407,13 @@ pub(crate) fn job_summary(trace: &Trace, att: &Attribution) -> String {
     for ((_, k), c) in counts {
         types.entry(k).or_default().0 += c;
     }
-    let ranks = trace.comms.len();
+    // A rank's own trace holds its start's Comms chunk and its end's: count ranks once.
+    let ranks = trace
+        .comms
+        .iter()
+        .map(|c| c.rank)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
     let job: f64 = nodes.values().flatten().map(|(_, j)| j).sum();
     let _ = writeln!(
         out,
