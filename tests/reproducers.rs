@@ -250,6 +250,21 @@ fn the_performance_models_directory_never_clobbers_an_input() {
         std::fs::read(&sim).unwrap(),
         b"{\"tasks\": {\"variation\": 0.0}}"
     );
+    // An energy model kept as the directory's models.json would be overwritten by the
+    // performance models: refused.
+    let in_models = dir.path().join("pm2");
+    std::fs::create_dir(&in_models).unwrap();
+    let em = in_models.join("models.json");
+    write(&em, b"{}");
+    refused(
+        &[
+            SMALL_STENCIL,
+            &["--perfmodel-dir", s(&in_models), "--energy-model", s(&em)],
+        ]
+        .concat(),
+        "is also an input",
+    );
+    assert_eq!(std::fs::read(&em).unwrap(), b"{}");
     // The saved model's own slot named as --energy-model: the run goes on and leaves it.
     let trace = small_trace(dir.path());
     let model = pm.join("energy-model-stencil.json");

@@ -275,15 +275,11 @@ impl EnergyArgs {
     }
 }
 
-/// The files a run (or a compare) writes into the performance models' directory, if it
-/// records them: models.json, bus.json and the saved energy model of its app.
+/// The files every run (and every run of a compare) writes into the performance models'
+/// directory, if it records them: models.json and bus.json.
 pub(crate) fn perf_dir_outputs(app: &AppArgs) -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
     Ok(match app.perf_models()? {
-        Some(d) => vec![
-            d.join("models.json"),
-            d.join("bus.json"),
-            d.join(taskwatt::session::run_energy_model(app.app)),
-        ],
+        Some(d) => vec![d.join("models.json"), d.join("bus.json")],
         None => Vec::new(),
     })
 }

@@ -222,19 +222,27 @@ fn refuse_trace_over_inputs(a: &RunArgs) -> CliResult {
     .into_iter()
     .flatten()
     .collect();
-    // The performance models' files: outputs over the sim config and platform, and over the
-    // trace (written at the end, then models.json over it at shutdown, or the reverse).
-    let perf_files = if a.mpi {
-        Vec::new()
-    } else {
-        perf_dir_outputs(&a.app)?
+    // The performance models' files: models.json and bus.json over every input, the saved
+    // energy model over the sim config and platform (over the --energy-model read, it is
+    // not saved: `save_energy_model`), and all of them over the trace (written at the end,
+    // then models.json over it at shutdown, or the reverse).
+    let (mut perf_files, saved) = match (a.mpi, a.app.perf_models()?) {
+        (false, Some(d)) => (
+            perf_dir_outputs(&a.app)?,
+            Some(d.join(taskwatt::session::run_energy_model(a.app.app))),
+        ),
+        _ => (Vec::new(), None),
     };
-    let not_model: Vec<&std::path::Path> = [a.energy.sim_config.as_deref(), platform]
-        .into_iter()
-        .flatten()
-        .collect();
     for f in &perf_files {
-        taskwatt::traces::refuse_output_over_input(f, &not_model)?;
+        taskwatt::traces::refuse_output_over_input(f, &inputs)?;
+    }
+    if let Some(saved) = saved {
+        let not_model: Vec<&std::path::Path> = [a.energy.sim_config.as_deref(), platform]
+            .into_iter()
+            .flatten()
+            .collect();
+        taskwatt::traces::refuse_output_over_input(&saved, &not_model)?;
+        perf_files.push(saved);
     }
     if let Some(trace) = &a.trace {
         taskwatt::traces::refuse_output_over_input(trace, &inputs)?;
