@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use taskwatt_runtime::DeferredAccess;
-use taskwatt_traces::{Clock, CommRecord, Timestamp};
+use taskwatt_traces::{Chunk, Clock, CommChunk, CommRecord, Timestamp, TraceSink};
 
 use crate::transport::{Req, Transport};
 use crate::DistError;
@@ -56,7 +56,14 @@ pub(crate) fn timeout_s() -> u64 {
 }
 
 impl CommThread {
-    pub(crate) fn start(mut net: Box<dyn Transport>, limit: u64) -> Result<CommThread, DistError> {
+    /// Starts the thread over `net`, a message's time limit `limit` s; with `stream`, its
+    /// messages also go to that trace as they complete, in partial Comms chunks (so that a
+    /// rank killed mid-run leaves them).
+    pub(crate) fn start(
+        mut net: Box<dyn Transport>,
+        limit: u64,
+        stream: Option<TraceSink>,
+    ) -> Result<CommThread, DistError> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let failed = Arc::new(Mutex::new(None));
         let f = failed.clone();
@@ -67,7 +74,7 @@ impl CommThread {
                 // A panic here would unwind past requests MPI still writes into: end the
                 // process instead (mpirun then ends the job and names the rank).
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    run(&mut *net, &rx, &f, limit)
+                    run(&mut *net, &rx, &f, limit, stream)
                 }));
                 r.unwrap_or_else(|_| {
                     eprintln!("taskwatt-mpi: rank {rank}: the communication thread panicked");
@@ -110,13 +117,47 @@ struct Posted {
     since: Instant,
 }
 
+/// Messages completed since the last partial chunk past which one is sent at once.
+const STREAM_EVENTS: usize = 256;
+/// The longest a completed message waits for its partial chunk while messages flow.
+const STREAM_EVERY: Duration = Duration::from_millis(25);
+
+/// Sends the messages completed since `streamed` as a partial Comms chunk, when `force`, or
+/// when enough of them wait or the oldest waited long enough.
+fn stream_events(
+    sink: Option<&TraceSink>,
+    (rank, size): (usize, usize),
+    log: &CommLog,
+    streamed: &mut usize,
+    last: &mut Instant,
+    force: bool,
+) {
+    let Some(sink) = sink else { return };
+    let fresh = log.events.len() - *streamed;
+    if fresh == 0 || !(force || fresh >= STREAM_EVENTS || last.elapsed() >= STREAM_EVERY) {
+        return;
+    }
+    sink.send(Chunk::Comms(CommChunk {
+        rank: rank as u32,
+        size: size as u32,
+        events: log.events[*streamed..].to_vec(),
+        partial: true,
+        ..CommChunk::default()
+    }));
+    *streamed = log.events.len();
+    *last = Instant::now();
+}
+
 fn run(
     net: &mut dyn Transport,
     rx: &Receiver<Cmd>,
     failed: &Mutex<Option<DistError>>,
     limit: u64,
+    stream: Option<TraceSink>,
 ) -> CommLog {
     let rank = net.rank();
+    let who = (rank, net.size());
+    let (mut streamed, mut last_stream) = (0usize, Instant::now());
     let mut log = CommLog::default();
     let mut waiting: Vec<Op> = Vec::new();
     let mut posted: Vec<Posted> = Vec::new();
@@ -133,6 +174,15 @@ fn run(
             moved = Instant::now();
         }
         let cmd = if waiting.is_empty() && posted.is_empty() {
+            // About to block: what completed goes to the trace first.
+            stream_events(
+                stream.as_ref(),
+                who,
+                &log,
+                &mut streamed,
+                &mut last_stream,
+                true,
+            );
             for f in flushes.drain(..) {
                 let _ = f.send(error.clone().map_or(Ok(()), Err));
             }
@@ -282,6 +332,14 @@ fn run(
                 }
             }
         }
+        stream_events(
+            stream.as_ref(),
+            who,
+            &log,
+            &mut streamed,
+            &mut last_stream,
+            false,
+        );
         if progressed {
             idle_spins = 0;
         } else {

@@ -24,7 +24,7 @@ use taskwatt_runtime::{Access, Codelet, DeviceData, Handle, Runtime, Task};
 use crate::comm::{Cmd, CommThread, Op};
 use crate::transport::Transport;
 use crate::DistError;
-use taskwatt_traces::CommRecord;
+use taskwatt_traces::{CommRecord, TraceSink};
 
 /// A datum of a distributed run: its owner, and this rank's copy.
 #[derive(Debug)]
@@ -203,12 +203,33 @@ impl DistRuntime {
         net: Box<dyn Transport>,
         timeout_s: u64,
     ) -> Result<DistRuntime, DistError> {
+        Self::start(rt, net, timeout_s, None)
+    }
+
+    /// [`DistRuntime::new`] that also sends each message to `trace` as it completes (in
+    /// partial Comms chunks, every 25 ms or 256 messages while messages flow, and whenever
+    /// the communication thread goes idle), so that the trace of a rank killed mid-run
+    /// keeps its messages for `taskwatt merge --recover`.
+    pub fn with_trace(
+        rt: Runtime,
+        net: Box<dyn Transport>,
+        trace: TraceSink,
+    ) -> Result<DistRuntime, DistError> {
+        Self::start(rt, net, crate::comm::timeout_s(), Some(trace))
+    }
+
+    fn start(
+        rt: Runtime,
+        net: Box<dyn Transport>,
+        timeout_s: u64,
+        trace: Option<TraceSink>,
+    ) -> Result<DistRuntime, DistError> {
         let (rank, size) = (net.rank(), net.size());
         Ok(DistRuntime {
             rt: Some(rt),
             rank,
             size,
-            comm: CommThread::start(net, timeout_s.max(1))?,
+            comm: CommThread::start(net, timeout_s.max(1), trace)?,
             handles: Vec::new(),
             stats: DistStats::default(),
         })

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use taskwatt_traces::{
-    ClockSample, CodeletInfo, CommChunk, Marker, RunEnd, TaskChunk, Timestamp, Trace,
+    ClockSample, CodeletInfo, CommChunk, CommRecord, Marker, RunEnd, TaskChunk, Timestamp, Trace,
 };
 
 /// A rank's clock map: `t + offset(t)` on rank 0's clock.
@@ -182,10 +182,23 @@ pub fn one_job(inputs: &[(String, Trace)]) -> Result<(), String> {
 pub fn merge_any_jobs(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeReport), String> {
     let mut ranks: Vec<(Trace, CommChunk)> = Vec::new();
     for (name, t) in inputs {
-        // A rank writes a Comms chunk at its start and a complete one at its end: the
-        // last one read is the most complete.
-        let c = match t.comms.last().cloned() {
-            Some(c) => c,
+        // A rank writes a Comms chunk at its start, partial ones with its messages as they
+        // complete, and a complete one at its end. The last whole one is the most
+        // complete; without its end's (a rank killed mid-run), its messages are those of
+        // the partial chunks.
+        let partial: Vec<CommRecord> = t
+            .comms
+            .iter()
+            .filter(|c| c.partial)
+            .flat_map(|c| c.events.iter().copied())
+            .collect();
+        let c = match t.comms.iter().rev().find(|c| !c.partial).cloned() {
+            Some(mut c) => {
+                if c.events.is_empty() {
+                    c.events = partial;
+                }
+                c
+            }
             // A rank cut short before its first Comms chunk (a job that ended on a failure
             // at its start): its rank from its meta, no clock estimate, no message.
             None => {
@@ -201,6 +214,7 @@ pub fn merge_any_jobs(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeRepor
                     rank,
                     size,
                     workers: t.meta.workers.iter().map(|w| w.id).collect(),
+                    events: partial,
                     ..CommChunk::default()
                 }
             }

@@ -30,7 +30,8 @@ fn traces(
                     .build()
                     .unwrap();
                 let workers: Vec<u32> = rt.workers().iter().map(|w| w.id).collect();
-                let mut d = DistRuntime::with_timeout(rt, Box::new(net), 30).unwrap();
+                // As `run --mpi --trace` does: messages streamed to the trace as they go.
+                let mut d = DistRuntime::with_trace(rt, Box::new(net), sink.clone()).unwrap();
                 let names = d.node_names().unwrap();
                 let leader = names.iter().position(|x| *x == node) == Some(rank);
                 let clock = |d: &mut DistRuntime| {
@@ -59,6 +60,7 @@ fn traces(
                     sim_meter: leader.then(|| serde_json::to_value(&cfg).unwrap()),
                     sim_period_ns: 10_000_000,
                     events,
+                    partial: false,
                 }));
                 drop(sink);
                 if rank == 0 {
@@ -169,17 +171,32 @@ fn the_traces_of_a_rank_cut_short_still_merge() {
         taskwatt_traces::RunOutcome::Failed
     );
     // Rank 1 died after its start's Comms chunk (what `run --mpi` writes before the
-    // graph: rank, node, workers, first clock estimate, meter): the merge keeps its clock
-    // estimate and its node's meter, and only its messages are missing.
+    // graph: rank, node, workers, first clock estimate, meter) and its messages' partial
+    // chunks: the merge keeps its clock estimate, its node's meter and its messages.
     let mut t = traces(DistApp::Cholesky, 2, 1, 256, 64);
+    let (_, whole) = taskwatt_mpi::merge::merge(t.clone()).unwrap();
     let (_, r1) = &mut t[1];
     let last = r1.comms.pop().unwrap();
-    r1.comms = vec![CommChunk {
+    assert!(!last.partial && r1.comms.iter().all(|c| c.partial));
+    let streamed: usize = r1.comms.iter().map(|c| c.events.len()).sum();
+    assert_eq!(streamed, last.events.len(), "every message was streamed");
+    r1.comms.push(CommChunk {
         clock: vec![last.clock[0]],
         events: Vec::new(),
         ..last
-    }];
+    });
     r1.end = None;
+    let (_, report) = taskwatt_mpi::merge::merge(t.clone()).unwrap();
+    assert_eq!(
+        report.messages, whole.messages,
+        "the streamed messages are kept"
+    );
+    assert_eq!(report.unmatched, 0);
+    // Without its last partial chunk (killed before it was sent), those messages lack
+    // their other half.
+    let (_, r1) = &mut t[1];
+    let lost = r1.comms.iter().rposition(|c| c.partial).unwrap();
+    r1.comms.remove(lost);
     let (_, report) = taskwatt_mpi::merge::merge(t).unwrap();
     assert!(
         report.clocks[1].at0 > 0.0,

@@ -116,7 +116,11 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     }
     let rt = b.build()?;
     let local_workers = rt.workers().to_vec();
-    let mut d = DistRuntime::new(rt, Box::new(net))?;
+    // With a trace, each message goes to it as it completes.
+    let mut d = match &writer {
+        Some(w) => DistRuntime::with_trace(rt, Box::new(net), w.sink())?,
+        None => DistRuntime::new(rt, Box::new(net))?,
+    };
     // Energy per node: the first rank of each node measures it. A real meter (RAPL, NVML)
     // is sampled by that rank for the whole node; the simulated one cannot see the other
     // ranks' tasks live, so that rank leaves its configuration in its trace and `taskwatt
@@ -167,6 +171,7 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
                 sim_meter: sim_meter.clone(),
                 sim_period_ns: a.energy_args().period.as_nanos() as u64,
                 events: Vec::new(),
+                partial: false,
             },
         ));
     }
@@ -198,6 +203,7 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
                 sim_meter,
                 sim_period_ns: a.energy_args().period.as_nanos() as u64,
                 events,
+                partial: false,
             },
         ));
         drop(sink);

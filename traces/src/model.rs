@@ -784,6 +784,12 @@ pub struct CommChunk {
     pub sim_period_ns: u64,
     /// The messages.
     pub events: Vec<CommRecord>,
+    /// Written while the rank ran: `events` are only those since the rank's previous
+    /// partial chunk, and the other fields but `rank` and `size` are empty. A rank's last
+    /// chunk that is not partial holds all its messages; a rank killed before it wrote one
+    /// leaves its messages in its partial chunks (`taskwatt merge --recover` gathers them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
 }
 
 /// One estimate of a rank's clock against rank 0's.

@@ -414,6 +414,7 @@ pub(crate) fn comms() -> impl Strategy<Value = crate::CommChunk> {
                     },
                 )
                 .collect(),
+            partial: rank % 3 == 1,
         })
 }
 
