@@ -122,30 +122,35 @@ const STREAM_EVENTS: usize = 256;
 /// The longest a completed message waits for its partial chunk while messages flow.
 const STREAM_EVERY: Duration = Duration::from_millis(25);
 
-/// Sends the messages completed since `streamed` as a partial Comms chunk, when `force`, or
-/// when enough of them wait or the oldest waited long enough.
-fn stream_events(
-    sink: Option<&TraceSink>,
-    (rank, size): (usize, usize),
-    log: &CommLog,
-    streamed: &mut usize,
-    last: &mut Instant,
-    force: bool,
-) {
-    let Some(sink) = sink else { return };
-    let fresh = log.events.len() - *streamed;
-    if fresh == 0 || !(force || fresh >= STREAM_EVENTS || last.elapsed() >= STREAM_EVERY) {
-        return;
+/// Sends a rank's completed messages to its trace in partial Comms chunks.
+struct Streamer {
+    sink: Option<TraceSink>,
+    rank: u32,
+    size: u32,
+    /// Messages of the log already sent.
+    sent: usize,
+    last: Instant,
+}
+
+impl Streamer {
+    /// Sends the messages completed since the last chunk, when `force`, or when enough of
+    /// them wait or the oldest waited long enough.
+    fn flush(&mut self, log: &CommLog, force: bool) {
+        let Some(sink) = &self.sink else { return };
+        let fresh = log.events.len() - self.sent;
+        if fresh == 0 || !(force || fresh >= STREAM_EVENTS || self.last.elapsed() >= STREAM_EVERY) {
+            return;
+        }
+        sink.send(Chunk::Comms(CommChunk {
+            rank: self.rank,
+            size: self.size,
+            events: log.events[self.sent..].to_vec(),
+            partial: true,
+            ..CommChunk::default()
+        }));
+        self.sent = log.events.len();
+        self.last = Instant::now();
     }
-    sink.send(Chunk::Comms(CommChunk {
-        rank: rank as u32,
-        size: size as u32,
-        events: log.events[*streamed..].to_vec(),
-        partial: true,
-        ..CommChunk::default()
-    }));
-    *streamed = log.events.len();
-    *last = Instant::now();
 }
 
 fn run(
@@ -156,8 +161,13 @@ fn run(
     stream: Option<TraceSink>,
 ) -> CommLog {
     let rank = net.rank();
-    let who = (rank, net.size());
-    let (mut streamed, mut last_stream) = (0usize, Instant::now());
+    let mut streamer = Streamer {
+        sink: stream,
+        rank: rank as u32,
+        size: net.size() as u32,
+        sent: 0,
+        last: Instant::now(),
+    };
     let mut log = CommLog::default();
     let mut waiting: Vec<Op> = Vec::new();
     let mut posted: Vec<Posted> = Vec::new();
@@ -175,14 +185,7 @@ fn run(
         }
         let cmd = if waiting.is_empty() && posted.is_empty() {
             // About to block: what completed goes to the trace first.
-            stream_events(
-                stream.as_ref(),
-                who,
-                &log,
-                &mut streamed,
-                &mut last_stream,
-                true,
-            );
+            streamer.flush(&log, true);
             for f in flushes.drain(..) {
                 let _ = f.send(error.clone().map_or(Ok(()), Err));
             }
@@ -332,14 +335,7 @@ fn run(
                 }
             }
         }
-        stream_events(
-            stream.as_ref(),
-            who,
-            &log,
-            &mut streamed,
-            &mut last_stream,
-            false,
-        );
+        streamer.flush(&log, false);
         if progressed {
             idle_spins = 0;
         } else {
