@@ -31,6 +31,40 @@ fn job_draw() -> String {
     format!("{ns:016x}-{:x}", std::process::id())
 }
 
+/// On the first SIGINT or SIGTERM: finishes this rank's trace (if it still has it) with an
+/// End chunk saying the run was interrupted, says so naming the rank, and exits with 128 +
+/// the signal. Task records a worker has not flushed yet (at most the runtime's flush
+/// period, 25 ms) and messages not yet streamed are lost.
+#[cfg(feature = "mpi")]
+fn on_signal_end_trace(
+    rank: usize,
+    size: usize,
+    writer: std::sync::Arc<std::sync::Mutex<Option<taskwatt::traces::TraceWriter>>>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::Builder::new()
+        .name("taskwatt-mpi-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+                let w = writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let kept = match w {
+                    Some(w) => {
+                        let path = w.path().display().to_string();
+                        match w.finish_with_outcome(taskwatt::traces::RunOutcome::Interrupted) {
+                            Ok(_) => format!("its trace {path} ends here, marked interrupted"),
+                            Err(e) => format!("its trace could not be finished: {e}"),
+                        }
+                    }
+                    None => "no trace was being written".into(),
+                };
+                eprintln!("taskwatt: rank {rank}/{size}: {name}: this rank stops; {kept}");
+                std::process::exit(128 + sig);
+            }
+        })
+}
+
 /// The distributed app of `app`.
 #[cfg(feature = "mpi")]
 pub(crate) fn dist_app(app: App) -> taskwatt_mpi::apps::DistApp {
@@ -101,6 +135,11 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         Some(p) => Some(TraceWriter::create(rank_path(p, rank))?),
         None => None,
     };
+    let sink = writer.as_ref().map(TraceWriter::sink);
+    // SIGINT or SIGTERM (mpirun forwards them to every rank): this rank ends its trace
+    // with an End chunk that says so, names itself, and exits; mpirun ends the others.
+    let writer = std::sync::Arc::new(std::sync::Mutex::new(writer));
+    let _signals = on_signal_end_trace(rank, size, writer.clone())?;
     let mut b = Runtime::builder()
         .workers(nworkers)
         .cpus(share)
@@ -111,14 +150,14 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         .param("mpi_rank", rank)
         .param(taskwatt_mpi::merge::JOB_PARAM, &job)
         .param("mpi_size", size);
-    if let Some(w) = &writer {
-        b = b.trace(w.sink()).trace_accesses(true);
+    if let Some(s) = &sink {
+        b = b.trace(s.clone()).trace_accesses(true);
     }
     let rt = b.build()?;
     let local_workers = rt.workers().to_vec();
     // With a trace, each message goes to it as it completes.
-    let mut d = match &writer {
-        Some(w) => DistRuntime::with_trace(rt, Box::new(net), w.sink())?,
+    let mut d = match &sink {
+        Some(s) => DistRuntime::with_trace(rt, Box::new(net), s.clone())?,
         None => DistRuntime::new(rt, Box::new(net))?,
     };
     // Energy per node: the first rank of each node measures it. A real meter (RAPL, NVML)
@@ -128,7 +167,7 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     let mut sim_meter = None;
     let mut sampler = None;
     if leader && !a.no_energy_flag() {
-        if let Some(w) = &writer {
+        if let Some(trace) = &sink {
             let detect_opts = a.energy_args().detect_options()?;
             let det =
                 taskwatt::energy::detect(a.energy_args().meter, &local_workers, &detect_opts)?;
@@ -139,7 +178,7 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
                     det.meters,
                     det.frequency.into_iter().collect(),
                     &local_workers,
-                    w.sink(),
+                    trace.clone(),
                     taskwatt::energy::SamplerConfig::with_period(a.energy_args().period)?,
                 )?);
             }
@@ -160,8 +199,8 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     // What `merge --recover` needs of a rank that dies before its end, written now: its
     // rank, node and workers, the first clock estimate and the simulated meter's
     // configuration (its messages come with the last Comms chunk, which supersedes this).
-    if let Some(w) = &writer {
-        w.sink().send(taskwatt::traces::Chunk::Comms(
+    if let Some(trace) = &sink {
+        trace.send(taskwatt::traces::Chunk::Comms(
             taskwatt::traces::CommChunk {
                 rank: rank as u32,
                 size: size as u32,
@@ -191,8 +230,9 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     }
     let out = out?;
     let last = last?;
-    if let Some(w) = writer {
-        let sink = w.sink();
+    // Taken from the signal thread's reach: a signal from now on ends the process alone.
+    let writer = writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let (Some(w), Some(sink)) = (writer, sink) {
         sink.send(taskwatt::traces::Chunk::Comms(
             taskwatt::traces::CommChunk {
                 rank: rank as u32,
