@@ -195,24 +195,24 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
             })
         };
     let first = clock(&mut d)?;
-    let workers: Vec<u32> = d.runtime().workers().iter().map(|w| w.id).collect();
     // What `merge --recover` needs of a rank that dies before its end, written now: its
     // rank, node and workers, the first clock estimate and the simulated meter's
-    // configuration (its messages come with the last Comms chunk, which supersedes this).
+    // configuration. Its messages follow as they complete (`DistRuntime::with_trace`), and
+    // the chunk at its end, this one with both clock estimates and every message,
+    // supersedes it.
+    let start_chunk = taskwatt::traces::CommChunk {
+        rank: rank as u32,
+        size: size as u32,
+        clock: vec![first],
+        workers: d.runtime().workers().iter().map(|w| w.id).collect(),
+        node: node.clone(),
+        sim_meter,
+        sim_period_ns: a.energy_args().period.as_nanos() as u64,
+        events: Vec::new(),
+        partial: false,
+    };
     if let Some(trace) = &sink {
-        trace.send(taskwatt::traces::Chunk::Comms(
-            taskwatt::traces::CommChunk {
-                rank: rank as u32,
-                size: size as u32,
-                clock: vec![first],
-                workers: workers.clone(),
-                node: node.clone(),
-                sim_meter: sim_meter.clone(),
-                sim_period_ns: a.energy_args().period.as_nanos() as u64,
-                events: Vec::new(),
-                partial: false,
-            },
-        ));
+        trace.send(taskwatt::traces::Chunk::Comms(start_chunk.clone()));
     }
     let app = dist_app(a.app());
     let out = match cfg.precision {
@@ -235,15 +235,9 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     if let (Some(w), Some(sink)) = (writer, sink) {
         sink.send(taskwatt::traces::Chunk::Comms(
             taskwatt::traces::CommChunk {
-                rank: rank as u32,
-                size: size as u32,
                 clock: vec![first, last],
-                workers,
-                node: node.clone(),
-                sim_meter,
-                sim_period_ns: a.energy_args().period.as_nanos() as u64,
                 events,
-                partial: false,
+                ..start_chunk
             },
         ));
         drop(sink);

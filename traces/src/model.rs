@@ -17,6 +17,12 @@ use serde::{Deserialize, Serialize};
 use crate::comms::CommChunk;
 use crate::Timestamp;
 
+/// The largest power, W, any input may give one domain or task type (a megawatt, far
+/// above any package, DRAM or GPU): imported readings, energy models and simulated meters
+/// all refuse more. Past it a value is an edit or a column gone wrong, and sums over it
+/// overflow or print figures of hundreds of digits.
+pub const MAX_POWER_W: f64 = 1e6;
+
 /// Identifier of a task within one run (assigned in submission order, from 0).
 pub type TaskId = u64;
 /// Dense identifier of a codelet (task type) within one run, from 0.

@@ -94,10 +94,10 @@ pub struct DomainModel {
     pub base_drift: Option<Estimate>,
 }
 
-/// The largest power, W, a model may hold for a domain's base or a task type: a
-/// megawatt, far above any one package, DRAM or GPU. A model power beyond it is an edit
-/// gone wrong, and predictions multiplied by it would print figures of hundreds of digits.
-pub const MAX_MODEL_POWER_W: f64 = 1e6;
+/// The largest power, W, a model may hold for a domain's base or a task type
+/// ([`taskwatt_traces::MAX_POWER_W`]): a model power beyond it is an edit gone wrong, and
+/// predictions multiplied by it would print figures of hundreds of digits.
+pub const MAX_MODEL_POWER_W: f64 = taskwatt_traces::MAX_POWER_W;
 
 /// The contention assumed at most when a model knows none (fitted on one worker, or with
 /// contention off) and predicts a run whose tasks ran side by side: the top of what real

@@ -18,8 +18,9 @@ use taskwatt_traces::Arch;
 
 use crate::EnergyError;
 
-/// The largest power any simulated channel may be configured with, W (1 MW).
-pub const MAX_SIM_POWER_W: f64 = 1e6;
+/// The largest power any simulated channel may be configured with, W
+/// ([`taskwatt_traces::MAX_POWER_W`], 1 MW).
+pub const MAX_SIM_POWER_W: f64 = taskwatt_traces::MAX_POWER_W;
 
 /// A `u64` given as an integer or, past TOML's 2^63 - 1, as a string of decimal digits.
 mod big_u64 {

@@ -19,9 +19,6 @@ pub(super) struct Energy {
     pub(super) samples: Vec<EnergySample>,
 }
 
-/// The largest power reading imported: a megawatt, far above any node's, so a reading past it
-/// is a corrupt or misread column (near `f64::MAX` the fit's sums overflow to NaN).
-const MAX_IMPORT_POWER_W: f64 = 1e6;
 /// The largest energy reading imported, in size: a petajoule, a megawatt for 30 years.
 const MAX_IMPORT_ENERGY_J: f64 = 1e15;
 
@@ -398,7 +395,7 @@ pub(super) fn read_energy(
             .filter(|v| {
                 v.is_finite()
                     && if powers[id as usize] {
-                        (0.0..=MAX_IMPORT_POWER_W).contains(v)
+                        (0.0..=crate::MAX_POWER_W).contains(v)
                     } else {
                         v.abs() <= MAX_IMPORT_ENERGY_J
                     }
@@ -451,14 +448,15 @@ pub(super) fn read_energy(
             }
             if pd == id && pt == ns {
                 let name = &domains[id as usize].name;
+                // Sorted by line within one instant: `pline` is the earlier one.
                 return Err(t.err(
-                    line.max(pline),
+                    line,
                     "time",
                     &format!(
                         "one reading per instant for domain {name}, but line {} is at the same \
                          time with another value; drop one or give the times at a finer unit \
                          (--time-unit)",
-                        line.min(pline)
+                        pline
                     ),
                     &format!("{ns} ns"),
                 ));
