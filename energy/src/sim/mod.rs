@@ -5,13 +5,15 @@
 //!   sensor behaviour, with a documented default (`default.toml`).
 //! - [`observer`]: [`SimObserver`], the runtime's [`taskwatt_traces::ExecutionObserver`]:
 //!   worker threads log task starts and ends, each into its own log.
-//! - `integrator`: the per-worker event logs and the exact integration of a contended
-//!   domain's power over them (why every event is kept, and in what order).
+//! - `log`: the workers' event rings (what the observer costs a task).
+//! - `integrator`: the exact integration of a contended domain's power over the logged
+//!   events (why every event is kept, and in what order).
 //! - `noise`: seeded white power noise.
 //! - [`meter`]: [`SimMeter`], which the sampler reads like any sensor.
 
 mod config;
 mod integrator;
+mod log;
 mod meter;
 mod noise;
 mod observer;

@@ -1,9 +1,9 @@
 //! The simulated meter's ear on the runtime: an [`ExecutionObserver`] that worker threads call
 //! at each task start and end.
 //!
-//! The hot path (`task_started`/`task_ended`) appends one event to the worker's own log
-//! (an uncontended lock on the worker's own cache lines and a push; see
-//! [`super::integrator`] for why every event is kept). A codelet's power is resolved from its
+//! The hot path (`task_started`/`task_ended`) appends one event to the worker's own ring
+//! (three stores, no lock: [`super::log`]; see [`super::integrator`] for why every event is
+//! kept). A codelet's power is resolved from its
 //! name once, at `codelet_registered`, into the integrator's table indexed by power code
 //! (`2·codelet id + arch`).
 
@@ -13,7 +13,8 @@ use parking_lot::Mutex;
 use taskwatt_traces::{Arch, CodeletId, CodeletInfo, ExecutionObserver, Timestamp, WorkerId};
 
 use super::config::SimConfig;
-use super::integrator::{Event, Integrator, Logs, HELP_AT, IDLE};
+use super::integrator::{Integrator, IDLE};
+use super::log::{Event, Logs, Pushed, HELP_AT};
 
 /// Codelet ids at or above this get the default task power (a run with more task types than
 /// this is not one the simulator was sized for; it still works, less precisely).
@@ -86,19 +87,24 @@ impl SimObserver {
 
     #[inline]
     fn log(&self, worker: WorkerId, t: Timestamp, code: u32) {
-        match self
-            .logs
-            .push(worker as usize, Event { t: t.as_ns(), code })
-        {
-            Some(len) if len >= HELP_AT => {
-                // Nobody drained for a while: drain here, unless someone is doing it.
-                if let Some(mut i) = self.integrator.try_lock() {
-                    i.drain(&self.logs);
+        let e = Event { t: t.as_ns(), code };
+        loop {
+            match self.logs.push(worker as usize, e) {
+                Pushed::Held(len) => {
+                    if len >= HELP_AT {
+                        // Nobody drained for a while: drain here, unless someone is doing it.
+                        if let Some(mut i) = self.integrator.try_lock() {
+                            i.drain(&self.logs);
+                        }
+                    }
+                    return;
                 }
-            }
-            Some(_) => {}
-            None => {
-                self.unknown_worker_events.fetch_add(1, Ordering::Relaxed);
+                // Wait for the drain (the holder is draining or about to), then append.
+                Pushed::Full => self.integrator.lock().drain(&self.logs),
+                Pushed::NoLog => {
+                    self.unknown_worker_events.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
             }
         }
     }
