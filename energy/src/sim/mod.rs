@@ -4,7 +4,7 @@
 //! - [`config`]: the powers (base per domain, extra per codelet and architecture) and the
 //!   sensor behaviour, with a documented default (`default.toml`).
 //! - [`observer`]: [`SimObserver`], the runtime's [`taskwatt_traces::ExecutionObserver`]:
-//!   worker threads log task starts and ends, each into its own log.
+//!   worker threads log task starts and ends, each into its own ring.
 //! - `log`: the workers' event rings (what the observer costs a task).
 //! - `integrator`: the exact integration of a contended domain's power over the logged
 //!   events (why every event is kept, and in what order).
