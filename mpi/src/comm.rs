@@ -2,6 +2,17 @@
 //! when the buffer it fills is free (deferred acquisitions of the local runtime), tests
 //! them without blocking any worker, releases the data when done, and gives up with an
 //! error naming the peer when a message does not come in time.
+//!
+//! # Hangs against long tasks
+//! A rank waiting for a message cannot tell a peer that hangs (dead, or a different task
+//! flow) from one that computes for long before it sends. So each rank whose workers are
+//! not all parked sends every other rank a beat every quarter of the limit
+//! ([`Transport::send_beat`]), and a pending message is given up only when no message of
+//! this rank completed, and no beat came from its peer, for the whole limit. A peer that
+//! computes a task for an hour keeps its waiters waiting; one whose workers all wait (for
+//! a message that will never come, or nothing) is given up after the limit. Computing
+//! outside tasks (between submissions) sends no beat: raise `TASKWATT_MPI_TIMEOUT` for
+//! that.
 
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -39,6 +50,9 @@ pub(crate) struct CommLog {
     pub(crate) events: Vec<CommRecord>,
 }
 
+/// Whether this rank's runtime is computing (a worker not parked).
+pub(crate) type Busy = Box<dyn Fn() -> bool + Send>;
+
 pub(crate) struct CommThread {
     pub(crate) tx: Sender<Cmd>,
     join: Option<JoinHandle<CommLog>>,
@@ -63,6 +77,7 @@ impl CommThread {
         mut net: Box<dyn Transport>,
         limit: u64,
         stream: Option<TraceSink>,
+        busy: Busy,
     ) -> Result<CommThread, DistError> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let failed = Arc::new(Mutex::new(None));
@@ -74,7 +89,7 @@ impl CommThread {
                 // A panic here would unwind past requests MPI still writes into: end the
                 // process instead (mpirun then ends the job and names the rank).
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    run(&mut *net, &rx, &f, limit, stream)
+                    run(&mut *net, &rx, &f, limit, stream, &busy)
                 }));
                 r.unwrap_or_else(|_| {
                     eprintln!("taskwatt-mpi: rank {rank}: the communication thread panicked");
@@ -159,8 +174,17 @@ fn run(
     failed: &Mutex<Option<DistError>>,
     limit: u64,
     stream: Option<TraceSink>,
+    busy: &Busy,
 ) -> CommLog {
     let rank = net.rank();
+    let size = net.size();
+    let limit_d = Duration::from_secs(limit);
+    let beat_every = (limit_d / 4).max(Duration::from_millis(100));
+    let mut last_beat: Option<Instant> = None;
+    // When each peer's last beat came (it was computing then).
+    let mut alive: Vec<Option<Instant>> = vec![None; size];
+    let mut beats_from = Vec::new();
+    let mut last_look = Instant::now();
     let mut streamer = Streamer {
         sink: stream,
         rank: rank as u32,
@@ -192,7 +216,12 @@ fn run(
             if stop {
                 return log;
             }
-            Some(rx.recv().unwrap_or(Cmd::Stop))
+            // Wake up to beat while idle on messages but computing.
+            match rx.recv_timeout(beat_every) {
+                Ok(c) => Some(c),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => None,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Some(Cmd::Stop),
+            }
         } else {
             match rx.try_recv() {
                 Ok(c) => Some(c),
@@ -223,6 +252,32 @@ fn run(
             // Finish what is in flight first: the runtime waits for it.
             Some(Cmd::Stop) => stop = true,
             None => {}
+        }
+        // A beat to every peer while this rank computes.
+        if last_beat.is_none_or(|t| t.elapsed() >= beat_every) {
+            last_beat = Some(Instant::now());
+            if size > 1 && busy() {
+                for peer in (0..size).filter(|&p| p != rank) {
+                    let _ = net.send_beat(peer);
+                }
+            }
+        }
+        // The peers' beats, looked at now and then while messages are pending (and once a
+        // beat period otherwise, so that they do not pile up).
+        let look_every = if posted.is_empty() {
+            beat_every
+        } else {
+            Duration::from_millis(20)
+        };
+        if last_look.elapsed() >= look_every {
+            last_look = Instant::now();
+            beats_from.clear();
+            let _ = net.take_beats(&mut beats_from);
+            for &p in &beats_from {
+                if let Some(a) = alive.get_mut(p) {
+                    *a = Some(last_look);
+                }
+            }
         }
         // Post the messages whose data is ready.
         let mut i = 0;
@@ -288,8 +343,11 @@ fn run(
                 }
                 Ok(false) => {
                     let p = &posted[i];
-                    let waited = moved.elapsed().min(p.since.elapsed());
-                    if waited > Duration::from_secs(limit) {
+                    let waited = moved
+                        .elapsed()
+                        .min(p.since.elapsed())
+                        .min(alive[p.op.peer].map_or(Duration::MAX, |t| t.elapsed()));
+                    if waited > limit_d {
                         let e = DistError::Timeout {
                             rank,
                             peer: p.op.peer,
@@ -302,36 +360,24 @@ fn run(
                             waited_s: waited.as_secs_f64(),
                             limit_s: limit,
                         };
-                        eprintln!("taskwatt-mpi: {e}; ending the job");
-                        fail(failed, &mut error, e);
-                        net.abort(3);
-                        // The job is over; release what this rank holds so that its
-                        // threads can end.
-                        for p in posted.drain(..) {
-                            p.op.access.release();
-                        }
-                        for op in waiting.drain(..) {
-                            op.access.release();
-                        }
-                        for f in flushes.drain(..) {
-                            let _ = f.send(Err(error.clone().unwrap_or_default()));
-                        }
+                        end_job(net, failed, &mut error, e, posted, waiting, flushes);
                         return log;
                     }
                     i += 1;
                 }
                 Err(message) => {
+                    // A message that cannot be taken (another size than its buffer): the
+                    // ranks' data flows differ, and every later message would be wrong or
+                    // never come. End the job now, naming it, rather than at the timeout.
                     let p = posted.swap_remove(i);
-                    fail(
-                        failed,
-                        &mut error,
-                        DistError::Transport {
-                            rank,
-                            peer: p.op.peer,
-                            message,
-                        },
-                    );
+                    let e = DistError::Transport {
+                        rank,
+                        peer: p.op.peer,
+                        message,
+                    };
                     p.op.access.release();
+                    end_job(net, failed, &mut error, e, posted, waiting, flushes);
+                    return log;
                 }
             }
         }
@@ -348,6 +394,31 @@ fn run(
                 std::thread::sleep(Duration::from_micros(50));
             }
         }
+    }
+}
+
+/// Ends the job after `e`: says it, records it, aborts every rank, and releases what this
+/// rank holds so that its threads can end.
+fn end_job(
+    net: &mut dyn Transport,
+    failed: &Mutex<Option<DistError>>,
+    error: &mut Option<String>,
+    e: DistError,
+    mut posted: Vec<Posted>,
+    mut waiting: Vec<Op>,
+    mut flushes: Vec<Sender<Result<(), String>>>,
+) {
+    eprintln!("taskwatt-mpi: {e}; ending the job");
+    fail(failed, error, e);
+    net.abort(3);
+    for p in posted.drain(..) {
+        p.op.access.release();
+    }
+    for op in waiting.drain(..) {
+        op.access.release();
+    }
+    for f in flushes.drain(..) {
+        let _ = f.send(Err(error.clone().unwrap_or_default()));
     }
 }
 

@@ -225,11 +225,13 @@ impl DistRuntime {
         trace: Option<TraceSink>,
     ) -> Result<DistRuntime, DistError> {
         let (rank, size) = (net.rank(), net.size());
+        let stats = rt.stats_probe();
+        let busy: crate::comm::Busy = Box::new(move || stats().awake_workers > 0);
         Ok(DistRuntime {
             rt: Some(rt),
             rank,
             size,
-            comm: CommThread::start(net, timeout_s.max(1), trace)?,
+            comm: CommThread::start(net, timeout_s.max(1), trace, busy)?,
             handles: Vec::new(),
             stats: DistStats::default(),
         })

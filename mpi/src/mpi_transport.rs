@@ -9,13 +9,17 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use mpi::Threading;
 
-use crate::transport::{Req, Transport};
+use crate::transport::{size_mismatch, Req, Transport};
 use crate::DistError;
 
 /// The tags of the control messages, on a communicator of their own (a duplicate of
 /// `MPI_COMM_WORLD`), so that they never meet the data's (tag = handle id).
 const CLOCK_TAG: i32 = 1;
 const NAMES_TAG: i32 = 2;
+const BEAT_TAG: i32 = 3;
+
+/// What a beat carries (nothing but its arrival).
+static BEAT: u8 = 0;
 
 /// MPI, as long as it lives; dropping it finalises MPI (after every rank's runtime has
 /// shut down).
@@ -39,9 +43,16 @@ pub struct MpiTransport {
     size: usize,
     control: SimpleCommunicator,
     reqs: HashMap<Req, Request<'static, [u8], StaticScope>>,
-    /// The buffer length of each receive, to check what arrives.
+    /// Receives whose message has not arrived yet: source, tag, buffer and its length.
+    /// Each is matched by a probe first, so that a message of another size is refused
+    /// with the sizes named, where a receive posted at once would die inside MPI
+    /// (`MPI_ERR_TRUNCATE`, fatal under the default error handler) when it is larger.
+    unmatched: HashMap<Req, (usize, u32, *mut u8, usize)>,
+    /// The buffer length of each matched receive, to check what arrives.
     lens: HashMap<Req, usize>,
     next: Req,
+    /// Beats sent and not yet known to be done.
+    beats: Vec<Request<'static, u8, StaticScope>>,
 }
 
 // SAFETY: the requests refer to buffers the caller keeps alive until they complete, and
@@ -83,8 +94,10 @@ impl MpiTransport {
             size: world.size() as usize,
             control: world.duplicate(),
             reqs: HashMap::new(),
+            unmatched: HashMap::new(),
             lens: HashMap::new(),
             next: 0,
+            beats: Vec::new(),
         };
         Ok((
             MpiUniverse {
@@ -146,18 +159,36 @@ impl Transport for MpiTransport {
         if src >= self.size {
             return Err(format!("no rank {src}"));
         }
-        // SAFETY: as `isend`; the buffer is this receive's alone until it is done.
-        let buf: &'static mut [u8] = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
-        let r = world()
-            .process_at_rank(src as i32)
-            .immediate_receive_into_with_tag(StaticScope, buf, tag as i32);
+        // Matched when its message arrives (`test`): at most one receive per source and
+        // tag is pending (a handle's receives write its buffer, so they are serialised),
+        // so matching in the order tested keeps MPI's order.
         self.next += 1;
-        self.reqs.insert(self.next, r);
-        self.lens.insert(self.next, len);
+        self.unmatched.insert(self.next, (src, tag, ptr, len));
         Ok(self.next)
     }
 
     fn test(&mut self, req: Req) -> Result<bool, String> {
+        if let Some(&(src, tag, ptr, len)) = self.unmatched.get(&req) {
+            let Some((message, status)) = world()
+                .process_at_rank(src as i32)
+                .immediate_matched_probe_with_tag(tag as i32)
+            else {
+                return Ok(false);
+            };
+            self.unmatched.remove(&req);
+            let got = status.count(u8::equivalent_datatype()).max(0) as usize;
+            if got != len {
+                // Take the message off the wire (into a buffer of its size), then refuse it.
+                let mut sink = vec![0u8; got];
+                message.matched_receive_into(&mut sink[..]);
+                return Err(size_mismatch(got, src, tag, len));
+            }
+            // SAFETY: as `isend`; the buffer is this receive's alone until it is done.
+            let buf: &'static mut [u8] = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+            let r = message.immediate_matched_receive_into(StaticScope, buf);
+            self.reqs.insert(req, r);
+            self.lens.insert(req, len);
+        }
         let Some(r) = self.reqs.remove(&req) else {
             return Err(format!("request {req} is unknown"));
         };
@@ -167,11 +198,11 @@ impl Transport for MpiTransport {
                 Some(len) => {
                     let got = status.count(u8::equivalent_datatype());
                     if got as usize != len {
-                        return Err(format!(
-                            "a message of {got} bytes from rank {} (tag {}) for a buffer of \
-                             {len}: the ranks registered this handle with different sizes",
-                            status.source_rank(),
-                            status.tag()
+                        return Err(size_mismatch(
+                            got.max(0) as usize,
+                            status.source_rank().max(0) as usize,
+                            status.tag() as u32,
+                            len,
                         ));
                     }
                     Ok(true)
@@ -257,5 +288,54 @@ impl Transport for MpiTransport {
 
     fn abort(&mut self, code: i32) {
         world().abort(code);
+    }
+
+    fn send_beat(&mut self, dest: usize) -> Result<(), String> {
+        if dest >= self.size {
+            return Err(format!("no rank {dest}"));
+        }
+        // Forget the beats already done (a byte goes eagerly: at once, as a rule).
+        for r in std::mem::take(&mut self.beats) {
+            if let Err(r) = r.test() {
+                self.beats.push(r);
+            }
+        }
+        let r = self
+            .control
+            .process_at_rank(dest as i32)
+            .immediate_send_with_tag(StaticScope, &BEAT, BEAT_TAG);
+        self.beats.push(r);
+        Ok(())
+    }
+
+    fn take_beats(&mut self, from: &mut Vec<usize>) -> Result<(), String> {
+        while let Some((message, status)) = self
+            .control
+            .any_process()
+            .immediate_matched_probe_with_tag(BEAT_TAG)
+        {
+            let mut b = 0u8;
+            message.matched_receive_into(&mut b);
+            from.push(status.source_rank().max(0) as usize);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for MpiTransport {
+    fn drop(&mut self) {
+        // A beat still in flight after a second (its peer gone) is left to MPI: dropping
+        // an unfinished request would panic in rsmpi.
+        let t = std::time::Instant::now();
+        while let Some(r) = self.beats.pop() {
+            match r.test() {
+                Ok(_) => {}
+                Err(r) if t.elapsed().as_secs() < 1 => {
+                    self.beats.push(r);
+                    std::thread::yield_now();
+                }
+                Err(r) => std::mem::forget(r),
+            }
+        }
     }
 }

@@ -53,6 +53,27 @@ pub trait Transport: Send {
     fn node_name(&self) -> String;
     /// Ends the whole job at once (a rank that cannot go on).
     fn abort(&mut self, code: i32);
+    /// Tells `dest` that this rank is computing: a sign of life, so that a rank waiting
+    /// for a message from it does not take a long task for a hang (see `crate::comm`).
+    /// Fire and forget. The default sends none (peers then wait the limit at most).
+    fn send_beat(&mut self, dest: usize) -> Result<(), String> {
+        let _ = dest;
+        Ok(())
+    }
+    /// Appends to `from` the ranks whose beats arrived since the last call.
+    fn take_beats(&mut self, from: &mut Vec<usize>) -> Result<(), String> {
+        let _ = from;
+        Ok(())
+    }
+}
+
+/// What a receive says of a message whose size is not its buffer's.
+pub(crate) fn size_mismatch(got: usize, src: usize, tag: u32, len: usize) -> String {
+    format!(
+        "a message of {got} bytes from rank {src} (tag {tag}) for a buffer of {len}: the \
+         ranks registered this handle with different sizes (give every rank the same sizes, \
+         tiles and order of registration)"
+    )
 }
 
 type Mailbox = HashMap<(usize, usize, u32), VecDeque<Vec<u8>>>;
@@ -71,6 +92,8 @@ pub struct ThreadNet {
     names: Arc<Mutex<Vec<Option<String>>>>,
     per_node: usize,
     aborted: Arc<std::sync::atomic::AtomicBool>,
+    /// Beats waiting to be taken, by destination rank: the senders.
+    beats: Arc<Mutex<Vec<Vec<usize>>>>,
 }
 
 // SAFETY: the raw pointers are receive buffers the caller of `irecv` keeps valid and
@@ -90,6 +113,7 @@ impl ThreadNet {
         let clock = Arc::new(Mutex::new(vec![None; size]));
         let names = Arc::new(Mutex::new(vec![None; size]));
         let aborted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let beats = Arc::new(Mutex::new(vec![Vec::new(); size]));
         (0..size)
             .map(|rank| ThreadNet {
                 rank,
@@ -101,6 +125,7 @@ impl ThreadNet {
                 names: names.clone(),
                 per_node: per_node.max(1),
                 aborted: aborted.clone(),
+                beats: beats.clone(),
             })
             .collect()
     }
@@ -172,10 +197,7 @@ impl Transport for ThreadNet {
             return Ok(false);
         };
         if msg.len() != len {
-            return Err(format!(
-                "a message of {} bytes from rank {src} (tag {tag}) for a buffer of {len}",
-                msg.len()
-            ));
+            return Err(size_mismatch(msg.len(), src, tag, len));
         }
         // SAFETY: the receive buffer is valid and private until this request is done.
         unsafe { std::ptr::copy_nonoverlapping(msg.as_ptr(), ptr, len) };
@@ -216,5 +238,18 @@ impl Transport for ThreadNet {
     fn abort(&mut self, _code: i32) {
         self.aborted
             .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn send_beat(&mut self, dest: usize) -> Result<(), String> {
+        let mut b = self.beats.lock().map_err(|e| e.to_string())?;
+        let inbox = b.get_mut(dest).ok_or_else(|| format!("no rank {dest}"))?;
+        inbox.push(self.rank);
+        Ok(())
+    }
+
+    fn take_beats(&mut self, from: &mut Vec<usize>) -> Result<(), String> {
+        let mut b = self.beats.lock().map_err(|e| e.to_string())?;
+        from.append(&mut b[self.rank]);
+        Ok(())
     }
 }

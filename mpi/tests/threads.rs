@@ -180,6 +180,36 @@ fn a_message_that_never_comes_ends_with_an_error_naming_the_rank() {
     );
 }
 
+#[test]
+fn a_peer_computing_longer_than_the_timeout_is_waited_for() {
+    // Rank 0 computes the datum rank 1 needs for 2.5 s; the limit is 1 s. Rank 0's beats
+    // say it computes, so rank 1 waits for it instead of ending the job.
+    let out = two_ranks(1, |rank, d| {
+        let a = d.register(0, vec![0u8; 4]).unwrap();
+        let b = d.register(1, vec![0u8; 4]).unwrap();
+        let slow = Codelet::new("slow").cpu(|ctx| {
+            std::thread::sleep(std::time::Duration::from_millis(2500));
+            ctx.w::<Vec<u8>>(0).fill(9);
+        });
+        let copy = Codelet::new("copy").cpu(|ctx| {
+            let v = ctx.r::<Vec<u8>>(0).clone();
+            *ctx.w::<Vec<u8>>(1) = v;
+        });
+        d.submit(DistTask::new(&slow).rw(&a)).unwrap();
+        d.submit(DistTask::new(&copy).r(&a).rw(&b)).unwrap();
+        let r = d.wait_all().map_err(|e| e.to_string());
+        let got = d.unregister(b).ok();
+        drop(a);
+        (rank, r, got)
+    });
+    for (rank, r, got) in &out {
+        assert!(r.is_ok(), "rank {rank}: {r:?}");
+        if *rank == 1 {
+            assert_eq!(got.as_deref(), Some(&[9u8; 4][..]));
+        }
+    }
+}
+
 /// Misuse across ranks (issue 29's campaign): each rank ends with a result or an error
 /// naming what is wrong, within the timeout, never a hang.
 fn two_ranks<R: Send + 'static>(
@@ -222,7 +252,10 @@ fn ranks_that_disagree_on_a_datum_s_size_get_an_error_naming_it() {
     });
     assert!(t0.elapsed() < std::time::Duration::from_secs(15), "hung");
     let e = out[1].as_ref().unwrap_err();
-    assert!(e.contains("rank 0") && e.contains("bytes"), "{e}");
+    assert!(
+        e.contains("rank 0") && e.contains("8") && e.contains("different sizes"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -46,6 +46,10 @@ pub struct RuntimeStats {
     pub transfers: u64,
     /// Bytes those copies moved (the handles' registered sizes).
     pub transferred_bytes: u64,
+    /// Workers not parked when the counters were read: running a task, or looking for
+    /// one before they park (0 once every worker waits for work; a sign of life for a
+    /// distributed run's peers).
+    pub awake_workers: u64,
 }
 
 /// The performance models of a runtime that records them.
@@ -166,6 +170,7 @@ impl Shared {
             not_run: self.not_run.load(Ordering::Relaxed),
             transfers: self.transfers.load(Ordering::Relaxed),
             transferred_bytes: self.transferred_bytes.load(Ordering::Relaxed),
+            awake_workers: self.workers.len().saturating_sub(self.sleep.sleepers()) as u64,
         }
     }
 
