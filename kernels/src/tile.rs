@@ -20,6 +20,22 @@ pub struct Tile<T: Scalar = f64> {
 }
 
 impl<T: Scalar> Tile<T> {
+    /// An `nb x nb` tile without storage yet: a distributed run's copy of another rank's
+    /// tile, which takes no memory until a message fills it (the first write of its
+    /// bytes, `DeviceData::device_bytes_mut`, makes it). Until then it has no elements:
+    /// read it only after that.
+    pub fn unallocated(nb: usize) -> Self {
+        Self {
+            nb,
+            data: Vec::new(),
+        }
+    }
+
+    /// Whether the tile has its storage (see [`Tile::unallocated`]).
+    pub fn is_allocated(&self) -> bool {
+        self.data.len() == self.nb * self.nb
+    }
+
     /// An `nb x nb` tile of zeros.
     pub fn zeros(nb: usize) -> Self {
         Self {
@@ -114,21 +130,32 @@ impl<T: Scalar> Tile<T> {
     }
 }
 
-// SAFETY: a tile's state is its column-major elements (its order is fixed by their count,
-// which a device copy does not change); any bytes are valid `f32`/`f64` values.
-/// The tile's elements (`nb² · size_of::<T>()` bytes).
+/// The tile's elements (`nb² · size_of::<T>()` bytes, allocated or not).
 impl<T: Scalar> taskwatt_runtime::DataSize for Tile<T> {
     fn data_bytes(&self) -> u64 {
-        std::mem::size_of_val(self.data.as_slice()) as u64
+        (self.nb * self.nb * std::mem::size_of::<T>()) as u64
     }
 }
 
+// SAFETY: a tile's state is its column-major elements (its order is fixed by their count,
+// which a device copy does not change); any bytes are valid `f32`/`f64` values. A tile
+// without storage (`Tile::unallocated`) gets it, zeroed, at the first `device_bytes_mut`,
+// before the bytes are handed out, and keeps it until `release_storage`.
 unsafe impl<T: Scalar> taskwatt_runtime::DeviceData for Tile<T> {
     fn device_bytes(&self) -> &[u8] {
         taskwatt_runtime::bytes_of(&self.data)
     }
     fn device_bytes_mut(&mut self) -> &mut [u8] {
+        if self.data.is_empty() && self.nb > 0 {
+            self.data = vec![T::ZERO; self.nb * self.nb];
+        }
         taskwatt_runtime::bytes_of_mut(&mut self.data)
+    }
+    fn device_len(&self) -> usize {
+        self.nb * self.nb * std::mem::size_of::<T>()
+    }
+    fn release_storage(&mut self) {
+        self.data = Vec::new();
     }
 }
 

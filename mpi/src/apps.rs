@@ -197,10 +197,11 @@ fn register<T: Scalar>(
                 continue;
             }
             let owner = g.owner(i, j);
+            // Another rank's tile takes no memory here until a message fills it.
             let v = if owner == me {
                 make(i, j)
             } else {
-                Tile::zeros(nb)
+                Tile::unallocated(nb)
             };
             *slot = Some(d.register(owner, v)?);
         }
@@ -275,12 +276,33 @@ pub fn run(
     steps: usize,
     seed: u64,
 ) -> Result<DistOutcome, DistError> {
-    run_with::<f64>(d, app, n, nb, steps, seed)
+    run_with::<f64>(d, app, n, nb, steps, seed, true)
+}
+
+/// Brings the result to rank 0 when `check` (for the comparison), else lets every rank
+/// take its tiles back: each rank then never holds more than its share and the copies in
+/// flight.
+fn result<T: Scalar>(
+    d: &mut DistRuntime,
+    t: Tiles<T>,
+    n: usize,
+    nb: usize,
+    check: bool,
+) -> Result<Option<TiledMatrix<T>>, DistError> {
+    if check {
+        return gather(d, t, n, nb);
+    }
+    for h in t.into_iter().flatten().flatten() {
+        d.unregister(h)?;
+    }
+    Ok(None)
 }
 
 type Want<T> = Box<dyn FnOnce() -> TiledMatrix<T>>;
 
-/// [`run`] with tiles of `T`: f64, or f32 for Cholesky and gemm (the stencil is f64 only).
+/// [`run`] with tiles of `T` (f64, or f32 for Cholesky and gemm; the stencil is f64 only),
+/// comparing the result with the sequential one on rank 0 only when `check` (which brings
+/// the whole matrix, and its reference, to rank 0).
 pub fn run_with<T: DistScalar>(
     d: &mut DistRuntime,
     app: DistApp,
@@ -288,6 +310,7 @@ pub fn run_with<T: DistScalar>(
     nb: usize,
     steps: usize,
     seed: u64,
+    check: bool,
 ) -> Result<DistOutcome, DistError> {
     if nb == 0 || n == 0 || !n.is_multiple_of(nb) {
         return Err(DistError::NoMpi(format!(
@@ -332,10 +355,15 @@ pub fn run_with<T: DistScalar>(
                         )?;
                     }
                 }
+                // Column k is final and read by no later step: drop its copies (each
+                // rank's freed once its readers ran), as StarPU-MPI's Cholesky does.
+                for i in k..nt {
+                    d.flush(tile(&a, i, k))?;
+                }
             }
             d.wait_all()?;
             let m = start.elapsed().as_secs_f64();
-            let got = gather(d, a, n, nb)?;
+            let got = result(d, a, n, nb, check)?;
             let want: Want<T> = Box::new(move || {
                 let mut r = TiledMatrix::<T>::random_spd(n, nb, seed).expect("valid sizes");
                 sequential::cholesky(&mut r).expect("SPD");
@@ -364,10 +392,14 @@ pub fn run_with<T: DistScalar>(
                         )?;
                     }
                 }
+                // B's column j is read by no later column of C.
+                for k in 0..nt {
+                    d.flush(tile(&b, k, j))?;
+                }
             }
             d.wait_all()?;
             let m = start.elapsed().as_secs_f64();
-            let got = gather(d, c, n, nb)?;
+            let got = result(d, c, n, nb, check)?;
             for h in a.into_iter().chain(b).flatten().flatten() {
                 d.unregister(h)?;
             }
@@ -422,7 +454,7 @@ pub fn run_with<T: DistScalar>(
             } else {
                 (y, x)
             };
-            let got = gather(d, result, n, nb)?;
+            let got = self::result(d, result, n, nb, check)?;
             for h in other.into_iter().flatten().flatten() {
                 d.unregister(h)?;
             }

@@ -41,6 +41,9 @@ pub(crate) enum Cmd {
     Clock(Sender<Result<(i64, u64), String>>),
     /// Every rank's node name (an all-gather).
     Names(Sender<Result<Vec<String>, String>>),
+    /// Once granted (every access submitted before it is done), run the function on the
+    /// acquisition, then release it: a cached copy's storage freed.
+    Free(DeferredAccess, fn(&mut DeferredAccess)),
     Stop,
 }
 
@@ -126,7 +129,9 @@ impl Drop for CommThread {
 
 struct Posted {
     op: Op,
-    req: Req,
+    /// `None`: a receive whose buffer is free but whose message has not arrived; it is
+    /// posted (and its buffer made, for a copy without storage) when it has.
+    req: Option<Req>,
     bytes: u64,
     start: Timestamp,
     since: Instant,
@@ -195,6 +200,7 @@ fn run(
     let mut log = CommLog::default();
     let mut waiting: Vec<Op> = Vec::new();
     let mut posted: Vec<Posted> = Vec::new();
+    let mut frees: Vec<(DeferredAccess, fn(&mut DeferredAccess))> = Vec::new();
     let mut flushes: Vec<Sender<Result<(), String>>> = Vec::new();
     let mut error: Option<String> = None;
     let mut idle_spins = 0u32;
@@ -207,7 +213,7 @@ fn run(
         if posted.is_empty() {
             moved = Instant::now();
         }
-        let cmd = if waiting.is_empty() && posted.is_empty() {
+        let cmd = if waiting.is_empty() && posted.is_empty() && frees.is_empty() {
             // About to block: what completed goes to the trace first.
             streamer.flush(&log, true);
             for f in flushes.drain(..) {
@@ -249,6 +255,10 @@ fn run(
                 let _ = reply.send(net.gather_names(&mine));
                 progressed = true;
             }
+            Some(Cmd::Free(access, f)) => {
+                frees.push((access, f));
+                progressed = true;
+            }
             // Finish what is in flight first: the runtime waits for it.
             Some(Cmd::Stop) => stop = true,
             None => {}
@@ -279,9 +289,34 @@ fn run(
                 }
             }
         }
+        // Free the copies whose readers are done.
+        let mut i = 0;
+        while i < frees.len() {
+            if frees[i].0.is_granted() {
+                let (mut access, f) = frees.swap_remove(i);
+                f(&mut access);
+                access.release();
+                progressed = true;
+            } else {
+                i += 1;
+            }
+        }
         // Post the messages whose data is ready.
         let mut i = 0;
         while i < waiting.len() {
+            if !waiting[i].send && waiting[i].access.is_granted() {
+                // A receive waits for its message before its buffer is touched.
+                let op = waiting.remove(i);
+                posted.push(Posted {
+                    op,
+                    req: None,
+                    bytes: 0,
+                    start: Clock::now(),
+                    since: Instant::now(),
+                });
+                progressed = true;
+                continue;
+            }
             let Some((ptr, len)) = waiting[i].access.bytes() else {
                 i += 1;
                 continue;
@@ -302,7 +337,7 @@ fn run(
             match req {
                 Ok(req) => posted.push(Posted {
                     op,
-                    req,
+                    req: Some(req),
                     bytes: len as u64,
                     start,
                     since: Instant::now(),
@@ -326,7 +361,30 @@ fn run(
         // Complete what is done.
         let mut i = 0;
         while i < posted.len() {
-            match net.test(posted[i].req) {
+            let tested = match posted[i].req {
+                Some(req) => net.test(req),
+                None => {
+                    let p = &mut posted[i];
+                    match net.ready(p.op.peer, p.op.handle) {
+                        Ok(true) => {
+                            let (ptr, len) = p.op.access.bytes().expect("a granted receive");
+                            p.bytes = len as u64;
+                            // SAFETY: the write acquisition holds the buffer until it is
+                            // released, after the request is done.
+                            match unsafe { net.irecv(p.op.peer, p.op.handle, ptr, len) } {
+                                Ok(req) => {
+                                    p.req = Some(req);
+                                    net.test(req)
+                                }
+                                Err(message) => Err(message),
+                            }
+                        }
+                        Ok(false) => Ok(false),
+                        Err(message) => Err(message),
+                    }
+                }
+            };
+            match tested {
                 Ok(true) => {
                     moved = Instant::now();
                     let p = posted.swap_remove(i);

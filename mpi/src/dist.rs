@@ -91,6 +91,13 @@ impl<T: DeviceData> DistAccess for DistHandle<T> {
     }
 }
 
+/// Frees the storage of the copy a granted write acquisition holds.
+fn release_storage<T: DeviceData>(access: &mut taskwatt_runtime::DeferredAccess) {
+    if let Some(v) = access.value_mut::<T>() {
+        v.release_storage();
+    }
+}
+
 type Extra<'a> = Box<dyn FnOnce(Task<'a>) -> Task<'a> + 'a>;
 
 /// A task of a distributed run, built like a [`Task`].
@@ -162,6 +169,8 @@ pub struct DistStats {
     pub received: (u64, u64),
     /// Reads served from a valid cached copy (no message).
     pub cache_hits: u64,
+    /// Cached copies this rank dropped ([`DistRuntime::flush`]).
+    pub flushed: u64,
 }
 
 struct Meta {
@@ -271,8 +280,9 @@ impl DistRuntime {
         let mut valid = vec![false; self.size];
         valid[owner] = true;
         self.handles.push(Meta { owner, valid });
-        // Its size is its bytes, what a message of it carries.
-        let bytes = value.device_bytes().len() as u64;
+        // Its size is its bytes, what a message of it carries (allocated or not yet: a
+        // copy made with no storage, `Tile::unallocated`, gets it from its first message).
+        let bytes = value.device_len() as u64;
         Ok(DistHandle {
             id,
             owner,
@@ -445,6 +455,31 @@ impl DistRuntime {
             self.post(true, to, h)?;
         }
         Ok(())
+    }
+
+    /// Drops every rank's cached copy of `h` (StarPU-MPI's `starpu_mpi_cache_flush`): every
+    /// rank calls it at the same point of the flow, typically once the tasks that read a
+    /// datum are all submitted. A rank holding a copy frees its storage once the tasks
+    /// submitted before have read it (for types that can be without it,
+    /// [`DeviceData::release_storage`]: tiles made with `Tile::unallocated`); a task that
+    /// reads the datum later receives it again. The owner's value stays.
+    pub fn flush<T: DeviceData>(&mut self, h: &DistHandle<T>) -> Result<(), DistError> {
+        let me = self.rank;
+        let meta = &mut self.handles[h.id as usize];
+        let held = meta.owner != me && meta.valid[me];
+        for (r, v) in meta.valid.iter_mut().enumerate() {
+            *v = r == meta.owner;
+        }
+        if !held {
+            return Ok(());
+        }
+        let access = self
+            .runtime()
+            .acquire_deferred(&h.local, true)
+            .map_err(|source| DistError::Runtime { rank: me, source })?;
+        access.hand_off();
+        self.stats.flushed += 1;
+        self.command(Cmd::Free(access, release_storage::<T>))
     }
 
     /// Waits for this rank's tasks and messages.

@@ -216,6 +216,15 @@ impl Transport for MpiTransport {
         }
     }
 
+    fn ready(&mut self, src: usize, tag: u32) -> Result<bool, String> {
+        // Only this thread receives on this communicator, so a message seen here is the
+        // one the receive posted next will match.
+        Ok(world()
+            .process_at_rank(src as i32)
+            .immediate_probe_with_tag(tag as i32)
+            .is_some())
+    }
+
     fn clock_offset(&mut self, now_ns: &dyn Fn() -> u64) -> Result<(i64, u64), String> {
         // Rank 0 answers each rank's pings with its clock; a rank keeps the estimate of its
         // fastest round trip: offset = t0 - (t1 + t2) / 2 (NTP's estimate, symmetric paths).

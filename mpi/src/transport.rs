@@ -43,6 +43,13 @@ pub trait Transport: Send {
     ) -> Result<Req, String>;
     /// Whether the request is done (then it is forgotten).
     fn test(&mut self, req: Req) -> Result<bool, String>;
+    /// Whether a message from `src` with `tag` has arrived (and a receive posted now would
+    /// find it): the communication thread posts a receive, and so makes its buffer, only
+    /// then. The default says yes at once.
+    fn ready(&mut self, src: usize, tag: u32) -> Result<bool, String> {
+        let _ = (src, tag);
+        Ok(true)
+    }
     /// A clock offset estimate against rank 0 by ping-pong, ns (rank 0: 0), with the
     /// round trip it came from; every rank must call it at the same point.
     fn clock_offset(&mut self, now_ns: &dyn Fn() -> u64) -> Result<(i64, u64), String>;
@@ -203,6 +210,16 @@ impl Transport for ThreadNet {
         unsafe { std::ptr::copy_nonoverlapping(msg.as_ptr(), ptr, len) };
         self.pending.remove(&req);
         Ok(true)
+    }
+
+    fn ready(&mut self, src: usize, tag: u32) -> Result<bool, String> {
+        let boxes = self
+            .boxes
+            .lock()
+            .map_err(|_| "the mailbox is poisoned".to_owned())?;
+        Ok(boxes
+            .get(&(src, self.rank, tag))
+            .is_some_and(|q| !q.is_empty()))
     }
 
     fn clock_offset(&mut self, now_ns: &dyn Fn() -> u64) -> Result<(i64, u64), String> {

@@ -210,6 +210,64 @@ fn a_peer_computing_longer_than_the_timeout_is_waited_for() {
     }
 }
 
+#[test]
+fn a_flushed_copy_is_freed_and_received_again_when_read_later() {
+    use taskwatt_kernels::Tile;
+    let out = two_ranks(5, |rank, d| {
+        // Rank 0 owns `a`; rank 1 reads it into `b` three times, flushing after each read,
+        // and rank 0 writes `a` before the third.
+        // Each rank allocates only what it owns.
+        let mine = |owner: usize| {
+            if rank == owner {
+                Tile::<f64>::zeros(4)
+            } else {
+                Tile::unallocated(4)
+            }
+        };
+        let a = d.register(0, mine(0)).unwrap();
+        let b = d.register(1, mine(1)).unwrap();
+        let set = Codelet::new("set").cpu(|ctx| {
+            let v = *ctx.arg::<f64>();
+            ctx.w::<Tile<f64>>(0).set(0, 0, v);
+        });
+        let add = Codelet::new("add").cpu(|ctx| {
+            let x = ctx.r::<Tile<f64>>(0).get(0, 0);
+            let y = ctx.w::<Tile<f64>>(1);
+            let z = y.get(0, 0);
+            y.set(0, 0, z + x);
+        });
+        d.submit(DistTask::new(&set).w(&a).arg(1.0f64)).unwrap();
+        d.submit(DistTask::new(&add).r(&a).rw(&b)).unwrap();
+        d.flush(&a).unwrap();
+        // Not written since: the freed copy is received again, not read freed.
+        d.submit(DistTask::new(&add).r(&a).rw(&b)).unwrap();
+        d.flush(&a).unwrap();
+        d.submit(DistTask::new(&set).w(&a).arg(10.0f64)).unwrap();
+        d.submit(DistTask::new(&add).r(&a).rw(&b)).unwrap();
+        d.flush(&a).unwrap();
+        d.wait_all().unwrap();
+        let flushed = d.stats().flushed;
+        let a = d.unregister(a).unwrap();
+        let b = d.unregister(b).unwrap();
+        (
+            rank,
+            flushed,
+            a.is_allocated(),
+            b.is_allocated().then(|| b.get(0, 0)),
+        )
+    });
+    // Rank 1's copy was freed three times; the owner's value stays.
+    let (_, flushed0, owner_has_a, _) = out[0];
+    let (_, flushed1, copy_has_a, sum) = out[1];
+    assert_eq!((flushed0, flushed1), (0, 3));
+    assert!(owner_has_a && !copy_has_a);
+    assert_eq!(
+        sum,
+        Some(12.0),
+        "every read after a flush received the value"
+    );
+}
+
 /// Misuse across ranks (issue 29's campaign): each rank ends with a result or an error
 /// naming what is wrong, within the timeout, never a hang.
 fn two_ranks<R: Send + 'static>(

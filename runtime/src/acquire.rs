@@ -316,6 +316,18 @@ impl DeferredAccess {
         self.write
     }
 
+    /// The value, for a granted write acquisition of a handle of `T`: `None` before the
+    /// grant, for a read acquisition, or for another type. It is the holder's alone until
+    /// [`DeferredAccess::release`] (taskwatt-mpi frees a cached copy's storage this way).
+    pub fn value_mut<T: 'static>(&mut self) -> Option<&mut T> {
+        if !self.is_granted() || !self.write {
+            return None;
+        }
+        // SAFETY: a granted write acquisition: no task accesses the data meanwhile, and
+        // the borrow of `self` makes this the only reference made through it.
+        unsafe { self.core.data_mut() }.get_mut::<T>()
+    }
+
     /// Says that another thread will release it (taskwatt-mpi hands its acquisitions to
     /// its communication thread). Until then the creating thread holds it, as it holds a
     /// guard: a `wait_all`, `wait`, `acquire` or `unregister` on that thread that could

@@ -374,7 +374,6 @@ impl RunArgs {
         let e = &self.energy;
         [
             (a.iterations != 1, "--iterations"),
-            (a.no_check, "--no-check"),
             (a.no_perfmodel, "--no-perfmodel"),
             (a.perfmodel_dir.is_some(), "--perfmodel-dir"),
             (a.gpus != 0, "--gpus"),

@@ -215,13 +215,16 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         trace.send(taskwatt::traces::Chunk::Comms(start_chunk.clone()));
     }
     let app = dist_app(a.app());
+    // `--no-check`: no gather of the result to rank 0, so that no rank holds more than
+    // its share (the memory a distributed run saves).
+    let check = !a.app.no_check;
     let out = match cfg.precision {
-        taskwatt::apps::Precision::F32 => {
-            taskwatt_mpi::apps::run_with::<f32>(&mut d, app, cfg.n, cfg.tile, cfg.steps, cfg.seed)
-        }
-        taskwatt::apps::Precision::F64 => {
-            taskwatt_mpi::apps::run_with::<f64>(&mut d, app, cfg.n, cfg.tile, cfg.steps, cfg.seed)
-        }
+        taskwatt::apps::Precision::F32 => taskwatt_mpi::apps::run_with::<f32>(
+            &mut d, app, cfg.n, cfg.tile, cfg.steps, cfg.seed, check,
+        ),
+        taskwatt::apps::Precision::F64 => taskwatt_mpi::apps::run_with::<f64>(
+            &mut d, app, cfg.n, cfg.tile, cfg.steps, cfg.seed, check,
+        ),
     };
     let last = clock(&mut d);
     let (stats, events) = d.shutdown()?;

@@ -94,7 +94,7 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
             return Err(format!(
                 "run --mpi does not take {}: a distributed run has CPU workers only, no \
                  performance models, no report (merge the ranks' traces with `taskwatt \
-                 merge`, then `taskwatt report`) and always checks its result; drop them \
+                 merge`, then `taskwatt report`); drop them \
                  (docs/mpi.md)",
                 ignored.join(", ")
             )

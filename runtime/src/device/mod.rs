@@ -150,6 +150,17 @@ pub unsafe trait DeviceData: Clone + Send + Sync + 'static {
     fn device_bytes(&self) -> &[u8];
     /// The value's bytes, to be overwritten.
     fn device_bytes_mut(&mut self) -> &mut [u8];
+    /// How many bytes the value has once its storage exists: its bytes' length, unless
+    /// the value can be without storage (see [`DeviceData::release_storage`]).
+    fn device_len(&self) -> usize {
+        self.device_bytes().len()
+    }
+    /// Drops the value's storage, keeping its shape, where the type can be without it: a
+    /// distributed run's cached copy of another rank's datum, freed when the cache drops
+    /// it. [`DeviceData::device_bytes_mut`] then makes it again (zeros) for the next copy
+    /// into it, and [`DeviceData::device_bytes`] is empty meanwhile. Types that cannot
+    /// keep their storage (the default).
+    fn release_storage(&mut self) {}
 }
 
 /// A plain element type: every bit pattern is a value, and it holds no pointer.
