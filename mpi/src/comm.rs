@@ -42,8 +42,8 @@ pub(crate) enum Cmd {
     /// Every rank's node name (an all-gather).
     Names(Sender<Result<Vec<String>, String>>),
     /// Once granted (every access submitted before it is done), run the function on the
-    /// acquisition, then release it: a cached copy's storage freed.
-    Free(DeferredAccess, fn(&mut DeferredAccess)),
+    /// acquisition, then release it: a cached copy's storage freed, or made.
+    Apply(DeferredAccess, fn(&mut DeferredAccess)),
     Stop,
 }
 
@@ -255,7 +255,7 @@ fn run(
                 let _ = reply.send(net.gather_names(&mine));
                 progressed = true;
             }
-            Some(Cmd::Free(access, f)) => {
+            Some(Cmd::Apply(access, f)) => {
                 frees.push((access, f));
                 progressed = true;
             }

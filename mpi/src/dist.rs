@@ -67,6 +67,9 @@ pub trait DistAccess {
         rt: &Runtime,
         write: bool,
     ) -> Result<taskwatt_runtime::DeferredAccess, taskwatt_runtime::RuntimeError>;
+    /// What gives a granted write acquisition of the local copy its storage (a copy made
+    /// without, which a task is about to write without reading).
+    fn materializer(&self) -> fn(&mut taskwatt_runtime::DeferredAccess);
 }
 
 impl<T: DeviceData> DistAccess for DistHandle<T> {
@@ -88,6 +91,16 @@ impl<T: DeviceData> DistAccess for DistHandle<T> {
         write: bool,
     ) -> Result<taskwatt_runtime::DeferredAccess, taskwatt_runtime::RuntimeError> {
         rt.acquire_deferred(&self.local, write)
+    }
+    fn materializer(&self) -> fn(&mut taskwatt_runtime::DeferredAccess) {
+        materialize::<T>
+    }
+}
+
+/// Gives the copy a granted write acquisition holds its storage.
+fn materialize<T: DeviceData>(access: &mut taskwatt_runtime::DeferredAccess) {
+    if let Some(v) = access.value_mut::<T>() {
+        let _ = v.device_bytes_mut();
     }
 }
 
@@ -373,16 +386,6 @@ impl DistRuntime {
                 .or(task.accesses.first())
                 .map_or(0, |(h, _)| h.dist_owner()),
         };
-        for (h, m) in &task.accesses {
-            if writes(*m) && h.dist_owner() != exec {
-                return Err(DistError::NotOwner {
-                    codelet: task.codelet.name().to_owned(),
-                    exec,
-                    handle: h.dist_id(),
-                    owner: h.dist_owner(),
-                });
-            }
-        }
         let me = self.rank;
         for (h, m) in &task.accesses {
             if !reads(*m) {
@@ -404,17 +407,40 @@ impl DistRuntime {
                 self.post(true, exec, *h)?;
             }
         }
+        // What it writes of another rank's data is sent home after it (StarPU-MPI runs
+        // such a task and sends the data back to its owner): both copies are then valid.
+        let homes: Vec<&dyn DistAccess> = task
+            .accesses
+            .iter()
+            .filter(|(h, m)| writes(*m) && h.dist_owner() != exec)
+            .map(|(h, _)| *h)
+            .collect();
         for (h, m) in &task.accesses {
             if writes(*m) {
                 let meta = &mut self.handles[h.dist_id() as usize];
+                let home = meta.owner != exec;
                 for (r, v) in meta.valid.iter_mut().enumerate() {
-                    *v = r == meta.owner;
+                    *v = r == meta.owner || (home && r == exec);
                 }
             }
         }
         if exec != me {
             self.stats.skipped += 1;
+            // The owner of what the task writes here takes it back.
+            for h in homes.iter().filter(|h| h.dist_owner() == me) {
+                self.post(false, exec, *h)?;
+            }
             return Ok(());
+        }
+        for (h, m) in &task.accesses {
+            // A copy the task writes without reading gets its storage first.
+            if matches!(m, Access::W) && h.dist_owner() != me {
+                let access = h
+                    .defer(self.runtime(), true)
+                    .map_err(|source| DistError::Runtime { rank: me, source })?;
+                access.hand_off();
+                self.command(Cmd::Apply(access, h.materializer()))?;
+            }
         }
         let mut t = Task::new(task.codelet);
         for (h, m) in &task.accesses {
@@ -427,6 +453,9 @@ impl DistRuntime {
             .submit(t)
             .map_err(|source| DistError::Runtime { rank: me, source })?;
         self.stats.tasks += 1;
+        for h in homes {
+            self.post(true, h.dist_owner(), h)?;
+        }
         Ok(())
     }
 
@@ -457,6 +486,22 @@ impl DistRuntime {
         Ok(())
     }
 
+    /// Makes `to` the owner of `h` from this point of the flow on (StarPU-MPI's
+    /// `starpu_mpi_data_migrate`): every rank calls it at the same point. The value moves
+    /// there if `to`'s copy is not valid (a message once its last writer is done); tasks
+    /// that write `h` then run on `to`. The old owner keeps a valid copy until the next
+    /// write.
+    pub fn migrate<T: DeviceData>(
+        &mut self,
+        h: &mut DistHandle<T>,
+        to: usize,
+    ) -> Result<(), DistError> {
+        self.fetch_to(h, to)?;
+        self.handles[h.id as usize].owner = to;
+        h.owner = to;
+        Ok(())
+    }
+
     /// Drops every rank's cached copy of `h` (StarPU-MPI's `starpu_mpi_cache_flush`): every
     /// rank calls it at the same point of the flow, typically once the tasks that read a
     /// datum are all submitted. A rank holding a copy frees its storage once the tasks
@@ -479,7 +524,7 @@ impl DistRuntime {
             .map_err(|source| DistError::Runtime { rank: me, source })?;
         access.hand_off();
         self.stats.flushed += 1;
-        self.command(Cmd::Free(access, release_storage::<T>))
+        self.command(Cmd::Apply(access, release_storage::<T>))
     }
 
     /// Waits for this rank's tasks and messages.

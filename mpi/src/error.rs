@@ -45,22 +45,6 @@ pub enum DistError {
         /// What failed.
         message: String,
     },
-    /// A task writes data that another rank owns.
-    #[error(
-        "task {codelet} runs on rank {exec} but writes handle {handle}, owned by rank \
-         {owner}: a task runs where the data it writes lives; write only handles of one \
-         owner per task, or give the task that owner's rank"
-    )]
-    NotOwner {
-        /// The codelet.
-        codelet: String,
-        /// Where the task runs.
-        exec: usize,
-        /// The handle.
-        handle: u32,
-        /// Its owner.
-        owner: usize,
-    },
     /// An owner or rank outside the job.
     #[error("rank {given} is outside the job of {size} rank(s) ({what})")]
     BadRank {

@@ -128,21 +128,97 @@ fn data_read_twice_is_sent_once_until_written() {
 }
 
 #[test]
-fn a_task_writing_another_ranks_data_is_refused_by_name() {
+fn a_task_writing_another_ranks_data_runs_and_sends_it_home() {
+    use taskwatt_kernels::Tile;
+    // One task on rank 0 writes rank 0's `a` and rank 1's `b` (read and written), another
+    // writes rank 1's `c` without reading it; rank 1 then reads `b` and `c` where they
+    // live, rank 0 reads `b` from its valid copy.
     let out = job(2, 1, "eager", |d| {
-        let a = d.register(0, vec![0u8; 4]).unwrap();
-        let b = d.register(1, vec![0u8; 4]).unwrap();
-        let both = Codelet::new("both").cpu(|_| {});
-        let e = d.submit(DistTask::new(&both).rw(&a).rw(&b)).unwrap_err();
-        d.unregister(a).unwrap();
-        d.unregister(b).unwrap();
-        e.to_string()
+        let rank = d.rank();
+        let a = d.register(0, vec![1u8; 4]).unwrap();
+        let b = d.register(1, vec![2u8; 4]).unwrap();
+        // `c` is a tile: rank 0's copy has no storage until the task writing it there.
+        let c = d
+            .register(
+                1,
+                if rank == 1 {
+                    Tile::<f64>::zeros(2)
+                } else {
+                    Tile::unallocated(2)
+                },
+            )
+            .unwrap();
+        let both = Codelet::new("both").cpu(|ctx| {
+            let b = ctx.w::<Vec<u8>>(1);
+            let x = b[0];
+            b.fill(x + 20);
+            ctx.w::<Vec<u8>>(0).fill(x + 10);
+        });
+        let set = Codelet::new("set").cpu(|ctx| ctx.w::<Tile<f64>>(0).set(0, 0, 7.0));
+        let sum = Codelet::new("sum").cpu(|ctx| {
+            let x = f64::from(ctx.r::<Vec<u8>>(0)[0]);
+            let c = ctx.w::<Tile<f64>>(1);
+            let y = c.get(0, 0);
+            c.set(0, 0, x + y);
+        });
+        d.submit(DistTask::new(&both).rw(&a).rw(&b)).unwrap();
+        d.submit(DistTask::new(&set).w(&c).on_rank(0)).unwrap();
+        // On rank 1 (the owner of `c`, written there): c = b + c = 22 + 7.
+        d.submit(DistTask::new(&sum).r(&b).rw(&c)).unwrap();
+        d.wait_all().unwrap();
+        let (a, b, c) = (
+            d.unregister(a).unwrap(),
+            d.unregister(b).unwrap(),
+            d.unregister(c).unwrap(),
+        );
+        (rank, a[0], b[0], c.is_allocated().then(|| c.get(0, 0)))
     });
-    assert!(
-        out[0].contains("both") && out[0].contains("owned by rank 1"),
-        "{}",
-        out[0]
+    assert_eq!(out[0].1, 12, "a on its owner");
+    assert_eq!(out[1].2, 22, "b sent home to rank 1");
+    assert_eq!(
+        out[1].3,
+        Some(29.0),
+        "c written on rank 0, sent home, then summed on rank 1"
     );
+}
+
+#[test]
+fn a_migrated_datum_is_written_on_its_new_owner() {
+    let out = job(3, 1, "lws", |d| {
+        let rank = d.rank();
+        let mut a = d.register(0, vec![1u64; 2]).unwrap();
+        let r = d.register(2, vec![0u64; 2]).unwrap();
+        let double = Codelet::new("double").cpu(|ctx| {
+            for x in ctx.w::<Vec<u64>>(0).iter_mut() {
+                *x = 2 * *x + 1;
+            }
+        });
+        let copy = Codelet::new("copy").cpu(|ctx| {
+            let v = ctx.r::<Vec<u64>>(0).clone();
+            *ctx.w::<Vec<u64>>(1) = v;
+        });
+        d.submit(DistTask::new(&double).rw(&a)).unwrap(); // on rank 0: 3
+        d.migrate(&mut a, 1).unwrap();
+        d.submit(DistTask::new(&double).rw(&a)).unwrap(); // on rank 1: 7
+        d.migrate(&mut a, 2).unwrap();
+        d.submit(DistTask::new(&double).rw(&a)).unwrap(); // on rank 2: 15
+        d.submit(DistTask::new(&copy).r(&a).rw(&r)).unwrap();
+        d.wait_all().unwrap();
+        let tasks = d.stats().tasks;
+        let owner = a.owner();
+        let a = d.unregister(a).unwrap();
+        let r = d.unregister(r).unwrap();
+        (rank, tasks, owner, a[0], r[0])
+    });
+    assert_eq!(out.iter().map(|o| o.1).collect::<Vec<_>>(), vec![1, 1, 2]);
+    assert!(
+        out.iter().all(|o| o.2 == 2),
+        "every rank knows the new owner"
+    );
+    assert_eq!((out[2].3, out[2].4), (15, 15));
+    // The old owners' copies are what they last saw: 3 on rank 0 (its value when it
+    // moved), 7 on rank 1.
+    assert_eq!((out[0].3, out[1].3), (3, 7));
 }
 
 #[test]
