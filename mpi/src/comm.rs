@@ -387,7 +387,9 @@ fn run(
             match tested {
                 Ok(true) => {
                     moved = Instant::now();
-                    let p = posted.swap_remove(i);
+                    // In order: receives from one peer with one tag match its messages in
+                    // the order they were posted (a reduction's contributions).
+                    let p = posted.remove(i);
                     log.events.push(CommRecord {
                         peer: p.op.peer as u32,
                         send: p.op.send,
@@ -427,7 +429,7 @@ fn run(
                     // A message that cannot be taken (another size than its buffer): the
                     // ranks' data flows differ, and every later message would be wrong or
                     // never come. End the job now, naming it, rather than at the timeout.
-                    let p = posted.swap_remove(i);
+                    let p = posted.remove(i);
                     let e = DistError::Transport {
                         rank,
                         peer: p.op.peer,

@@ -29,9 +29,26 @@ use taskwatt_traces::{CommRecord, TraceSink};
 /// A datum of a distributed run: its owner, and this rank's copy.
 #[derive(Debug)]
 pub struct DistHandle<T> {
-    id: u32,
-    owner: usize,
-    local: Handle<T>,
+    pub(crate) id: u32,
+    pub(crate) owner: usize,
+    pub(crate) local: Handle<T>,
+    /// Its reduction across ranks, once set ([`DistRuntime::set_reduction`]).
+    pub(crate) red: Option<std::sync::Arc<DistReduction<T>>>,
+}
+
+/// A datum's reduction across ranks (see `crate::redux`): the neutral element, and the
+/// local tasks that reset a contributor's copy and fold a received contribution into the
+/// owner's value.
+pub(crate) struct DistReduction<T> {
+    pub(crate) init: std::sync::Arc<dyn Fn() -> T + Send + Sync>,
+    pub(crate) reset: Codelet,
+    pub(crate) fold: Codelet,
+}
+
+impl<T> std::fmt::Debug for DistReduction<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DistReduction")
+    }
 }
 
 impl<T> DistHandle<T> {
@@ -70,6 +87,13 @@ pub trait DistAccess {
     /// What gives a granted write acquisition of the local copy its storage (a copy made
     /// without, which a task is about to write without reading).
     fn materializer(&self) -> fn(&mut taskwatt_runtime::DeferredAccess);
+    /// Whether it has a reduction across ranks.
+    fn has_reduction(&self) -> bool;
+    /// This rank starts contributing to the handle's reduction: its copy is reset to the
+    /// neutral element (a local task). `None` without a reduction.
+    fn redux_reset(&self, rt: &Runtime) -> Option<Result<(), taskwatt_runtime::RuntimeError>>;
+    /// On the owner: receives `from`'s contribution and folds it into the value.
+    fn redux_collect(&self, d: &mut DistRuntime, from: usize) -> Result<(), DistError>;
 }
 
 impl<T: DeviceData> DistAccess for DistHandle<T> {
@@ -94,6 +118,37 @@ impl<T: DeviceData> DistAccess for DistHandle<T> {
     }
     fn materializer(&self) -> fn(&mut taskwatt_runtime::DeferredAccess) {
         materialize::<T>
+    }
+    fn has_reduction(&self) -> bool {
+        self.red.is_some()
+    }
+    fn redux_reset(&self, rt: &Runtime) -> Option<Result<(), taskwatt_runtime::RuntimeError>> {
+        let red = self.red.as_ref()?;
+        Some(rt.submit(Task::new(&red.reset).w(&self.local)).map(drop))
+    }
+    fn redux_collect(&self, d: &mut DistRuntime, from: usize) -> Result<(), DistError> {
+        let me = d.rank;
+        let Some(red) = &self.red else {
+            return Err(DistError::NoReduction {
+                codelet: "(a contribution)".into(),
+                handle: self.id,
+            });
+        };
+        let value = (red.init)();
+        let bytes = value.device_len() as u64;
+        // A buffer of its own, tagged with the datum's id as the contribution is sent.
+        let buffer = DistHandle {
+            id: self.id,
+            owner: self.owner,
+            local: d.runtime().register_bytes(value, bytes),
+            red: None,
+        };
+        d.post(false, from, &buffer)?;
+        d.runtime()
+            .submit(Task::new(&red.fold).rw(&self.local).r(&buffer.local))
+            .map_err(|source| DistError::Runtime { rank: me, source })?;
+        d.temps.push(Box::new(buffer.local));
+        Ok(())
     }
 }
 
@@ -150,6 +205,14 @@ impl<'a> DistTask<'a> {
         self
     }
 
+    /// Contributes to `h`'s reduction (REDUX; `h` needs [`DistRuntime::set_reduction`]).
+    /// The task runs where what it writes, else what it reads, lives: each rank's
+    /// contributions go to `h`'s owner when the phase ends (see `crate::redux`).
+    pub fn redux(mut self, h: &'a dyn DistAccess) -> Self {
+        self.accesses.push((h, Access::Redux));
+        self
+    }
+
     /// Its argument.
     pub fn arg<A: Any + Send + Sync>(mut self, arg: A) -> Self {
         self.extra.push(Box::new(move |t| t.arg(arg)));
@@ -186,20 +249,25 @@ pub struct DistStats {
     pub flushed: u64,
 }
 
-struct Meta {
-    owner: usize,
+pub(crate) struct Meta {
+    pub(crate) owner: usize,
     /// Per rank: whether its copy is valid (the owner's always is).
-    valid: Vec<bool>,
+    pub(crate) valid: Vec<bool>,
+    /// Per rank: whether it holds a contribution to the handle's reduction, not yet sent
+    /// to the owner (see `crate::redux`).
+    pub(crate) contributors: Vec<bool>,
 }
 
 /// One rank of a distributed run.
 pub struct DistRuntime {
     rt: Option<Runtime>,
-    rank: usize,
+    pub(crate) rank: usize,
     size: usize,
     comm: CommThread,
-    handles: Vec<Meta>,
+    pub(crate) handles: Vec<Meta>,
     stats: DistStats,
+    /// Buffers of reductions' contributions, dropped once their folds have run.
+    pub(crate) temps: Vec<Box<dyn std::any::Any>>,
 }
 
 impl std::fmt::Debug for DistRuntime {
@@ -256,6 +324,7 @@ impl DistRuntime {
             comm: CommThread::start(net, timeout_s.max(1), trace, busy)?,
             handles: Vec::new(),
             stats: DistStats::default(),
+            temps: Vec::new(),
         })
     }
 
@@ -292,7 +361,11 @@ impl DistRuntime {
         let id = self.handles.len() as u32;
         let mut valid = vec![false; self.size];
         valid[owner] = true;
-        self.handles.push(Meta { owner, valid });
+        self.handles.push(Meta {
+            owner,
+            valid,
+            contributors: vec![false; self.size],
+        });
         // Its size is its bytes, what a message of it carries (allocated or not yet: a
         // copy made with no storage, `Tile::unallocated`, gets it from its first message).
         let bytes = value.device_len() as u64;
@@ -300,6 +373,7 @@ impl DistRuntime {
             id,
             owner,
             local: self.runtime().register_bytes(value, bytes),
+            red: None,
         })
     }
 
@@ -310,7 +384,12 @@ impl DistRuntime {
         }
     }
 
-    fn post(&mut self, send: bool, peer: usize, h: &dyn DistAccess) -> Result<(), DistError> {
+    pub(crate) fn post(
+        &mut self,
+        send: bool,
+        peer: usize,
+        h: &dyn DistAccess,
+    ) -> Result<(), DistError> {
         let c = if send {
             &mut self.stats.sent
         } else {
@@ -369,7 +448,8 @@ impl DistRuntime {
     pub fn submit(&mut self, task: DistTask<'_>) -> Result<(), DistError> {
         self.check()?;
         let writes = |m: Access| !matches!(m, Access::R);
-        let reads = |m: Access| !matches!(m, Access::W);
+        // A contribution reads nothing of the value (its copy starts from the neutral element).
+        let reads = |m: Access| !matches!(m, Access::W | Access::Redux);
         let exec = match task.rank {
             Some(r) if r >= self.size => {
                 return Err(DistError::BadRank {
@@ -379,13 +459,32 @@ impl DistRuntime {
                 })
             }
             Some(r) => r,
+            // A contribution to a reduction does not choose the rank: the task runs where
+            // what it writes, else what it reads, lives.
             None => task
                 .accesses
                 .iter()
-                .find(|(_, m)| writes(*m))
+                .find(|(_, m)| writes(*m) && !matches!(m, Access::Redux))
+                .or(task
+                    .accesses
+                    .iter()
+                    .find(|(_, m)| !matches!(m, Access::Redux)))
                 .or(task.accesses.first())
                 .map_or(0, |(h, _)| h.dist_owner()),
         };
+        // Any other access ends a reduction's phase first: the contributions go home.
+        for (h, m) in &task.accesses {
+            if !matches!(m, Access::Redux) {
+                self.end_redux(*h)?;
+            }
+        }
+        // A contribution from a rank that is not the owner: its copy becomes an
+        // accumulator, reset to the neutral element when it starts.
+        for (h, m) in &task.accesses {
+            if matches!(m, Access::Redux) {
+                self.start_redux(*h, exec, task.codelet.name())?;
+            }
+        }
         let me = self.rank;
         for (h, m) in &task.accesses {
             if !reads(*m) {
@@ -412,11 +511,11 @@ impl DistRuntime {
         let homes: Vec<&dyn DistAccess> = task
             .accesses
             .iter()
-            .filter(|(h, m)| writes(*m) && h.dist_owner() != exec)
+            .filter(|(h, m)| writes(*m) && !matches!(m, Access::Redux) && h.dist_owner() != exec)
             .map(|(h, _)| *h)
             .collect();
         for (h, m) in &task.accesses {
-            if writes(*m) {
+            if writes(*m) && !matches!(m, Access::Redux) {
                 let meta = &mut self.handles[h.dist_id() as usize];
                 let home = meta.owner != exec;
                 for (r, v) in meta.valid.iter_mut().enumerate() {
@@ -473,6 +572,7 @@ impl DistRuntime {
                 what: "fetch_to's destination",
             });
         }
+        self.end_redux(h)?;
         let id = h.id as usize;
         if h.owner == to || self.handles[id].valid[to] {
             return Ok(());
@@ -509,6 +609,7 @@ impl DistRuntime {
     /// [`DeviceData::release_storage`]: tiles made with `Tile::unallocated`); a task that
     /// reads the datum later receives it again. The owner's value stays.
     pub fn flush<T: DeviceData>(&mut self, h: &DistHandle<T>) -> Result<(), DistError> {
+        self.end_redux(h)?;
         let me = self.rank;
         let meta = &mut self.handles[h.id as usize];
         let held = meta.owner != me && meta.valid[me];
@@ -534,6 +635,8 @@ impl DistRuntime {
         // of their own rank, all submitted by now).
         let tasks = self.runtime().wait_all();
         let comms = self.answer(&rx);
+        // The reductions' folds have run: their contributions' buffers can go.
+        self.temps.clear();
         self.check()?;
         tasks.map_err(|source| DistError::Runtime {
             rank: self.rank,
@@ -559,6 +662,7 @@ impl DistRuntime {
 
     /// Takes a handle's value back (every rank: its own copy).
     pub fn unregister<T: DeviceData>(&mut self, h: DistHandle<T>) -> Result<T, DistError> {
+        self.end_redux(&h)?;
         self.runtime()
             .unregister(h.local)
             .map_err(|source| DistError::Runtime {

@@ -45,6 +45,17 @@ pub enum DistError {
         /// What failed.
         message: String,
     },
+    /// A REDUX access to a datum without a reduction.
+    #[error(
+        "task {codelet} contributes to handle {handle} (REDUX), which has no reduction: call \
+         DistRuntime::set_reduction on it, on every rank, first"
+    )]
+    NoReduction {
+        /// The codelet.
+        codelet: String,
+        /// The handle.
+        handle: u32,
+    },
     /// An owner or rank outside the job.
     #[error("rank {given} is outside the job of {size} rank(s) ({what})")]
     BadRank {

@@ -17,6 +17,7 @@ mod error;
 pub mod merge;
 #[cfg(feature = "mpi")]
 mod mpi_transport;
+mod redux;
 pub mod transport;
 
 pub use dist::{DistAccess, DistHandle, DistRuntime, DistStats, DistTask};

@@ -222,6 +222,90 @@ fn a_migrated_datum_is_written_on_its_new_owner() {
 }
 
 #[test]
+fn a_reduction_across_ranks_folds_every_contribution_in_rank_order() {
+    // x in 9 blocks, block b owned by rank b % 3; s = sum of x.x, owned by rank 0, in two
+    // phases (s read on rank 2 between them); one worker per rank, FIFO.
+    const BLOCKS: usize = 9;
+    let xs = |b: usize| -> Vec<f64> { (0..5).map(|i| 1.0 / (1.0 + (7 * b + i) as f64)).collect() };
+    let out = job(3, 1, "eager", move |d| {
+        let rank = d.rank();
+        let x: Vec<_> = (0..BLOCKS)
+            .map(|b| d.register(b % 3, xs(b)).unwrap())
+            .collect();
+        let mut s = d.register(0, vec![0.0f64]).unwrap();
+        let seen = d.register(2, vec![0.0f64; 2]).unwrap();
+        d.set_reduction(&mut s, "sum", || vec![0.0f64], |acc, v| acc[0] += v[0])
+            .unwrap();
+        let dot = Codelet::new("dot").cpu(|ctx| {
+            let d: f64 = ctx.r::<Vec<f64>>(0).iter().map(|v| v * v).sum();
+            ctx.w::<Vec<f64>>(1)[0] += d;
+        });
+        let keep = Codelet::new("keep").cpu(|ctx| {
+            let v = ctx.r::<Vec<f64>>(0)[0];
+            let k = *ctx.arg::<usize>();
+            ctx.w::<Vec<f64>>(1)[k] = v;
+        });
+        for phase in 0..2usize {
+            for xb in &x {
+                d.submit(DistTask::new(&dot).r(xb).redux(&s)).unwrap();
+            }
+            d.submit(DistTask::new(&keep).r(&s).rw(&seen).arg(phase))
+                .unwrap();
+        }
+        d.wait_all().unwrap();
+        let seen = d.unregister(seen).unwrap();
+        let s = d.unregister(s).unwrap();
+        for xb in x {
+            d.unregister(xb).unwrap();
+        }
+        (rank, s[0], seen)
+    });
+    // The same sums in the same grouping: the owner's blocks, then rank 1's, then rank 2's.
+    let part = |r: usize| -> f64 {
+        let mut acc = 0.0;
+        for b in (0..BLOCKS).filter(|b| b % 3 == r) {
+            acc += xs(b).iter().map(|v| v * v).sum::<f64>();
+        }
+        acc
+    };
+    let phase = |v0: f64| {
+        let mut v = v0;
+        v += part(0);
+        v += part(1);
+        v += part(2);
+        v
+    };
+    let first = phase(0.0);
+    let second = phase(first);
+    assert_eq!(
+        out[2].2,
+        vec![first, second],
+        "s as rank 2 read it after each phase"
+    );
+    assert_eq!(out[0].1, second, "the owner's value, bitwise");
+}
+
+#[test]
+fn a_contribution_to_a_datum_without_a_reduction_is_refused_by_name() {
+    let out = job(2, 1, "eager", |d| {
+        let a = d.register(1, vec![1u8]).unwrap();
+        let s = d.register(0, vec![0u8]).unwrap();
+        let add = Codelet::new("add").cpu(|_| {});
+        let e = d.submit(DistTask::new(&add).r(&a).redux(&s));
+        let e = e.map_err(|e| e.to_string());
+        d.wait_all().unwrap();
+        d.unregister(a).unwrap();
+        d.unregister(s).unwrap();
+        e
+    });
+    // Refused on every rank alike (they keep one flow).
+    for e in &out {
+        let e = e.as_ref().unwrap_err();
+        assert!(e.contains("add") && e.contains("set_reduction"), "{e}");
+    }
+}
+
+#[test]
 fn a_message_that_never_comes_ends_with_an_error_naming_the_rank() {
     // Rank 1 does not submit the task that needs rank 0's data: rank 0 never posts the
     // send... rank 1 waits for it. Here rank 0 skips the flow instead: rank 1's receive
