@@ -222,9 +222,11 @@ fn rank_main(d: &mut DistRuntime) -> Vec<(usize, Vec<f64>)> {
 
 #[test]
 #[ignore = "open bug (issue 34): the job stalls and ends with a timeout, in about half \
-            the runs on 2 ranks and 6 iterations without the migration (lws, eager, prio; \
-            not seen under ws), and in every run on 4 ranks with it: an owner's fold of a \
-            later phase never runs; kept as the reproducer"]
+            the runs on 2 ranks and 6 iterations without the migration, and in every run \
+            on 4 ranks with it. Stop 41 found: every rank posts the same messages (counts \
+            per peer and tag agree), and it stalls with plain RW accesses in place of the \
+            local REDUX too; an owner's fold of a later phase, or the send after it, never \
+            runs. Kept as the reproducer"]
 fn a_distributed_cg_with_reductions_and_a_migration_is_bitwise_the_sequential_one() {
     let want = sequential();
     let threads: Vec<_> = ThreadNet::new(RANKS)
