@@ -201,6 +201,7 @@ fn run(
     let mut waiting: Vec<Op> = Vec::new();
     let mut posted: Vec<Posted> = Vec::new();
     let mut frees: Vec<(DeferredAccess, fn(&mut DeferredAccess))> = Vec::new();
+    let mut unmatched: Vec<(usize, u32)> = Vec::new();
     let mut flushes: Vec<Sender<Result<(), String>>> = Vec::new();
     let mut error: Option<String> = None;
     let mut idle_spins = 0u32;
@@ -360,12 +361,21 @@ fn run(
         }
         // Complete what is done.
         let mut i = 0;
+        // Receives whose message had not come when this pass looked: a later receive from
+        // the same peer with the same tag must not take a message that arrives meanwhile
+        // (it is the earlier one's: a reduction's contributions, phase after phase).
+        unmatched.clear();
         while i < posted.len() {
             let tested = match posted[i].req {
                 Some(req) => net.test(req),
+                None if unmatched.contains(&(posted[i].op.peer, posted[i].op.handle)) => Ok(false),
                 None => {
                     let p = &mut posted[i];
-                    match net.ready(p.op.peer, p.op.handle) {
+                    let ready = net.ready(p.op.peer, p.op.handle);
+                    if matches!(ready, Ok(false)) {
+                        unmatched.push((p.op.peer, p.op.handle));
+                    }
+                    match ready {
                         Ok(true) => {
                             let (ptr, len) = p.op.access.bytes().expect("a granted receive");
                             p.bytes = len as u64;
