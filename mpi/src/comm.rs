@@ -31,6 +31,11 @@ pub(crate) struct Op {
     pub(crate) peer: usize,
     pub(crate) handle: u32,
     pub(crate) access: DeferredAccess,
+    /// A receive's place among this rank's receives from `peer` with this tag, in the
+    /// flow's order: the peer sends them in that order, and each must take its own message
+    /// whenever its buffer comes free (a reduction's buffer is free at once, the copy a
+    /// value goes to only after its readers).
+    pub(crate) seq: u64,
 }
 
 pub(crate) enum Cmd {
@@ -201,7 +206,9 @@ fn run(
     let mut waiting: Vec<Op> = Vec::new();
     let mut posted: Vec<Posted> = Vec::new();
     let mut frees: Vec<(DeferredAccess, fn(&mut DeferredAccess))> = Vec::new();
-    let mut unmatched: Vec<(usize, u32)> = Vec::new();
+    // Per peer and tag: the place of the receive whose message comes next.
+    let mut next_seq: std::collections::HashMap<(usize, u32), u64> =
+        std::collections::HashMap::new();
     let mut flushes: Vec<Sender<Result<(), String>>> = Vec::new();
     let mut error: Option<String> = None;
     let mut idle_spins = 0u32;
@@ -361,22 +368,18 @@ fn run(
         }
         // Complete what is done.
         let mut i = 0;
-        // Receives whose message had not come when this pass looked: a later receive from
-        // the same peer with the same tag must not take a message that arrives meanwhile
-        // (it is the earlier one's: a reduction's contributions, phase after phase).
-        unmatched.clear();
         while i < posted.len() {
+            let key = (posted[i].op.peer, posted[i].op.handle);
             let tested = match posted[i].req {
                 Some(req) => net.test(req),
-                None if unmatched.contains(&(posted[i].op.peer, posted[i].op.handle)) => Ok(false),
+                // Not its turn: an earlier receive from that peer with that tag takes the
+                // next message.
+                None if next_seq.get(&key).copied().unwrap_or(0) != posted[i].op.seq => Ok(false),
                 None => {
                     let p = &mut posted[i];
-                    let ready = net.ready(p.op.peer, p.op.handle);
-                    if matches!(ready, Ok(false)) {
-                        unmatched.push((p.op.peer, p.op.handle));
-                    }
-                    match ready {
+                    match net.ready(p.op.peer, p.op.handle) {
                         Ok(true) => {
+                            *next_seq.entry(key).or_insert(0) += 1;
                             let (ptr, len) = p.op.access.bytes().expect("a granted receive");
                             p.bytes = len as u64;
                             // SAFETY: the write acquisition holds the buffer until it is

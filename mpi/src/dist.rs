@@ -268,6 +268,8 @@ pub struct DistRuntime {
     stats: DistStats,
     /// Buffers of reductions' contributions, dropped once their folds have run.
     pub(crate) temps: Vec<Box<dyn std::any::Any>>,
+    /// Per peer and tag: receives posted so far (their order, `comm::Op::seq`).
+    recv_seq: std::collections::HashMap<(usize, u32), u64>,
 }
 
 impl std::fmt::Debug for DistRuntime {
@@ -325,6 +327,7 @@ impl DistRuntime {
             handles: Vec::new(),
             stats: DistStats::default(),
             temps: Vec::new(),
+            recv_seq: std::collections::HashMap::new(),
         })
     }
 
@@ -405,11 +408,19 @@ impl DistRuntime {
             })?;
         // The communication thread releases it, not this one.
         access.hand_off();
+        let seq = if send {
+            0
+        } else {
+            let n = self.recv_seq.entry((peer, h.dist_id())).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
         self.command(Cmd::Post(Op {
             send,
             peer,
             handle: h.dist_id(),
             access,
+            seq,
         }))
     }
 

@@ -226,9 +226,9 @@ fn a_distributed_cg_with_reductions_is_bitwise_the_sequential_one() {
 }
 
 #[test]
-#[ignore = "open bug (issue 34): with the migration of pq mid-run, the job stalls and \
-            ends with a timeout in every run on 4 ranks (without it, the CG passes); kept \
-            as the reproducer"]
+#[ignore = "open bug (issue 34): with the migration of pq mid-run, the job stalls in about \
+            1 run of 60 on 4 ranks (rank 3, the new owner, never gets a contribution) and \
+            ends with a timeout; it passes otherwise. Kept as the reproducer"]
 fn a_distributed_cg_with_a_migration_mid_run_is_bitwise_the_sequential_one() {
     cg(true);
 }
