@@ -205,7 +205,7 @@ fn run(
     let mut log = CommLog::default();
     let mut waiting: Vec<Op> = Vec::new();
     let mut posted: Vec<Posted> = Vec::new();
-    let mut frees: Vec<(DeferredAccess, fn(&mut DeferredAccess))> = Vec::new();
+    let mut applies: Vec<(DeferredAccess, fn(&mut DeferredAccess))> = Vec::new();
     // Per peer and tag: the place of the receive whose message comes next.
     let mut next_seq: std::collections::HashMap<(usize, u32), u64> =
         std::collections::HashMap::new();
@@ -221,7 +221,7 @@ fn run(
         if posted.is_empty() {
             moved = Instant::now();
         }
-        let cmd = if waiting.is_empty() && posted.is_empty() && frees.is_empty() {
+        let cmd = if waiting.is_empty() && posted.is_empty() && applies.is_empty() {
             // About to block: what completed goes to the trace first.
             streamer.flush(&log, true);
             for f in flushes.drain(..) {
@@ -264,7 +264,7 @@ fn run(
                 progressed = true;
             }
             Some(Cmd::Apply(access, f)) => {
-                frees.push((access, f));
+                applies.push((access, f));
                 progressed = true;
             }
             // Finish what is in flight first: the runtime waits for it.
@@ -297,11 +297,11 @@ fn run(
                 }
             }
         }
-        // Free the copies whose readers are done.
+        // Free (or make) the copies whose earlier accesses are done.
         let mut i = 0;
-        while i < frees.len() {
-            if frees[i].0.is_granted() {
-                let (mut access, f) = frees.swap_remove(i);
+        while i < applies.len() {
+            if applies[i].0.is_granted() {
+                let (mut access, f) = applies.swap_remove(i);
                 f(&mut access);
                 access.release();
                 progressed = true;

@@ -90,8 +90,8 @@ pub trait DistAccess {
     /// Whether it has a reduction across ranks.
     fn has_reduction(&self) -> bool;
     /// This rank starts contributing to the handle's reduction: its copy is reset to the
-    /// neutral element (a local task). `None` without a reduction.
-    fn redux_reset(&self, rt: &Runtime) -> Option<Result<(), taskwatt_runtime::RuntimeError>>;
+    /// neutral element (a local task; nothing without a reduction).
+    fn redux_reset(&self, rt: &Runtime) -> Result<(), taskwatt_runtime::RuntimeError>;
     /// On the owner: receives `from`'s contribution and folds it into the value.
     fn redux_collect(&self, d: &mut DistRuntime, from: usize) -> Result<(), DistError>;
 }
@@ -122,9 +122,11 @@ impl<T: DeviceData> DistAccess for DistHandle<T> {
     fn has_reduction(&self) -> bool {
         self.red.is_some()
     }
-    fn redux_reset(&self, rt: &Runtime) -> Option<Result<(), taskwatt_runtime::RuntimeError>> {
-        let red = self.red.as_ref()?;
-        Some(rt.submit(Task::new(&red.reset).w(&self.local)).map(drop))
+    fn redux_reset(&self, rt: &Runtime) -> Result<(), taskwatt_runtime::RuntimeError> {
+        match &self.red {
+            Some(red) => rt.submit(Task::new(&red.reset).w(&self.local)).map(drop),
+            None => Ok(()),
+        }
     }
     fn redux_collect(&self, d: &mut DistRuntime, from: usize) -> Result<(), DistError> {
         let me = d.rank;

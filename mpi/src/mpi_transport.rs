@@ -48,8 +48,6 @@ pub struct MpiTransport {
     /// with the sizes named, where a receive posted at once would die inside MPI
     /// (`MPI_ERR_TRUNCATE`, fatal under the default error handler) when it is larger.
     unmatched: HashMap<Req, (usize, u32, *mut u8, usize)>,
-    /// The buffer length of each matched receive, to check what arrives.
-    lens: HashMap<Req, usize>,
     next: Req,
     /// Beats sent and not yet known to be done.
     beats: Vec<Request<'static, u8, StaticScope>>,
@@ -95,7 +93,6 @@ impl MpiTransport {
             control: world.duplicate(),
             reqs: HashMap::new(),
             unmatched: HashMap::new(),
-            lens: HashMap::new(),
             next: 0,
             beats: Vec::new(),
         };
@@ -159,9 +156,10 @@ impl Transport for MpiTransport {
         if src >= self.size {
             return Err(format!("no rank {src}"));
         }
-        // Matched when its message arrives (`test`): at most one receive per source and
-        // tag is pending (a handle's receives write its buffer, so they are serialised),
-        // so matching in the order tested keeps MPI's order.
+        // Matched when its message arrives (`test`). Several receives from one source with
+        // one tag may be pending (a reduction's contributions); the communication thread
+        // tests them one at a time in the flow's order (`comm::Op::seq`), which keeps
+        // MPI's order.
         self.next += 1;
         self.unmatched.insert(self.next, (src, tag, ptr, len));
         Ok(self.next)
@@ -187,28 +185,13 @@ impl Transport for MpiTransport {
             let buf: &'static mut [u8] = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
             let r = message.immediate_matched_receive_into(StaticScope, buf);
             self.reqs.insert(req, r);
-            self.lens.insert(req, len);
         }
         let Some(r) = self.reqs.remove(&req) else {
             return Err(format!("request {req} is unknown"));
         };
+        // A receive's size was checked when its message was matched.
         match r.test() {
-            Ok(status) => match self.lens.remove(&req) {
-                // A receive: the message must fill the buffer.
-                Some(len) => {
-                    let got = status.count(u8::equivalent_datatype());
-                    if got as usize != len {
-                        return Err(size_mismatch(
-                            got.max(0) as usize,
-                            status.source_rank().max(0) as usize,
-                            status.tag() as u32,
-                            len,
-                        ));
-                    }
-                    Ok(true)
-                }
-                None => Ok(true),
-            },
+            Ok(_) => Ok(true),
             Err(r) => {
                 self.reqs.insert(req, r);
                 Ok(false)

@@ -86,10 +86,8 @@ impl DistRuntime {
         if exec != me {
             return Ok(());
         }
-        match h.redux_reset(self.runtime()) {
-            Some(r) => r.map_err(|source| DistError::Runtime { rank: me, source }),
-            None => Ok(()),
-        }
+        h.redux_reset(self.runtime())
+            .map_err(|source| DistError::Runtime { rank: me, source })
     }
 
     /// Ends `h`'s reduction phase, if one is open: the contributions go to the owner.
