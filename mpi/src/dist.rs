@@ -427,10 +427,13 @@ impl DistRuntime {
     }
 
     /// Hands `cmd` to the communication thread.
+    /// A thread that stopped on a failure answers with that failure, not with its absence.
     fn command(&self, cmd: Cmd) -> Result<(), DistError> {
-        self.comm.tx.send(cmd).map_err(|_| DistError::CommThread {
-            rank: self.rank,
-            message: "it is gone".into(),
+        self.comm.tx.send(cmd).map_err(|_| {
+            self.check().err().unwrap_or(DistError::CommThread {
+                rank: self.rank,
+                message: "it is gone".into(),
+            })
         })
     }
 
@@ -449,12 +452,16 @@ impl DistRuntime {
         &self,
         rx: &crossbeam_channel::Receiver<Result<T, String>>,
     ) -> Result<T, DistError> {
-        rx.recv()
-            .unwrap_or_else(|_| Err("the communication thread is gone".into()))
-            .map_err(|message| DistError::CommThread {
+        match rx.recv() {
+            Ok(r) => r.map_err(|message| DistError::CommThread {
                 rank: self.rank,
                 message,
-            })
+            }),
+            Err(_) => Err(self.check().err().unwrap_or(DistError::CommThread {
+                rank: self.rank,
+                message: "the communication thread is gone".into(),
+            })),
+        }
     }
 
     /// Submits a task: every rank calls this for every task, in the same order.
