@@ -312,8 +312,15 @@ fn run(
         // Post the messages whose data is ready.
         let mut i = 0;
         while i < waiting.len() {
-            if !waiting[i].send && waiting[i].access.is_granted() {
-                // A receive waits for its message before its buffer is touched.
+            if !waiting[i].send {
+                // A receive waits for its message before its buffer is touched, and takes
+                // it in its turn (below). Its grant is looked at once: a receive granted
+                // between two looks was posted here at once, out of its turn, and the
+                // next one from that peer with that tag waited for ever.
+                if !waiting[i].access.is_granted() {
+                    i += 1;
+                    continue;
+                }
                 let op = waiting.remove(i);
                 posted.push(Posted {
                     op,
@@ -333,15 +340,9 @@ fn run(
             // Its start before it is posted: a buffered send is in the peer's hands when
             // `isend` returns, and the peer may complete the receive at once.
             let start = Clock::now();
-            // SAFETY: the acquisition holds the bytes (shared for a send, exclusive for a
-            // receive) until it is released, after the request is done.
-            let req = unsafe {
-                if op.send {
-                    net.isend(op.peer, op.handle, ptr, len)
-                } else {
-                    net.irecv(op.peer, op.handle, ptr, len)
-                }
-            };
+            // SAFETY: the acquisition holds the bytes (shared) until it is released, after
+            // the request is done.
+            let req = unsafe { net.isend(op.peer, op.handle, ptr, len) };
             match req {
                 Ok(req) => posted.push(Posted {
                     op,
@@ -421,6 +422,9 @@ fn run(
                         .min(p.since.elapsed())
                         .min(alive[p.op.peer].map_or(Duration::MAX, |t| t.elapsed()));
                     if waited > limit_d {
+                        if std::env::var_os("TASKWATT_MPI_DEBUG").is_some() {
+                            eprintln!("{}", pending(rank, &posted, &waiting, &next_seq));
+                        }
                         let e = DistError::Timeout {
                             rank,
                             peer: p.op.peer,
@@ -468,6 +472,53 @@ fn run(
             }
         }
     }
+}
+
+/// What a rank still waits for, for `TASKWATT_MPI_DEBUG`: each message posted (`S`end or
+/// `R`eceive, peer, tag, the receive's place and the place whose turn it is, whether MPI
+/// has it) and each waiting for its data (whether it is granted).
+fn pending(
+    rank: usize,
+    posted: &[Posted],
+    waiting: &[Op],
+    next_seq: &std::collections::HashMap<(usize, u32), u64>,
+) -> String {
+    use std::fmt::Write;
+    let kind = |send: bool| if send { 'S' } else { 'R' };
+    let mut d = format!("taskwatt-mpi: rank {rank}: posted:");
+    for p in posted {
+        let turn = next_seq
+            .get(&(p.op.peer, p.op.handle))
+            .copied()
+            .unwrap_or(0);
+        let _ = write!(
+            d,
+            " {}(peer {} tag {} #{} turn {} {})",
+            kind(p.op.send),
+            p.op.peer,
+            p.op.handle,
+            p.op.seq,
+            turn,
+            if p.req.is_some() { "in MPI" } else { "not yet" }
+        );
+    }
+    d += "; waiting for their data:";
+    for o in waiting {
+        let _ = write!(
+            d,
+            " {}(peer {} tag {} #{} {})",
+            kind(o.send),
+            o.peer,
+            o.handle,
+            o.seq,
+            if o.access.is_granted() {
+                "granted"
+            } else {
+                "not granted"
+            }
+        );
+    }
+    d
 }
 
 /// Ends the job after `e`: says it, records it, aborts every rank, and releases what this
