@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Distributed Cholesky, taskwatt-mpi against StarPU-MPI, interleaved (BENCHMARKS.md,
 # "Many nodes"): n = 4096, tiles of 256 (16 x 16), single precision (StarPU's example is
-# f32), 2 ranks x 1 CPU worker on this machine, block-cyclic over a 1 x 2 (taskwatt) or
-# 2 x 1 (StarPU) grid of ranks.
+# f32), RANKS (2) ranks x 1 CPU worker on this machine, block-cyclic over a grid (taskwatt) or
+# StarPU's own distribution of its example.
 #
 #   benches/cholesky_mpi_vs_starpu.sh [RUNS=5]
+#   RANKS=4 benches/cholesky_mpi_vs_starpu.sh 9    # 4 ranks (oversubscribed on 2 cores)
 #
 # Needs `cargo build --release --features mpi` (or `mpi,blas` for the same OpenBLAS
 # kernels as StarPU; TASKWATT= names the binary) and Debian's StarPU-MPI example
@@ -34,9 +35,14 @@ if [[ -z ${OPENBLAS_CORETYPE+x} ]] && grep -qw avx512f /proc/cpuinfo; then
 fi
 echo "OpenBLAS kernels: ${OPENBLAS_CORETYPE:-its own choice}; taskwatt: $("$tw" --version)"
 unset STARPU_SCHED
-mpi=(mpirun --allow-run-as-root -np 2)
-# Each StarPU rank's worker on the core of its rank.
-pinned=(sh -c 'STARPU_WORKERS_CPUID=$OMPI_COMM_WORLD_RANK exec "$0" "$@"')
+ranks=${RANKS:-2}
+cores=$(nproc)
+mpi=(mpirun --allow-run-as-root -np "$ranks")
+# More ranks than cores: both sides share them alike (mpirun then binds no rank).
+[[ $ranks -gt $cores ]] && mpi+=(--oversubscribe)
+echo "$ranks ranks x 1 worker on $cores cores"
+# Each StarPU rank's worker on the core of its rank (modulo the cores).
+pinned=(sh -c 'STARPU_WORKERS_CPUID=$((OMPI_COMM_WORLD_RANK % $(nproc))) exec "$0" "$@"')
 flops=$(python3 -c "print($n**3/3)")
 starpu=() taskwatt=()
 for r in $(seq 1 "$runs"); do
