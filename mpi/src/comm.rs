@@ -46,6 +46,8 @@ pub(crate) enum Cmd {
     Clock(Sender<Result<(i64, u64), String>>),
     /// Every rank's node name (an all-gather).
     Names(Sender<Result<Vec<String>, String>>),
+    /// A barrier of every rank (sent once this rank's messages are all done).
+    Barrier(Sender<Result<(), String>>),
     /// Once granted (every access submitted before it is done), run the function on the
     /// acquisition, then release it: a cached copy's storage freed, or made.
     Apply(DeferredAccess, fn(&mut DeferredAccess)),
@@ -261,6 +263,10 @@ fn run(
             Some(Cmd::Names(reply)) => {
                 let mine = net.node_name();
                 let _ = reply.send(net.gather_names(&mine));
+                progressed = true;
+            }
+            Some(Cmd::Barrier(reply)) => {
+                let _ = reply.send(net.barrier());
                 progressed = true;
             }
             Some(Cmd::Apply(access, f)) => {

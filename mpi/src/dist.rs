@@ -264,7 +264,7 @@ pub(crate) struct Meta {
 pub struct DistRuntime {
     rt: Option<Runtime>,
     pub(crate) rank: usize,
-    size: usize,
+    pub(crate) size: usize,
     comm: CommThread,
     pub(crate) handles: Vec<Meta>,
     stats: DistStats,
@@ -438,7 +438,7 @@ impl DistRuntime {
     }
 
     /// Hands the communication thread a command that answers on the channel it is given.
-    fn ask<T>(
+    pub(crate) fn ask<T>(
         &self,
         cmd: impl FnOnce(crossbeam_channel::Sender<Result<T, String>>) -> Cmd,
     ) -> Result<crossbeam_channel::Receiver<Result<T, String>>, DistError> {
@@ -448,7 +448,7 @@ impl DistRuntime {
     }
 
     /// The answer to [`DistRuntime::ask`].
-    fn answer<T>(
+    pub(crate) fn answer<T>(
         &self,
         rx: &crossbeam_channel::Receiver<Result<T, String>>,
     ) -> Result<T, DistError> {

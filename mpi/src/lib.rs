@@ -7,10 +7,14 @@
 //! - [`Transport`] ([`transport`]): the messages; [`ThreadNet`] puts ranks in threads of
 //!   one process (tests, and trying the model without MPI); with feature `mpi`,
 //!   `MpiTransport` is MPI's (rsmpi over the system's MPI library).
+//! - Collectives and point-to-point transfers on handles (`collective`):
+//!   [`DistRuntime::transfer`], [`DistRuntime::broadcast`], [`DistRuntime::gather`],
+//!   [`DistRuntime::scatter`], [`DistRuntime::barrier`].
 //! - [`apps`]: distributed Cholesky, gemm and stencil over a 2D block-cyclic distribution,
 //!   checked against the sequential result.
 
 pub mod apps;
+mod collective;
 mod comm;
 pub mod dist;
 mod error;

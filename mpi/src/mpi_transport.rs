@@ -239,6 +239,11 @@ impl Transport for MpiTransport {
         Ok(best)
     }
 
+    fn barrier(&mut self) -> Result<(), String> {
+        self.control.barrier();
+        Ok(())
+    }
+
     fn gather_names(&mut self, mine: &str) -> Result<Vec<String>, String> {
         // Rank 0 gathers, then sends the list (newline-separated) to every rank.
         let w = &self.control;

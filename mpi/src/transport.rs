@@ -56,6 +56,8 @@ pub trait Transport: Send {
     /// Every rank's node name, indexed by rank (an all-gather of `mine`); every rank must
     /// call it at the same point.
     fn gather_names(&mut self, mine: &str) -> Result<Vec<String>, String>;
+    /// Returns once every rank has called it (a barrier of the job).
+    fn barrier(&mut self) -> Result<(), String>;
     /// This rank's node (host) name.
     fn node_name(&self) -> String;
     /// Ends the whole job at once (a rank that cannot go on).
@@ -101,6 +103,8 @@ pub struct ThreadNet {
     aborted: Arc<std::sync::atomic::AtomicBool>,
     /// Beats waiting to be taken, by destination rank: the senders.
     beats: Arc<Mutex<Vec<Vec<usize>>>>,
+    /// The barrier: its generation and how many ranks reached it.
+    barrier: Arc<(Mutex<(u64, usize)>, std::sync::Condvar)>,
 }
 
 // SAFETY: the raw pointers are receive buffers the caller of `irecv` keeps valid and
@@ -121,6 +125,7 @@ impl ThreadNet {
         let names = Arc::new(Mutex::new(vec![None; size]));
         let aborted = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let beats = Arc::new(Mutex::new(vec![Vec::new(); size]));
+        let barrier = Arc::new((Mutex::new((0, 0)), std::sync::Condvar::new()));
         (0..size)
             .map(|rank| ThreadNet {
                 rank,
@@ -133,6 +138,7 @@ impl ThreadNet {
                 per_node: per_node.max(1),
                 aborted: aborted.clone(),
                 beats: beats.clone(),
+                barrier: barrier.clone(),
             })
             .collect()
     }
@@ -246,6 +252,25 @@ impl Transport for ThreadNet {
             }
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
+    }
+
+    fn barrier(&mut self) -> Result<(), String> {
+        let (lock, arrived) = &*self.barrier;
+        let mut g = lock.lock().map_err(|e| e.to_string())?;
+        let generation = g.0;
+        g.1 += 1;
+        if g.1 == self.size {
+            *g = (generation + 1, 0);
+            arrived.notify_all();
+            return Ok(());
+        }
+        let (g, _) = arrived
+            .wait_timeout_while(g, std::time::Duration::from_secs(60), |g| g.0 == generation)
+            .map_err(|e| e.to_string())?;
+        if g.0 == generation {
+            return Err("not every rank reached the barrier within 60 s".into());
+        }
+        Ok(())
     }
 
     fn node_name(&self) -> String {

@@ -1,0 +1,128 @@
+//! Collectives and point-to-point transfers on handles (StarPU-MPI's
+//! `starpu_mpi_isend/irecv_detached`, `starpu_mpi_scatter_detached`,
+//! `starpu_mpi_gather_detached`, a broadcast, `starpu_mpi_barrier`).
+//!
+//! As every operation of [`DistRuntime`], each is called by every rank at the same point of
+//! the flow, so that every rank keeps the same record of which copies are valid; only the
+//! ranks concerned post messages. The messages are the flow's own (deferred acquisitions of
+//! the local copies, numbered per peer and tag), so they wait for the tasks submitted
+//! before and the tasks submitted after wait for them: none of these calls blocks, but
+//! [`DistRuntime::barrier`].
+//!
+//! | call | moves | then valid |
+//! |---|---|---|
+//! | [`transfer`](DistRuntime::transfer)`(h, from, to)` | `from`'s copy into `to`'s | `to`'s as `from`'s; if `to` owns `h`, only `to`'s and `from`'s |
+//! | [`broadcast`](DistRuntime::broadcast)`(h)` | the owner's value to every rank | every copy |
+//! | [`gather`](DistRuntime::gather)`(hs, root)` | each owner's value to `root` | `root`'s copies |
+//! | [`scatter`](DistRuntime::scatter)`(hs, root)` | `root`'s copy of each to its owner | the owners' and `root`'s |
+//! | [`barrier`](DistRuntime::barrier) | nothing: this rank's tasks and messages done, then every rank's | |
+
+use taskwatt_runtime::DeviceData;
+
+use crate::comm::Cmd;
+use crate::dist::{DistAccess, DistHandle, DistRuntime};
+use crate::DistError;
+
+impl DistRuntime {
+    /// Sends rank `from`'s copy of `h` to rank `to`, into its copy (StarPU-MPI's
+    /// `starpu_mpi_isend_detached` on `from` paired with `starpu_mpi_irecv_detached` on
+    /// `to`; here every rank calls it, at the same point of the flow).
+    ///
+    /// The send waits for the tasks submitted before that access `from`'s copy, and the
+    /// tasks submitted after that access `to`'s copy wait for the receive. `to`'s copy is
+    /// then as valid as `from`'s was; when `to` owns `h`, the message replaces the value
+    /// (every other copy but `from`'s becomes stale), which is how data prepared on one
+    /// rank reaches its owners ([`DistRuntime::scatter`]). A copy registered without
+    /// storage (`Tile::unallocated`) gets it from the message, and cannot be the source.
+    pub fn transfer<T: DeviceData>(
+        &mut self,
+        h: &DistHandle<T>,
+        from: usize,
+        to: usize,
+    ) -> Result<(), DistError> {
+        self.transfer_dyn(h, from, to)
+    }
+
+    fn transfer_dyn(
+        &mut self,
+        h: &dyn DistAccess,
+        from: usize,
+        to: usize,
+    ) -> Result<(), DistError> {
+        for (r, what) in [(from, "transfer's source"), (to, "transfer's destination")] {
+            if r >= self.size {
+                return Err(DistError::BadRank {
+                    given: r,
+                    size: self.size,
+                    what,
+                });
+            }
+        }
+        self.end_redux(h)?;
+        if from == to {
+            return Ok(());
+        }
+        let meta = &mut self.handles[h.dist_id() as usize];
+        let from_valid = meta.owner == from || meta.valid[from];
+        if meta.owner == to {
+            for (r, v) in meta.valid.iter_mut().enumerate() {
+                *v = r == to || r == from;
+            }
+        } else {
+            meta.valid[to] = from_valid;
+        }
+        let me = self.rank;
+        if me == from {
+            self.post(true, to, h)?;
+        } else if me == to {
+            self.post(false, from, h)?;
+        }
+        Ok(())
+    }
+
+    /// Brings the owner's value of `h` to every rank (each copy then valid until the next
+    /// write): a read by every rank in one call.
+    pub fn broadcast<T: DeviceData>(&mut self, h: &DistHandle<T>) -> Result<(), DistError> {
+        for r in 0..self.size {
+            self.fetch_to(h, r)?;
+        }
+        Ok(())
+    }
+
+    /// Brings each handle's value to `root`, into its copies (StarPU-MPI's
+    /// `starpu_mpi_gather_detached`): `root`'s tasks that read them, or its `unregister`,
+    /// then see the owners' values.
+    pub fn gather<T: DeviceData>(
+        &mut self,
+        hs: &[DistHandle<T>],
+        root: usize,
+    ) -> Result<(), DistError> {
+        for h in hs {
+            self.fetch_to(h, root)?;
+        }
+        Ok(())
+    }
+
+    /// Sends `root`'s copy of each handle to its owner, where it replaces the value
+    /// (StarPU-MPI's `starpu_mpi_scatter_detached`): the data a rank prepared, or read
+    /// from a file, for every rank. `root` must have registered each handle with storage
+    /// (the value to send); the others' copies are stale after it.
+    pub fn scatter<T: DeviceData>(
+        &mut self,
+        hs: &[DistHandle<T>],
+        root: usize,
+    ) -> Result<(), DistError> {
+        for h in hs {
+            self.transfer(h, root, h.owner)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for this rank's tasks and messages ([`DistRuntime::wait_all`]), then for every
+    /// rank to get there (StarPU-MPI's `starpu_mpi_barrier`).
+    pub fn barrier(&mut self) -> Result<(), DistError> {
+        self.wait_all()?;
+        let rx = self.ask(Cmd::Barrier)?;
+        self.answer(&rx)
+    }
+}
