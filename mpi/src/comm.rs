@@ -306,27 +306,42 @@ fn run(
         // Free (or make) the copies whose earlier accesses are done.
         let mut i = 0;
         while i < applies.len() {
-            if applies[i].0.is_granted() {
-                let (mut access, f) = applies.swap_remove(i);
-                f(&mut access);
-                access.release();
-                progressed = true;
-            } else {
-                i += 1;
+            match applies[i].0.to_host() {
+                Ok(true) => {
+                    let (mut access, f) = applies.swap_remove(i);
+                    f(&mut access);
+                    access.release();
+                    progressed = true;
+                }
+                Ok(false) => i += 1,
+                Err(source) => {
+                    let e = DistError::Runtime { rank, source };
+                    end_job(net, failed, &mut error, e, posted, waiting, flushes);
+                    return log;
+                }
             }
         }
         // Post the messages whose data is ready.
         let mut i = 0;
         while i < waiting.len() {
+            // Granted, and the data in main memory (copied back from a GPU where need be).
+            match waiting[i].access.to_host() {
+                Ok(true) => {}
+                Ok(false) => {
+                    i += 1;
+                    continue;
+                }
+                Err(source) => {
+                    let e = DistError::Runtime { rank, source };
+                    end_job(net, failed, &mut error, e, posted, waiting, flushes);
+                    return log;
+                }
+            }
             if !waiting[i].send {
                 // A receive waits for its message before its buffer is touched, and takes
                 // it in its turn (below). Its grant is looked at once: a receive granted
                 // between two looks was posted here at once, out of its turn, and the
                 // next one from that peer with that tag waited for ever.
-                if !waiting[i].access.is_granted() {
-                    i += 1;
-                    continue;
-                }
                 let op = waiting.remove(i);
                 posted.push(Posted {
                     op,

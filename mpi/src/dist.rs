@@ -142,7 +142,7 @@ impl<T: DeviceData> DistAccess for DistHandle<T> {
         let buffer = DistHandle {
             id: self.id,
             owner: self.owner,
-            local: d.runtime().register_bytes(value, bytes),
+            local: d.runtime().register_device_bytes(value, bytes),
             red: None,
         };
         d.post(false, from, &buffer)?;
@@ -284,7 +284,7 @@ impl std::fmt::Debug for DistRuntime {
 }
 
 impl DistRuntime {
-    /// This rank's part of a job over `net`, running its tasks on `rt` (CPU workers only).
+    /// This rank's part of a job over `net`, running its tasks on `rt` (CPU and GPU workers).
     /// A message may take `TASKWATT_MPI_TIMEOUT` seconds (default 300) before the job is
     /// ended with an error naming the peer.
     pub fn new(rt: Runtime, net: Box<dyn Transport>) -> Result<DistRuntime, DistError> {
@@ -377,7 +377,7 @@ impl DistRuntime {
         Ok(DistHandle {
             id,
             owner,
-            local: self.runtime().register_bytes(value, bytes),
+            local: self.runtime().register_device_bytes(value, bytes),
             red: None,
         })
     }

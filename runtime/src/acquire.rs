@@ -223,7 +223,9 @@ impl Runtime {
 ///
 /// Poll [`DeferredAccess::is_granted`]; once granted, the data's bytes are the holder's
 /// (shared for a read, exclusive for a write) until [`DeferredAccess::release`], which
-/// lets the tasks submitted after it run. Dropping it releases it.
+/// lets the tasks submitted after it run. Dropping it releases it. On a runtime with GPU
+/// workers the data may be valid on a device only: [`DeferredAccess::to_host`] brings it to
+/// main memory, and the bytes and the value are handed out only after it.
 pub struct DeferredAccess {
     shared: Arc<crate::shared::Shared>,
     node: Arc<TaskNode>,
@@ -231,6 +233,8 @@ pub struct DeferredAccess {
     write: bool,
     bytes: unsafe fn(&HandleCore, bool) -> (*mut u8, usize),
     released: bool,
+    /// Whether main memory holds the data for this acquisition (always, without GPUs).
+    on_host: bool,
 }
 
 impl std::fmt::Debug for DeferredAccess {
@@ -271,22 +275,14 @@ unsafe fn bytes_of_handle<T: crate::device::DeviceData>(
 impl Runtime {
     /// Links an acquisition of `handle` (a write one when `write`) into its dependency
     /// chain, as a task submitted now would be, and returns at once; see
-    /// [`DeferredAccess`]. Refused on a runtime with GPU workers (the data would first have
-    /// to come back to main memory, which only a waiting acquisition does).
+    /// [`DeferredAccess`]. On a runtime with GPU workers, the holder brings the data to
+    /// main memory once granted ([`DeferredAccess::to_host`]).
     pub fn acquire_deferred<T: crate::device::DeviceData>(
         &self,
         handle: &Handle<T>,
         write: bool,
     ) -> Result<DeferredAccess, RuntimeError> {
         let sh = &*self.shared;
-        if sh.devices {
-            return Err(RuntimeError::Device {
-                backend: "runtime",
-                message: "a deferred acquisition (taskwatt-mpi's communications) needs the data \
-                          in main memory: build the runtime without GPU workers"
-                    .into(),
-            });
-        }
         let core = &handle.core;
         self.check_acquirable("acquire_deferred", core)?;
         let mode = if write { Access::RW } else { Access::R };
@@ -301,6 +297,7 @@ impl Runtime {
             write,
             bytes: bytes_of_handle::<T>,
             released: false,
+            on_host: !sh.devices,
         })
     }
 }
@@ -320,12 +317,39 @@ impl DeferredAccess {
     /// grant, for a read acquisition, or for another type. It is the holder's alone until
     /// [`DeferredAccess::release`] (taskwatt-mpi frees a cached copy's storage this way).
     pub fn value_mut<T: 'static>(&mut self) -> Option<&mut T> {
-        if !self.is_granted() || !self.write {
+        if !self.is_granted() || !self.write || !self.on_host {
             return None;
         }
         // SAFETY: a granted write acquisition: no task accesses the data meanwhile, and
         // the borrow of `self` makes this the only reference made through it.
         unsafe { self.core.data_mut() }.get_mut::<T>()
+    }
+
+    /// Once granted, on a runtime with GPU workers, makes main memory's copy valid for this
+    /// acquisition: a read copies the data back from the device that last wrote it (the
+    /// device keeps its copy); a write does the same and makes main memory's copy the only
+    /// valid one (the tasks after it take it to a device again).
+    /// Returns whether the bytes may now be taken: `false` before the grant, `true` at once
+    /// without GPUs. The copy runs on the calling thread.
+    pub fn to_host(&mut self) -> Result<bool, RuntimeError> {
+        if self.on_host {
+            return Ok(self.is_granted());
+        }
+        if !self.is_granted() {
+            return Ok(false);
+        }
+        let mode = if self.write { Access::W } else { Access::R };
+        // SAFETY: granted, with the rights of `mode`.
+        unsafe {
+            self.shared
+                .make_valid(0, std::iter::once((&*self.core, mode)), None, None)
+        }
+        .map_err(|message| RuntimeError::Transfer {
+            handle: self.core.id,
+            message,
+        })?;
+        self.on_host = true;
+        Ok(true)
     }
 
     /// Says that another thread will release it (taskwatt-mpi hands its acquisitions to
@@ -341,7 +365,7 @@ impl DeferredAccess {
     /// (the value is not moved or resized while an acquisition holds it). `None` until
     /// granted. Write through the pointer only if [`DeferredAccess::is_write`].
     pub fn bytes(&self) -> Option<(*mut u8, usize)> {
-        if !self.is_granted() {
+        if !self.is_granted() || !self.on_host {
             return None;
         }
         // SAFETY: granted, with the rights of its mode.
