@@ -26,6 +26,10 @@ pub mod transport;
 
 pub use dist::{DistAccess, DistHandle, DistRuntime, DistStats, DistTask};
 pub use error::DistError;
+/// rsmpi, the MPI binding taskwatt-mpi is built on (feature `mpi`): the communicator given
+/// to [`MpiTransport::with_communicator`] is its type.
+#[cfg(feature = "mpi")]
+pub use mpi as rsmpi;
 #[cfg(feature = "mpi")]
 pub use mpi_transport::{abort_job, MpiTransport, MpiUniverse};
 pub use transport::{ThreadNet, Transport};

@@ -12,8 +12,8 @@ use mpi::Threading;
 use crate::transport::{size_mismatch, Req, Transport};
 use crate::DistError;
 
-/// The tags of the control messages, on a communicator of their own (a duplicate of
-/// `MPI_COMM_WORLD`), so that they never meet the data's (tag = handle id).
+/// The tags of the control messages, on a communicator of their own (a second duplicate of
+/// the job's communicator), so that they never meet the data's (tag = handle id).
 const CLOCK_TAG: i32 = 1;
 const NAMES_TAG: i32 = 2;
 const BEAT_TAG: i32 = 3;
@@ -37,10 +37,13 @@ impl std::fmt::Debug for MpiUniverse {
     }
 }
 
-/// Point-to-point messages over `MPI_COMM_WORLD`.
+/// Point-to-point messages over a duplicate of the job's communicator (`MPI_COMM_WORLD`, or
+/// the one given to [`MpiTransport::with_communicator`]): taskwatt's messages never meet
+/// the application's own.
 pub struct MpiTransport {
     rank: usize,
     size: usize,
+    data: SimpleCommunicator,
     control: SimpleCommunicator,
     reqs: HashMap<Req, Request<'static, [u8], StaticScope>>,
     /// Receives whose message has not arrived yet: source, tag, buffer and its length.
@@ -86,16 +89,7 @@ impl MpiTransport {
                  both)"
             )));
         }
-        let world = universe.world();
-        let t = MpiTransport {
-            rank: world.rank() as usize,
-            size: world.size() as usize,
-            control: world.duplicate(),
-            reqs: HashMap::new(),
-            unmatched: HashMap::new(),
-            next: 0,
-            beats: Vec::new(),
-        };
+        let t = MpiTransport::with_communicator(&universe.world());
         Ok((
             MpiUniverse {
                 _universe: universe,
@@ -103,6 +97,24 @@ impl MpiTransport {
             },
             t,
         ))
+    }
+
+    /// This rank's transport over `comm`, a communicator of the application's (a part of
+    /// the job, say): the ranks are `comm`'s, and taskwatt's messages go on duplicates of
+    /// it. MPI must have been initialised with `MPI_THREAD_SERIALIZED` or more (taskwatt's
+    /// communication thread calls MPI), and stay so while the runtime lives. Every rank of
+    /// `comm` calls it (duplicating a communicator is collective).
+    pub fn with_communicator(comm: &SimpleCommunicator) -> MpiTransport {
+        MpiTransport {
+            rank: comm.rank() as usize,
+            size: comm.size() as usize,
+            data: comm.duplicate(),
+            control: comm.duplicate(),
+            reqs: HashMap::new(),
+            unmatched: HashMap::new(),
+            next: 0,
+            beats: Vec::new(),
+        }
     }
 }
 
@@ -138,7 +150,8 @@ impl Transport for MpiTransport {
         // SAFETY: the caller keeps the bytes valid and unchanged until the request is
         // done, which `test` waits for before the buffer is released.
         let buf: &'static [u8] = unsafe { std::slice::from_raw_parts(ptr, len) };
-        let r = world()
+        let r = self
+            .data
             .process_at_rank(dest as i32)
             .immediate_send_with_tag(StaticScope, buf, tag as i32);
         self.next += 1;
@@ -167,7 +180,8 @@ impl Transport for MpiTransport {
 
     fn test(&mut self, req: Req) -> Result<bool, String> {
         if let Some(&(src, tag, ptr, len)) = self.unmatched.get(&req) {
-            let Some((message, status)) = world()
+            let Some((message, status)) = self
+                .data
                 .process_at_rank(src as i32)
                 .immediate_matched_probe_with_tag(tag as i32)
             else {
@@ -202,7 +216,8 @@ impl Transport for MpiTransport {
     fn ready(&mut self, src: usize, tag: u32) -> Result<bool, String> {
         // Only this thread receives on this communicator, so a message seen here is the
         // one the receive posted next will match.
-        Ok(world()
+        Ok(self
+            .data
             .process_at_rank(src as i32)
             .immediate_probe_with_tag(tag as i32)
             .is_some())
@@ -284,7 +299,7 @@ impl Transport for MpiTransport {
     }
 
     fn abort(&mut self, code: i32) {
-        world().abort(code);
+        self.data.abort(code);
     }
 
     fn send_beat(&mut self, dest: usize) -> Result<(), String> {
