@@ -70,6 +70,7 @@ impl DistRuntime {
             }
         } else {
             meta.valid[to] = from_valid;
+            meta.last_use[to] = self.submitted;
         }
         let me = self.rank;
         if me == from {
@@ -77,7 +78,7 @@ impl DistRuntime {
         } else if me == to {
             self.post(false, from, h)?;
         }
-        Ok(())
+        self.evict_for(to, &[h.dist_id()])
     }
 
     /// Brings the owner's value of `h` to every rank (each copy then valid until the next
@@ -91,16 +92,20 @@ impl DistRuntime {
 
     /// Brings each handle's value to `root`, into its copies (StarPU-MPI's
     /// `starpu_mpi_gather_detached`): `root`'s tasks that read them, or its `unregister`,
-    /// then see the owners' values.
+    /// then see the owners' values. Under a cache limit
+    /// ([`DistRuntime::set_cache_limit`]) the gathered copies are kept whole: older copies
+    /// are evicted first, and the gathered ones only by later copies.
     pub fn gather<T: DeviceData>(
         &mut self,
         hs: &[DistHandle<T>],
         root: usize,
     ) -> Result<(), DistError> {
-        for h in hs {
-            self.fetch_to(h, root)?;
-        }
-        Ok(())
+        let limit = self.cache_limit.take();
+        let fetched = hs.iter().try_for_each(|h| self.fetch_to(h, root));
+        self.cache_limit = limit;
+        fetched?;
+        let keep: Vec<u32> = hs.iter().map(DistHandle::id).collect();
+        self.evict_for(root, &keep)
     }
 
     /// Sends `root`'s copy of each handle to its owner, where it replaces the value

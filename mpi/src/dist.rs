@@ -249,6 +249,9 @@ pub struct DistStats {
     pub cache_hits: u64,
     /// Cached copies this rank dropped ([`DistRuntime::flush`]).
     pub flushed: u64,
+    /// Cached copies this rank dropped to stay within its cache limit
+    /// ([`DistRuntime::set_cache_limit`]).
+    pub evicted: u64,
 }
 
 pub(crate) struct Meta {
@@ -258,6 +261,13 @@ pub(crate) struct Meta {
     /// Per rank: whether it holds a contribution to the handle's reduction, not yet sent
     /// to the owner (see `crate::redux`).
     pub(crate) contributors: Vec<bool>,
+    /// The bytes of a copy (every rank's copy has the owner's size).
+    pub(crate) bytes: u64,
+    /// Per rank: the last task (submission number) that read its copy (see `crate::cache`).
+    pub(crate) last_use: Vec<u64>,
+    /// Frees this rank's copy once the accesses before are done (see `crate::cache`);
+    /// `None` once unregistered.
+    pub(crate) evict: Option<crate::cache::Evict>,
 }
 
 /// One rank of a distributed run.
@@ -267,11 +277,15 @@ pub struct DistRuntime {
     pub(crate) size: usize,
     comm: CommThread,
     pub(crate) handles: Vec<Meta>,
-    stats: DistStats,
+    pub(crate) stats: DistStats,
     /// Buffers of reductions' contributions, dropped once their folds have run.
     pub(crate) temps: Vec<Box<dyn std::any::Any>>,
     /// Per peer and tag: receives posted so far (their order, `comm::Op::seq`).
     recv_seq: std::collections::HashMap<(usize, u32), u64>,
+    /// Tasks submitted so far (the clock of the caches' least-recent use).
+    pub(crate) submitted: u64,
+    /// Each rank's most bytes of cached copies ([`DistRuntime::set_cache_limit`]).
+    pub(crate) cache_limit: Option<u64>,
 }
 
 impl std::fmt::Debug for DistRuntime {
@@ -330,6 +344,8 @@ impl DistRuntime {
             stats: DistStats::default(),
             temps: Vec::new(),
             recv_seq: std::collections::HashMap::new(),
+            submitted: 0,
+            cache_limit: None,
         })
     }
 
@@ -366,18 +382,22 @@ impl DistRuntime {
         let id = self.handles.len() as u32;
         let mut valid = vec![false; self.size];
         valid[owner] = true;
+        // Its size is its bytes, what a message of it carries (allocated or not yet: a
+        // copy made with no storage, `Tile::unallocated`, gets it from its first message).
+        let bytes = value.device_len() as u64;
+        let local = self.runtime().register_device_bytes(value, bytes);
         self.handles.push(Meta {
             owner,
             valid,
             contributors: vec![false; self.size],
+            bytes,
+            last_use: vec![0; self.size],
+            evict: (owner != self.rank).then(|| crate::cache::evictor(&local)),
         });
-        // Its size is its bytes, what a message of it carries (allocated or not yet: a
-        // copy made with no storage, `Tile::unallocated`, gets it from its first message).
-        let bytes = value.device_len() as u64;
         Ok(DistHandle {
             id,
             owner,
-            local: self.runtime().register_device_bytes(value, bytes),
+            local,
             red: None,
         })
     }
@@ -428,7 +448,7 @@ impl DistRuntime {
 
     /// Hands `cmd` to the communication thread.
     /// A thread that stopped on a failure answers with that failure, not with its absence.
-    fn command(&self, cmd: Cmd) -> Result<(), DistError> {
+    pub(crate) fn command(&self, cmd: Cmd) -> Result<(), DistError> {
         self.comm.tx.send(cmd).map_err(|_| {
             self.check().err().unwrap_or(DistError::CommThread {
                 rank: self.rank,
@@ -506,11 +526,14 @@ impl DistRuntime {
             }
         }
         let me = self.rank;
+        self.submitted += 1;
+        let mut copied = false;
         for (h, m) in &task.accesses {
             if !reads(*m) {
                 continue;
             }
             let id = h.dist_id() as usize;
+            self.handles[id].last_use[exec] = self.submitted;
             let owner = self.handles[id].owner;
             if owner == exec || self.handles[id].valid[exec] {
                 if exec == me && owner != me {
@@ -520,11 +543,16 @@ impl DistRuntime {
             }
             // `exec` needs a copy: every rank records it; the two concerned post.
             self.handles[id].valid[exec] = true;
+            copied = true;
             if exec == me {
                 self.post(false, owner, *h)?;
             } else if owner == me {
                 self.post(true, exec, *h)?;
             }
+        }
+        if copied {
+            let keep: Vec<u32> = task.accesses.iter().map(|(h, _)| h.dist_id()).collect();
+            self.evict_for(exec, &keep)?;
         }
         // What it writes of another rank's data is sent home after it (StarPU-MPI runs
         // such a task and sends the data back to its owner): both copies are then valid.
@@ -598,12 +626,13 @@ impl DistRuntime {
             return Ok(());
         }
         self.handles[id].valid[to] = true;
+        self.handles[id].last_use[to] = self.submitted;
         if to == self.rank {
             self.post(false, h.owner, h)?;
         } else if h.owner == self.rank {
             self.post(true, to, h)?;
         }
-        Ok(())
+        self.evict_for(to, &[h.id])
     }
 
     /// Makes `to` the owner of `h` from this point of the flow on (StarPU-MPI's
@@ -617,8 +646,16 @@ impl DistRuntime {
         to: usize,
     ) -> Result<(), DistError> {
         self.fetch_to(h, to)?;
-        self.handles[h.id as usize].owner = to;
+        let from = h.owner;
+        let meta = &mut self.handles[h.id as usize];
+        meta.owner = to;
         h.owner = to;
+        // The old owner's copy is now a cached one, and the new owner's the value.
+        if self.rank == from {
+            meta.evict = Some(crate::cache::evictor(&h.local));
+        } else if self.rank == to {
+            meta.evict = None;
+        }
         Ok(())
     }
 
@@ -683,6 +720,7 @@ impl DistRuntime {
     /// Takes a handle's value back (every rank: its own copy).
     pub fn unregister<T: DeviceData>(&mut self, h: DistHandle<T>) -> Result<T, DistError> {
         self.end_redux(&h)?;
+        self.handles[h.id as usize].evict = None;
         self.runtime()
             .unregister(h.local)
             .map_err(|source| DistError::Runtime {

@@ -14,6 +14,7 @@
 //!   checked against the sequential result.
 
 pub mod apps;
+mod cache;
 mod collective;
 mod comm;
 pub mod dist;

@@ -332,6 +332,11 @@ pub(crate) struct RunArgs {
     /// `t.rank0.twt`, ...), which `taskwatt merge` joins (docs/mpi.md).
     #[arg(long)]
     pub(crate) mpi: bool,
+    /// With `--mpi`: each rank caches at most this many MiB of copies of other ranks'
+    /// data, dropping its least recently read ones past it and reading them again when
+    /// needed (`DistRuntime::set_cache_limit`); default: no limit.
+    #[arg(long, value_name = "MIB", requires = "mpi")]
+    pub(crate) cache_limit_mib: Option<u64>,
     #[command(flatten)]
     pub(crate) attribution: AttributionArgs,
 }

@@ -218,6 +218,7 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     // `--no-check`: no gather of the result to rank 0, so that no rank holds more than
     // its share (the memory a distributed run saves).
     let check = !a.app.no_check;
+    d.set_cache_limit(a.cache_limit_mib.map(|m| m << 20));
     let out = match cfg.precision {
         taskwatt::apps::Precision::F32 => taskwatt_mpi::apps::run_with::<f32>(
             &mut d, app, cfg.n, cfg.tile, cfg.steps, cfg.seed, check,
@@ -248,8 +249,8 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     }
     let line = format!(
         "rank {rank}/{size}: {} {} n={} tile={} grid {}x{}, {} worker(s), policy {policy}: {} tasks \
-         run, {} skipped; sent {} messages ({:.1} MiB), received {} ({:.1} MiB), {} cache hits; \
-         makespan {:.3} s; clock offset to rank 0 {} ns (round trip {} ns)",
+         run, {} skipped; sent {} messages ({:.1} MiB), received {} ({:.1} MiB), {} cache hits, \
+         {} evicted; makespan {:.3} s; clock offset to rank 0 {} ns (round trip {} ns)",
         out.app.name(),
         cfg.precision.name(),
         out.n,
@@ -264,6 +265,7 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         stats.received.0,
         stats.received.1 as f64 / (1 << 20) as f64,
         stats.cache_hits,
+        stats.evicted,
         out.makespan_s,
         first.offset_ns,
         first.rtt_ns
