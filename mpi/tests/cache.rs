@@ -2,28 +2,18 @@
 //! again, and no rank ends over the limit.
 
 use taskwatt_kernels::Tile;
-use taskwatt_mpi::apps::{run, DistApp};
-use taskwatt_mpi::{DistRuntime, ThreadNet};
-use taskwatt_runtime::Runtime;
+use taskwatt_mpi::apps::{run, DistApp, DistOutcome};
+
+mod common;
 
 /// Runs `app` (order 512, tiles of 64: 32 KiB each) on 4 ranks with each rank's cache
 /// capped at `limit` bytes; returns each rank's outcome and cached bytes at the end.
-fn run_capped(app: DistApp, limit: Option<u64>) -> Vec<(taskwatt_mpi::apps::DistOutcome, u64)> {
-    let threads: Vec<_> = ThreadNet::new(4)
-        .into_iter()
-        .map(|net| {
-            std::thread::spawn(move || {
-                let rt = Runtime::builder().workers(1).build().unwrap();
-                let mut d = DistRuntime::with_timeout(rt, Box::new(net), 20).unwrap();
-                d.set_cache_limit(limit);
-                let out = run(&mut d, app, 512, 64, 3, 11).unwrap();
-                let held = d.cached_bytes(d.rank());
-                d.shutdown().unwrap();
-                (out, held)
-            })
-        })
-        .collect();
-    threads.into_iter().map(|t| t.join().unwrap()).collect()
+fn run_capped(app: DistApp, limit: Option<u64>) -> Vec<(DistOutcome, u64)> {
+    common::on_ranks(4, 0, move |rank, d| {
+        d.set_cache_limit(limit);
+        let out = run(d, app, 512, 64, 3, 11).unwrap();
+        (out, d.cached_bytes(rank))
+    })
 }
 
 #[test]
@@ -36,7 +26,7 @@ fn capped_caches_evict_and_read_again_and_the_apps_stay_right() {
         let capped = run_capped(app, Some(limit));
         assert_eq!(capped[0].0.check_passed, Some(true), "{}", app.name());
         let evicted: u64 = capped.iter().map(|(o, _)| o.stats.evicted).sum();
-        let received = |runs: &[(taskwatt_mpi::apps::DistOutcome, u64)]| -> u64 {
+        let received = |runs: &[(DistOutcome, u64)]| -> u64 {
             runs.iter().map(|(o, _)| o.stats.received.0).sum()
         };
         assert!(evicted > 0, "{}: nothing evicted", app.name());
@@ -57,38 +47,26 @@ fn capped_caches_evict_and_read_again_and_the_apps_stay_right() {
 
 #[test]
 fn a_gather_under_a_cache_limit_keeps_every_gathered_copy() {
-    let threads: Vec<_> = ThreadNet::new(3)
-        .into_iter()
-        .map(|net| {
-            std::thread::spawn(move || {
-                let rt = Runtime::builder().workers(1).build().unwrap();
-                let mut d = DistRuntime::with_timeout(rt, Box::new(net), 20).unwrap();
-                let me = d.rank();
-                // Room for one copy; rank 0 gathers six tiles from ranks 1 and 2 (tiles
-                // give their storage back when evicted).
-                d.set_cache_limit(Some(8 * 64));
-                let hs: Vec<_> = (0..6)
-                    .map(|b| {
-                        let owner = 1 + b % 2;
-                        let v = if me == owner {
-                            Tile::from_fn(8, |_, _| b as f64)
-                        } else {
-                            Tile::unallocated(8)
-                        };
-                        d.register(owner, v).unwrap()
-                    })
-                    .collect();
-                d.gather(&hs, 0).unwrap();
-                d.wait_all().unwrap();
-                let got: Vec<Option<f64>> = hs
-                    .into_iter()
-                    .map(|h| d.unregister(h).unwrap().as_slice().last().copied())
-                    .collect();
-                d.shutdown().unwrap();
-                got
+    let out = common::on_ranks(3, 0, |me, d| {
+        // Room for one copy; rank 0 gathers six tiles from ranks 1 and 2 (tiles give
+        // their storage back when evicted).
+        d.set_cache_limit(Some(8 * 64));
+        let hs: Vec<_> = (0..6)
+            .map(|b| {
+                let owner = 1 + b % 2;
+                let v = if me == owner {
+                    Tile::from_fn(8, |_, _| b as f64)
+                } else {
+                    Tile::unallocated(8)
+                };
+                d.register(owner, v).unwrap()
             })
-        })
-        .collect();
-    let out: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+            .collect();
+        d.gather(&hs, 0).unwrap();
+        d.wait_all().unwrap();
+        hs.into_iter()
+            .map(|h| d.unregister(h).unwrap().as_slice().last().copied())
+            .collect::<Vec<_>>()
+    });
     assert_eq!(out[0], (0..6).map(|b| Some(b as f64)).collect::<Vec<_>>());
 }

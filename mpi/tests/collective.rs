@@ -4,31 +4,18 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use taskwatt_mpi::{DistRuntime, DistTask, ThreadNet};
-use taskwatt_runtime::{Codelet, Runtime};
+use taskwatt_mpi::{DistRuntime, DistTask};
+use taskwatt_runtime::Codelet;
 
 const RANKS: usize = 4;
 
-/// Runs `f` on `RANKS` ranks (threads) of one worker each; returns each rank's result.
+mod common;
+
+/// Runs `f` on `RANKS` ranks of one worker each.
 fn job<R: Send + 'static>(
     f: impl Fn(usize, &mut DistRuntime) -> R + Send + Sync + 'static,
 ) -> Vec<R> {
-    let f = Arc::new(f);
-    let threads: Vec<_> = ThreadNet::new(RANKS)
-        .into_iter()
-        .map(|net| {
-            let f = f.clone();
-            std::thread::spawn(move || {
-                let rank = taskwatt_mpi::Transport::rank(&net);
-                let rt = Runtime::builder().workers(1).build().unwrap();
-                let mut d = DistRuntime::with_timeout(rt, Box::new(net), 20).unwrap();
-                let r = f(rank, &mut d);
-                d.shutdown().unwrap();
-                r
-            })
-        })
-        .collect();
-    threads.into_iter().map(|t| t.join().unwrap()).collect()
+    common::on_ranks(RANKS, 0, f)
 }
 
 #[test]

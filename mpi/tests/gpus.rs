@@ -5,62 +5,48 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use taskwatt_mpi::{DistRuntime, DistTask, ThreadNet};
-use taskwatt_runtime::{Codelet, Runtime};
+use taskwatt_mpi::DistTask;
+use taskwatt_runtime::Codelet;
+
+mod common;
 
 #[test]
 fn data_written_on_a_rank_s_gpu_reaches_the_other_rank_and_back() {
     let on_gpu = Arc::new(AtomicUsize::new(0));
     let g = on_gpu.clone();
-    let threads: Vec<_> = ThreadNet::new(2)
-        .into_iter()
-        .map(|net| {
-            let g = g.clone();
-            std::thread::spawn(move || {
-                let rank = taskwatt_mpi::Transport::rank(&net);
-                let rt = Runtime::builder()
-                    .workers(1)
-                    .emulated_gpus(1)
-                    .build()
-                    .unwrap();
-                let mut d = DistRuntime::with_timeout(rt, Box::new(net), 20).unwrap();
-                // GPU-only: every write of `a` and `b` happens in a device's copy.
-                let g2 = g.clone();
-                let add = Codelet::new("add_on_gpu").gpu(move |ctx| {
-                    let x = ctx.r::<Vec<f64>>(0).clone();
-                    let y = ctx.rw::<Vec<f64>>(1);
-                    y.iter_mut().zip(x).for_each(|(y, x)| *y += x);
-                    g2.fetch_add(1, Ordering::Relaxed);
-                });
-                let a = d.register(0, vec![1.0f64; 64]).unwrap();
-                let b = d.register(1, vec![10.0f64; 64]).unwrap();
-                for _ in 0..3 {
-                    // On rank 1's GPU, reading `a` from rank 0; then on rank 0's, reading `b`.
-                    d.submit(DistTask::new(&add).r(&a).rw(&b)).unwrap();
-                    d.submit(DistTask::new(&add).r(&b).rw(&a)).unwrap();
-                }
-                d.wait_all().unwrap();
-                let (a_owner, b_owner) = (a.owner(), b.owner());
-                let a = d.unregister(a).unwrap();
-                let b = d.unregister(b).unwrap();
-                let (stats, _) = d.shutdown().unwrap();
-                (
-                    rank,
-                    (a_owner == rank).then_some(a),
-                    (b_owner == rank).then_some(b),
-                    stats,
-                )
-            })
-        })
-        .collect();
+    let out = common::on_ranks(2, 1, move |rank, d| {
+        // GPU-only: every write of `a` and `b` happens in a device's copy.
+        let g2 = g.clone();
+        let add = Codelet::new("add_on_gpu").gpu(move |ctx| {
+            let x = ctx.r::<Vec<f64>>(0).clone();
+            let y = ctx.rw::<Vec<f64>>(1);
+            y.iter_mut().zip(x).for_each(|(y, x)| *y += x);
+            g2.fetch_add(1, Ordering::Relaxed);
+        });
+        let a = d.register(0, vec![1.0f64; 64]).unwrap();
+        let b = d.register(1, vec![10.0f64; 64]).unwrap();
+        for _ in 0..3 {
+            // On rank 1's GPU, reading `a` from rank 0; then on rank 0's, reading `b`.
+            d.submit(DistTask::new(&add).r(&a).rw(&b)).unwrap();
+            d.submit(DistTask::new(&add).r(&b).rw(&a)).unwrap();
+        }
+        d.wait_all().unwrap();
+        let (a_owner, b_owner) = (a.owner(), b.owner());
+        let a = d.unregister(a).unwrap();
+        let b = d.unregister(b).unwrap();
+        (
+            (a_owner == rank).then_some(a),
+            (b_owner == rank).then_some(b),
+            d.stats().clone(),
+        )
+    });
     // The same sequence on one memory: b += a; a += b; three times.
     let (mut a, mut b) = (1.0f64, 10.0f64);
     for _ in 0..3 {
         b += a;
         a += b;
     }
-    for t in threads {
-        let (rank, got_a, got_b, stats) = t.join().unwrap();
+    for (rank, (got_a, got_b, stats)) in out.into_iter().enumerate() {
         if let Some(v) = got_a {
             assert!(
                 v.iter().all(|&x| x == a),
