@@ -550,7 +550,7 @@ impl DistRuntime {
                 self.post(true, exec, *h)?;
             }
         }
-        if copied {
+        if copied && self.cache_limit.is_some() {
             let keep: Vec<u32> = task.accesses.iter().map(|(h, _)| h.dist_id()).collect();
             self.evict_for(exec, &keep)?;
         }
