@@ -7,33 +7,14 @@
 //! `fetch_to`, a `transfer`), and its copies then hold more than the limit, every rank
 //! marks its least recently read copies stale, oldest first, but never one the task
 //! needs; the rank itself frees their storage once the tasks submitted before have read
-//! them (for types that can be without it, [`DeviceData::release_storage`]: tiles made
+//! them (for types that can be without it, [`DeviceData::release_storage`](taskwatt_runtime::DeviceData::release_storage): tiles made
 //! with `Tile::unallocated`). A single task that needs more than the limit goes over it.
 //!
 //! The cost: a scan of the handles per new copy, only with a limit set.
 
-use taskwatt_runtime::{DeferredAccess, DeviceData, Handle, Runtime, RuntimeError};
-
 use crate::comm::Cmd;
 use crate::dist::DistRuntime;
 use crate::DistError;
-
-/// What frees a rank's cached copy: a write acquisition queued after the accesses before,
-/// and what to do with it once granted.
-pub(crate) type Evict =
-    Box<dyn Fn(&Runtime) -> Result<(DeferredAccess, fn(&mut DeferredAccess)), RuntimeError> + Send>;
-
-/// The [`Evict`] of `local`'s copy.
-pub(crate) fn evictor<T: DeviceData>(local: &Handle<T>) -> Evict {
-    let local = local.clone();
-    Box::new(move |rt| Ok((rt.acquire_deferred(&local, true)?, release::<T>)))
-}
-
-fn release<T: DeviceData>(access: &mut DeferredAccess) {
-    if let Some(v) = access.value_mut::<T>() {
-        v.release_storage();
-    }
-}
 
 impl DistRuntime {
     /// Caps each rank's cached copies (the copies of data it does not own, valid or kept)

@@ -19,7 +19,7 @@
 
 use std::any::Any;
 
-use taskwatt_runtime::{Access, Codelet, DeviceData, Handle, Runtime, Task};
+use taskwatt_runtime::{Access, Codelet, DeferredAccess, DeviceData, Handle, Runtime, Task};
 
 use crate::comm::{Cmd, CommThread, Op};
 use crate::transport::Transport;
@@ -154,6 +154,22 @@ impl<T: DeviceData> DistAccess for DistHandle<T> {
     }
 }
 
+/// What frees a rank's cached copy: a write acquisition queued after the accesses before,
+/// and what to do with it once granted.
+pub(crate) type Evict = Box<
+    dyn Fn(
+            &Runtime,
+        )
+            -> Result<(DeferredAccess, fn(&mut DeferredAccess)), taskwatt_runtime::RuntimeError>
+        + Send,
+>;
+
+/// The [`Evict`] of `local`'s copy.
+pub(crate) fn evictor<T: DeviceData>(local: &Handle<T>) -> Evict {
+    let local = local.clone();
+    Box::new(move |rt| Ok((rt.acquire_deferred(&local, true)?, release_storage::<T>)))
+}
+
 /// Gives the copy a granted write acquisition holds its storage.
 fn materialize<T: DeviceData>(access: &mut taskwatt_runtime::DeferredAccess) {
     if let Some(v) = access.value_mut::<T>() {
@@ -267,7 +283,7 @@ pub(crate) struct Meta {
     pub(crate) last_use: Vec<u64>,
     /// Frees this rank's copy once the accesses before are done (see `crate::cache`);
     /// `None` once unregistered.
-    pub(crate) evict: Option<crate::cache::Evict>,
+    pub(crate) evict: Option<Evict>,
 }
 
 /// One rank of a distributed run.
@@ -392,7 +408,7 @@ impl DistRuntime {
             contributors: vec![false; self.size],
             bytes,
             last_use: vec![0; self.size],
-            evict: (owner != self.rank).then(|| crate::cache::evictor(&local)),
+            evict: (owner != self.rank).then(|| evictor(&local)),
         });
         Ok(DistHandle {
             id,
@@ -652,7 +668,7 @@ impl DistRuntime {
         h.owner = to;
         // The old owner's copy is now a cached one, and the new owner's the value.
         if self.rank == from {
-            meta.evict = Some(crate::cache::evictor(&h.local));
+            meta.evict = Some(evictor(&h.local));
         } else if self.rank == to {
             meta.evict = None;
         }
