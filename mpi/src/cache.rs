@@ -12,7 +12,6 @@
 //!
 //! The cost: a scan of the handles per new copy, only with a limit set.
 
-use crate::comm::Cmd;
 use crate::dist::DistRuntime;
 use crate::DistError;
 
@@ -57,18 +56,9 @@ impl DistRuntime {
                 return Ok(());
             };
             self.handles[id].valid[r] = false;
-            if r != self.rank {
-                continue;
+            if r == self.rank && self.drop_copy(id)? {
+                self.stats.evicted += 1;
             }
-            let me = self.rank;
-            let Some(evict) = &self.handles[id].evict else {
-                continue;
-            };
-            let (access, f) =
-                evict(self.runtime()).map_err(|source| DistError::Runtime { rank: me, source })?;
-            access.hand_off();
-            self.stats.evicted += 1;
-            self.command(Cmd::Apply(access, f))?;
         }
     }
 }

@@ -689,16 +689,26 @@ impl DistRuntime {
         for (r, v) in meta.valid.iter_mut().enumerate() {
             *v = r == meta.owner;
         }
-        if !held {
-            return Ok(());
+        if held && self.drop_copy(h.id as usize)? {
+            self.stats.flushed += 1;
         }
-        let access = self
-            .runtime()
-            .acquire_deferred(&h.local, true)
-            .map_err(|source| DistError::Runtime { rank: me, source })?;
+        Ok(())
+    }
+
+    /// Frees this rank's copy of handle `id` once the accesses submitted before are done
+    /// (a flush, an eviction); `false` where it has none to free (it owns the value, or
+    /// the handle is unregistered).
+    pub(crate) fn drop_copy(&mut self, id: usize) -> Result<bool, DistError> {
+        let Some(evict) = &self.handles[id].evict else {
+            return Ok(false);
+        };
+        let (access, f) = evict(self.runtime()).map_err(|source| DistError::Runtime {
+            rank: self.rank,
+            source,
+        })?;
         access.hand_off();
-        self.stats.flushed += 1;
-        self.command(Cmd::Apply(access, release_storage::<T>))
+        self.command(Cmd::Apply(access, f))?;
+        Ok(true)
     }
 
     /// Waits for this rank's tasks and messages.
