@@ -63,9 +63,9 @@ impl Runtime {
         };
         deadlock::check_acquire(operation, sh.epoch, &preds)?;
         let node = self.link_acquire(core, mode, true);
-        self.shared
-            .waiters
-            .wait_until(|| node.granted.load(Ordering::SeqCst));
+        self.wait_helping(crate::helper::Check::EachTask, &|| {
+            node.granted.load(Ordering::SeqCst)
+        });
         if sh.devices {
             // The data back in main memory (the acquirer's and unregistering thread's).
             // SAFETY: the acquisition is granted, with the rights of `mode`.

@@ -20,6 +20,7 @@ use taskwatt_traces::{
 use crate::device::{GpuBackend, WorkerState};
 use crate::error::RuntimeError;
 use crate::handle::MAX_DEVICES;
+use crate::helper::Helper;
 use crate::pool::NodePool;
 use crate::runtime::Runtime;
 use crate::shared::{CodeletRegistry, PerfState, Report, Shared};
@@ -28,7 +29,7 @@ use crate::sync::{Sleep, TaskCount, Waiters};
 use crate::task::ReadyTask;
 use crate::topology::Topology;
 use crate::tracelog::Flusher;
-use crate::worker::{self, IdlePolicy, WorkerCtx};
+use crate::worker::{self, IdlePolicy, Me, WorkerCtx};
 
 /// Makes a custom scheduling policy for the given workers.
 pub type PolicyFactory = Box<dyn FnOnce(&[WorkerDesc]) -> Box<dyn Policy<ReadyTask>> + Send>;
@@ -69,6 +70,9 @@ pub struct RuntimeBuilder {
     task_powers: Vec<(String, Arch, f64)>,
     /// The built-in policies' knobs (dmdae's weights).
     policy_options: PolicyOptions,
+    /// Whether the submitting thread is the last CPU worker (`None`: the default, or
+    /// `TASKWATT_SUBMITTER_WORKS`).
+    submitter_works: Option<bool>,
 }
 
 /// The most workers a runtime starts (StarPU's `STARPU_NMAXWORKERS` is 80 by default):
@@ -104,6 +108,7 @@ impl Default for RuntimeBuilder {
             perf_models: None,
             trace_accesses: false,
             task_powers: Vec::new(),
+            submitter_works: None,
         }
     }
 }
@@ -245,6 +250,18 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether the thread that waits on the runtime (`wait_all`, a task's wait, an
+    /// acquisition) runs tasks meanwhile, as the last of the CPU workers: `n` CPU workers
+    /// are then `n - 1` threads and the waiting thread, and the submitting thread's core
+    /// is not left idle while it waits. That worker is in the trace as any other, not
+    /// pinned (it is the application's thread); the policies never give a task to it
+    /// alone. Default off, or `TASKWATT_SUBMITTER_WORKS=1` from the environment. See
+    /// docs/runtime.md, "The submitting thread as a worker".
+    pub fn submitter_works(mut self, on: bool) -> Self {
+        self.submitter_works = Some(on);
+        self
+    }
+
     /// How long an idle worker keeps looking for work before it parks: `spin` of busy
     /// polling (a released task is picked up within ~0.2 µs), then `then_yield` of polling
     /// with `sched_yield` in between (a thread sharing the core runs meanwhile). Defaults:
@@ -339,13 +356,15 @@ impl RuntimeBuilder {
             )));
         }
         let placement = topology.placement(n, &allowed);
+        let helper = self.helper_id(n)?;
         let workers = (0..n)
             .map(|i| {
                 let pu = placement.get(i);
                 WorkerInfo {
                     id: i as u32,
                     arch: Arch::Cpu,
-                    cpu: if self.pin {
+                    // The helper is the application's thread: never pinned.
+                    cpu: if self.pin && helper != Some(i) {
                         pu.map(|p| p.os_index)
                     } else {
                         None
@@ -377,6 +396,10 @@ impl RuntimeBuilder {
     /// writes the run metadata to the trace.
     pub fn build(mut self) -> Result<Runtime, RuntimeError> {
         let (topology, workers) = self.plan()?;
+        let helper = self.helper_id(workers.iter().filter(|w| w.arch == Arch::Cpu).count())?;
+        if let Some(h) = helper {
+            self.params.push(("submitter_worker".into(), h.to_string()));
+        }
         if self.trace_chunk > MAX_TRACE_CHUNK {
             return Err(RuntimeError::TraceChunk {
                 records: self.trace_chunk,
@@ -451,9 +474,14 @@ impl RuntimeBuilder {
                         buses.first().copied().flatten().map(|m| m.towards_host()),
                     ),
                 };
-                WorkerDesc::new(w.id as usize, w.package, w.numa)
+                let d = WorkerDesc::new(w.id as usize, w.package, w.numa)
                     .with_arch(ArchMask::of_index(w.arch.index()))
-                    .with_memory_node(node, bus)
+                    .with_memory_node(node, bus);
+                if helper == Some(w.id as usize) {
+                    d.as_helper()
+                } else {
+                    d
+                }
             })
             .collect();
         let policy: Box<dyn Policy<ReadyTask>> = match self.policy {
@@ -583,15 +611,21 @@ impl RuntimeBuilder {
         let mut threads = Vec::with_capacity(workers.len());
         let started = Arc::new(StartLatch::default());
         for (w, device) in workers.iter().zip(device_states) {
+            if helper == Some(w.id as usize) {
+                continue;
+            }
             let ctx = WorkerCtx {
-                device,
                 started: started.clone(),
                 idle,
                 shared: shared.clone(),
-                id: w.id,
-                arch: w.arch,
                 cpu: w.cpu,
-                memory_node: w.device.map_or(0, |d| 1 + d as usize),
+                me: Me {
+                    device,
+                    id: w.id,
+                    arch: w.arch,
+                    memory_node: w.device.map_or(0, |d| 1 + d as usize),
+                    helper: false,
+                },
             };
             let t = std::thread::Builder::new()
                 .name(format!("taskwatt-worker-{}", w.id))
@@ -635,6 +669,7 @@ impl RuntimeBuilder {
             shared,
             threads,
             flusher,
+            helper: helper.map(|h| Helper::new(h as u32, idle)),
         })
     }
 }
@@ -694,6 +729,18 @@ impl IdlePolicy {
 
 /// The environment variable that overrides the default staging window.
 pub const STAGING_ENV: &str = "TASKWATT_STAGING_US";
+
+impl RuntimeBuilder {
+    /// The helper's worker id among `cpus` CPU workers: the last one, when the
+    /// submitting thread works (see [`RuntimeBuilder::submitter_works`]).
+    fn helper_id(&self, cpus: usize) -> Result<Option<usize>, RuntimeError> {
+        let on = match self.submitter_works {
+            Some(on) => on,
+            None => crate::helper::from_env()?,
+        };
+        Ok((on && cpus > 0).then(|| cpus - 1))
+    }
+}
 
 /// `TASKWATT_STAGING_US=<µs>` if set, else the default.
 fn staging_from_env() -> Result<std::time::Duration, RuntimeError> {

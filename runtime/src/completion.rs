@@ -84,7 +84,7 @@ impl Shared {
     ) {
         let successors = node.finish(status);
         if node.has_waiter.load(Ordering::SeqCst) {
-            self.waiters.notify_all();
+            self.notify_waiters();
         }
         if successors.len() > 1 {
             for s in &successors {
@@ -128,7 +128,7 @@ impl Shared {
                     return Readied::Released(node);
                 }
                 if node.has_waiter.load(Ordering::SeqCst) {
-                    self.waiters.notify_all();
+                    self.notify_waiters();
                 }
                 Readied::Granted
             }
@@ -153,7 +153,16 @@ impl Shared {
     /// in batches (see worker.rs), so that the shared counter is not written by every core
     /// for every task.
     pub(crate) fn tasks_finished(&self, n: usize) {
-        self.count.finish(n as u64, &self.waiters);
+        if self.count.finish(n as u64, &self.waiters) {
+            self.sleep.wake_all();
+        }
+    }
+
+    /// Wakes the threads waiting on tasks (and the helper, parked among the workers).
+    pub(crate) fn notify_waiters(&self) {
+        if self.waiters.notify_all() {
+            self.sleep.wake_all();
+        }
     }
 
     pub(crate) fn record_failure(&self, node: &Arc<TaskNode>, failure: TaskFailure) {

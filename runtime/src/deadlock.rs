@@ -33,6 +33,24 @@ pub(crate) fn set_worker(epoch: u32) {
     WORKER_OF.with(|w| w.set(epoch));
 }
 
+/// Marks this thread as one of runtime `epoch`'s workers until dropped, then restores
+/// its mark: the helper (the submitting thread running tasks while it waits, helper.rs)
+/// carries it while it runs tasks, so that a task waiting on its own runtime is refused
+/// there as it is on a worker thread.
+pub(crate) struct WorkerMark(u32);
+
+impl WorkerMark {
+    pub(crate) fn enter(epoch: u32) -> WorkerMark {
+        WorkerMark(WORKER_OF.with(|w| w.replace(epoch)))
+    }
+}
+
+impl Drop for WorkerMark {
+    fn drop(&mut self) {
+        let _ = WORKER_OF.try_with(|w| w.set(self.0));
+    }
+}
+
 fn not_in_task(operation: &'static str, epoch: u32) -> Result<(), RuntimeError> {
     if WORKER_OF.try_with(Cell::get).unwrap_or(0) == epoch {
         return Err(RuntimeError::Deadlock {

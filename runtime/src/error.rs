@@ -128,6 +128,16 @@ pub enum RuntimeError {
         value: String,
     },
 
+    /// `TASKWATT_SUBMITTER_WORKS` does not parse.
+    #[error(
+        "TASKWATT_SUBMITTER_WORKS={value}: expected 1 (the waiting thread runs tasks) or 0 \
+         (or unset it for the default, 0)"
+    )]
+    SubmitterWorksEnv {
+        /// The value found.
+        value: String,
+    },
+
     /// The runtime was interrupted ([`Runtime::interrupt`](crate::Runtime::interrupt)):
     /// tasks that had not started were not run, and no task is accepted any more.
     #[error(

@@ -43,6 +43,7 @@ mod deadlock;
 mod device;
 mod error;
 mod handle;
+mod helper;
 mod inline;
 mod loom_shim;
 mod modes;
@@ -72,6 +73,7 @@ pub use context::{TaskCtx, MAX_ACCESSES};
 pub use device::{bytes_of, bytes_of_mut, DeviceData, Element, GpuBackend};
 pub use error::{RuntimeError, TaskFailure};
 pub use handle::{Access, Handle, ReplicaState, MAX_DEVICES, MAX_MEMORY_NODES};
+pub use helper::SUBMITTER_WORKS_ENV;
 pub use partition::{Filter, Matrix, MatrixPart, Partition, Partitioned, VectorPart};
 pub use perfmodel::{
     Basis, Entry as PerfEntry, History, PerfModelError, PerfModels, Prediction, CALIBRATED,

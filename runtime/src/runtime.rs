@@ -42,6 +42,7 @@ use taskwatt_traces::{TaskId, WorkerInfo};
 use crate::device::GpuBackend;
 use crate::error::RuntimeError;
 use crate::handle::Handle;
+use crate::helper::{Check, Helper};
 use crate::pool::NodePool;
 use crate::shared::{RuntimeStats, Shared};
 use crate::task::{TaskHandle, TaskNode, DONE_FAILED, DONE_OK};
@@ -92,6 +93,8 @@ pub struct Runtime {
     pub(crate) shared: Arc<Shared>,
     pub(crate) threads: Vec<JoinHandle<()>>,
     pub(crate) flusher: Option<Flusher>,
+    /// The submitting thread's worker, when it works ([`RuntimeBuilder::submitter_works`](crate::RuntimeBuilder::submitter_works)).
+    pub(crate) helper: Option<Helper>,
 }
 
 impl Runtime {
@@ -226,7 +229,7 @@ impl Runtime {
         let sh = &*self.shared;
         crate::deadlock::check_wait_all(sh.epoch)?;
         sh.flush_staged();
-        sh.waiters.wait_until(|| sh.count.all_done());
+        self.wait_helping(Check::WhenIdle, &|| sh.count.all_done());
         let submitted = sh.count.submitted();
         let graph = submitted.saturating_sub(sh.graph_start.swap(submitted, Ordering::Relaxed));
         sh.nodes.fit(graph);
@@ -247,6 +250,17 @@ impl Runtime {
         }
     }
 
+    /// Waits until `done()` holds: runs tasks meanwhile as the helper worker, when the
+    /// submitting thread works and no other thread helps already (see helper.rs).
+    pub(crate) fn wait_helping(&self, check: Check, done: &dyn Fn() -> bool) {
+        if let Some(h) = &self.helper {
+            if h.help(&self.shared, check, done) && done() {
+                return;
+            }
+        }
+        self.shared.waiters.wait_until(done);
+    }
+
     /// Waits for one task. Errors if it panicked or was cancelled (the failure stays
     /// reported by the next `wait_all` too).
     pub fn wait(&self, task: &TaskHandle) -> Result<(), RuntimeError> {
@@ -260,7 +274,7 @@ impl Runtime {
         crate::deadlock::check_wait(self.shared.epoch, node)?;
         node.has_waiter.store(true, Ordering::SeqCst);
         self.shared.flush_staged();
-        self.shared.waiters.wait_until(|| node.is_finished());
+        self.wait_helping(Check::EachTask, &|| node.is_finished());
         match node.status.load(Ordering::SeqCst) {
             DONE_OK => Ok(()),
             _ if self.shared.interrupted.load(Ordering::SeqCst) && !node_ran(node) => {
@@ -387,7 +401,7 @@ impl Drop for Runtime {
             }
         }
         let _close = Close(self.shared.nodes.clone());
-        if !self.threads.is_empty() {
+        if !self.threads.is_empty() || self.helper.is_some() {
             match self.wait_all() {
                 Ok(()) | Err(RuntimeError::Interrupted { .. }) => {}
                 Err(RuntimeError::Deadlock { .. }) => {

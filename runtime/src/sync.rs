@@ -129,6 +129,15 @@ impl Sleep {
         self.shutdown.load(Ordering::SeqCst)
     }
 
+    /// Wakes every parked worker (and the helper), which then look again: for a helper
+    /// whose own condition may now hold (see [`Waiters::helper_parked`]).
+    pub(crate) fn wake_all(&self) {
+        let mut e = self.epoch.lock();
+        *e = e.wrapping_add(1);
+        drop(e);
+        self.cv.notify_all();
+    }
+
     /// Wakes every worker for good.
     pub(crate) fn shutdown(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
@@ -141,6 +150,11 @@ impl Sleep {
 
 pub(crate) struct Waiters {
     waiting: AtomicUsize,
+    /// The helper (the submitting thread as a worker, see helper.rs) is parked in
+    /// [`Sleep`], where a push wakes it, and waits for a condition of its own too: a
+    /// completer that sees this tells its caller to wake it there
+    /// ([`Waiters::notify_all_if`]'s answer), with the same Dekker pattern as `waiting`.
+    pub(crate) helper_parked: AtomicBool,
     lock: Mutex<()>,
     cv: Condvar,
 }
@@ -149,6 +163,7 @@ impl Waiters {
     pub(crate) fn new() -> Waiters {
         Waiters {
             waiting: AtomicUsize::new(0),
+            helper_parked: AtomicBool::new(false),
             lock: Mutex::new(()),
             cv: Condvar::new(),
         }
@@ -174,21 +189,31 @@ impl Waiters {
         self.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Wakes every waiter so it re-checks its condition.
+    /// Wakes every waiter so it re-checks its condition. Returns whether the helper,
+    /// parked in [`Sleep`], must be woken there too ([`Sleep::wake_all`]).
     #[inline]
-    pub(crate) fn notify_all(&self) {
-        self.notify_all_if(|| true);
+    #[must_use = "a parked helper is woken by the caller, in `Sleep`"]
+    pub(crate) fn notify_all(&self) -> bool {
+        self.notify_all_if(|| true)
     }
 
     /// Wakes every waiter if `worth_it()` holds, which is asked only when someone waits.
+    /// Returns whether the helper must be woken in [`Sleep`] (it is parked, and
+    /// `worth_it()` held).
     #[inline]
-    pub(crate) fn notify_all_if(&self, worth_it: impl FnOnce() -> bool) {
+    #[must_use = "a parked helper is woken by the caller, in `Sleep`"]
+    pub(crate) fn notify_all_if(&self, worth_it: impl FnOnce() -> bool) -> bool {
         fence(Ordering::SeqCst);
-        if self.waiting.load(Ordering::SeqCst) == 0 || !worth_it() {
-            return;
+        let waiting = self.waiting.load(Ordering::SeqCst) > 0;
+        let helper = self.helper_parked.load(Ordering::SeqCst);
+        if !(waiting || helper) || !worth_it() {
+            return false;
         }
-        let _g = self.lock.lock();
-        self.cv.notify_all();
+        if waiting {
+            let _g = self.lock.lock();
+            self.cv.notify_all();
+        }
+        helper
     }
 }
 
@@ -222,15 +247,17 @@ impl TaskCount {
     }
 
     /// `n` more tasks are done for good; wakes `waiters` if that finished everything.
-    pub(crate) fn finish(&self, n: u64, waiters: &Waiters) {
+    /// Returns whether the parked helper must be woken (see [`Waiters::notify_all_if`]).
+    #[must_use = "a parked helper is woken by the caller, in `Sleep`"]
+    pub(crate) fn finish(&self, n: u64, waiters: &Waiters) -> bool {
         if n == 0 {
-            return;
+            return false;
         }
         let finished = self.finished.fetch_add(n, Ordering::SeqCst) + n;
         // The read of `submitted` sees at least every finished task's submission (each
         // happened before its finish, which this read-modify-write acquired): equality
         // means no task was left.
-        waiters.notify_all_if(|| finished == self.submitted.load(Ordering::SeqCst));
+        waiters.notify_all_if(|| finished == self.submitted.load(Ordering::SeqCst))
     }
 
     /// Whether every task submitted so far is done (for [`Waiters::wait_until`]).

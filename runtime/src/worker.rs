@@ -35,13 +35,34 @@ pub(crate) struct WorkerCtx {
     /// Told once the worker is pinned and ready, before its first pop.
     pub(crate) started: Arc<StartLatch>,
     pub(crate) idle: IdlePolicy,
+    pub(crate) cpu: Option<u32>,
+    pub(crate) me: Me,
+}
+
+/// Who runs a task: a worker thread, or the submitting thread as the helper worker (see
+/// helper.rs).
+pub(crate) struct Me {
     pub(crate) id: WorkerId,
     pub(crate) arch: Arch,
-    pub(crate) cpu: Option<u32>,
     /// The memory node the worker computes on (0: main memory; a GPU's own node later).
     pub(crate) memory_node: usize,
     /// A GPU worker's device state (its stream and BLAS handle on CUDA).
     pub(crate) device: Option<crate::device::WorkerState>,
+    /// The helper: what its tasks release goes to the policy as `Origin::External`,
+    /// since it leaves when its wait ends and must not keep tasks for itself.
+    pub(crate) helper: bool,
+}
+
+impl Me {
+    /// The origin of what this worker's task releases.
+    #[inline]
+    fn origin<'a>(&self, local: &'a mut Local) -> Option<(usize, &'a mut Local)> {
+        if self.helper {
+            None
+        } else {
+            Some((self.id as usize, local))
+        }
+    }
 }
 
 /// Tells the start latch once, at the latest when dropped: `build()` must not wait forever
@@ -77,15 +98,15 @@ pub(crate) fn run(ctx: WorkerCtx) {
             log::warn!(
                 "worker {} could not be pinned to CPU {cpu} (a cpuset or container that \
                  forbids it?): it runs unpinned, and the trace says so",
-                ctx.id
+                ctx.me.id
             );
-            ctx.started.unpinned(ctx.id);
+            ctx.started.unpinned(ctx.me.id);
         }
     }
     let sh = &*ctx.shared;
-    let me = ctx.id as usize;
-    if ctx.memory_node != 0 {
-        if let Some(b) = sh.backends.get(ctx.memory_node - 1) {
+    let me = ctx.me.id as usize;
+    if ctx.me.memory_node != 0 {
+        if let Some(b) = sh.backends.get(ctx.me.memory_node - 1) {
             b.enter_thread();
         }
     }
@@ -106,7 +127,7 @@ pub(crate) fn run(ctx: WorkerCtx) {
             None => find_task(sh, me, &mut local, &mut done, &ctx.idle, &mut staged),
         };
         if let Some(task) = next {
-            let end = execute(&ctx, task, &mut local, buf, &mut done);
+            let end = execute(sh, &ctx.me, task, &mut local, buf, &mut done);
             if done.finished >= Done::BATCH {
                 done.flush(sh);
             }
@@ -153,8 +174,8 @@ pub(crate) fn run(ctx: WorkerCtx) {
 /// out of work, before spinning or parking. The last task of a graph is thus reported as
 /// soon as its worker finds nothing more to do, so `wait_all` returns no later than it did.
 #[derive(Default)]
-struct Done {
-    finished: usize,
+pub(crate) struct Done {
+    pub(crate) finished: usize,
     executed: u64,
     /// The data references of those tasks. Dropping one decrements the reference count of
     /// a handle that the other workers' tasks read too (the same inputs): done in a batch,
@@ -167,12 +188,12 @@ struct Done {
 }
 
 impl Done {
-    const BATCH: usize = 32;
+    pub(crate) const BATCH: usize = 32;
 
     /// With room for a batch: growing a vector on a worker's hot path costs a trip into
     /// the allocator, which for a worker's first tasks can mean a system call (and with
     /// it a chance for the scheduler to hand the core to another thread).
-    fn new() -> Done {
+    pub(crate) fn new() -> Done {
         Done {
             garbage: Vec::with_capacity(Self::BATCH),
             nodes: Vec::with_capacity(Self::BATCH),
@@ -180,7 +201,7 @@ impl Done {
         }
     }
 
-    fn flush(&mut self, sh: &Shared) {
+    pub(crate) fn flush(&mut self, sh: &Shared) {
         for accesses in self.garbage.drain(..) {
             // The last reference to a registered value drops it here.
             panics::drop_quietly(accesses, None);
@@ -280,24 +301,24 @@ fn find_task(
 /// - at once when it wakes up from parking, and in its last look before parking.
 ///
 /// It swaps its empty vector with the staged one, so that neither side allocates.
-struct Staged {
-    buf: Vec<Arc<TaskNode>>,
+pub(crate) struct Staged {
+    pub(crate) buf: Vec<Arc<TaskNode>>,
     /// Take the staged tasks at the next miss, without waiting for the window: set on
     /// waking up from parking.
-    now: bool,
+    pub(crate) now: bool,
 }
 
 impl Staged {
     /// Gives the staged tasks to the policy; returns how many.
     #[inline]
-    fn take(&mut self, sh: &Shared) -> usize {
+    pub(crate) fn take(&mut self, sh: &Shared) -> usize {
         sh.take_staged(&mut self.buf, false)
     }
 
     /// The same, if the oldest was staged for the window or longer at `now()` (read only
     /// when something is staged).
     #[inline]
-    fn take_due(&mut self, sh: &Shared, now: impl FnOnce() -> Timestamp) -> usize {
+    pub(crate) fn take_due(&mut self, sh: &Shared, now: impl FnOnce() -> Timestamp) -> usize {
         if !sh.staged_due(now) {
             return 0;
         }
@@ -308,14 +329,14 @@ impl Staged {
 /// A worker's turn at busy polling, given back when dropped: at most `max_spinners` idle
 /// workers poll busily at a time, the others poll politely from the start. Relaxed
 /// ordering: the count only steers how a worker waits, never whether it finds a task.
-struct Spinner<'a> {
+pub(crate) struct Spinner<'a> {
     sh: &'a Shared,
     /// Whether this worker got a turn.
-    busy: bool,
+    pub(crate) busy: bool,
 }
 
 impl<'a> Spinner<'a> {
-    fn enter(sh: &'a Shared) -> Spinner<'a> {
+    pub(crate) fn enter(sh: &'a Shared) -> Spinner<'a> {
         let busy = sh.spinners.fetch_add(1, Ordering::Relaxed) < sh.max_spinners;
         if !busy {
             sh.spinners.fetch_sub(1, Ordering::Relaxed);
@@ -342,7 +363,7 @@ pub(crate) struct IdlePolicy {
 }
 
 /// Sends the worker's records, if it has any.
-fn flush(sh: &Shared, buf: Option<&parking_lot::Mutex<TaskChunk>>) {
+pub(crate) fn flush(sh: &Shared, buf: Option<&parking_lot::Mutex<TaskChunk>>) {
     if let Some(buf) = buf {
         let mut b = buf.lock();
         if !b.is_empty() {
@@ -351,14 +372,14 @@ fn flush(sh: &Shared, buf: Option<&parking_lot::Mutex<TaskChunk>>) {
     }
 }
 
-fn execute(
-    ctx: &WorkerCtx,
+pub(crate) fn execute(
+    sh: &Shared,
+    ctx: &Me,
     task: ReadyTask,
     local: &mut Local,
     buf: Option<&parking_lot::Mutex<TaskChunk>>,
     done: &mut Done,
 ) -> Timestamp {
-    let sh = &*ctx.shared;
     let node = task.0;
     // Its lines come from the submitter and from the worker that released it: ask for
     // all of them at once (the body is taken, the status and successor list written).
@@ -512,7 +533,7 @@ fn execute(
         }
     }
     done.garbage.push(accesses);
-    let pushed = sh.complete(&node, status, Some((ctx.id as usize, local)), end);
+    let pushed = sh.complete(&node, status, ctx.origin(local), end);
     done.finished += 1;
     if NodePool::keep(&node) {
         done.nodes.push(node);
@@ -527,7 +548,7 @@ fn execute(
 /// successors are finished with it (see runtime.rs, "Interruption").
 fn skip(
     sh: &Shared,
-    ctx: &WorkerCtx,
+    ctx: &Me,
     node: std::sync::Arc<crate::task::TaskNode>,
     body: Body,
     local: &mut Local,
@@ -537,7 +558,7 @@ fn skip(
     sh.note_not_run();
     sh.report.lock().nodes.push(node.clone());
     let now = sh.now();
-    let pushed = sh.complete(&node, DONE_CANCELLED, Some((ctx.id as usize, local)), now);
+    let pushed = sh.complete(&node, DONE_CANCELLED, ctx.origin(local), now);
     done.finished += 1;
     if NodePool::keep(&node) {
         done.nodes.push(node);

@@ -111,8 +111,17 @@ fn graphs() -> Vec<Graph> {
 
 #[test]
 fn every_policy_runs_every_graph_correctly() {
+    // The submitting thread as the last worker too (with one worker, it is the only one:
+    // every task runs in `wait_all`).
     for policy in POLICIES {
-        for workers in [1, 2, 4] {
+        for (workers, helper) in [
+            (1, false),
+            (2, false),
+            (4, false),
+            (1, true),
+            (2, true),
+            (4, true),
+        ] {
             for g in graphs() {
                 let counts: Arc<Vec<AtomicU32>> =
                     Arc::new((0..2000).map(|_| AtomicU32::new(0)).collect());
@@ -123,6 +132,7 @@ fn every_policy_runs_every_graph_correctly() {
                     .policy(policy.name)
                     .trace(sink)
                     .trace_chunk(64)
+                    .submitter_works(helper)
                     .build()
                     .unwrap();
                 let handles = (g.build)(&rt, &cl);
@@ -131,7 +141,7 @@ fn every_policy_runs_every_graph_correctly() {
                 let n = handles.len();
                 drop(rt);
                 let ctx = format!(
-                    "policy {} / {} workers / graph {}",
+                    "policy {} / {} workers (submitter works: {helper}) / graph {}",
                     policy.name, workers, g.name
                 );
                 for (i, c) in counts.iter().enumerate().take(n) {

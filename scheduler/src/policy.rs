@@ -9,7 +9,10 @@
 //! 2. **`local(w)`**, once per worker `w`, *on that worker's thread*, before the worker's
 //!    first `pop`. The returned [`Local`] is owned by the worker thread for the rest of the
 //!    run and is handed back to the policy in every later call from that thread. This is
-//!    where single-owner structures (a crossbeam `Worker` deque) live.
+//!    where single-owner structures (a crossbeam `Worker` deque) live. A helper worker
+//!    ([`WorkerDesc::helper`], the submitting thread) has no thread of its own: its
+//!    `Local` is made on the first thread that helps and moves, one thread at a time, to
+//!    whichever thread helps next.
 //! 3. **`push(task, origin)`**, exactly once per task, once its last dependency is
 //!    satisfied. Ownership of the task moves into the policy. `origin` says how it became
 //!    ready: a worker that just finished its last predecessor ([`Origin::Worker`], with that
@@ -18,7 +21,8 @@
 //!    by the runtime and pushed in batches, in submission order, by whichever thread takes
 //!    the batch: a worker, once the oldest has waited the staging window (taskwatt-runtime's
 //!    `RuntimeBuilder::staging`) and the worker looks, or a thread about to wait.
-//! 4. **`pop(w, local)`**, called by worker `w` whenever it is free. Returning `Some(task)`
+//! 4. **`pop(w, local)`**, called by worker `w` whenever it is free (a helper: whenever
+//!    its thread waits on the runtime and is free). Returning `Some(task)`
 //!    moves ownership of the task to that worker, which runs it. Every pushed task must be
 //!    returned by exactly one `pop`, to a worker that can run it. A policy may return `None`
 //!    spuriously (for example when a steal races); the runtime retries, then parks the worker
@@ -205,6 +209,12 @@ pub struct WorkerDesc {
     pub memory_node: usize,
     /// How fast data reaches that node, where measured.
     pub bus: Option<Bus>,
+    /// A helper: the submitting thread, which runs tasks only while it waits on the
+    /// runtime (`wait_all`, a task's wait, an acquisition), and leaves when its wait ends.
+    /// A policy never gives a task to a helper alone (a task queued for it might wait
+    /// until its thread waits again): it lets a helper take tasks that any other worker
+    /// could take, and a helper's releases reach it as [`Origin::External`].
+    pub helper: bool,
 }
 
 impl WorkerDesc {
@@ -217,7 +227,15 @@ impl WorkerDesc {
             arch: ArchMask::CPU,
             memory_node: 0,
             bus: None,
+            helper: false,
         }
+    }
+
+    /// The same worker, as a helper (see [`WorkerDesc::helper`]).
+    #[must_use]
+    pub fn as_helper(mut self) -> WorkerDesc {
+        self.helper = true;
+        self
     }
 
     /// The same worker, computing on memory node `node`, reached through `bus`.

@@ -55,7 +55,8 @@ struct MetgArgs {
     /// Repetitions of every point.
     #[arg(long, default_value_t = 5)]
     repeat: usize,
-    /// taskwatt policies to measure.
+    /// taskwatt policies to measure (`lws+submitter`: lws with the submitting thread as
+    /// the last worker, RuntimeBuilder::submitter_works).
     #[arg(long, value_delimiter = ',', default_value = "eager,ws,lws,prio")]
     policies: Vec<String>,
     /// Baselines to measure beside taskwatt (`rayon`, `sequential`; `none` for none).

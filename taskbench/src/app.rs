@@ -92,7 +92,7 @@ const FLAGS: [(&str, &str, &str); 25] = [
     (
         "--sched",
         "[POLICY]",
-        "taskwatt: scheduling policy (eager, ws, lws, prio; default lws)",
+        "taskwatt: scheduling policy (eager, ws, lws, prio; default lws; `lws+submitter`: the submitting thread is the last worker)",
     ),
     (
         "--system",

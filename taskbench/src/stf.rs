@@ -82,6 +82,10 @@ pub(crate) fn check_accesses(graphs: &[TaskGraph]) -> Result<(), TaskBenchError>
     Ok(())
 }
 
+/// A policy name with this suffix (`lws+submitter`) runs that policy with the submitting
+/// thread as the last of the workers (`RuntimeBuilder::submitter_works`).
+pub(crate) const SUBMITTER_SUFFIX: &str = "+submitter";
+
 /// Runs `graphs` on a fresh taskwatt runtime of `workers` workers under `policy`,
 /// recording its trace into `trace` if given. The trace is complete (the runtime stopped
 /// and the writer finished) when this returns; only submission and execution are timed.
@@ -103,12 +107,21 @@ pub(crate) fn run(
     let sink = writer
         .as_ref()
         .map_or_else(TraceSink::null, TraceWriter::sink);
-    let rt = Runtime::builder()
+    // `lws+submitter`: the policy, with the submitting thread as the last of the workers
+    // (`RuntimeBuilder::submitter_works`), so that one sweep measures both.
+    let (policy, submitter) = match policy.strip_suffix(SUBMITTER_SUFFIX) {
+        Some(p) => (p, Some(true)),
+        None => (policy, None),
+    };
+    let mut builder = Runtime::builder()
         .workers(workers)
         .policy(policy)
         .app("taskbench")
-        .trace(sink)
-        .build()?;
+        .trace(sink);
+    if let Some(on) = submitter {
+        builder = builder.submitter_works(on);
+    }
+    let rt = builder.build()?;
 
     let mut handles: Vec<Vec<Handle<PointOutput>>> = Vec::new();
     for g in graphs {

@@ -216,8 +216,67 @@ fn loom_waiters_completion_wakes_the_waiter() {
         let (w, d) = (waiters.clone(), done.clone());
         let waiter = thread::spawn(move || w.wait_until(|| d.load(SeqCst)));
         done.store(true, SeqCst);
-        waiters.notify_all();
+        let _ = waiters.notify_all();
         waiter.join().unwrap();
+    });
+}
+
+// The helper (the submitting thread as a worker) parks in `Sleep`, where a push wakes it,
+// and is woken there by the completion its wait is for (helper.rs, `Helper::find`; its
+// parking is copied here: keep it in step).
+
+#[test]
+fn loom_a_parked_helper_is_woken_by_the_completion_it_waits_for() {
+    check(None, || {
+        let sleep = Arc::new(Sleep::with_wake_all(false));
+        let waiters = Arc::new(Waiters::new());
+        let done = Arc::new(AtomicBool::new(false));
+        let (s, w, d) = (sleep.clone(), waiters.clone(), done.clone());
+        let completer = thread::spawn(move || {
+            d.store(true, SeqCst);
+            // `Shared::notify_waiters`.
+            if w.notify_all() {
+                s.wake_all();
+            }
+        });
+        let epoch = sleep.prepare();
+        waiters.helper_parked.store(true, SeqCst);
+        super::fence(SeqCst);
+        if done.load(SeqCst) {
+            sleep.cancel();
+        } else {
+            sleep.sleep(epoch);
+        }
+        waiters.helper_parked.store(false, SeqCst);
+        completer.join().unwrap();
+    });
+}
+
+#[test]
+fn loom_a_parked_helper_is_woken_by_the_last_finish_of_wait_all() {
+    check(None, || {
+        let sleep = Arc::new(Sleep::with_wake_all(false));
+        let waiters = Arc::new(Waiters::new());
+        let count = Arc::new(TaskCount::new());
+        count.submit();
+        let (s, w, c) = (sleep.clone(), waiters.clone(), count.clone());
+        let worker = thread::spawn(move || {
+            // `Shared::tasks_finished`.
+            if c.finish(1, &w) {
+                s.wake_all();
+            }
+        });
+        let epoch = sleep.prepare();
+        waiters.helper_parked.store(true, SeqCst);
+        super::fence(SeqCst);
+        if count.all_done() {
+            sleep.cancel();
+        } else {
+            sleep.sleep(epoch);
+        }
+        waiters.helper_parked.store(false, SeqCst);
+        assert!(count.all_done());
+        worker.join().unwrap();
     });
 }
 
@@ -262,7 +321,7 @@ fn loom_task_count_a_concurrent_submission_is_waited_for() {
             c.submit();
             s.store(true, SeqCst);
             f.store(true, SeqCst);
-            c.finish(1, &w);
+            let _ = c.finish(1, &w);
         });
         if submitted.load(SeqCst) {
             waiters.wait_until(|| count.all_done());

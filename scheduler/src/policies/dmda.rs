@@ -148,6 +148,9 @@ pub struct Dmda<T> {
     /// `dmdae`: the energy term's weights.
     energy: Option<EnergyWeights>,
     workers: Vec<ArchMask>,
+    /// Helpers (the submitting thread): never chosen, they take the next task of the
+    /// most loaded queue of their architecture when they look (see `pop`).
+    helpers: Vec<bool>,
     /// Each worker's memory node and bus.
     nodes: Vec<(usize, Option<crate::Bus>)>,
     queues: Vec<CachePadded<Mutex<Queue<T>>>>,
@@ -196,6 +199,7 @@ impl<T: SchedTask> Dmda<T> {
             sorted,
             energy: None,
             workers: workers.iter().map(|w| w.arch).collect(),
+            helpers: workers.iter().map(|w| w.helper).collect(),
             nodes: workers.iter().map(|w| (w.memory_node, w.bus)).collect(),
             queues: workers
                 .iter()
@@ -228,6 +232,39 @@ impl<T: SchedTask> Dmda<T> {
         }
     }
 
+    /// A helper's pop: a task given to it (when no other worker could run it), else the
+    /// next task of the queue of its architecture with the most expected work, whose owner is then expected to be free that much sooner. (A queue
+    /// holds only tasks its worker's architecture can run, so the helper can run it.)
+    fn help(&self, helper: usize) -> Option<T> {
+        {
+            let mut q = self.queues[helper].lock();
+            if let Some((task, d, _, _)) = q.tasks.pop_front() {
+                q.queued_ns = (q.queued_ns - d).max(0.0);
+                return Some(task);
+            }
+        }
+        let arch = self.workers[helper];
+        let victim = (0..self.workers.len())
+            .filter(|&w| !self.helpers[w] && self.workers[w] == arch)
+            .map(|w| (w, self.queues[w].lock().queued_ns))
+            .filter(|&(_, q)| q > 0.0)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(w, _)| w)
+            // A queue of zero expected work may still hold tasks (durations unknown
+            // count as the mean seen, which may be 0): any non-empty one.
+            .or_else(|| {
+                (0..self.workers.len()).find(|&w| {
+                    !self.helpers[w]
+                        && self.workers[w] == arch
+                        && !self.queues[w].lock().tasks.is_empty()
+                })
+            })?;
+        let mut q = self.queues[victim].lock();
+        let (task, d, _, _) = q.tasks.pop_front()?;
+        q.queued_ns = (q.queued_ns - d).max(0.0);
+        Some(task)
+    }
+
     /// The worker where `task` is expected to finish first, and its expected duration
     /// there.
     fn choose(&self, task: &T) -> (usize, f64) {
@@ -247,8 +284,12 @@ impl<T: SchedTask> Dmda<T> {
                 }
             }
         };
+        // The helper only when no other worker can run the task (a runtime whose only CPU
+        // worker is the submitting thread).
+        let others =
+            (0..self.workers.len()).any(|w| can.contains(self.workers[w]) && !self.helpers[w]);
         let candidates: Vec<(usize, Option<f64>)> = (0..self.workers.len())
-            .filter(|&w| can.contains(self.workers[w]))
+            .filter(|&w| can.contains(self.workers[w]) && !(others && self.helpers[w]))
             .map(|w| (w, est(w)))
             .collect();
         let calibrating: Vec<(usize, Option<f64>)> = candidates
@@ -381,6 +422,9 @@ impl<T: SchedTask> Policy<T> for Dmda<T> {
     }
 
     fn pop(&self, worker: usize, _local: &mut Local) -> Option<T> {
+        if self.helpers[worker] {
+            return self.help(worker);
+        }
         let now = self.now_ns();
         let mut q = self.queues[worker].lock();
         let (task, d, _, _) = q.tasks.pop_front()?;
@@ -584,6 +628,46 @@ mod tests {
             "the 11th: 11 ms > 10.5 ms"
         );
         assert!(p.pop(0, &mut l0).is_none());
+    }
+
+    #[test]
+    fn a_helper_is_never_chosen_and_takes_the_next_task_of_the_most_loaded_queue() {
+        let mut ws = WorkerDesc::flat(3);
+        ws[2] = ws[2].clone().as_helper();
+        let p = Dmda::<T>::new(&ws);
+        let (mut l0, mut l1, mut lh) = (p.local(0), p.local(1), p.local(2));
+        // 1, 2, 3... ms on the CPU: each goes to the worker that ends first, never the
+        // helper, though it is idle.
+        for id in 0..6 {
+            p.push(t(id, (1 + id) as f64 * 1e6, 1.0), Origin::External);
+        }
+        let queued = |w: usize| p.queues[w].lock().tasks.len();
+        assert_eq!(queued(2), 0, "nothing given to the helper");
+        assert_eq!(queued(0) + queued(1), 6);
+        let heavier = if p.queues[0].lock().queued_ns >= p.queues[1].lock().queued_ns {
+            0
+        } else {
+            1
+        };
+        let front = p.queues[heavier].lock().tasks.front().map(|e| e.0.id);
+        assert_eq!(
+            p.pop(2, &mut lh).map(|t| t.id),
+            front,
+            "the most loaded queue's next"
+        );
+        // The rest go to their workers.
+        let mut rest = 0;
+        while p.pop(0, &mut l0).is_some() || p.pop(1, &mut l1).is_some() {
+            rest += 1;
+        }
+        assert_eq!(rest, 5);
+        assert!(p.pop(2, &mut lh).is_none());
+        // The helper alone (no other CPU worker): it is given the task.
+        let only = vec![WorkerDesc::new(0, 0, None).as_helper()];
+        let p = Dmda::<T>::new(&only);
+        let mut l = p.local(0);
+        p.push(t(9, 1e6, 1.0), Origin::External);
+        assert_eq!(p.pop(0, &mut l).map(|t| t.id), Some(9));
     }
 
     #[test]
