@@ -28,10 +28,11 @@
 //! failure is counted per domain and reported in [`SamplerStats::failures`], and the other
 //! domains go on. Nothing is dropped silently.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
 use serde::Serialize;
 use taskwatt_traces::{
     Chunk, Clock, Domain, DomainId, DomainInfo, EnergySample, FrequencySample, MeterId, MeterInfo,
@@ -258,7 +259,8 @@ impl Worker {
 
 /// A running sampler; [`Sampler::stop`] it to get its statistics.
 pub struct Sampler {
-    stop_tx: Option<Sender<()>>,
+    /// Set to stop the thread, which is then unparked.
+    stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<SamplerStats>>,
     meters: Vec<MeterInfo>,
     domains: Vec<DomainInfo>,
@@ -358,7 +360,12 @@ impl Sampler {
         };
         worker.read_all();
 
-        let (stop_tx, stop_rx) = bounded::<()>(1);
+        // The thread waits for its next deadline parked (a futex wait with a timeout),
+        // not in a channel's receive: crossbeam's spins and yields a dozen times before it
+        // blocks, which at 1 kHz cost more CPU than the readings (BENCHMARKS.md, "Energy
+        // sampler cost").
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
         let period = config.period;
         let handle = std::thread::Builder::new()
             .name("taskwatt-energy".into())
@@ -375,14 +382,11 @@ impl Sampler {
                     }
                 };
                 loop {
-                    match stop_rx.recv_deadline(next) {
-                        Err(RecvTimeoutError::Timeout) => {}
-                        _ => {
-                            // Stop asked (or the Sampler dropped). Deadlines that passed while
-                            // this thread waited for a CPU were missed too.
-                            skip_missed(&mut next, Instant::now(), &mut worker.stats);
-                            break;
-                        }
+                    if !wait_until(next, &stopping) {
+                        // Stop asked (or the Sampler dropped). Deadlines that passed while
+                        // this thread waited for a CPU were missed too.
+                        skip_missed(&mut next, Instant::now(), &mut worker.stats);
+                        break;
                     }
                     worker.read_all();
                     next += period;
@@ -399,7 +403,7 @@ impl Sampler {
             })
             .map_err(|source| EnergyError::SamplerSpawn { source })?;
         Ok(Sampler {
-            stop_tx: Some(stop_tx),
+            stop,
             handle: Some(handle),
             meters: infos,
             domains,
@@ -422,8 +426,9 @@ impl Sampler {
     }
 
     fn shutdown(&mut self) -> Result<SamplerStats, EnergyError> {
-        if let Some(tx) = self.stop_tx.take() {
-            let _ = tx.send(());
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = &self.handle {
+            h.thread().unpark();
         }
         match self.handle.take() {
             Some(h) => h.join().map_err(|p| EnergyError::SamplerPanicked {
@@ -442,6 +447,21 @@ impl Drop for Sampler {
     /// A sampler dropped without `stop` still takes its last reading and flushes.
     fn drop(&mut self) {
         let _ = self.shutdown();
+    }
+}
+
+/// Parks the calling thread until `deadline`; `false` as soon as `stop` is set (the
+/// setter unparks it). Spurious wake-ups only park it again.
+fn wait_until(deadline: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Acquire) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        std::thread::park_timeout(deadline - now);
     }
 }
 
