@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use taskwatt::traces::{import_csv, import_starpu, ImportOptions, TimeUnit};
+use taskwatt::traces::{import_csv_to, import_starpu, ImportOptions, TimeUnit};
 
 use super::CliResult;
 
@@ -96,7 +96,21 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
         opts = opts.domains(d);
     }
     let trace = match (&a.tasks, &a.starpu) {
-        (Some(t), _) => import_csv(t, &opts)?,
+        (Some(t), _) => {
+            // Straight to the file, never the whole trace in memory.
+            let w = import_csv_to(t, &opts, &a.output)?;
+            if let (Some(tasks), Some(samples)) = (w.task_span, w.sample_span) {
+                warn_if_disjoint(tasks, samples, unit);
+            }
+            eprintln!(
+                "wrote {} ({} tasks, {} energy samples, {} domains)",
+                w.path.display(),
+                w.tasks,
+                w.samples,
+                w.domains
+            );
+            return Ok(());
+        }
         (None, Some(rec)) => {
             let imp = import_starpu(rec, &opts)?;
             eprintln!(
@@ -122,7 +136,16 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
         }
         (None, None) => unreachable!("clap requires --tasks or --starpu"),
     };
-    warn_if_disjoint(&trace, unit);
+    let span = |v: &mut dyn Iterator<Item = u64>| {
+        v.fold(None, |acc: Option<(u64, u64)>, t| {
+            Some(acc.map_or((t, t), |(a, b)| (a.min(t), b.max(t))))
+        })
+    };
+    let tasks = span(&mut trace.tasks().flat_map(|(t, _)| [t.start.0, t.end.0]));
+    let samples = span(&mut trace.samples.iter().map(|s| s.t.0));
+    if let (Some(tasks), Some(samples)) = (tasks, samples) {
+        warn_if_disjoint(tasks, samples, unit);
+    }
     let s = trace.save(&a.output)?;
     eprintln!(
         "wrote {} ({} tasks, {} energy samples, {} domains)",
@@ -136,17 +159,7 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
 
 /// Says when no energy sample falls within the tasks' span: almost always a wrong
 /// `--time-unit` (the attribution would then see no task in any interval).
-fn warn_if_disjoint(trace: &taskwatt::traces::Trace, unit: TimeUnit) {
-    let (Some(first), Some(last)) = (
-        trace.tasks().map(|(t, _)| t.start.0).min(),
-        trace.tasks().map(|(t, _)| t.end.0).max(),
-    ) else {
-        return;
-    };
-    let times = trace.samples.iter().map(|s| s.t.0);
-    let (Some(s0), Some(s1)) = (times.clone().min(), times.max()) else {
-        return;
-    };
+fn warn_if_disjoint((first, last): (u64, u64), (s0, s1): (u64, u64), unit: TimeUnit) {
     if s1 < first || s0 > last {
         eprintln!(
             "warning: no energy sample falls within the tasks' span (tasks {:.6} s to {:.6} s, \

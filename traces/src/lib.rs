@@ -80,7 +80,10 @@ pub use export::{
     write_paje, TaskEnergy,
 };
 pub use format::FORMAT_VERSION;
-pub use import::{import_csv, import_starpu, ImportOptions, StarpuImport, StarpuSkipped, TimeUnit};
+pub use import::{
+    import_csv, import_csv_to, import_starpu, ImportOptions, ImportWritten, StarpuImport,
+    StarpuSkipped, TimeUnit,
+};
 pub use model::*;
 pub use observe::ExecutionObserver;
 pub use reader::{read_trace, recover_trace, Recovered, TraceReader};

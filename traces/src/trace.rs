@@ -13,7 +13,7 @@ use crate::{
 };
 
 /// Samples per chunk when a trace is written back out.
-const SAMPLES_PER_CHUNK: usize = 8192;
+pub(crate) const SAMPLES_PER_CHUNK: usize = 8192;
 
 /// Name returned by [`Trace::codelet_name`] for an id no Codelets chunk declared.
 pub const UNKNOWN_CODELET: &str = "unknown";

@@ -8,18 +8,72 @@
 
 use std::path::Path;
 
-use super::energy::read_energy;
-use super::table::Table;
-use super::{ImportOptions, TimeUnit, TraceBuilder};
+use super::builder::{Emitted, TraceBuilder};
+use super::energy::{read_energy, Energy};
+use super::table::{Row, Table};
+use super::{ImportOptions, TimeUnit};
 use crate::{Arch, TaskRecord, Timestamp, Trace, TraceError, WorkerId};
 
-/// Builds a trace from a `tasks.csv` and the optional `samples.csv` and `workers.csv` of
-/// `opts`. Malformed rows are refused with an error naming the file, the line, the column
-/// and what was expected.
+/// Imports `tasks` (and the energy files `opts` names) into a [`Trace`] in memory.
 pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace, TraceError> {
     let path = tasks.as_ref();
+    let (b, energy) = read(path, opts)?;
+    Ok(b.build("csv", path, energy))
+}
+
+/// What [`import_csv_to`] wrote.
+#[derive(Clone, Debug)]
+pub struct ImportWritten {
+    /// The trace file written.
+    pub path: std::path::PathBuf,
+    /// Tasks written.
+    pub tasks: u64,
+    /// Energy samples written.
+    pub samples: u64,
+    /// Energy domains.
+    pub domains: usize,
+    /// The tasks' first start and last end, ns on the trace's clock.
+    pub task_span: Option<(u64, u64)>,
+    /// The samples' first and last time, ns on the trace's clock.
+    pub sample_span: Option<(u64, u64)>,
+}
+
+/// Imports `tasks` (and the energy files `opts` names) straight into the trace file `out`,
+/// never holding the whole trace: each task is kept in 32 bytes until the end of the
+/// input, and the chunks go to the file's writer one worker at a time as they are made
+/// (BENCHMARKS.md, "Import at scale"). The file appears at `out` only once complete.
+pub fn import_csv_to(
+    tasks: impl AsRef<Path>,
+    opts: &ImportOptions,
+    out: impl AsRef<Path>,
+) -> Result<ImportWritten, TraceError> {
+    let path = tasks.as_ref();
+    let (b, energy) = read(path, opts)?;
+    let target = crate::AtomicPath::new(out.as_ref());
+    let w = crate::TraceWriter::create(target.path())?;
+    let sink = w.sink();
+    let mut tally = crate::writer::EndTally::default();
+    let e: Emitted = b.emit("csv", path, energy, &mut |c| {
+        tally.add(&c);
+        sink.send(c);
+    });
+    drop(sink);
+    // No wall clock in the sources: the End records the counts and the span only.
+    w.finish_with(tally.end(0))?;
+    target.commit()?;
+    Ok(ImportWritten {
+        path: out.as_ref().to_path_buf(),
+        tasks: e.tasks,
+        samples: e.samples,
+        domains: e.domains,
+        task_span: e.task_span,
+        sample_span: e.sample_span,
+    })
+}
+
+/// Reads the tasks and the energy.
+fn read(path: &Path, opts: &ImportOptions) -> Result<(TraceBuilder, Option<Energy>), TraceError> {
     let unit = opts.time_unit;
-    // The documented format, or taskwatt's own CSV export (times in ns whatever the unit).
     let (mut t, format) = Table::open_any(
         path,
         &[
@@ -27,6 +81,7 @@ pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace
             &["codelet", "worker", "start_ns", "end_ns"],
         ],
     )?;
+    // `taskwatt export --format csv` writes times in ns under these names.
     let exported = format == 1;
     let unit = if exported { TimeUnit::Ns } else { unit };
     let (c_type, c_worker, c_start, c_end) = if exported {
@@ -46,11 +101,12 @@ pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace
     };
     let (c_id, c_arch) = (t.column("id"), t.column("arch"));
     let mut b = TraceBuilder::new();
-    // With an id column, ids must be unique: (id, line) pairs, sorted and checked once at
-    // the end (16 bytes a task; a hash map took 50). Without one, ids are row ranks.
-    let mut ids: Vec<(u64, u64)> = Vec::new();
     let mut rank = 0u64;
-    while let Some(row) = t.next_row()? {
+    let mut row = Row::default();
+    // The last type name and its codelet, per architecture: rows of one type often
+    // follow each other, and the lookup by name is then skipped.
+    let mut last: [(String, u32); 2] = [(String::new(), u32::MAX), (String::new(), u32::MAX)];
+    while t.next_row_into(&mut row)? {
         let name = row.get(c_type);
         if name.is_empty() {
             return Err(t.err(row.line, "type", "a task type name", name));
@@ -88,9 +144,6 @@ pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace
                     .map_err(|_| t.err(row.line, "id", "a task id (a non-negative integer)", v))?
             }
         };
-        if c_id.is_some() {
-            ids.push((id, row.line));
-        }
         let arch = match c_arch {
             None => Arch::Cpu,
             Some(c) => {
@@ -102,30 +155,58 @@ pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace
                 }
             }
         };
-        let codelet = b.codelet(name, arch);
+        let cache = &mut last[arch.index()];
+        let codelet = if cache.1 != u32::MAX && cache.0 == name {
+            cache.1
+        } else {
+            let id = b.codelet(name, arch);
+            cache.0.clear();
+            cache.0.push_str(name);
+            cache.1 = id;
+            id
+        };
         b.push(
             TaskRecord::executed(id, codelet, arch, worker, Timestamp(start), Timestamp(end)),
             Vec::new(),
         );
         rank += 1;
     }
-    ids.sort_unstable();
-    if let Some(w) = ids.windows(2).find(|w| w[0].0 == w[1].0) {
-        let (first, second) = (w[0].1.min(w[1].1), w[0].1.max(w[1].1));
-        return Err(t.err(
-            second,
-            "id",
-            &format!("a unique task id (line {first} has the same)"),
-            &w[0].0.to_string(),
-        ));
+    if c_id.is_some() {
+        let ids = b.sorted_ids();
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            let dup = w[0];
+            drop(ids);
+            let (first, second) = lines_of_id(path, c_id.unwrap_or(0), dup)?;
+            return Err(Table::open_any(path, &[&["id"]])?.0.err(
+                second,
+                "id",
+                &format!("a unique task id (line {first} has the same)"),
+                &dup.to_string(),
+            ));
+        }
     }
-    drop(ids);
     let energy = match &opts.samples {
         Some(s) => Some(read_energy(s, opts, unit, &b.workers(), "csv")?),
         None => None,
     };
-    let trace = b.build("csv", path, energy);
-    Ok(trace)
+    Ok((b, energy))
+}
+
+/// The lines of the first two rows whose column `c_id` is `id`: read again only to name
+/// them in the error (the ids are checked after the input, from the records).
+fn lines_of_id(path: &Path, c_id: usize, id: u64) -> Result<(u64, u64), TraceError> {
+    let (mut t, _) = Table::open_any(path, &[&[]])?;
+    let mut row = Row::default();
+    let mut found = Vec::new();
+    while found.len() < 2 && t.next_row_into(&mut row)? {
+        if row.get(c_id).parse::<u64>().ok() == Some(id) {
+            found.push(row.line);
+        }
+    }
+    Ok((
+        found.first().copied().unwrap_or(0),
+        found.get(1).copied().unwrap_or(0),
+    ))
 }
 
 #[cfg(test)]
@@ -141,6 +222,66 @@ mod tests {
             .write_all(text.as_bytes())
             .unwrap();
         p
+    }
+
+    #[test]
+    fn streamed_to_a_file_it_is_the_same_trace_in_any_row_order() {
+        let d = tempfile::tempdir().unwrap();
+        // Workers interleaved, out of end order, three types, ids given.
+        let mut text = String::from("id,type,worker,start,end\n");
+        for i in 0..10_000u64 {
+            let w = (i * 7) % 5;
+            let start = (i * 7919) % 100_003;
+            text.push_str(&format!(
+                "{},t{},{w},{start},{}\n",
+                50_000 - i,
+                i % 3,
+                start + 1 + i % 13
+            ));
+        }
+        let tasks = file(d.path(), "tasks.csv", &text);
+        let samples = file(
+            d.path(),
+            "samples.csv",
+            "time,domain,energy_j\n0,package-0,0\n50000,package-0,1\n100100,package-0,2.5\n",
+        );
+        let opts = ImportOptions::new(TimeUnit::Ns).samples(&samples);
+        let out = d.path().join("streamed.twt");
+        let w = import_csv_to(&tasks, &opts, &out).unwrap();
+        assert_eq!((w.tasks, w.samples, w.domains), (10_000, 3, 1));
+        assert_eq!(w.sample_span, Some((0, 100_100)));
+        let streamed = crate::read_trace(&out).unwrap();
+        let mut whole = import_csv(&tasks, &opts).unwrap();
+        // The same content: the streamed file has its meters after the tasks, and its
+        // End chunk is the import's own (no wall clock), as the trace in memory has.
+        assert_eq!(streamed.end, whole.end);
+        whole.end = streamed.end.clone();
+        assert_eq!(streamed, whole);
+        // Each worker's records in end order.
+        for wk in 0..5 {
+            let ends: Vec<u64> = streamed
+                .tasks()
+                .filter(|(r, _)| r.worker == wk)
+                .map(|(r, _)| r.end.0)
+                .collect();
+            assert!(ends.windows(2).all(|p| p[0] <= p[1]), "worker {wk}");
+        }
+    }
+
+    #[test]
+    fn a_duplicate_id_names_both_lines() {
+        let d = tempfile::tempdir().unwrap();
+        let tasks = file(
+            d.path(),
+            "tasks.csv",
+            "id,type,worker,start,end\n1,a,0,0,1\n7,a,0,1,2\n\n3,a,1,0,1\n7,b,1,1,2\n",
+        );
+        let e = import_csv(&tasks, &ImportOptions::new(TimeUnit::Ns))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tasks.csv:6: id"), "{e}");
+        assert!(e.contains("line 3 has the same"), "{e}");
+        assert!(e.contains('7'), "{e}");
     }
 
     #[test]

@@ -9,25 +9,17 @@
 //! not have get documented stand-ins (a task's ready time is its start time...), never
 //! guesses dressed as measurements.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 
-use crate::{
-    Arch, Chunk, CodeletId, CodeletInfo, RunMeta, TaskChunk, TaskId, TaskRecord, Trace, WorkerId,
-    WorkerInfo,
-};
-
+mod builder;
 mod csv;
 mod energy;
 mod starpu;
 mod table;
 
-pub use csv::import_csv;
+pub use csv::{import_csv, import_csv_to, ImportWritten};
 pub use starpu::{import_starpu, StarpuImport, StarpuSkipped};
-
-/// Records per task chunk in an imported trace.
-const RECORDS_PER_CHUNK: usize = 4096;
 
 /// The unit of the times in an imported file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -67,6 +59,12 @@ impl TimeUnit {
     /// ms is 130103336 ns, not a float's neighbour of it); digits below 1 ns are rounded
     /// half up. Exponent forms (`1.5e-3`) go through `f64`. Negative times are refused.
     pub fn parse_ns(self, s: &str) -> Option<u64> {
+        self.parse_plain_ns(s.as_bytes())
+            .or_else(|| self.parse_general_ns(s))
+    }
+
+    /// [`TimeUnit::parse_ns`] for any text (the plain case's slow path).
+    fn parse_general_ns(self, s: &str) -> Option<u64> {
         let s = s.trim();
         let s = s.strip_prefix('+').unwrap_or(s);
         if s.contains(['e', 'E']) {
@@ -92,6 +90,48 @@ impl TimeUnit {
             ns += 1;
         }
         u64::try_from(ns).ok()
+    }
+}
+
+impl TimeUnit {
+    /// The common case of [`TimeUnit::parse_ns`] in one pass: digits, optionally a `.` and
+    /// at most as many digits as the unit has below a nanosecond, no sign, space or
+    /// exponent, and small enough for a `u64` without checks (at most 19 digits). `None`
+    /// sends the text to the general path, which decides.
+    #[inline]
+    fn parse_plain_ns(self, s: &[u8]) -> Option<u64> {
+        let k = self.ns_digits() as usize;
+        if s.is_empty() || s.len() > 19 {
+            return None;
+        }
+        let mut v: u64 = 0;
+        let mut frac: Option<usize> = None;
+        for &b in s {
+            match b {
+                b'0'..=b'9' => {
+                    if let Some(f) = &mut frac {
+                        if *f == k {
+                            return None;
+                        }
+                        *f += 1;
+                    }
+                    v = v * 10 + u64::from(b - b'0');
+                }
+                b'.' if frac.is_none() => frac = Some(0),
+                _ => return None,
+            }
+        }
+        let digits = s.len() - usize::from(frac.is_some());
+        if digits == 0 {
+            return None;
+        }
+        // At most 19 digits read, and at most 9 more to scale: the product can exceed a
+        // `u64` only past 19 digits in all.
+        let scale = k - frac.unwrap_or(0);
+        if digits + scale > 19 {
+            return None;
+        }
+        Some(v * 10u64.pow(scale as u32))
     }
 }
 
@@ -275,129 +315,6 @@ impl ImportOptions {
     }
 }
 
-/// Collects imported task executions and assembles the trace.
-struct TraceBuilder {
-    codelets: Vec<CodeletInfo>,
-    by_name: HashMap<String, CodeletId>,
-    /// Records per worker, in blocks of [`RECORDS_PER_CHUNK`] (72 bytes a task and no
-    /// growth slack: a single growing vector would hold up to twice that).
-    records: BTreeMap<WorkerId, Vec<Vec<TaskRecord>>>,
-    /// Predecessors of the tasks that have some (StarPU's `DependsOn`; CSV has none).
-    preds: HashMap<TaskId, Vec<TaskId>>,
-    archs: BTreeMap<WorkerId, Arch>,
-}
-
-impl TraceBuilder {
-    fn new() -> Self {
-        TraceBuilder {
-            codelets: Vec::new(),
-            by_name: HashMap::new(),
-            records: BTreeMap::new(),
-            preds: HashMap::new(),
-            archs: BTreeMap::new(),
-        }
-    }
-
-    /// The id of the codelet called `name`, declared on first use.
-    fn codelet(&mut self, name: &str, arch: Arch) -> CodeletId {
-        let id = match self.by_name.get(name) {
-            Some(&id) => id,
-            None => {
-                let id = self.codelets.len() as CodeletId;
-                self.by_name.insert(name.to_string(), id);
-                self.codelets.push(CodeletInfo {
-                    id,
-                    name: name.to_string(),
-                    archs: Vec::new(),
-                });
-                id
-            }
-        };
-        let archs = &mut self.codelets[id as usize].archs;
-        if !archs.contains(&arch) {
-            archs.push(arch);
-            archs.sort();
-        }
-        id
-    }
-
-    fn push(&mut self, record: TaskRecord, preds: Vec<TaskId>) {
-        self.archs.entry(record.worker).or_insert(record.arch);
-        if !preds.is_empty() {
-            self.preds.insert(record.id, preds);
-        }
-        let blocks = self.records.entry(record.worker).or_default();
-        match blocks.last_mut() {
-            Some(b) if b.len() < RECORDS_PER_CHUNK => b.push(record),
-            _ => {
-                let mut b = Vec::with_capacity(RECORDS_PER_CHUNK);
-                b.push(record);
-                blocks.push(b);
-            }
-        }
-    }
-
-    fn workers(&self) -> BTreeSet<WorkerId> {
-        self.records.keys().copied().collect()
-    }
-
-    /// The trace: one run of chunks per worker, each worker's records in end order.
-    fn build(self, source: &str, file: &Path, energy: Option<energy::Energy>) -> Trace {
-        let mut params = BTreeMap::new();
-        params.insert("import.source".to_string(), source.to_string());
-        params.insert("import.file".to_string(), file.display().to_string());
-        let meta = RunMeta {
-            taskwatt_version: env!("CARGO_PKG_VERSION").to_string(),
-            policy: "unknown (imported)".to_string(),
-            params,
-            workers: self
-                .archs
-                .iter()
-                .map(|(&id, &arch)| WorkerInfo {
-                    id,
-                    arch,
-                    cpu: None,
-                    core: None,
-                    package: 0,
-                    numa: None,
-                    device: None,
-                })
-                .collect(),
-            ..RunMeta::default()
-        };
-        let mut chunks = vec![Chunk::Meta(meta), Chunk::Codelets(self.codelets)];
-        let no_preds: Vec<TaskId> = Vec::new();
-        for (_, blocks) in self.records {
-            // One worker at a time is made contiguous (each block freed as it is copied).
-            let mut recs = Vec::with_capacity(blocks.iter().map(Vec::len).sum());
-            for b in blocks {
-                recs.extend(b);
-            }
-            recs.sort_unstable_by_key(|r| (r.end, r.start, r.id));
-            for part in recs.chunks(RECORDS_PER_CHUNK) {
-                let mut c = TaskChunk::with_capacity(part.len(), 0);
-                for r in part {
-                    c.push(*r, self.preds.get(&r.id).unwrap_or(&no_preds));
-                }
-                chunks.push(Chunk::Tasks(c));
-            }
-        }
-        if let Some(e) = energy {
-            chunks.push(Chunk::Meters {
-                meters: vec![e.meter],
-                domains: e.domains,
-            });
-            chunks.push(Chunk::Samples(e.samples));
-        }
-        let mut tally = crate::writer::EndTally::default();
-        chunks.iter().for_each(|c| tally.add(c));
-        let mut trace = Trace::from_chunks(chunks);
-        // No wall clock in the sources: the End records the counts and the span only.
-        trace.end = Some(tally.end(0));
-        trace
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,6 +379,37 @@ mod tests {
         for bad in ["", ".", "-1", "1,5", "abc", "1.2.3", "nan", "-1e3"] {
             assert_eq!(TimeUnit::Ms.parse_ns(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn the_plain_fast_path_agrees_with_the_general_one() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut fast = 0;
+        for _ in 0..200_000 {
+            let int = next() % 10u64.pow((next() % 20) as u32).max(1);
+            let frac_len = (next() % 12) as usize;
+            let frac: String = (0..frac_len)
+                .map(|_| char::from(b'0' + (next() % 10) as u8))
+                .collect();
+            let text = match next() % 3 {
+                0 => int.to_string(),
+                1 => format!("{int}.{frac}"),
+                _ => format!(".{frac}"),
+            };
+            for unit in [TimeUnit::S, TimeUnit::Ms, TimeUnit::Us, TimeUnit::Ns] {
+                if let Some(v) = unit.parse_plain_ns(text.as_bytes()) {
+                    fast += 1;
+                    assert_eq!(Some(v), unit.parse_general_ns(&text), "{text} {unit}");
+                }
+            }
+        }
+        assert!(fast > 100_000, "the fast path was taken {fast} times");
     }
 
     #[test]

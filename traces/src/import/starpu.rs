@@ -20,8 +20,9 @@ use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
+use super::builder::TraceBuilder;
 use super::energy::read_energy;
-use super::{ImportOptions, TimeUnit, TraceBuilder};
+use super::{ImportOptions, TimeUnit};
 use crate::error::shorten;
 use crate::{Arch, TaskId, TaskRecord, TaskStatus, Timestamp, Trace, TraceError, WorkerId};
 
