@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use taskwatt::energy::attribution::{
-    attribute_trace, render_report, Attribution, AttributionOptions, KeyKind, RenderOptions,
-    RowWeights, SensorModel, Solver,
+    attribute, attribute_trace, render_report, Attribution, AttributionOptions, KeyKind,
+    RenderOptions, RowWeights, SensorModel, Solver, TraceParts,
 };
 use taskwatt::plots;
-use taskwatt::traces::{read_trace, RunOutcome, Trace};
+use taskwatt::traces::{read_trace_without_tasks, RunOutcome, TaskStream, Trace};
 
 use super::CliResult;
 
@@ -167,19 +167,10 @@ pub(crate) fn report(a: ReportArgs) -> CliResult {
         }
         r.trace
     } else {
-        match read_trace(&a.trace) {
-            Ok(t) => t,
-            Err(
-                e @ (taskwatt::traces::TraceError::Truncated { .. }
-                | taskwatt::traces::TraceError::Corrupt { .. }
-                | taskwatt::traces::TraceError::CutShort { .. }),
-            ) => {
-                return Err(
-                    format!("{e}\n  rerun with --recover to report on its complete chunks").into(),
-                )
-            }
-            Err(e) => return Err(e.into()),
-        }
+        // Everything but the tasks, which the attribution then reads chunk by chunk from
+        // the file (`attribute_streamed`): a 10 M-task trace's records are never all in
+        // memory.
+        read_trace_without_tasks(&a.trace).map_err(with_recover_hint)?
     };
     warn_outcome(&a.trace, &trace);
     if let Some(dir) = &a.csv {
@@ -195,18 +186,50 @@ pub(crate) fn report(a: ReportArgs) -> CliResult {
         super::refuse_dir_over_inputs(dir, "--svg", &[], Some("svg"), &[&a.trace])?;
     }
     let opts = a.attribution.options();
-    let att = attribute_trace(&trace, &opts)?;
+    let source = (!a.recover).then_some(a.trace.as_path());
+    let att = attribute_from(source, &trace, &opts)?;
     emit(&trace, &att, a.json, a.csv.as_deref(), a.svg.as_deref())?;
     if !a.json {
-        print!("{}", sensor_check(&trace, &att, &opts)?);
+        print!("{}", sensor_check(source, &trace, &att, &opts)?);
     }
     Ok(())
+}
+
+/// A fault in the file, with how to report on what it holds.
+fn with_recover_hint(e: taskwatt::traces::TraceError) -> Box<dyn std::error::Error> {
+    match e {
+        e @ (taskwatt::traces::TraceError::Truncated { .. }
+        | taskwatt::traces::TraceError::Corrupt { .. }
+        | taskwatt::traces::TraceError::CutShort { .. }) => {
+            format!("{e}\n  rerun with --recover to report on its complete chunks").into()
+        }
+        e => e.into(),
+    }
+}
+
+/// Attributes `trace`, whose tasks are its own (`source` is `None`) or are streamed from
+/// the file `source` (`trace` then has none: `read_trace_without_tasks`).
+fn attribute_from(
+    source: Option<&Path>,
+    trace: &Trace,
+    opts: &AttributionOptions,
+) -> Result<Attribution, Box<dyn std::error::Error>> {
+    let Some(path) = source else {
+        return Ok(attribute_trace(trace, opts)?);
+    };
+    let expected = trace.end.as_ref().map_or(0, |e| e.tasks);
+    let mut tasks = TaskStream::open(path, expected)?;
+    let att = attribute(&TraceParts::from_trace(trace), &mut tasks, opts);
+    // A fault in a task chunk ended the stream early: it, not a result on part of the tasks.
+    tasks.finish().map_err(with_recover_hint)?;
+    Ok(att?)
 }
 
 /// Where the trace knows the truth and a domain's sensor is not an ideal counter: each
 /// type's error under the sensor-aware model beside the error clipping gives (the seed
 /// paper's model), from a second attribution with `--sensor-model clip`.
 pub(crate) fn sensor_check(
+    source: Option<&Path>,
     trace: &Trace,
     att: &Attribution,
     opts: &AttributionOptions,
@@ -219,7 +242,8 @@ pub(crate) fn sensor_check(
     {
         return Ok(out);
     }
-    let clip = attribute_trace(
+    let clip = attribute_from(
+        source,
         trace,
         &AttributionOptions {
             sensor_model: SensorModel::Clip,

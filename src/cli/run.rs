@@ -188,7 +188,7 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
             report::emit(trace, att, false, None, None)?;
             print!(
                 "{}",
-                report::sensor_check(trace, att, &a.attribution.options())?
+                report::sensor_check(None, trace, att, &a.attribution.options())?
             );
         }
     }
