@@ -250,18 +250,7 @@ impl Trace {
     /// (see [`AtomicPath`](crate::AtomicPath)): a failure keeps what was there.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<WriteSummary, TraceError> {
         let path = path.as_ref();
-        // Named here: the writer's error would name its temporary file beside it.
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if !dir.is_dir() {
-                return Err(TraceError::Io {
-                    path: path.to_owned(),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        format!("its directory {} does not exist", dir.display()),
-                    ),
-                });
-            }
-        }
+        check_dir_of(path)?;
         let target = crate::AtomicPath::new(path);
         let w = TraceWriter::create(target.path())?;
         let sink = w.sink();
@@ -310,6 +299,23 @@ impl Trace {
         target.commit()?;
         Ok(summary)
     }
+}
+
+/// An error naming `path` when its directory does not exist: checked before writing,
+/// since the writer's own error would name the temporary file beside it.
+pub(crate) fn check_dir_of(path: &Path) -> Result<(), TraceError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            return Err(TraceError::Io {
+                path: path.to_owned(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("its directory {} does not exist", dir.display()),
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

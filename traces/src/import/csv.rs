@@ -48,6 +48,7 @@ pub fn import_csv_to(
     out: impl AsRef<Path>,
 ) -> Result<ImportWritten, TraceError> {
     let path = tasks.as_ref();
+    crate::trace::check_dir_of(out.as_ref())?;
     let (b, energy) = read(path, opts)?;
     let target = crate::AtomicPath::new(out.as_ref());
     let w = crate::TraceWriter::create(target.path())?;
@@ -266,6 +267,22 @@ mod tests {
                 .collect();
             assert!(ends.windows(2).all(|p| p[0] <= p[1]), "worker {wk}");
         }
+    }
+
+    #[test]
+    fn an_output_in_a_missing_directory_is_named_not_its_temporary_file() {
+        let d = tempfile::tempdir().unwrap();
+        let tasks = file(d.path(), "tasks.csv", "type,worker,start,end\na,0,0,1\n");
+        let out = d.path().join("nowhere").join("t.twt");
+        let e = import_csv_to(&tasks, &ImportOptions::new(TimeUnit::Ns), &out)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("nowhere/t.twt")
+                && e.contains("does not exist")
+                && !e.contains(".t.twt.tmp"),
+            "{e}"
+        );
     }
 
     #[test]
