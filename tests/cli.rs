@@ -421,3 +421,40 @@ fn an_empty_starpu_file_is_refused() {
     assert!(err.contains("no executed task"), "{err}");
     assert!(!d.path().join("o.twt").exists());
 }
+
+#[test]
+fn an_n_the_tile_does_not_divide_is_padded_for_cholesky_and_gemm_and_refused_by_the_stencil() {
+    for (app, tasks) in [("cholesky", 20), ("gemm", 64)] {
+        let json = ok(&[
+            "run",
+            app,
+            "--n",
+            "500",
+            "--tile",
+            "128",
+            "--workers",
+            "2",
+            "--no-energy",
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        // 4 x 4 tiles, the last row and column padded (500 -> 512).
+        assert_eq!(v["app"]["tasks"], tasks, "{app}");
+        assert_eq!(v["app"]["check"]["passed"], true, "{app}");
+    }
+    let out = taskwatt(&[
+        "run",
+        "stencil",
+        "--n",
+        "500",
+        "--tile",
+        "128",
+        "--no-energy",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--n 500 is not a multiple of --tile 128"),
+        "{err}"
+    );
+}

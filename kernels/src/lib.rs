@@ -93,4 +93,4 @@ pub use error::KernelError;
 pub use scalar::Scalar;
 pub use stencil::{heat_step, Neighbours};
 pub use tile::Tile;
-pub use tiled::TiledMatrix;
+pub use tiled::{padded_order, TiledMatrix};

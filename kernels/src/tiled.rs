@@ -16,6 +16,24 @@
 
 use crate::{random, KernelError, Scalar, Tile};
 
+/// The order of the matrix a tiled algorithm works on for a problem of order `n` in
+/// tiles of order `nb`: `n` rounded up to a multiple of `nb`. The rows and columns past
+/// `n` are padding, made so that they do not change the result on the first `n`
+/// ([`TiledMatrix::random_spd`], [`TiledMatrix::random`]); the work on them is done, and
+/// is not the problem's.
+///
+/// # Errors
+/// [`KernelError::ZeroTileSize`] if `nb == 0`; [`KernelError::TooManyTiles`] if the
+/// rounded order overflows.
+pub fn padded_order(n: usize, nb: usize) -> Result<usize, KernelError> {
+    if nb == 0 {
+        return Err(KernelError::ZeroTileSize);
+    }
+    n.div_ceil(nb)
+        .checked_mul(nb)
+        .ok_or(KernelError::TooManyTiles { n, nb })
+}
+
 /// An `n x n` matrix of `T` (`f64` by default) split into `nb x nb` tiles; see the module
 /// docs.
 #[derive(Clone, Debug, PartialEq)]
@@ -110,7 +128,12 @@ impl<T: Scalar> TiledMatrix<T> {
     /// the diagonal of its generated matrix.) Rounding to f32 keeps it SPD: each element
     /// moves by at most `2^-24` relative, far less than the diagonal's margin of 1.
     ///
-    /// Errors as [`TiledMatrix::empty`].
+    /// When `nb` does not divide `n`, the matrix is of order [`padded_order`]`(n, nb)`:
+    /// its first `n` rows and columns are the matrix of order `n`, the rest the identity's
+    /// (see [`TiledMatrix::spd_tile`]), so that its Cholesky factor is the order-`n`
+    /// factor beside the identity, exactly.
+    ///
+    /// Errors as [`TiledMatrix::empty`] (of the padded order).
     pub fn random_spd(n: usize, nb: usize, seed: u64) -> Result<Self, KernelError> {
         Ok(Self::random_spd_while(n, nb, seed, &|| true)?.expect("never stopped"))
     }
@@ -123,7 +146,14 @@ impl<T: Scalar> TiledMatrix<T> {
         seed: u64,
         go: &dyn Fn() -> bool,
     ) -> Result<Option<Self>, KernelError> {
-        Self::fill_while(n, nb, true, &|i, j| Self::spd_tile(n, nb, seed, i, j), go)
+        let padded = padded_order(n, nb)?;
+        Self::fill_while(
+            padded,
+            nb,
+            true,
+            &|i, j| Self::spd_tile(n, nb, seed, i, j),
+            go,
+        )
     }
 
     /// An `n`-order matrix of `nb` tiles made by `tile(i, j)`, the lower ones only when
@@ -149,17 +179,23 @@ impl<T: Scalar> TiledMatrix<T> {
 
     /// Tile `(i, j)` of [`TiledMatrix::random_spd`]`(n, nb, seed)`, built alone. Any `(i, j)`
     /// works (an upper tile is the transpose of its mirror), so a task can generate its own
-    /// tile.
+    /// tile. Past row or column `n` (the padding of an `n` that `nb` does not divide) it
+    /// is the identity's: 1 on the diagonal, 0 elsewhere.
     pub fn spd_tile(n: usize, nb: usize, seed: u64, i: usize, j: usize) -> Tile<T> {
         Tile::from_fn(nb, |r, c| {
             let (gr, gc) = ((i * nb + r) as u64, (j * nb + c) as u64);
+            if gr.max(gc) >= n as u64 {
+                return if gr == gc { T::from_f64(1.0) } else { T::ZERO };
+            }
             let v = random::unit(seed, gr.max(gc), gr.min(gc));
             T::from_f64(if gr == gc { v + n as f64 } else { v })
         })
     }
 
     /// A reproducible general matrix with elements uniform in `[-1, 1)`, all tiles (for
-    /// tiled GEMM). Errors as [`TiledMatrix::empty`].
+    /// tiled GEMM). When `nb` does not divide `n`, it is of order [`padded_order`]`(n, nb)`,
+    /// zero past row and column `n`. Errors as [`TiledMatrix::empty`] (of the padded
+    /// order).
     pub fn random(n: usize, nb: usize, seed: u64) -> Result<Self, KernelError> {
         Ok(Self::random_while(n, nb, seed, &|| true)?.expect("never stopped"))
     }
@@ -172,14 +208,34 @@ impl<T: Scalar> TiledMatrix<T> {
         seed: u64,
         go: &dyn Fn() -> bool,
     ) -> Result<Option<Self>, KernelError> {
-        Self::fill_while(n, nb, false, &|i, j| Self::random_tile(nb, seed, i, j), go)
+        let padded = padded_order(n, nb)?;
+        Self::fill_while(
+            padded,
+            nb,
+            false,
+            &|i, j| Self::random_tile_in(n, nb, seed, i, j),
+            go,
+        )
     }
 
-    /// Tile `(i, j)` of [`TiledMatrix::random`]`(_, nb, seed)`, built alone (it does not
-    /// depend on `n`).
+    /// Tile `(i, j)` of [`TiledMatrix::random`]`(n, nb, seed)` for an `n` that `nb`
+    /// divides, built alone (it does not depend on `n`).
     pub fn random_tile(nb: usize, seed: u64, i: usize, j: usize) -> Tile<T> {
         Tile::from_fn(nb, |r, c| {
             T::from_f64(2.0 * random::unit(seed, (i * nb + r) as u64, (j * nb + c) as u64) - 1.0)
+        })
+    }
+
+    /// Tile `(i, j)` of [`TiledMatrix::random`]`(n, nb, seed)` for any `n`: as
+    /// [`TiledMatrix::random_tile`], and 0 past row or column `n` (the padding), so that a
+    /// product of padded matrices is the order-`n` product beside zeros, exactly.
+    pub fn random_tile_in(n: usize, nb: usize, seed: u64, i: usize, j: usize) -> Tile<T> {
+        Tile::from_fn(nb, |r, c| {
+            let (gr, gc) = ((i * nb + r) as u64, (j * nb + c) as u64);
+            if gr.max(gc) >= n as u64 {
+                return T::ZERO;
+            }
+            T::from_f64(2.0 * random::unit(seed, gr, gc) - 1.0)
         })
     }
 
@@ -304,6 +360,59 @@ impl<T: Scalar> TiledMatrix<T> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_padded_cholesky_and_product_are_the_unpadded_ones_beside_the_identity_and_zeros() {
+        // n = 10 in tiles of 4 (padded to 12), against tiles of 2 (no padding).
+        let (n, seed) = (10, 7);
+        assert_eq!(padded_order(n, 4), Ok(12));
+        assert_eq!(padded_order(n, 0), Err(KernelError::ZeroTileSize));
+        let mut padded = TiledMatrix::random_spd(n, 4, seed).unwrap();
+        let mut exact = TiledMatrix::random_spd(n, 2, seed).unwrap();
+        assert_eq!((padded.n(), exact.n()), (12, 10));
+        crate::sequential::cholesky(&mut padded).unwrap();
+        crate::sequential::cholesky(&mut exact).unwrap();
+        let (p, e) = (padded.to_dense(), exact.to_dense());
+        for c in 0..12 {
+            for r in c..12 {
+                let got = p[r + c * 12];
+                if r < n && c < n {
+                    let want = e[r + c * n];
+                    assert!(
+                        (got - want).abs() <= 1e-12 * want.abs().max(1.0),
+                        "L[{r}][{c}]"
+                    );
+                } else {
+                    assert_eq!(got, if r == c { 1.0 } else { 0.0 }, "padding L[{r}][{c}]");
+                }
+            }
+        }
+        // C = A B on padded operands: the order-n product, zeros past it.
+        let (a, b) = (
+            TiledMatrix::random(n, 4, 1).unwrap(),
+            TiledMatrix::random(n, 4, 2).unwrap(),
+        );
+        let (a2, b2) = (
+            TiledMatrix::random(n, 2, 1).unwrap(),
+            TiledMatrix::random(n, 2, 2).unwrap(),
+        );
+        let mut c = TiledMatrix::zeros(12, 4).unwrap();
+        let mut c2 = TiledMatrix::zeros(n, 2).unwrap();
+        crate::sequential::gemm(1.0, &a, &b, 0.0, &mut c).unwrap();
+        crate::sequential::gemm(1.0, &a2, &b2, 0.0, &mut c2).unwrap();
+        let (p, e) = (c.to_dense(), c2.to_dense());
+        for col in 0..12 {
+            for r in 0..12 {
+                let got = p[r + col * 12];
+                if r < n && col < n {
+                    assert!((got - e[r + col * n]).abs() <= 1e-12, "C[{r}][{col}]");
+                } else {
+                    assert_eq!(got, 0.0, "padding C[{r}][{col}]");
+                }
+            }
+        }
+    }
+
     use super::*;
     // Constructors name no element type; the tests below are about f64 matrices.
     type TiledMatrix = super::TiledMatrix<f64>;

@@ -318,12 +318,22 @@ pub fn run_with<T: DistScalar>(
     seed: u64,
     check: bool,
 ) -> Result<DistOutcome, DistError> {
-    if nb == 0 || n == 0 || !n.is_multiple_of(nb) {
+    if nb == 0 || n == 0 {
         return Err(DistError::NoMpi(format!(
-            "--n {n} must be a positive multiple of --tile {nb}"
+            "--n {n} and --tile {nb} must be positive"
         )));
     }
-    let nt = n / nb;
+    // Cholesky and GEMM pad an `n` that the tile does not divide (`padded_order`): the
+    // padding is the identity's or zeros, which leave the first `n` rows and columns
+    // exact. The stencil's grid is not padded (the padding would be part of its boundary).
+    if matches!(app, DistApp::Stencil) && !n.is_multiple_of(nb) {
+        return Err(DistError::NoMpi(format!(
+            "--n {n} is not a multiple of --tile {nb}: the stencil's grid is not padded; \
+             pick a tile that divides n"
+        )));
+    }
+    let nt = n.div_ceil(nb);
+    let order = nt * nb;
     let g = BlockCyclic::of(d.size());
     let cl = T::codelets();
     // Each arm starts the clock at its first submission, after registering (and, on the
@@ -369,7 +379,7 @@ pub fn run_with<T: DistScalar>(
             }
             d.wait_all()?;
             let m = start.elapsed().as_secs_f64();
-            let got = result(d, a, n, nb, check)?;
+            let got = result(d, a, order, nb, check)?;
             let want: Want<T> = Box::new(move || {
                 let mut r = TiledMatrix::<T>::random_spd(n, nb, seed).expect("valid sizes");
                 sequential::cholesky(&mut r).expect("SPD");
@@ -379,10 +389,10 @@ pub fn run_with<T: DistScalar>(
         }
         DistApp::Gemm => {
             let a = register(d, g, nt, nb, false, |i, j| {
-                TiledMatrix::<T>::random_tile(nb, seed, i, j)
+                TiledMatrix::<T>::random_tile_in(n, nb, seed, i, j)
             })?;
             let b = register(d, g, nt, nb, false, |i, j| {
-                TiledMatrix::<T>::random_tile(nb, seed ^ 0x5eed, i, j)
+                TiledMatrix::<T>::random_tile_in(n, nb, seed ^ 0x5eed, i, j)
             })?;
             let c = register(d, g, nt, nb, false, |_, _| Tile::<T>::zeros(nb))?;
             let start = Instant::now();
@@ -405,14 +415,14 @@ pub fn run_with<T: DistScalar>(
             }
             d.wait_all()?;
             let m = start.elapsed().as_secs_f64();
-            let got = result(d, c, n, nb, check)?;
+            let got = result(d, c, order, nb, check)?;
             for h in a.into_iter().chain(b).flatten().flatten() {
                 d.unregister(h)?;
             }
             let want: Want<T> = Box::new(move || {
                 let a = TiledMatrix::<T>::random(n, nb, seed).expect("valid sizes");
                 let b = TiledMatrix::<T>::random(n, nb, seed ^ 0x5eed).expect("valid sizes");
-                let mut c = TiledMatrix::<T>::zeros(n, nb).expect("valid sizes");
+                let mut c = TiledMatrix::<T>::zeros(order, nb).expect("valid sizes");
                 sequential::gemm(T::ONE, &a, &b, T::ZERO, &mut c).expect("shapes");
                 c
             });

@@ -49,6 +49,37 @@ fn block_cyclic_grids_are_square_as_can_be() {
 }
 
 #[test]
+fn a_tile_that_does_not_divide_n_pads_cholesky_and_gemm_and_is_refused_by_the_stencil() {
+    // n = 250 in tiles of 64: 4 x 4 tiles, padded to 256 with the identity's rows (Cholesky)
+    // or zeros (GEMM); the result still matches the sequential one on the padded matrix,
+    // whose first 250 rows and columns are the order-250 problem's.
+    for size in [1, 3] {
+        for app in [DistApp::Cholesky, DistApp::Gemm] {
+            let out = job(size, 1, "lws", move |d| run(d, app, 250, 64, 1, 7).unwrap());
+            assert_eq!(
+                out[0].check_passed,
+                Some(true),
+                "{} on {size} ranks",
+                app.name()
+            );
+            let tasks: u64 = out.iter().map(|o| o.stats.tasks).sum();
+            assert_eq!(tasks, if app == DistApp::Cholesky { 20 } else { 64 });
+        }
+    }
+    let e = job(1, 1, "lws", |d| {
+        run(d, DistApp::Stencil, 250, 64, 1, 7).err()
+    });
+    let msg = e[0]
+        .as_ref()
+        .expect("the stencil refuses a ragged grid")
+        .to_string();
+    assert!(
+        msg.contains("--n 250 is not a multiple of --tile 64"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn the_apps_match_the_sequential_result_on_one_to_four_ranks() {
     for size in [1, 2, 3, 4] {
         for app in [DistApp::Cholesky, DistApp::Gemm, DistApp::Stencil] {

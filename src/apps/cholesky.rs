@@ -20,8 +20,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use taskwatt_kernels::{
-    cholesky_residual, flops, gemm_nt, potrf, residual_tolerance_for, syrk, trsm, Scalar, Tile,
-    TiledMatrix,
+    cholesky_residual, flops, gemm_nt, padded_order, potrf, residual_tolerance_for, syrk, trsm,
+    Scalar, Tile, TiledMatrix,
 };
 use taskwatt_runtime::{Codelet, Handle, Runtime, Task, TaskCtx};
 use taskwatt_traces::TraceSink;
@@ -146,7 +146,9 @@ pub(super) fn calibrate<T: AppScalar>(
     };
     let err = kernel_err("cholesky");
     let (n, nb) = (cfg.n, cfg.tile);
-    TiledMatrix::<T>::empty(n, nb).map_err(&err)?;
+    padded_order(n, nb).map_err(&err)?;
+    // Two whole tiles of real values, padding or not (a small or ragged n pads them).
+    let n = n.max(2 * nb);
     let cl = T::codelets();
     let bytes = tile_bytes::<T>(nb);
     let a0 = TiledMatrix::<T>::spd_tile(n, nb, cfg.seed, 0, 0);

@@ -26,7 +26,7 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
     ) else {
         return Err(super::interrupted_while_generating(rt));
     };
-    let nt = a.nt();
+    let (nt, order) = (a.nt(), a.n());
     let inputs = cfg.check.then(|| (a.clone(), b.clone()));
 
     let cpu = |ctx: &taskwatt_runtime::TaskCtx<'_>| {
@@ -61,7 +61,7 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
         v
     };
     let (ha, hb) = (register(a, "A"), register(b, "B"));
-    let hc = register(TiledMatrix::zeros(n, nb).map_err(&err)?, "C");
+    let hc = register(TiledMatrix::zeros(order, nb).map_err(&err)?, "C");
 
     let (start, graph_start) = (Instant::now(), taskwatt_traces::Clock::now());
     for l in 0..nt {
@@ -79,14 +79,15 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
     rt.wait_all()?;
     let (makespan, graph_end) = (start.elapsed(), taskwatt_traces::Clock::now());
 
-    let mut c = TiledMatrix::empty(n, nb).map_err(&err)?;
+    // Of the order of A and B: padded when `nb` does not divide `n`.
+    let mut c = TiledMatrix::empty(order, nb).map_err(&err)?;
     for (idx, h) in hc.into_iter().enumerate() {
         c.insert(idx % nt, idx / nt, rt.unregister(h)?)
             .map_err(&err)?;
     }
     let check = match inputs {
         Some((a, b)) => {
-            let c0 = TiledMatrix::zeros(n, nb).map_err(&err)?;
+            let c0 = TiledMatrix::zeros(order, nb).map_err(&err)?;
             let value = gemm_residual(T::ONE, &a, &b, T::ZERO, &c0, &c).map_err(&err)?;
             let tolerance = residual_tolerance_for::<T>(n);
             Some(Check {

@@ -218,12 +218,23 @@ impl AppConfig {
         if app == App::Stencil && self.steps == 0 {
             return Err(invalid("--steps 0 runs nothing: use at least 1".into()));
         }
+        if app == App::Stencil && !self.n.is_multiple_of(self.tile) {
+            return Err(invalid(format!(
+                "--n {} is not a multiple of --tile {}: the stencil's grid is not padded (the \
+                 padding would be part of its boundary); pick a tile that divides n",
+                self.n, self.tile
+            )));
+        }
         let elem = match (app, self.precision) {
             (App::Stencil, _) | (_, Precision::F64) => 8u64,
             (_, Precision::F32) => 4,
         };
-        let bytes = (self.n as u64)
-            .checked_mul(self.n as u64)
+        // Cholesky and GEMM pad an n that the tile does not divide up to a multiple of it.
+        let order = (self.n as u64)
+            .div_ceil(self.tile as u64)
+            .saturating_mul(self.tile as u64);
+        let bytes = order
+            .checked_mul(order)
             .and_then(|e| e.checked_mul(elem))
             .and_then(|b| b.checked_mul(Self::matrices(app, self.check)));
         let available = taskwatt_runtime::available_memory_bytes();

@@ -446,6 +446,12 @@ fn print_table(o: &RunOutput<'_>) {
     let c = &o.app.config;
     let shape = match o.app.app {
         App::Stencil => format!("n={} tile={} steps={}", c.n, c.tile, c.steps),
+        _ if c.tile > 0 && !c.n.is_multiple_of(c.tile) => format!(
+            "n={} tile={} (padded to {}: its work is in the makespan, not in the GFlop/s)",
+            c.n,
+            c.tile,
+            c.n.div_ceil(c.tile) * c.tile
+        ),
         _ => format!("n={} tile={}", c.n, c.tile),
     };
     let gpus = o.workers.iter().filter(|w| w.device.is_some()).count();
