@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use taskwatt::traces::{import_csv_to, import_starpu, ImportOptions, TimeUnit};
+use taskwatt::traces::{import_csv_to, import_starpu, ImportOptions, ReadProgress, TimeUnit};
 
 use super::CliResult;
 
@@ -98,7 +98,11 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
     let trace = match (&a.tasks, &a.starpu) {
         (Some(t), _) => {
             // Straight to the file, never the whole trace in memory.
-            let w = import_csv_to(t, &opts, &a.output)?;
+            let read = ReadProgress::new();
+            let shown = ReadBar::start(t, read.clone());
+            let w = import_csv_to(t, &opts.progress(read), &a.output);
+            drop(shown);
+            let w = w?;
             if let (Some(tasks), Some(samples)) = (w.task_span, w.sample_span) {
                 warn_if_disjoint(tasks, samples, unit);
             }
@@ -169,5 +173,62 @@ fn warn_if_disjoint((first, last): (u64, u64), (s0, s1): (u64, u64), unit: TimeU
             s0 as f64 * 1e-9,
             s1 as f64 * 1e-9
         );
+    }
+}
+
+/// The bytes of a tasks file read so far, on stderr while the import runs (indicatif's
+/// bar, hidden when stderr is not a terminal); cleared when dropped. Against the file's
+/// size, unless it is compressed (then the bytes alone: they are counted decompressed).
+struct ReadBar {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ReadBar {
+    fn start(path: &std::path::Path, read: ReadProgress) -> ReadBar {
+        use indicatif::{ProgressBar, ProgressStyle};
+        let gz = path.extension().is_some_and(|e| e == "gz");
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let bar = if gz || size == 0 {
+            ProgressBar::new_spinner().with_style(
+                ProgressStyle::with_template("{spinner} {msg}: {bytes} read ({bytes_per_sec})")
+                    .expect("valid template"),
+            )
+        } else {
+            ProgressBar::new(size).with_style(
+                ProgressStyle::with_template(
+                    "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+                )
+                .expect("valid template")
+                .progress_chars("=> "),
+            )
+        };
+        bar.set_message(format!("reading {}", path.display()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                let n = read.bytes();
+                bar.set_position(n);
+                if !gz && size > 0 && n >= size {
+                    bar.set_message("sorting each worker's tasks and writing".to_string());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            bar.finish_and_clear();
+        });
+        ReadBar {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ReadBar {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }

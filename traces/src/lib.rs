@@ -81,8 +81,8 @@ pub use export::{
 };
 pub use format::FORMAT_VERSION;
 pub use import::{
-    import_csv, import_csv_to, import_starpu, ImportOptions, ImportWritten, StarpuImport,
-    StarpuSkipped, TimeUnit,
+    import_csv, import_csv_to, import_starpu, ImportOptions, ImportWritten, ReadProgress,
+    StarpuImport, StarpuSkipped, TimeUnit,
 };
 pub use model::*;
 pub use observe::ExecutionObserver;

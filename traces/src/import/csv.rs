@@ -75,12 +75,13 @@ pub fn import_csv_to(
 /// Reads the tasks and the energy.
 fn read(path: &Path, opts: &ImportOptions) -> Result<(TraceBuilder, Option<Energy>), TraceError> {
     let unit = opts.time_unit;
-    let (mut t, format) = Table::open_any(
+    let (mut t, format) = Table::open_counted(
         path,
         &[
             &["type", "worker", "start", "end"],
             &["codelet", "worker", "start_ns", "end_ns"],
         ],
+        opts.progress.as_ref().map(|p| p.0.clone()),
     )?;
     // `taskwatt export --format csv` writes times in ns under these names.
     let exported = format == 1;
@@ -283,6 +284,18 @@ mod tests {
                 && !e.contains(".t.twt.tmp"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_progress_counts_every_byte_of_the_tasks_file() {
+        let d = tempfile::tempdir().unwrap();
+        let text = "type,worker,start,end\na,0,0,1\nb,1,0,2\n";
+        let tasks = file(d.path(), "tasks.csv", text);
+        let read = crate::ReadProgress::new();
+        let opts = ImportOptions::new(TimeUnit::Ns).progress(read.clone());
+        import_csv(&tasks, &opts).unwrap();
+        assert_eq!(read.bytes(), text.len() as u64);
+        assert_eq!(opts.progress, Some(read), "equal: the same counter");
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod starpu;
 mod table;
 
 pub use csv::{import_csv, import_csv_to, ImportWritten};
+
 pub use starpu::{import_starpu, StarpuImport, StarpuSkipped};
 
 /// The unit of the times in an imported file.
@@ -177,6 +178,32 @@ pub struct ImportOptions {
     /// The samples' `energy_j` column is a raw counter (in J) that wraps after this many
     /// J: each step back is undone by adding the range (RAPL's `max_energy_range_uj`).
     pub wrap_range_j: Option<f64>,
+    /// Counts the bytes of the tasks file read so far (`tasks.csv`, after decompression),
+    /// for a progress display on another thread.
+    pub progress: Option<ReadProgress>,
+}
+
+/// A count of the bytes an import has read of its tasks file, shared with the thread that
+/// shows it ([`ImportOptions::progress`]). Two are equal when they are the same counter.
+#[derive(Clone, Debug, Default)]
+pub struct ReadProgress(pub(crate) std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl ReadProgress {
+    /// A counter at 0.
+    pub fn new() -> ReadProgress {
+        ReadProgress::default()
+    }
+
+    /// Bytes read so far.
+    pub fn bytes(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl PartialEq for ReadProgress {
+    fn eq(&self, other: &ReadProgress) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// Opens `path` for reading, decompressing it on the fly when it starts with gzip's magic
@@ -275,7 +302,14 @@ impl ImportOptions {
             update_interval_ns: None,
             resolution_j: None,
             wrap_range_j: None,
+            progress: None,
         }
+    }
+
+    /// Counts the bytes of the tasks file read into `progress` as the import goes.
+    pub fn progress(mut self, progress: ReadProgress) -> Self {
+        self.progress = Some(progress);
+        self
     }
 
     /// The samples' energy is a raw counter wrapping after `range_j` J.

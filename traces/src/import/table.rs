@@ -50,6 +50,8 @@ pub(super) struct Table {
 /// the read-ahead are kept.
 struct LineEnds {
     inner: Box<dyn BufRead>,
+    /// Where the bytes read are counted for a progress display, if anywhere.
+    counted: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     offset: u64,
     ends: Rc<RefCell<VecDeque<(u64, u8)>>>,
 }
@@ -62,6 +64,9 @@ impl Read for LineEnds {
             ends.push_back((self.offset + i as u64, buf[i]));
         }
         self.offset += n as u64;
+        if let Some(c) = &self.counted {
+            c.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(n)
     }
 }
@@ -85,10 +90,20 @@ impl Table {
     /// `formats` (the first that matches is returned with its index); the error names the
     /// first format's columns.
     pub(super) fn open_any(path: &Path, formats: &[&[&str]]) -> Result<(Table, usize), TraceError> {
+        Table::open_counted(path, formats, None)
+    }
+
+    /// As [`Table::open_any`], counting the bytes read into `counted`.
+    pub(super) fn open_counted(
+        path: &Path,
+        formats: &[&[&str]],
+        counted: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    ) -> Result<(Table, usize), TraceError> {
         let required = formats[0];
         let ends = Rc::new(RefCell::new(VecDeque::new()));
         let input = LineEnds {
             inner: super::open_text(path)?,
+            counted,
             offset: 0,
             ends: Rc::clone(&ends),
         };
