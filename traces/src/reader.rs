@@ -362,11 +362,26 @@ impl Iterator for TraceReader {
 /// End chunk ([`TraceError::CutShort`]) is an error. Use [`recover_trace`] to get what a
 /// damaged file still holds.
 pub fn read_trace(path: impl AsRef<Path>) -> Result<Trace, TraceError> {
+    read_trace_where(path.as_ref(), |_| true)
+}
+
+/// Every chunk of the trace at `path` but its tasks, checked as [`read_trace`] checks
+/// them: the task chunks are stepped over without decoding (their count is the End
+/// chunk's, `trace.end`), for a reader that then streams them with [`TaskStream`]. With
+/// the two, a report on 10 M tasks never holds their 720 MB of records.
+pub fn read_trace_without_tasks(path: impl AsRef<Path>) -> Result<Trace, TraceError> {
+    read_trace_where(path.as_ref(), |k| k != ChunkKind::Tasks)
+}
+
+/// The chunks `want` keeps of the trace at `path`, strictly (see [`read_trace`]).
+fn read_trace_where(path: &Path, want: impl Fn(ChunkKind) -> bool) -> Result<Trace, TraceError> {
     let mut r = TraceReader::open(path)?;
     let mut t = Trace::default();
     loop {
         let at = r.offset();
-        let Some(chunk) = r.next_chunk()? else { break };
+        let Some(chunk) = r.next_chunk_where(&want)? else {
+            break;
+        };
         if t.end.is_some() {
             return Err(after_end(&r, at, &chunk));
         }
@@ -383,33 +398,6 @@ pub fn read_trace(path: impl AsRef<Path>) -> Result<Trace, TraceError> {
     t.accesses.shrink_to_fit();
     t.samples.shrink_to_fit();
     t.transfers.shrink_to_fit();
-    Ok(t)
-}
-
-/// Every chunk of the trace at `path` but its tasks, checked as [`read_trace`] checks
-/// them: the task chunks are stepped over without decoding (their count is the End
-/// chunk's, `trace.end`), for a reader that then streams them with [`TaskStream`]. With
-/// the two, a report on 10 M tasks never holds their 720 MB of records.
-pub fn read_trace_without_tasks(path: impl AsRef<Path>) -> Result<Trace, TraceError> {
-    let mut r = TraceReader::open(path)?;
-    let mut t = Trace::default();
-    loop {
-        let at = r.offset();
-        let Some(chunk) = r.next_chunk_where(|k| k != ChunkKind::Tasks)? else {
-            break;
-        };
-        if t.end.is_some() {
-            return Err(after_end(&r, at, &chunk));
-        }
-        t.push(chunk);
-    }
-    if t.end.is_none() {
-        return Err(TraceError::CutShort {
-            path: r.path,
-            chunks: r.chunks,
-        });
-    }
-    t.samples.shrink_to_fit();
     Ok(t)
 }
 
