@@ -134,6 +134,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// Reads a varint that must fit in `u32`.
+    #[inline(always)]
     fn u32var(&mut self, field: &str) -> Result<u32, DecodeError> {
         let start = self.pos;
         let v = self.uvar(field)?;
@@ -141,7 +142,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// Reads a wrapping zigzag delta and applies it to `prev`.
-    #[inline]
+    #[inline(always)]
     fn delta(&mut self, prev: u64, field: &str) -> Result<u64, DecodeError> {
         Ok(prev.wrapping_add(unzigzag(self.uvar(field)?) as u64))
     }
