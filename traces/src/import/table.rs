@@ -30,7 +30,10 @@ impl Row {
     /// The field in column `i` (the empty string if the row is short: `Table::next_row`
     /// already refused rows with a wrong field count).
     pub(super) fn get(&self, i: usize) -> &str {
-        self.fields.as_ref().and_then(|f| f.get(i)).unwrap_or("")
+        self.fields
+            .as_ref()
+            .and_then(|f| f.get(i))
+            .map_or("", str::trim_ascii)
     }
 }
 
@@ -112,7 +115,9 @@ impl Table {
             .flexible(true)
             // Comments are skipped in `next_fields`, not by the `csv` crate, whose line
             // numbers leave comment lines out.
-            .trim(csv::Trim::All)
+            // Fields are trimmed as they are read (`Row::get`): the csv crate's own
+            // trimming builds a new record for every row.
+            .trim(csv::Trim::None)
             .from_reader(input);
         let mut t = Table {
             path: path.to_path_buf(),
@@ -139,7 +144,7 @@ impl Table {
                     h
                 }
             })
-            .map(str::to_string)
+            .map(|h| h.trim_ascii().to_string())
             .collect();
         t.header = header.into_iter().map(|h| h.to_ascii_lowercase()).collect();
         if let Some(k) = formats
@@ -254,8 +259,10 @@ impl Table {
             }
             let line = bytes.position().map_or(0, |p| self.line_at(p.byte()));
             // A line of spaces, or one whose first field starts with `#` after them.
-            if bytes.iter().all(<[u8]>::is_empty)
-                || bytes.get(0).is_some_and(|f| f.starts_with(b"#"))
+            if bytes.iter().all(|f| f.trim_ascii().is_empty())
+                || bytes
+                    .get(0)
+                    .is_some_and(|f| f.trim_ascii_start().starts_with(b"#"))
             {
                 continue;
             }
