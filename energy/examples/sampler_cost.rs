@@ -78,19 +78,25 @@ fn thread_cpu_ns() -> Option<u64> {
 }
 
 /// Baseline: a thread that only sleeps to 1 kHz deadlines the way the sampler does
-/// (crossbeam `recv_deadline` on a stop channel) and reads nothing. Returns
+/// (parked until the deadline, a stop flag beside it) and reads nothing. Returns
 /// (CPU ns per wake-up, wake-ups).
 fn wakeup_baseline(secs: f64) -> (Option<f64>, u64) {
-    let (tx, rx) = crossbeam_channel::bounded::<()>(1);
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let stopping = stop.clone();
     let h = std::thread::spawn(move || {
         let cpu0 = thread_cpu_ns();
         let period = Duration::from_millis(1);
         let mut next = Instant::now() + period;
         let mut n = 0u64;
-        while let Err(crossbeam_channel::RecvTimeoutError::Timeout) = rx.recv_deadline(next) {
+        while !stopping.load(Ordering::Acquire) {
+            let now = Instant::now();
+            if now < next {
+                std::thread::park_timeout(next - now);
+                continue;
+            }
             n += 1;
             next += period;
-            let now = Instant::now();
             while next <= now {
                 next += period;
             }
@@ -102,7 +108,8 @@ fn wakeup_baseline(secs: f64) -> (Option<f64>, u64) {
         (cpu, n)
     });
     std::thread::sleep(Duration::from_secs_f64(secs));
-    tx.send(()).unwrap();
+    stop.store(true, Ordering::Release);
+    h.thread().unpark();
     h.join().unwrap()
 }
 
