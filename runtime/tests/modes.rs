@@ -174,10 +174,14 @@ fn commute_members_never_overlap_and_run_in_parallel_with_nothing_after() {
 #[test]
 fn commute_tasks_are_not_ordered_among_themselves() {
     // With one worker and prio, the group's members run by priority, not in submission
-    // order: they do not depend on one another.
+    // order: they do not depend on one another. Staging is off: with it, the worker could
+    // take the blocker and the first member in one batch, end the blocker less than the
+    // window after the others were staged, and run the first member before they reach
+    // the policy (CI saw [1, 3, 2] once).
     let rt = Runtime::builder()
         .workers(1)
         .policy("prio")
+        .staging(std::time::Duration::ZERO)
         .build()
         .unwrap();
     let h = rt.register(Vec::<i32>::new());
