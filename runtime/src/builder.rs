@@ -14,12 +14,11 @@ use taskwatt_scheduler::{
     DEFAULT_POLICY,
 };
 use taskwatt_traces::{
-    Arch, Chunk, Clock, ExecutionObserver, RunMeta, TaskChunk, TraceSink, WorkerId, WorkerInfo,
+    Arch, Chunk, Clock, ExecutionObserver, RunMeta, TaskChunk, TraceSink, WorkerId,
 };
 
 use crate::device::{GpuBackend, WorkerState};
 use crate::error::RuntimeError;
-use crate::handle::MAX_DEVICES;
 use crate::helper::Helper;
 use crate::pool::NodePool;
 use crate::runtime::Runtime;
@@ -27,7 +26,6 @@ use crate::shared::{CodeletRegistry, PerfState, Report, Shared};
 use crate::sync::StartLatch;
 use crate::sync::{Sleep, TaskCount, Waiters};
 use crate::task::ReadyTask;
-use crate::topology::Topology;
 use crate::tracelog::Flusher;
 use crate::worker::{self, IdlePolicy, Me, WorkerCtx};
 
@@ -42,11 +40,11 @@ enum PolicyChoice {
 
 /// Configures and builds a [`Runtime`].
 pub struct RuntimeBuilder {
-    workers: Option<usize>,
+    pub(crate) workers: Option<usize>,
     policy: PolicyChoice,
-    pin: bool,
+    pub(crate) pin: bool,
     /// CPUs the workers may be placed on, instead of the process's allowed set.
-    cpus: Option<Vec<u32>>,
+    pub(crate) cpus: Option<Vec<u32>>,
     /// Run no implementation (the graph only).
     dry_run: bool,
     sink: TraceSink,
@@ -60,8 +58,8 @@ pub struct RuntimeBuilder {
     staging: Option<std::time::Duration>,
     trace_flush: Duration,
     /// GPUs: one driving worker and one memory node each.
-    gpus: usize,
-    gpu_backend: GpuBackend,
+    pub(crate) gpus: usize,
+    pub(crate) gpu_backend: GpuBackend,
     /// Where to keep performance models (none: not recorded).
     perf_models: Option<std::path::PathBuf>,
     /// Whether tasks' data accesses go to the trace.
@@ -73,6 +71,7 @@ pub struct RuntimeBuilder {
     /// Whether the submitting thread is the last CPU worker (`None`: the default, or
     /// `TASKWATT_SUBMITTER_WORKS`).
     submitter_works: Option<bool>,
+    pub(crate) reserved: usize,
 }
 
 /// The most workers a runtime starts (StarPU's `STARPU_NMAXWORKERS` is 80 by default):
@@ -109,6 +108,7 @@ impl Default for RuntimeBuilder {
             trace_accesses: false,
             task_powers: Vec::new(),
             submitter_works: None,
+            reserved: 0,
         }
     }
 }
@@ -262,6 +262,18 @@ impl RuntimeBuilder {
         self
     }
 
+    /// `k` more CPU workers, pinned to the cores after the workers' (wrapping as the
+    /// workers do), which the scheduling policy never sees: they run only the tasks pinned
+    /// to them with [`Task::on_worker`](crate::Task::on_worker). They come last among the
+    /// workers, after the GPU workers, and the trace names them (`reserved_workers`).
+    /// Type calibration uses them to run each type on every core of the package when the
+    /// run itself has fewer workers (see runtime/src/reserved.rs). Default 0; at most
+    /// [`MAX_RESERVED`](crate::MAX_RESERVED).
+    pub fn reserved_workers(mut self, k: usize) -> Self {
+        self.reserved = k;
+        self
+    }
+
     /// How long an idle worker keeps looking for work before it parks: `spin` of busy
     /// polling (a released task is picked up within ~0.2 µs), then `then_yield` of polling
     /// with `sched_yield` in between (a thread sharing the core runs meanwhile). Defaults:
@@ -312,93 +324,28 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The workers `build` will start (ids, pinned CPUs, cores, packages), without
-    /// starting anything: an energy meter needs them before the runtime exists.
-    pub fn worker_plan(&self) -> Result<Vec<WorkerInfo>, RuntimeError> {
-        self.plan().map(|(_, w)| w)
-    }
-
-    fn plan(&self) -> Result<(Topology, Vec<WorkerInfo>), RuntimeError> {
-        let topology = Topology::discover();
-        let mut allowed: Vec<u32> = core_affinity::get_core_ids()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|c| c.id as u32)
-            .collect();
-        if let Some(share) = &self.cpus {
-            let mine: Vec<u32> = allowed
-                .iter()
-                .copied()
-                .filter(|c| share.contains(c))
-                .collect();
-            if !mine.is_empty() {
-                allowed = mine;
-            }
-        }
-        let n = match self.workers {
-            Some(0) => {
-                return Err(RuntimeError::Workers(
-                    "0 workers: ask for at least 1".into(),
-                ))
-            }
-            Some(n) if n > MAX_WORKERS => {
-                return Err(RuntimeError::Workers(format!(
-                    "{n} workers: at most {MAX_WORKERS} are supported"
-                )))
-            }
-            Some(n) => n,
-            None => allowed.len().clamp(1, MAX_WORKERS),
-        };
-        if self.gpus > MAX_DEVICES {
-            return Err(RuntimeError::Workers(format!(
-                "{} {} GPUs: at most {MAX_DEVICES} are supported (one memory node each)",
-                self.gpus, self.gpu_backend
-            )));
-        }
-        let placement = topology.placement(n, &allowed);
-        let helper = self.helper_id(n)?;
-        let workers = (0..n)
-            .map(|i| {
-                let pu = placement.get(i);
-                WorkerInfo {
-                    id: i as u32,
-                    arch: Arch::Cpu,
-                    // The helper is the application's thread: never pinned.
-                    cpu: if self.pin && helper != Some(i) {
-                        pu.map(|p| p.os_index)
-                    } else {
-                        None
-                    },
-                    core: pu.and_then(|p| p.core),
-                    package: pu.map_or(0, |p| p.package),
-                    numa: pu.and_then(|p| p.numa),
-                    device: None,
-                }
-            })
-            .collect::<Vec<_>>();
-        let mut workers = workers;
-        for i in 0..self.gpus {
-            let near = workers.first().map(|w| (w.package, w.numa));
-            workers.push(WorkerInfo {
-                id: (n + i) as u32,
-                arch: Arch::Gpu,
-                cpu: None,
-                core: None,
-                package: near.map_or(0, |(p, _)| p),
-                numa: near.and_then(|(_, m)| m),
-                device: Some(i as u32),
-            });
-        }
-        Ok((topology, workers))
-    }
-
     /// Discovers the topology, creates the policy, starts and pins the workers, and
     /// writes the run metadata to the trace.
     pub fn build(mut self) -> Result<Runtime, RuntimeError> {
         let (topology, workers) = self.plan()?;
-        let helper = self.helper_id(workers.iter().filter(|w| w.arch == Arch::Cpu).count())?;
+        let policy_workers = workers.len() - self.reserved;
+        let helper = self.helper_id(
+            workers[..policy_workers]
+                .iter()
+                .filter(|w| w.arch == Arch::Cpu)
+                .count(),
+        )?;
         if let Some(h) = helper {
             self.params.push(("submitter_worker".into(), h.to_string()));
+        }
+        if self.reserved > 0 {
+            self.params.push((
+                "reserved_workers".into(),
+                (policy_workers..workers.len())
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ));
         }
         if self.trace_chunk > MAX_TRACE_CHUNK {
             return Err(RuntimeError::TraceChunk {
@@ -461,7 +408,7 @@ impl RuntimeBuilder {
                 .collect(),
             None => vec![None; backends.len()],
         };
-        let descs: Vec<WorkerDesc> = workers
+        let descs: Vec<WorkerDesc> = workers[..policy_workers]
             .iter()
             .map(|w| {
                 let (node, bus) = match w.device {
@@ -597,6 +544,7 @@ impl RuntimeBuilder {
             interrupted: AtomicBool::new(false),
             not_run: AtomicU64::new(0),
             trace_bufs,
+            reserved: crate::reserved::Reserved::new(policy_workers as u32, self.reserved),
         });
         let flusher = if shared.sink.is_enabled() && !self.trace_flush.is_zero() {
             Some(Flusher::start(&shared, self.trace_flush).map_err(|source| {
@@ -614,6 +562,7 @@ impl RuntimeBuilder {
             if helper == Some(w.id as usize) {
                 continue;
             }
+            let reserved = w.id as usize >= policy_workers;
             let ctx = WorkerCtx {
                 started: started.clone(),
                 idle,
@@ -625,11 +574,18 @@ impl RuntimeBuilder {
                     arch: w.arch,
                     memory_node: w.device.map_or(0, |d| 1 + d as usize),
                     helper: false,
+                    reserved,
                 },
             };
             let t = std::thread::Builder::new()
                 .name(format!("taskwatt-worker-{}", w.id))
-                .spawn(move || worker::run(ctx))
+                .spawn(move || {
+                    if reserved {
+                        worker::run_reserved(ctx)
+                    } else {
+                        worker::run(ctx)
+                    }
+                })
                 .map_err(|source| RuntimeError::Spawn {
                     worker: w.id as usize,
                     source,
@@ -638,6 +594,7 @@ impl RuntimeBuilder {
                 Ok(t) => threads.push(t),
                 Err(e) => {
                     shared.sleep.shutdown();
+                    shared.reserved.shutdown();
                     for t in threads {
                         let _ = t.join();
                     }
@@ -657,6 +614,7 @@ impl RuntimeBuilder {
         }
         if failed > 0 {
             shared.sleep.shutdown();
+            shared.reserved.shutdown();
             for t in threads {
                 let _ = t.join();
             }
@@ -733,7 +691,7 @@ pub const STAGING_ENV: &str = "TASKWATT_STAGING_US";
 impl RuntimeBuilder {
     /// The helper's worker id among `cpus` CPU workers: the last one, when the
     /// submitting thread works (see [`RuntimeBuilder::submitter_works`]).
-    fn helper_id(&self, cpus: usize) -> Result<Option<usize>, RuntimeError> {
+    pub(crate) fn helper_id(&self, cpus: usize) -> Result<Option<usize>, RuntimeError> {
         let on = match self.submitter_works {
             Some(on) => on,
             None => crate::helper::from_env()?,
@@ -777,6 +735,7 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use taskwatt_traces::WorkerInfo;
 
     #[test]
     fn a_worker_that_could_not_be_pinned_is_placed_nowhere_in_the_trace() {

@@ -15,6 +15,8 @@ use crate::task::{Kind, ReadyTask, TaskNode, DONE_CANCELLED, DONE_OK};
 pub(crate) enum Readied {
     Pushed,
     Granted,
+    /// Given to its reserved worker (reserved.rs), which wakes itself.
+    Reserved,
     Cancelled(Arc<TaskNode>),
     /// A deferred acquisition released before its grant: it ends now.
     Released(Arc<TaskNode>),
@@ -102,7 +104,7 @@ impl Shared {
                     Readied::Pushed => *pushed += 1,
                     Readied::Cancelled(c) => cancelled.push(c),
                     Readied::Released(r) => released.push(r),
-                    Readied::Granted => {}
+                    Readied::Granted | Readied::Reserved => {}
                 }
             }
         }
@@ -134,6 +136,11 @@ impl Shared {
             }
             Kind::Codelet if node.cancelled.load(Ordering::Relaxed) => Readied::Cancelled(node),
             Kind::Codelet => {
+                // SAFETY: this thread holds the ready node; its body is not taken yet.
+                if let Some(i) = node.reserved_index() {
+                    self.reserved.push(i, node);
+                    return Readied::Reserved;
+                }
                 let origin = match local {
                     Some((id, l)) => Origin::Worker { id: *id, local: l },
                     None => Origin::External,

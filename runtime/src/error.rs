@@ -223,6 +223,24 @@ pub enum RuntimeError {
         reason: String,
     },
 
+    /// A task pinned ([`Task::on_worker`](crate::Task::on_worker)) to a worker that is not
+    /// reserved, or whose codelet has no CPU implementation.
+    #[error(
+        "task of codelet `{codelet}` is pinned to worker {worker}, {why}: only the \
+         runtime's reserved workers take pinned tasks (RuntimeBuilder::reserved_workers; \
+         their ids: Runtime::reserved_workers(), here {reserved:?})"
+    )]
+    NotReserved {
+        /// The codelet's name.
+        codelet: String,
+        /// The worker named.
+        worker: u32,
+        /// Why it cannot run there.
+        why: String,
+        /// The reserved workers' ids.
+        reserved: Vec<u32>,
+    },
+
     /// A REDUX access to a handle that has no reduction.
     #[error(
         "task of codelet `{codelet}` accesses data handle {handle} in REDUX mode, but the \

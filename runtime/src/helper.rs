@@ -88,6 +88,7 @@ impl Helper {
                 memory_node: 0,
                 device: None,
                 helper: true,
+                reserved: false,
             },
         });
         // Inside the loop this thread runs tasks: a task that waits on the runtime is

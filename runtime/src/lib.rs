@@ -50,8 +50,10 @@ mod modes;
 mod panics;
 mod partition;
 mod perfmodel;
+mod plan;
 mod pool;
 mod prefetch;
+mod reserved;
 mod runtime;
 mod shared;
 mod size;
@@ -82,6 +84,7 @@ pub use perfmodel::{
 pub use runtime::{InterruptHandle, Runtime, MAX_HANDLE_NAME};
 pub use shared::RuntimeStats;
 pub use size::DataSize;
+pub use task::MAX_RESERVED;
 pub use task::{ReadyTask, Task, TaskHandle};
 pub use topology::{available_memory_bytes, from_sysfs as topology_from_sysfs, Pu, Topology};
 

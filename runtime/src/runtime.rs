@@ -37,7 +37,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 
-use taskwatt_traces::{TaskId, WorkerInfo};
+use taskwatt_traces::{TaskId, WorkerId, WorkerInfo};
 
 use crate::device::GpuBackend;
 use crate::error::RuntimeError;
@@ -98,9 +98,18 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// The workers, with their core and package.
+    /// The workers, with their core and package; the reserved workers, if any, come last
+    /// (see [`Runtime::reserved_workers`]).
     pub fn workers(&self) -> &[WorkerInfo] {
         &self.shared.workers
+    }
+
+    /// The ids of the reserved workers
+    /// ([`RuntimeBuilder::reserved_workers`](crate::RuntimeBuilder::reserved_workers)):
+    /// the policy never gives them a task; they run the tasks pinned to them with
+    /// [`Task::on_worker`](crate::Task::on_worker).
+    pub fn reserved_workers(&self) -> Vec<WorkerId> {
+        self.shared.reserved.ids().collect()
     }
 
     /// The name of the scheduling policy in use.
@@ -379,6 +388,7 @@ impl Runtime {
 
     fn stop_workers(&mut self) {
         self.shared.sleep.shutdown();
+        self.shared.reserved.shutdown();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

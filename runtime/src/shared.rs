@@ -147,6 +147,8 @@ pub(crate) struct Shared {
     /// Each worker's trace buffer (empty without a trace): the worker pushes under the
     /// lock, the flusher thread takes stale ones (see the module docs).
     pub(crate) trace_bufs: Vec<CachePadded<Mutex<TaskChunk>>>,
+    /// The reserved workers' queues (reserved.rs).
+    pub(crate) reserved: crate::reserved::Reserved,
 }
 
 impl Shared {
@@ -170,7 +172,8 @@ impl Shared {
             not_run: self.not_run.load(Ordering::Relaxed),
             transfers: self.transfers.load(Ordering::Relaxed),
             transferred_bytes: self.transferred_bytes.load(Ordering::Relaxed),
-            awake_workers: self.workers.len().saturating_sub(self.sleep.sleepers()) as u64,
+            awake_workers: (self.workers.len() - self.reserved.len())
+                .saturating_sub(self.sleep.sleepers()) as u64,
         }
     }
 

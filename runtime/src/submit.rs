@@ -64,6 +64,23 @@ impl Runtime {
                 task: pred.id,
             });
         }
+        if let Some(w) = task.worker {
+            let why = if !sh.reserved.holds(w) {
+                Some("which is not a reserved worker (the policy schedules it)".to_string())
+            } else if codelet.impls[taskwatt_traces::Arch::Cpu.index()].is_none() {
+                Some("but its codelet has no CPU implementation".to_string())
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(RuntimeError::NotReserved {
+                    codelet: codelet.name.clone(),
+                    worker: w,
+                    why,
+                    reserved: sh.reserved.ids().collect(),
+                });
+            }
+        }
         let archs = if sh.devices {
             Some(sh.task_archs(codelet, &accesses)?)
         } else {
@@ -98,6 +115,9 @@ impl Runtime {
         );
         if let Some(m) = archs {
             node.archs.store(m.bits(), Ordering::Relaxed);
+        }
+        if let Some(w) = task.worker {
+            node.archs.store(sh.reserved.encode(w), Ordering::Relaxed);
         }
         if sh.predictions {
             sh.note_expected(codelet, footprint);
@@ -187,6 +207,7 @@ impl Runtime {
             after: Vec::new(),
             arg: crate::inline::Arg::new(red.clone()),
             priority: 0,
+            worker: None,
         })?;
         Ok(())
     }
@@ -249,6 +270,8 @@ impl Runtime {
         if ready {
             if !sh.staging.is_zero()
                 && matches!(node.kind, Kind::Codelet)
+                // SAFETY: this thread holds the ready node; its body is not taken yet.
+                && node.reserved_index().is_none()
                 && !node.cancelled.load(Ordering::Relaxed)
             {
                 sh.stage(node.clone());
@@ -258,7 +281,7 @@ impl Runtime {
             // Ready as soon as submitted: its predecessors had all finished by then.
             match sh.ready(node.clone(), &mut none, node.submit) {
                 Readied::Pushed => sh.sleep.notify(1),
-                Readied::Granted => {}
+                Readied::Granted | Readied::Reserved => {}
                 Readied::Released(r) => {
                     let pushed = sh.complete(&r, DONE_OK, None, sh.now());
                     sh.sleep.notify(pushed);

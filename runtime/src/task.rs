@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 use taskwatt_scheduler::SchedTask;
-use taskwatt_traces::{TaskId, Timestamp};
+use taskwatt_traces::{TaskId, Timestamp, WorkerId};
 
 use crate::codelet::{Codelet, CodeletInner};
 use crate::context::MAX_ACCESSES;
@@ -166,6 +166,8 @@ pub struct Task<'a> {
     pub(crate) after: Vec<(Arc<TaskNode>, u32)>,
     pub(crate) arg: Arg,
     pub(crate) priority: i32,
+    /// The reserved worker it must run on, if any.
+    pub(crate) worker: Option<WorkerId>,
 }
 
 impl<'a> Task<'a> {
@@ -178,6 +180,7 @@ impl<'a> Task<'a> {
             after: Vec::new(),
             arg: Arg::NONE,
             priority: 0,
+            worker: None,
         }
     }
 
@@ -243,6 +246,17 @@ impl<'a> Task<'a> {
         self.priority = priority;
         self
     }
+
+    /// Runs the task on `worker`, one of the runtime's reserved workers
+    /// ([`RuntimeBuilder::reserved_workers`](crate::RuntimeBuilder::reserved_workers),
+    /// [`Runtime::reserved_workers`](crate::Runtime::reserved_workers)), which the policy
+    /// never sees. The submission of a task pinned to any other worker is an error
+    /// ([`RuntimeError::NotReserved`](crate::RuntimeError::NotReserved)).
+    #[inline]
+    pub fn on_worker(mut self, worker: WorkerId) -> Task<'a> {
+        self.worker = Some(worker);
+        self
+    }
 }
 
 /// What a node carries until a worker runs it.
@@ -252,6 +266,20 @@ pub(crate) struct Body {
     /// a lock and published with the body.
     pub(crate) preds: Preds,
     pub(crate) arg: Arg,
+}
+
+/// Most reserved workers: a pinned task keeps its worker's index in the node's `archs`
+/// byte, as `PINNED | index`, below `u8::MAX` (which means "its codelet's architectures").
+pub const MAX_RESERVED: usize = 127;
+
+/// The bit of `TaskNode::archs` that marks a pinned task (architecture masks use the low
+/// bits only).
+pub(crate) const PINNED: u8 = 0x80;
+
+/// The index among the reserved workers `archs` names, if it names one.
+#[inline]
+pub(crate) fn reserved_of(archs: u8) -> Option<u8> {
+    (archs != u8::MAX && archs & PINNED != 0).then_some(archs & !PINNED)
 }
 
 pub(crate) enum Kind {
@@ -308,7 +336,9 @@ pub(crate) struct TaskNode {
     /// [`TaskNode::renew`]), so that a submission into a pooled node changes no count.
     pub(crate) codelet: Arc<CodeletInner>,
     /// The architectures the task can run on, set at submission with devices
-    /// (`u8::MAX`: those of its codelet).
+    /// (`u8::MAX`: those of its codelet); for a task pinned to a reserved worker, which no
+    /// policy sees, that worker's index (`reserved::encode`: the node's four cache lines
+    /// have no room for another field).
     pub(crate) archs: AtomicU8,
 }
 
@@ -470,6 +500,14 @@ impl TaskNode {
     pub(crate) unsafe fn set_body(&self, body: Body) {
         // SAFETY: by the contract, this is the only access to the cell at this time.
         self.body.with_mut(|b| unsafe { *b = Some(body) });
+    }
+
+    /// The index among the reserved workers of the one the task is pinned to, if any
+    /// (reserved.rs): kept in `archs`, which only a policy reads, and a pinned task never
+    /// reaches the policy.
+    #[inline]
+    pub(crate) fn reserved_index(&self) -> Option<u8> {
+        reserved_of(self.archs.load(Ordering::Relaxed))
     }
 
     /// The body, read in place.

@@ -51,13 +51,16 @@ pub(crate) struct Me {
     /// The helper: what its tasks release goes to the policy as `Origin::External`,
     /// since it leaves when its wait ends and must not keep tasks for itself.
     pub(crate) helper: bool,
+    /// A reserved worker (reserved.rs): outside the policy, so its releases are external
+    /// and the policy is not told of its tasks.
+    pub(crate) reserved: bool,
 }
 
 impl Me {
     /// The origin of what this worker's task releases.
     #[inline]
     fn origin<'a>(&self, local: &'a mut Local) -> Option<(usize, &'a mut Local)> {
-        if self.helper {
+        if self.helper || self.reserved {
             None
         } else {
             Some((self.id as usize, local))
@@ -67,10 +70,14 @@ impl Me {
 
 /// Tells the start latch once, at the latest when dropped: `build()` must not wait forever
 /// for a worker whose setup panicked (a custom policy's `local`, say).
-struct Arrival<'a>(Option<&'a StartLatch>);
+pub(crate) struct Arrival<'a>(Option<&'a StartLatch>);
 
-impl Arrival<'_> {
-    fn now(&mut self) {
+impl<'a> Arrival<'a> {
+    pub(crate) fn new(latch: &'a StartLatch) -> Arrival<'a> {
+        Arrival(Some(latch))
+    }
+
+    pub(crate) fn now(&mut self) {
         if let Some(latch) = self.0.take() {
             latch.arrive();
         }
@@ -89,11 +96,11 @@ impl Drop for Arrival<'_> {
     }
 }
 
-pub(crate) fn run(ctx: WorkerCtx) {
-    let mut arrival = Arrival(Some(&ctx.started));
+/// Pins the calling worker thread to its CPU, if it has one. Pinning can fail in a
+/// restricted container; the worker still runs, unpinned, and says so (the trace's
+/// placement is corrected by `build`).
+pub(crate) fn pin(ctx: &WorkerCtx) {
     if let Some(cpu) = ctx.cpu {
-        // Pinning can fail in a restricted container; the worker still runs, unpinned,
-        // and says so (the trace's placement is corrected by `build`).
         if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize }) {
             log::warn!(
                 "worker {} could not be pinned to CPU {cpu} (a cpuset or container that \
@@ -103,6 +110,11 @@ pub(crate) fn run(ctx: WorkerCtx) {
             ctx.started.unpinned(ctx.me.id);
         }
     }
+}
+
+pub(crate) fn run(ctx: WorkerCtx) {
+    let mut arrival = Arrival::new(&ctx.started);
+    pin(&ctx);
     let sh = &*ctx.shared;
     let me = ctx.me.id as usize;
     if ctx.me.memory_node != 0 {
@@ -161,6 +173,27 @@ pub(crate) fn run(ctx: WorkerCtx) {
         sh.sleep.sleep(epoch);
         // Whatever was staged while this worker slept has waited long enough.
         staged.now = true;
+    }
+    done.flush(sh);
+    flush(sh, buf);
+}
+
+/// A reserved worker's thread (reserved.rs): pinned as the others are, then runs what is pinned to it.
+pub(crate) fn run_reserved(ctx: WorkerCtx) {
+    let mut arrival = Arrival::new(&ctx.started);
+    pin(&ctx);
+    crate::deadlock::set_worker(ctx.shared.epoch);
+    let sh: &Shared = &ctx.shared;
+    let buf = sh.trace_bufs.get(ctx.me.id as usize).map(|b| &**b);
+    // No policy state: a reserved worker's releases are external, and it is not the
+    // policy's to be told of its tasks.
+    let mut local = taskwatt_scheduler::Local::new(());
+    let mut done = Done::new();
+    arrival.now();
+    while let Some(task) = sh.reserved.next(ctx.me.id) {
+        execute(sh, &ctx.me, task, &mut local, buf, &mut done);
+        // Its tasks are few and long: counted at once, so that a wait ends with them.
+        done.flush(sh);
     }
     done.flush(sh);
     flush(sh, buf);
@@ -538,6 +571,11 @@ pub(crate) fn execute(
     if NodePool::keep(&node) {
         done.nodes.push(node);
     }
+    if ctx.reserved {
+        // Outside the policy: it takes none of what it released.
+        sh.sleep.notify(pushed);
+        return end;
+    }
     sh.policy.done(ctx.id as usize, local);
     // This worker takes one of the released tasks itself; wake others for the rest.
     sh.sleep.notify(pushed.saturating_sub(1));
@@ -562,6 +600,10 @@ fn skip(
     done.finished += 1;
     if NodePool::keep(&node) {
         done.nodes.push(node);
+    }
+    if ctx.reserved {
+        sh.sleep.notify(pushed);
+        return now;
     }
     sh.policy.done(ctx.id as usize, local);
     sh.sleep.notify(pushed.saturating_sub(1));
