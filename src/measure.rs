@@ -283,6 +283,12 @@ impl Measured {
     /// precision threshold are calibrated, round after round, within the budget;
     /// [`EnergyReport::calibration`] says what was done.
     ///
+    /// On fewer workers than the package has cores, build the runtime with
+    /// `.reserved_workers(builder.spare_cores()?)`, as `taskwatt run` does: calibration
+    /// then also runs each type on the free cores (pinned to the reserved workers, which
+    /// run nothing else), so that the fit sees it beside others and can separate its power
+    /// alone from the package's contention (docs/runtime.md, "Reserved workers").
+    ///
     /// ```
     /// use taskwatt::{Codelet, Measure, Runtime, Task};
     ///

@@ -4,7 +4,8 @@
 //! # Order of a measured run
 //!
 //! 1. Create the trace writer (the file the run streams into).
-//! 2. Plan the workers, detect the meters for them (`--meter`), and hand the simulated
+//! 2. Plan the workers (with type calibration, reserved workers on the cores the workers
+//!    leave free), detect the meters for them (`--meter`), and hand the simulated
 //!    meter's observer, if any, to the runtime; build the runtime (writes the run metadata).
 //! 3. Start the sampler (writes the meter metadata and, for the simulator, its truth).
 //! 4. Idle calibration, if asked: every worker parked for the given time, marked
@@ -198,8 +199,11 @@ pub struct MeasuredRun {
     pub app: AppRun,
     /// The policy that ran it.
     pub policy: String,
-    /// The workers.
+    /// The workers, the reserved ones last.
     pub workers: Vec<WorkerInfo>,
+    /// The ids of the workers reserved for type calibration (`RuntimeBuilder::reserved_workers`:
+    /// the cores the workers left free), which ran no task of the graph.
+    pub reserved_workers: Vec<taskwatt_traces::WorkerId>,
     /// Runtime counters.
     pub stats: RuntimeStats,
     /// The trace written, or why it could not be (a full disk, say): the run's results
@@ -298,7 +302,22 @@ pub fn measured_run<P>(
         }
         None => {}
     }
+    // Type calibration runs each type on every core of the package as well as alone: the
+    // cores the workers leave free get reserved workers, which only calibration uses, so
+    // that a run on fewer workers still shows the fit a type's power beside others
+    // (apps/calibrate.rs; runtime/src/reserved.rs).
+    let mut spare = 0;
+    if opts.type_calibration.is_some() {
+        spare = b.spare_cores()?.min(taskwatt_runtime::MAX_RESERVED);
+        if spare > 0 {
+            b = b.reserved_workers(spare);
+        }
+    }
     let workers = b.worker_plan()?;
+    let reserved_workers = workers[workers.len() - spare..]
+        .iter()
+        .map(|w| w.id)
+        .collect();
     let (detected, sampler_meters) = match opts.period {
         Some(_) => {
             let mut detect_opts = opts.detect.clone();
@@ -445,6 +464,7 @@ pub fn measured_run<P>(
         app,
         policy,
         workers,
+        reserved_workers,
         stats,
         trace,
         sampler: sampler_stats,

@@ -252,6 +252,72 @@ fn type_calibration_runs_each_codelet_alone_and_marks_it() {
 }
 
 #[test]
+fn type_calibration_on_fewer_workers_than_cores_uses_the_free_cores_too() {
+    // One worker on a machine of two cores or more: calibration runs each type beside
+    // another on a reserved worker, so that the fit separates a type's power alone from
+    // the package's contention, which a one-worker graph never shows.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 {
+        eprintln!("one core: no free core to reserve");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.twt");
+    let args = [
+        "run",
+        "cholesky",
+        "--workers",
+        "1",
+        "--n",
+        "512",
+        "--tile",
+        "128",
+        "--meter",
+        "sim",
+        "--period",
+        "5ms",
+        "--type-calibration",
+        "250ms",
+        "--trace",
+        s(&trace),
+    ];
+    let v = json(&[&args[..], &["--json"]].concat());
+    let reserved = v["reserved_workers"].as_array().unwrap();
+    assert!(!reserved.is_empty(), "{}", v["workers"]);
+    assert_eq!(
+        v["workers"].as_array().unwrap().len(),
+        1 + reserved.len(),
+        "{v}"
+    );
+    let package = &v["attribution"]["domains"][0];
+    assert_eq!(package["domain"]["kind"], "cpu_package", "{package}");
+    let c = &package["contention"];
+    assert_eq!(c["identified"], true, "{c}");
+    assert!(c["max_k"].as_u64().unwrap() >= 2, "{c}");
+    // No graph task ran on a reserved worker; calibration tasks did.
+    let t = taskwatt::traces::read_trace(&trace).unwrap();
+    let graph: Vec<_> = t.markers.iter().filter(|m| m.name == "graph").collect();
+    assert!(!graph.is_empty());
+    let (mut in_graph, mut outside) = (0, 0);
+    for r in t.tasks.iter().flat_map(|c| c.records.iter()) {
+        if reserved
+            .iter()
+            .any(|w| w.as_u64() == Some(u64::from(r.worker)))
+        {
+            if graph.iter().any(|m| m.start <= r.start && r.start <= m.end) {
+                in_graph += 1;
+            } else {
+                outside += 1;
+            }
+        }
+    }
+    assert_eq!(in_graph, 0, "graph tasks ran on a reserved worker");
+    assert!(outside > 0, "no calibration task ran on a reserved worker");
+    let text = ok(&args);
+    assert!(text.contains("1 worker (+"), "{text}");
+}
+
+#[test]
 fn auto_type_calibration_calibrates_only_flagged_types_within_its_budget() {
     let d = tempfile::tempdir().unwrap();
     let trace = d.path().join("t.twt");

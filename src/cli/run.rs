@@ -26,6 +26,9 @@ struct RunOutput<'a> {
     makespan_s: f64,
     policy: &'a str,
     workers: &'a [WorkerInfo],
+    /// The workers reserved for type calibration (last in `workers`): no graph task ran
+    /// on them.
+    reserved_workers: &'a [u32],
     /// What drives the GPU workers (`emulated` or `cuda`; emulated when there are none).
     gpu_backend: taskwatt::runtime::GpuBackend,
     kernels: &'static str,
@@ -362,6 +365,7 @@ fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
         makespan_s: run.app.makespan.as_secs_f64(),
         policy: &run.policy,
         workers: &run.workers,
+        reserved_workers: &run.reserved_workers,
         gpu_backend: a.app.gpu_backend.into(),
         kernels: taskwatt::kernels::backend(),
         type_calibration_auto: run.auto_calibration.as_ref(),
@@ -455,12 +459,13 @@ fn print_table(o: &RunOutput<'_>) {
         _ => format!("n={} tile={}", c.n, c.tile),
     };
     let gpus = o.workers.iter().filter(|w| w.device.is_some()).count();
-    let workers = if gpus == 0 {
-        format!("{} workers", o.workers.len())
+    let reserved = o.reserved_workers.len();
+    let cpus = o.workers.len() - gpus - reserved;
+    let mut workers = if gpus == 0 {
+        format!("{cpus} worker{}", if cpus == 1 { "" } else { "s" })
     } else {
         format!(
-            "{} CPU workers + {gpus} {}",
-            o.workers.len() - gpus,
+            "{cpus} CPU workers + {gpus} {}",
             match o.gpu_backend {
                 taskwatt::runtime::GpuBackend::Emulated =>
                     "emulated GPU(s) (CPU kernels on copies of the data)",
@@ -468,6 +473,12 @@ fn print_table(o: &RunOutput<'_>) {
             }
         )
     };
+    if reserved > 0 {
+        workers += &format!(
+            " (+{reserved} reserved on the free cores for type calibration: no graph task \
+             ran there)"
+        );
+    }
     println!(
         "{} {shape}: {workers}, policy {}, kernels {}",
         o.app.app.name(),
