@@ -327,14 +327,53 @@ impl Graph {
             .map(|w| (w.id, w.package))
             .collect();
         let records: Vec<&taskwatt_traces::TaskRecord> = recs.iter().map(|(r, _)| *r).collect();
-        g.occupancy =
-            crate::contention::occupancy(&records, |w| package.get(&w).copied().unwrap_or(0));
+        let package_of = |w| package.get(&w).copied().unwrap_or(0);
+        g.occupancy = crate::contention::occupancy(&records, package_of);
+        // The type calibration's tasks (outside the graph's markers) give the laws the
+        // contrast a graph on few workers lacks; they are not replayed.
+        let calibration: Vec<&taskwatt_traces::TaskRecord> = if windows.is_empty() {
+            Vec::new()
+        } else {
+            trace
+                .tasks
+                .iter()
+                .flat_map(|c| c.records.iter())
+                .filter(|r| r.arch == Arch::Cpu && !in_windows(&windows, r.start.as_ns()))
+                .collect()
+        };
+        let calibration_occupancy = crate::contention::occupancy(&calibration, package_of);
+        use crate::contention::Group;
         let laws = crate::contention::fit(
             g.tasks
                 .iter()
                 .zip(&g.occupancy)
-                .filter(|(t, _)| t.arch == Arch::Cpu)
-                .map(|(t, &k)| (t.codelet, t.footprint, t.duration_ns as f64, k)),
+                .zip(&records)
+                .filter(|((t, _), _)| t.arch == Arch::Cpu)
+                .map(|((t, &k), r)| {
+                    (
+                        t.codelet,
+                        t.footprint,
+                        t.duration_ns as f64,
+                        k,
+                        Group::Graph,
+                        r.start.as_ns(),
+                    )
+                })
+                .chain(
+                    calibration
+                        .iter()
+                        .zip(&calibration_occupancy)
+                        .map(|(r, &k)| {
+                            (
+                                r.codelet,
+                                r.footprint,
+                                r.end.as_ns().saturating_sub(r.start.as_ns()) as f64,
+                                k,
+                                Group::Calibration,
+                                r.start.as_ns(),
+                            )
+                        }),
+                ),
             |c| {
                 g.codelets
                     .iter()
