@@ -720,6 +720,47 @@ fn regions_split_the_energy_and_match_the_measured() {
 }
 
 #[test]
+fn another_run_s_base_off_by_part_of_the_drift_is_inside_the_measurement_interval() {
+    // The model says the base drifted by β = 0.5 W across the fitted run; the run predicted
+    // sits 0.4 β above the model's base over its whole window (a package warmer than in
+    // the fitted run). Its total is inside the measurement interval, which the model's
+    // covariance and noise alone would not reach.
+    let mut cfg = SynthConfig::two_packages(21);
+    cfg.noise_w = 0.05;
+    let fitted = Synth::generate(&cfg);
+    let systems =
+        vec![TraceSystems::build(&fitted.parts(), &fitted.tasks, KeyKind::CodeletArch).unwrap()];
+    let mut m = fit_model(&systems, None, &AttributionOptions::default())
+        .unwrap()
+        .model;
+    let beta = 0.5;
+    let mut other = cfg.clone();
+    other.seed = 22;
+    other.base_w = cfg.base_w.iter().map(|b| b + 0.4 * beta).collect();
+    let run = Synth::generate(&other);
+    let covers = |m: &EnergyModel| {
+        let p = predict(m, &run.parts(), &run.tasks).unwrap();
+        p.domains.iter().all(|d| {
+            let [lo, hi] = d.measurement_interval_j.unwrap();
+            (lo..=hi).contains(&d.measured_j.unwrap())
+        })
+    };
+    assert!(!covers(&m), "the test's offset is within the noise alone");
+    for d in &mut m.domains {
+        d.base_drift = Some(Estimate {
+            value_w: beta,
+            se_w: Some(0.01),
+            ci95_w: Some([beta - 0.02, beta + 0.02]),
+            at_bound: false,
+            reliable: true,
+            flags: Vec::new(),
+            issues: Vec::new(),
+        });
+    }
+    assert!(covers(&m));
+}
+
+#[test]
 fn a_trace_without_samples_is_predicted_on_a_one_package_model() {
     // One package covering every worker.
     let mut cfg = SynthConfig::two_packages(21);
