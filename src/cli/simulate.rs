@@ -262,6 +262,24 @@ pub(crate) fn simulate_policies(
             Vec::new(),
         ));
     }
+    // The machine's own speed between runs, which the replicas draw.
+    if replicas >= 2 {
+        notes.0.push((
+            match graph.speed_wander() {
+                Some(w) => format!(
+                    "the recording machine's speed moved by {:.1}% (standard deviation) between \
+                     stretches as long as the graph, in the calibration around it: the \
+                     replicas draw it, so the intervals hold a run on a faster or slower stretch",
+                    100.0 * w
+                ),
+                None => "the recording has no calibration around its graph to show how much \
+                         the machine's speed moves between runs: the intervals hold the tasks' \
+                         variability only (record with --type-calibration)"
+                    .to_owned(),
+            },
+            Vec::new(),
+        ));
+    }
     // The durations' contention laws: what was fitted, what was not, what is extrapolated.
     let laws = graph.contention_laws();
     let mut fitted: Vec<&taskwatt::whatif::DurationLaw> = laws.laws.values().collect();

@@ -243,6 +243,15 @@ fn speeds(
             e.1 += 1.0;
         }
     }
+    // A replica also draws the machine's speed on the CPUs: the recording's wander
+    // between stretches as long as its graph (wander.rs), where calibration showed it.
+    let machine = match (replica, g.wander) {
+        (Some(seed), Some(w)) => {
+            let z = taskwatt_energy::SplitMix64::new(seed ^ 0x5EED_0F_C0E5).next_normal();
+            (1.0 + w * z).clamp(0.5, 1.5)
+        }
+        _ => 1.0,
+    };
     let mut actual = Vec::with_capacity(g.tasks.len());
     let mut expected = Vec::with_capacity(g.tasks.len());
     for (i, t) in g.tasks.iter().enumerate() {
@@ -296,7 +305,8 @@ fn speeds(
                 1.0
             };
             if let Some(d) = drawn.or_else(|| pick(recorded)) {
-                act[a.index()] = (d / alone).round().max(0.0) as u64;
+                let machine = if a == Arch::Cpu { machine } else { 1.0 };
+                act[a.index()] = (d / alone * machine).round().max(0.0) as u64;
             }
             if let Some(d) = pick(false) {
                 exp[a.index()] = d as f32;

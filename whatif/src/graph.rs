@@ -63,6 +63,9 @@ pub struct Graph {
     pub(crate) occupancy: Vec<f64>,
     /// Each codelet's duration against the busy cores, where the recording shows it.
     pub(crate) laws: crate::contention::ContentionLaws,
+    /// How much the recording machine's speed moved between stretches as long as the
+    /// graph (relative standard deviation, `wander.rs`); `None` without calibration.
+    pub(crate) wander: Option<f64>,
 }
 
 /// Strata an [`Overhead`] keeps.
@@ -382,6 +385,42 @@ impl Graph {
             },
         );
         g.laws = laws;
+        // The machine's speed between stretches as long as the graph: from the graph's
+        // and the calibration's CPU tasks, each relative to its type and group.
+        if !calibration.is_empty() {
+            // Relative to its type, group and busy cores: calibration alternates alone and
+            // on every core, and a window that holds more of one must not read as slower.
+            let key = |c: u32, fp: u64, cal: bool, k: f64| {
+                crate::graph::mix(
+                    u64::from(c)
+                        ^ fp.rotate_left(17)
+                        ^ (k.round() as u64).rotate_left(40)
+                        ^ u64::from(cal) << 63,
+                )
+            };
+            let span = records.iter().map(|r| r.end.as_ns()).max().unwrap_or(0)
+                - records.iter().map(|r| r.start.as_ns()).min().unwrap_or(0);
+            let tasks: Vec<(u64, u64, f64)> = records
+                .iter()
+                .zip(&g.occupancy)
+                .map(|(r, &k)| (*r, false, k))
+                .chain(
+                    calibration
+                        .iter()
+                        .zip(&calibration_occupancy)
+                        .map(|(r, &k)| (*r, true, k)),
+                )
+                .filter(|(r, _, _)| r.arch == Arch::Cpu)
+                .map(|(r, cal, k)| {
+                    (
+                        key(r.codelet, r.footprint, cal, k),
+                        r.start.as_ns(),
+                        r.end.as_ns().saturating_sub(r.start.as_ns()) as f64,
+                    )
+                })
+                .collect();
+            g.wander = crate::wander::speed_wander(&tasks, span);
+        }
         Ok(g)
     }
 
@@ -424,6 +463,13 @@ impl Graph {
     /// The per-task runtime overhead measured in the recorded run: its median, ns.
     pub fn measured_overhead_ns(&self) -> Option<u64> {
         self.measured_overhead.as_ref().map(|o| o.median_ns)
+    }
+
+    /// How much the recording machine's speed moved between stretches as long as the
+    /// graph: a relative standard deviation, from the calibration around the graph
+    /// (`None` without one). Replicas draw the machine's speed within it.
+    pub fn speed_wander(&self) -> Option<f64> {
+        self.wander
     }
 
     /// Each codelet's duration against the busy cores of its package, as the recording

@@ -20,6 +20,7 @@ mod error;
 pub mod graph;
 pub mod output;
 pub mod platform;
+mod wander;
 
 pub use contention::{ContentionLaws, DurationLaw};
 pub use engine::{simulate, SimEnergy, SimOptions, SimRun, T0_NS};
