@@ -307,7 +307,7 @@ pub fn measured_run<P>(
     // that a run on fewer workers still shows the fit a type's power beside others
     // (apps/calibrate.rs; runtime/src/reserved.rs).
     let mut spare = 0;
-    if opts.type_calibration.is_some() {
+    if opts.type_calibration.is_some() && opts.app.calibrates() {
         spare = b.spare_cores()?.min(taskwatt_runtime::MAX_RESERVED);
         if spare > 0 {
             b = b.reserved_workers(spare);

@@ -315,6 +315,31 @@ fn type_calibration_on_fewer_workers_than_cores_uses_the_free_cores_too() {
     assert!(outside > 0, "no calibration task ran on a reserved worker");
     let text = ok(&args);
     assert!(text.contains("1 worker (+"), "{text}");
+    // GEMM has one task type and no calibration: nothing is reserved, and the run says
+    // the flag did nothing.
+    let out = taskwatt(&[
+        "run",
+        "gemm",
+        "--workers",
+        "1",
+        "--n",
+        "256",
+        "--tile",
+        "128",
+        "--meter",
+        "sim",
+        "--type-calibration",
+        "100ms",
+        "--json",
+    ]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["reserved_workers"].as_array().unwrap().len(), 0, "{v}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--type-calibration does nothing for gemm"),
+        "{err}"
+    );
 }
 
 #[test]

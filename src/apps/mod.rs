@@ -59,6 +59,13 @@ impl App {
         }
     }
 
+    /// Whether the app has a type calibration (`--type-calibration`): Cholesky's four task
+    /// types run in fixed proportions and need it; GEMM and the stencil have one type
+    /// each, which their graph alone pins down, so nothing is calibrated for them.
+    pub fn calibrates(self) -> bool {
+        matches!(self, App::Cholesky)
+    }
+
     /// The codelet names the app uses (what the energy report will list).
     pub fn codelets(self) -> &'static [&'static str] {
         match self {
