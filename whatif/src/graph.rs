@@ -346,37 +346,33 @@ impl Graph {
         };
         let calibration_occupancy = crate::contention::occupancy(&calibration, package_of);
         use crate::contention::Group;
+        // Every CPU task, the graph's and the calibration's, with its group and occupancy:
+        // what the laws and the machine's wander are fitted on.
+        let cpu: Vec<(&taskwatt_traces::TaskRecord, Group, f64)> = records
+            .iter()
+            .zip(&g.occupancy)
+            .map(|(r, &k)| (*r, Group::Graph, k))
+            .chain(
+                calibration
+                    .iter()
+                    .zip(&calibration_occupancy)
+                    .map(|(r, &k)| (*r, Group::Calibration, k)),
+            )
+            .filter(|(r, _, _)| r.arch == Arch::Cpu)
+            .collect();
+        let duration =
+            |r: &taskwatt_traces::TaskRecord| r.end.as_ns().saturating_sub(r.start.as_ns()) as f64;
         let laws = crate::contention::fit(
-            g.tasks
-                .iter()
-                .zip(&g.occupancy)
-                .zip(&records)
-                .filter(|((t, _), _)| t.arch == Arch::Cpu)
-                .map(|((t, &k), r)| {
-                    (
-                        t.codelet,
-                        t.footprint,
-                        t.duration_ns as f64,
-                        k,
-                        Group::Graph,
-                        r.start.as_ns(),
-                    )
-                })
-                .chain(
-                    calibration
-                        .iter()
-                        .zip(&calibration_occupancy)
-                        .map(|(r, &k)| {
-                            (
-                                r.codelet,
-                                r.footprint,
-                                r.end.as_ns().saturating_sub(r.start.as_ns()) as f64,
-                                k,
-                                Group::Calibration,
-                                r.start.as_ns(),
-                            )
-                        }),
-                ),
+            cpu.iter().map(|&(r, group, k)| {
+                (
+                    r.codelet,
+                    r.footprint,
+                    duration(r),
+                    k,
+                    group,
+                    r.start.as_ns(),
+                )
+            }),
             |c| {
                 g.codelets
                     .iter()
@@ -385,38 +381,17 @@ impl Graph {
             },
         );
         g.laws = laws;
-        // The machine's speed between stretches as long as the graph: from the graph's
-        // and the calibration's CPU tasks, each relative to its type and group.
+        // The machine's speed between stretches as long as the graph, each task relative
+        // to its type, group and busy cores (calibration alternates alone and on every
+        // core: a stretch that holds more of one must not read as slower).
         if !calibration.is_empty() {
-            // Relative to its type, group and busy cores: calibration alternates alone and
-            // on every core, and a window that holds more of one must not read as slower.
-            let key = |c: u32, fp: u64, cal: bool, k: f64| {
-                crate::graph::mix(
-                    u64::from(c)
-                        ^ fp.rotate_left(17)
-                        ^ (k.round() as u64).rotate_left(40)
-                        ^ u64::from(cal) << 63,
-                )
-            };
             let span = records.iter().map(|r| r.end.as_ns()).max().unwrap_or(0)
                 - records.iter().map(|r| r.start.as_ns()).min().unwrap_or(0);
-            let tasks: Vec<(u64, u64, f64)> = records
+            let tasks: Vec<_> = cpu
                 .iter()
-                .zip(&g.occupancy)
-                .map(|(r, &k)| (*r, false, k))
-                .chain(
-                    calibration
-                        .iter()
-                        .zip(&calibration_occupancy)
-                        .map(|(r, &k)| (*r, true, k)),
-                )
-                .filter(|(r, _, _)| r.arch == Arch::Cpu)
-                .map(|(r, cal, k)| {
-                    (
-                        key(r.codelet, r.footprint, cal, k),
-                        r.start.as_ns(),
-                        r.end.as_ns().saturating_sub(r.start.as_ns()) as f64,
-                    )
+                .map(|&(r, group, k)| {
+                    let key = (r.codelet, r.footprint, group, k.round() as u32);
+                    (key, r.start.as_ns(), duration(r))
                 })
                 .collect();
             g.wander = crate::wander::speed_wander(&tasks, span);

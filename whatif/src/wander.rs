@@ -16,6 +16,7 @@
 //! nothing is estimated, and the docs say the interval does not hold this.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 /// Fewest tasks in a window for its mean to count.
 const MIN_WINDOW_TASKS: usize = 30;
@@ -27,11 +28,14 @@ const MIN_WINDOWS: usize = 4;
 /// `window_ns`, from `tasks` as `(key, start_ns, duration_ns)`, `key` what a duration is
 /// relative to (a type and its group: graph or calibration). `None` when fewer than
 /// [`MIN_WINDOWS`] windows hold [`MIN_WINDOW_TASKS`] tasks each.
-pub(crate) fn speed_wander(tasks: &[(u64, u64, f64)], window_ns: u64) -> Option<f64> {
+pub(crate) fn speed_wander<K: Hash + Eq + Copy>(
+    tasks: &[(K, u64, f64)],
+    window_ns: u64,
+) -> Option<f64> {
     if window_ns == 0 || tasks.is_empty() {
         return None;
     }
-    let mut means: HashMap<u64, (f64, usize)> = HashMap::new();
+    let mut means: HashMap<K, (f64, usize)> = HashMap::new();
     for &(k, _, d) in tasks {
         let e = means.entry(k).or_default();
         e.0 += d;
@@ -163,6 +167,6 @@ mod tests {
     fn a_recording_as_long_as_one_window_gives_nothing() {
         let t = tasks(|_| 1.0, 0.1);
         assert_eq!(speed_wander(&t, 100_000_000_000), None);
-        assert_eq!(speed_wander(&[], 1), None);
+        assert_eq!(speed_wander::<u64>(&[], 1), None);
     }
 }
