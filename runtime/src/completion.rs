@@ -136,7 +136,7 @@ impl Shared {
             }
             Kind::Codelet if node.cancelled.load(Ordering::Relaxed) => Readied::Cancelled(node),
             Kind::Codelet => {
-                // SAFETY: this thread holds the ready node; its body is not taken yet.
+                // A task pinned to a reserved worker never reaches the policy.
                 if let Some(i) = node.reserved_index() {
                     self.reserved.push(i, node);
                     return Readied::Reserved;

@@ -270,7 +270,7 @@ impl Runtime {
         if ready {
             if !sh.staging.is_zero()
                 && matches!(node.kind, Kind::Codelet)
-                // SAFETY: this thread holds the ready node; its body is not taken yet.
+                // A pinned task goes to its reserved worker's queue, not to staging.
                 && node.reserved_index().is_none()
                 && !node.cancelled.load(Ordering::Relaxed)
             {

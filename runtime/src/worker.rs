@@ -70,14 +70,14 @@ impl Me {
 
 /// Tells the start latch once, at the latest when dropped: `build()` must not wait forever
 /// for a worker whose setup panicked (a custom policy's `local`, say).
-pub(crate) struct Arrival<'a>(Option<&'a StartLatch>);
+struct Arrival<'a>(Option<&'a StartLatch>);
 
 impl<'a> Arrival<'a> {
-    pub(crate) fn new(latch: &'a StartLatch) -> Arrival<'a> {
+    fn new(latch: &'a StartLatch) -> Arrival<'a> {
         Arrival(Some(latch))
     }
 
-    pub(crate) fn now(&mut self) {
+    fn now(&mut self) {
         if let Some(latch) = self.0.take() {
             latch.arrive();
         }
@@ -99,7 +99,7 @@ impl Drop for Arrival<'_> {
 /// Pins the calling worker thread to its CPU, if it has one. Pinning can fail in a
 /// restricted container; the worker still runs, unpinned, and says so (the trace's
 /// placement is corrected by `build`).
-pub(crate) fn pin(ctx: &WorkerCtx) {
+fn pin(ctx: &WorkerCtx) {
     if let Some(cpu) = ctx.cpu {
         if !core_affinity::set_for_current(core_affinity::CoreId { id: cpu as usize }) {
             log::warn!(
