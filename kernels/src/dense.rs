@@ -86,6 +86,51 @@ fn view_mut<T: Scalar>(t: &mut Tile<T>) -> MatMut<'_, T> {
 /// [`KernelError::NotPositiveDefinite`] with the 0-based column whose pivot was `<= 0` or
 /// NaN. The tile is then partly overwritten (columns before `column` hold `L`).
 pub fn potrf<T: Scalar>(a: &mut Tile<T>) -> Result<(), KernelError> {
+    T::potrf(a)
+}
+
+/// Triangular solve from the right: `b = b * L^-T`, `L` the lower triangle of `l` with its
+/// diagonal (non-unit). The strictly upper triangle of `l` is not read.
+///
+/// This is the panel update of tiled Cholesky: `A[i][k] = A[i][k] * L[k][k]^-T`.
+///
+/// # Panics
+/// If the tiles differ in order.
+pub fn trsm<T: Scalar>(l: &Tile<T>, b: &mut Tile<T>) {
+    T::trsm(l, b)
+}
+
+/// Symmetric rank-`nb` update of the lower triangle: `c = c - a a^T`.
+///
+/// Only the lower triangle of `c` (diagonal included) is written; the strictly upper
+/// triangle keeps its old values, as with BLAS.
+///
+/// # Panics
+/// If the tiles differ in order.
+pub fn syrk<T: Scalar>(a: &Tile<T>, c: &mut Tile<T>) {
+    T::syrk(a, c)
+}
+
+/// `c = c - a b^T`: the trailing update of tiled Cholesky (`A[i][j] -= L[i][k] L[j][k]^T`).
+///
+/// # Panics
+/// If the tiles differ in order.
+pub fn gemm_nt<T: Scalar>(a: &Tile<T>, b: &Tile<T>, c: &mut Tile<T>) {
+    T::gemm_nt(a, b, c)
+}
+
+/// `c = alpha a b + beta c`: the tile operation of tiled GEMM. With `beta == 0`, `c` is
+/// not read (NaN or garbage in `c` does not propagate), as in BLAS.
+///
+/// # Panics
+/// If the tiles differ in order.
+pub fn gemm_nn<T: Scalar>(alpha: T, a: &Tile<T>, b: &Tile<T>, beta: T, c: &mut Tile<T>) {
+    T::gemm_nn(alpha, a, b, beta, c)
+}
+
+/// The kernels' bodies, generic; each precision's instance is compiled here, by
+/// [`Kernels`](crate::scalar::sealed::Kernels)'s implementations below.
+fn potrf_in<T: Scalar>(a: &mut Tile<T>) -> Result<(), KernelError> {
     if a.nb() == 0 {
         return Ok(());
     }
@@ -99,14 +144,7 @@ pub fn potrf<T: Scalar>(a: &mut Tile<T>) -> Result<(), KernelError> {
     }
 }
 
-/// Triangular solve from the right: `b = b * L^-T`, `L` the lower triangle of `l` with its
-/// diagonal (non-unit). The strictly upper triangle of `l` is not read.
-///
-/// This is the panel update of tiled Cholesky: `A[i][k] = A[i][k] * L[k][k]^-T`.
-///
-/// # Panics
-/// If the tiles differ in order.
-pub fn trsm<T: Scalar>(l: &Tile<T>, b: &mut Tile<T>) {
+fn trsm_in<T: Scalar>(l: &Tile<T>, b: &mut Tile<T>) {
     if same_order("trsm", &[l, b]) == 0 {
         return;
     }
@@ -116,14 +154,7 @@ pub fn trsm<T: Scalar>(l: &Tile<T>, b: &mut Tile<T>) {
     pure::trsm(view(l), view_mut(b));
 }
 
-/// Symmetric rank-`nb` update of the lower triangle: `c = c - a a^T`.
-///
-/// Only the lower triangle of `c` (diagonal included) is written; the strictly upper
-/// triangle keeps its old values, as with BLAS.
-///
-/// # Panics
-/// If the tiles differ in order.
-pub fn syrk<T: Scalar>(a: &Tile<T>, c: &mut Tile<T>) {
+fn syrk_in<T: Scalar>(a: &Tile<T>, c: &mut Tile<T>) {
     if same_order("syrk", &[a, c]) == 0 {
         return;
     }
@@ -133,11 +164,7 @@ pub fn syrk<T: Scalar>(a: &Tile<T>, c: &mut Tile<T>) {
     pure::syrk(view(a), view_mut(c));
 }
 
-/// `c = c - a b^T`: the trailing update of tiled Cholesky (`A[i][j] -= L[i][k] L[j][k]^T`).
-///
-/// # Panics
-/// If the tiles differ in order.
-pub fn gemm_nt<T: Scalar>(a: &Tile<T>, b: &Tile<T>, c: &mut Tile<T>) {
+fn gemm_nt_in<T: Scalar>(a: &Tile<T>, b: &Tile<T>, c: &mut Tile<T>) {
     if same_order("gemm_nt", &[a, b, c]) == 0 {
         return;
     }
@@ -147,12 +174,7 @@ pub fn gemm_nt<T: Scalar>(a: &Tile<T>, b: &Tile<T>, c: &mut Tile<T>) {
     pure::gemm_view(-T::ONE, view(a), Op::N, view(b), Op::T, T::ONE, view_mut(c));
 }
 
-/// `c = alpha a b + beta c`: the tile operation of tiled GEMM. With `beta == 0`, `c` is
-/// not read (NaN or garbage in `c` does not propagate), as in BLAS.
-///
-/// # Panics
-/// If the tiles differ in order.
-pub fn gemm_nn<T: Scalar>(alpha: T, a: &Tile<T>, b: &Tile<T>, beta: T, c: &mut Tile<T>) {
+fn gemm_nn_in<T: Scalar>(alpha: T, a: &Tile<T>, b: &Tile<T>, beta: T, c: &mut Tile<T>) {
     if same_order("gemm_nn", &[a, b, c]) == 0 {
         return;
     }
@@ -161,6 +183,36 @@ pub fn gemm_nn<T: Scalar>(alpha: T, a: &Tile<T>, b: &Tile<T>, beta: T, c: &mut T
     #[cfg(not(feature = "blas"))]
     pure::gemm_view(alpha, view(a), Op::N, view(b), Op::N, beta, view_mut(c));
 }
+
+/// The entry points the public kernels call: one non-generic function per kernel and
+/// precision, so each is compiled in this crate, at this crate's opt-level. A generic
+/// public kernel would otherwise be instantiated by its caller, at the caller's: the
+/// README's first command (`cargo run`, the dev profile) built the facade's apps at
+/// opt-level 0 and ran the tiles' loops unoptimised (Cargo.toml, `[profile.dev]`).
+macro_rules! compiled_kernels {
+    ($t:ty) => {
+        impl crate::scalar::sealed::Kernels for $t {
+            fn potrf(a: &mut Tile<$t>) -> Result<(), KernelError> {
+                potrf_in(a)
+            }
+            fn trsm(l: &Tile<$t>, b: &mut Tile<$t>) {
+                trsm_in(l, b)
+            }
+            fn syrk(a: &Tile<$t>, c: &mut Tile<$t>) {
+                syrk_in(a, c)
+            }
+            fn gemm_nt(a: &Tile<$t>, b: &Tile<$t>, c: &mut Tile<$t>) {
+                gemm_nt_in(a, b, c)
+            }
+            fn gemm_nn(alpha: $t, a: &Tile<$t>, b: &Tile<$t>, beta: $t, c: &mut Tile<$t>) {
+                gemm_nn_in(alpha, a, b, beta, c)
+            }
+        }
+    };
+}
+
+compiled_kernels!(f64);
+compiled_kernels!(f32);
 
 #[cfg(test)]
 mod tests {

@@ -69,12 +69,34 @@ pub(crate) mod sealed {
     // cannot implement this supertrait.
     #![allow(unreachable_pub)]
 
+    use crate::{KernelError, Tile};
+
     /// With `blas`, a scalar type must also have BLAS/LAPACK routines.
     #[cfg(feature = "blas")]
-    pub trait Sealed: crate::blas::Routines {}
-    /// Without `blas`, a marker.
+    pub trait Sealed: crate::blas::Routines + Kernels {}
+    /// Without `blas`, the tile kernels only.
     #[cfg(not(feature = "blas"))]
-    pub trait Sealed {}
+    pub trait Sealed: Kernels {}
+
+    /// The tile kernels of one precision, compiled in this crate (dense.rs implements it
+    /// for `f64` and `f32`, and says why).
+    pub trait Kernels: Sized {
+        fn potrf(a: &mut Tile<Self>) -> Result<(), KernelError>
+        where
+            Self: super::Scalar;
+        fn trsm(l: &Tile<Self>, b: &mut Tile<Self>)
+        where
+            Self: super::Scalar;
+        fn syrk(a: &Tile<Self>, c: &mut Tile<Self>)
+        where
+            Self: super::Scalar;
+        fn gemm_nt(a: &Tile<Self>, b: &Tile<Self>, c: &mut Tile<Self>)
+        where
+            Self: super::Scalar;
+        fn gemm_nn(alpha: Self, a: &Tile<Self>, b: &Tile<Self>, beta: Self, c: &mut Tile<Self>)
+        where
+            Self: super::Scalar;
+    }
 
     impl Sealed for f64 {}
     impl Sealed for f32 {}
