@@ -290,9 +290,19 @@ impl Measured {
     /// alone from the package's contention (docs/runtime.md, "Reserved workers").
     ///
     /// ```
-    /// use taskwatt::{Codelet, Measure, Runtime, Task};
+    /// use std::time::Duration;
+    /// use taskwatt::{Codelet, Measure, Runtime, Task, TypeCalibration};
     ///
-    /// let m = Measure::new().start(Runtime::builder().workers(2)).unwrap();
+    /// // At most 2 s of calibration (the default, `TypeCalibration::auto()`, allows 10 s).
+    /// let calibration = TypeCalibration::Auto {
+    ///     budget: Duration::from_secs(2),
+    ///     step: Duration::from_millis(250),
+    ///     precision_pct: 5.0,
+    /// };
+    /// let m = Measure::new()
+    ///     .type_calibration(calibration)
+    ///     .start(Runtime::builder().workers(2))
+    ///     .unwrap();
     /// let rt = m.runtime();
     /// let sweep = Codelet::new("sweep").cpu(|ctx| {
     ///     ctx.rw::<Vec<f64>>(0).iter_mut().for_each(|x| *x = x.sqrt() + 1.0)
