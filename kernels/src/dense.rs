@@ -86,7 +86,7 @@ fn view_mut<T: Scalar>(t: &mut Tile<T>) -> MatMut<'_, T> {
 /// [`KernelError::NotPositiveDefinite`] with the 0-based column whose pivot was `<= 0` or
 /// NaN. The tile is then partly overwritten (columns before `column` hold `L`).
 pub fn potrf<T: Scalar>(a: &mut Tile<T>) -> Result<(), KernelError> {
-    T::potrf(a)
+    T::tile_potrf(a)
 }
 
 /// Triangular solve from the right: `b = b * L^-T`, `L` the lower triangle of `l` with its
@@ -97,7 +97,7 @@ pub fn potrf<T: Scalar>(a: &mut Tile<T>) -> Result<(), KernelError> {
 /// # Panics
 /// If the tiles differ in order.
 pub fn trsm<T: Scalar>(l: &Tile<T>, b: &mut Tile<T>) {
-    T::trsm(l, b)
+    T::tile_trsm(l, b)
 }
 
 /// Symmetric rank-`nb` update of the lower triangle: `c = c - a a^T`.
@@ -108,7 +108,7 @@ pub fn trsm<T: Scalar>(l: &Tile<T>, b: &mut Tile<T>) {
 /// # Panics
 /// If the tiles differ in order.
 pub fn syrk<T: Scalar>(a: &Tile<T>, c: &mut Tile<T>) {
-    T::syrk(a, c)
+    T::tile_syrk(a, c)
 }
 
 /// `c = c - a b^T`: the trailing update of tiled Cholesky (`A[i][j] -= L[i][k] L[j][k]^T`).
@@ -116,7 +116,7 @@ pub fn syrk<T: Scalar>(a: &Tile<T>, c: &mut Tile<T>) {
 /// # Panics
 /// If the tiles differ in order.
 pub fn gemm_nt<T: Scalar>(a: &Tile<T>, b: &Tile<T>, c: &mut Tile<T>) {
-    T::gemm_nt(a, b, c)
+    T::tile_gemm_nt(a, b, c)
 }
 
 /// `c = alpha a b + beta c`: the tile operation of tiled GEMM. With `beta == 0`, `c` is
@@ -125,7 +125,7 @@ pub fn gemm_nt<T: Scalar>(a: &Tile<T>, b: &Tile<T>, c: &mut Tile<T>) {
 /// # Panics
 /// If the tiles differ in order.
 pub fn gemm_nn<T: Scalar>(alpha: T, a: &Tile<T>, b: &Tile<T>, beta: T, c: &mut Tile<T>) {
-    T::gemm_nn(alpha, a, b, beta, c)
+    T::tile_gemm_nn(alpha, a, b, beta, c)
 }
 
 /// The kernels' bodies, generic; each precision's instance is compiled here, by
@@ -192,19 +192,19 @@ fn gemm_nn_in<T: Scalar>(alpha: T, a: &Tile<T>, b: &Tile<T>, beta: T, c: &mut Ti
 macro_rules! compiled_kernels {
     ($t:ty) => {
         impl crate::scalar::sealed::Kernels for $t {
-            fn potrf(a: &mut Tile<$t>) -> Result<(), KernelError> {
+            fn tile_potrf(a: &mut Tile<$t>) -> Result<(), KernelError> {
                 potrf_in(a)
             }
-            fn trsm(l: &Tile<$t>, b: &mut Tile<$t>) {
+            fn tile_trsm(l: &Tile<$t>, b: &mut Tile<$t>) {
                 trsm_in(l, b)
             }
-            fn syrk(a: &Tile<$t>, c: &mut Tile<$t>) {
+            fn tile_syrk(a: &Tile<$t>, c: &mut Tile<$t>) {
                 syrk_in(a, c)
             }
-            fn gemm_nt(a: &Tile<$t>, b: &Tile<$t>, c: &mut Tile<$t>) {
+            fn tile_gemm_nt(a: &Tile<$t>, b: &Tile<$t>, c: &mut Tile<$t>) {
                 gemm_nt_in(a, b, c)
             }
-            fn gemm_nn(alpha: $t, a: &Tile<$t>, b: &Tile<$t>, beta: $t, c: &mut Tile<$t>) {
+            fn tile_gemm_nn(alpha: $t, a: &Tile<$t>, b: &Tile<$t>, beta: $t, c: &mut Tile<$t>) {
                 gemm_nn_in(alpha, a, b, beta, c)
             }
         }

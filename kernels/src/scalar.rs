@@ -81,20 +81,25 @@ pub(crate) mod sealed {
     /// The tile kernels of one precision, compiled in this crate (dense.rs implements it
     /// for `f64` and `f32`, and says why).
     pub trait Kernels: Sized {
-        fn potrf(a: &mut Tile<Self>) -> Result<(), KernelError>
+        fn tile_potrf(a: &mut Tile<Self>) -> Result<(), KernelError>
         where
             Self: super::Scalar;
-        fn trsm(l: &Tile<Self>, b: &mut Tile<Self>)
+        fn tile_trsm(l: &Tile<Self>, b: &mut Tile<Self>)
         where
             Self: super::Scalar;
-        fn syrk(a: &Tile<Self>, c: &mut Tile<Self>)
+        fn tile_syrk(a: &Tile<Self>, c: &mut Tile<Self>)
         where
             Self: super::Scalar;
-        fn gemm_nt(a: &Tile<Self>, b: &Tile<Self>, c: &mut Tile<Self>)
+        fn tile_gemm_nt(a: &Tile<Self>, b: &Tile<Self>, c: &mut Tile<Self>)
         where
             Self: super::Scalar;
-        fn gemm_nn(alpha: Self, a: &Tile<Self>, b: &Tile<Self>, beta: Self, c: &mut Tile<Self>)
-        where
+        fn tile_gemm_nn(
+            alpha: Self,
+            a: &Tile<Self>,
+            b: &Tile<Self>,
+            beta: Self,
+            c: &mut Tile<Self>,
+        ) where
             Self: super::Scalar;
     }
 
