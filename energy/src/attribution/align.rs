@@ -51,8 +51,6 @@ struct PhaseEstimate {
     constraints: usize,
     /// Share of them the phase satisfies.
     consistency: f64,
-    /// Share of the phase bins that satisfy as many reads as the best.
-    best_share: f64,
 }
 
 /// How a domain's samples were aligned to its meter.
@@ -405,85 +403,151 @@ fn estimate_phase(samples: &[(u64, f64)], u: u64) -> PhaseEstimate {
     phase_of(&close_reads(samples, u), u)
 }
 
-/// The phase that most of `cons` (those closer than `u`) agree with.
-fn phase_of(cons: &[Close], u: u64) -> PhaseEstimate {
+/// How the phase bins voted: the constraints' count and the bins the most agree with.
+struct Votes {
+    /// Constraints (reads closer than `u`).
+    n: usize,
+    /// The most constraints any bin satisfies.
+    best: i64,
+    /// Bins that satisfy `best`.
+    best_bins: usize,
+    /// The constraints each bin satisfies.
+    bins: [i32; BINS],
+}
+
+impl Votes {
+    fn consistency(&self) -> f64 {
+        self.best as f64 / self.n.max(1) as f64
+    }
+
+    fn best_share(&self) -> f64 {
+        self.best_bins as f64 / BINS as f64
+    }
+
+    /// The longest circular run of best bins (of equal ones, the one starting at the
+    /// lowest bin): its first bin and its length; 0 when every bin is best, which says
+    /// nothing.
+    fn run(&self) -> (usize, usize) {
+        let mut run = (0usize, 0usize);
+        if self.n == 0 || self.best_bins == BINS {
+            return run;
+        }
+        let best = self.best as i32;
+        // From just after a bin that is not best round to it: no run is cut by the wrap,
+        // and the last bin visited ends the last run.
+        let first = self
+            .bins
+            .iter()
+            .position(|&v| v != best)
+            .expect("a bin is not best");
+        let mut len = 0;
+        for i in 1..=BINS {
+            let k = (first + i) % BINS;
+            if self.bins[k] == best {
+                len += 1;
+            } else if len > 0 {
+                let start = (k + BINS - len) % BINS;
+                if len > run.1 || (len == run.1 && start < run.0) {
+                    run = (start, len);
+                }
+                len = 0;
+            }
+        }
+        run
+    }
+}
+
+/// The phase bin of `x` (`x < 2u`): `⌊x·BINS/u⌋`, in 64 bits unless that would overflow.
+fn bin_of(x: u64, u: u64) -> usize {
+    match x.checked_mul(BINS as u64) {
+        Some(p) => (p / u) as usize,
+        None => (x as u128 * BINS as u128 / u as u128) as usize,
+    }
+}
+
+/// How the phase bins vote over `cons` (those closer than `u`): what the search for the
+/// update interval scores, without the exact refinement [`phase_of`] adds.
+fn votes(cons: &[Close], u: u64) -> Votes {
     // Circular difference array over BINS bins; a constraint votes for the bins whose
     // centre satisfies it.
-    let mut diff = [0i64; BINS + 1];
+    let mut diff = [0i32; BINS + 1];
     let mut n = 0usize;
-    // Adds one vote to every bin in the circular half-open bin range [a, b) (all of them
-    // when a == b: an arc that touches every bin; an arc touches at least one).
-    let vote = |diff: &mut [i64; BINS + 1], a: usize, b: usize| {
-        if a == b {
-            diff[0] += 1;
-            diff[BINS] -= 1;
-        } else if a < b {
-            diff[a] += 1;
-            diff[b] -= 1;
-        } else {
-            diff[a] += 1;
-            diff[BINS] -= 1;
-            diff[0] += 1;
-            diff[b] -= 1;
-        }
-    };
     for c in cons {
-        if c.t1 - c.t0 >= u {
+        let dt = c.t1 - c.t0;
+        if dt >= u {
             continue;
         }
         n += 1;
         // Every bin the allowed arc touches gets a vote (a bin is a sliver of phases: the
-        // exact refinement below finds the phase inside it): a tick in (t0, t1] puts the
-        // phase on the arc from t0 to t1; none puts it on the arc from t1 round to t0 + u.
-        let dt = c.t1 - c.t0;
+        // exact refinement in `phase_of` finds the phase inside it): a tick in (t0, t1]
+        // puts the phase on the arc from t0 to t1; none puts it on the arc from t1 round
+        // to t0 + u.
         let (start, len) = if c.changed {
             (c.t0, dt)
         } else {
             (c.t1, u - dt)
         };
-        let x = (start % u) as u128;
-        let k0 = (x * BINS as u128 / u as u128) as usize;
-        let k1 = ((x + len as u128) * BINS as u128 / u as u128) as usize;
-        let count = (k1 - k0 + 1).min(BINS);
-        vote(&mut diff, k0, (k0 + count) % BINS);
+        let x = start % u;
+        let k0 = bin_of(x, u);
+        let count = (bin_of(x + len, u) - k0 + 1).min(BINS);
+        // One vote for every bin in the circular range [k0, k0 + count): all of them when
+        // it wraps onto itself.
+        let k1 = (k0 + count) % BINS;
+        if k0 < k1 {
+            diff[k0] += 1;
+            diff[k1] -= 1;
+        } else {
+            diff[k0] += 1;
+            diff[BINS] -= 1;
+            diff[0] += 1;
+            diff[k1] -= 1;
+        }
     }
     if n == 0 {
+        return Votes {
+            n,
+            best: 0,
+            best_bins: BINS,
+            bins: [0; BINS],
+        };
+    }
+    let mut votes = [0i32; BINS];
+    let (mut acc, mut best, mut best_bins) = (0i32, i32::MIN, 0usize);
+    for (v, d) in votes.iter_mut().zip(&diff) {
+        acc += d;
+        *v = acc;
+        if acc > best {
+            (best, best_bins) = (acc, 1);
+        } else if acc == best {
+            best_bins += 1;
+        }
+    }
+    Votes {
+        n,
+        best: best as i64,
+        best_bins,
+        bins: votes,
+    }
+}
+
+/// The phase that most of `cons` (those closer than `u`) agree with.
+fn phase_of(cons: &[Close], u: u64) -> PhaseEstimate {
+    let v = votes(cons, u);
+    if v.n == 0 {
         return PhaseEstimate {
             phase: None,
             constraints: 0,
             consistency: 0.0,
-            best_share: 1.0,
         };
     }
-    let mut votes = [0i64; BINS];
-    let mut acc = 0;
-    for (i, v) in votes.iter_mut().enumerate() {
-        acc += diff[i];
-        *v = acc;
-    }
-    let best = *votes.iter().max().expect("bins");
-    // The middle of the longest circular run of best bins.
-    let (mut run_start, mut run_len) = (0usize, 0usize);
-    for start in 0..BINS {
-        if votes[start] != best || votes[(start + BINS - 1) % BINS] == best {
-            continue;
-        }
-        let mut len = 0;
-        while len < BINS && votes[(start + len) % BINS] == best {
-            len += 1;
-        }
-        if len > run_len {
-            (run_start, run_len) = (start, len);
-        }
-    }
-    let consistency = best as f64 / n as f64;
+    let consistency = v.consistency();
+    let (run_start, run_len) = v.run();
     if run_len == 0 {
         // Every bin is best: no information.
         return PhaseEstimate {
             phase: None,
-            constraints: n,
+            constraints: v.n,
             consistency,
-            best_share: 1.0,
         };
     }
     // Bin k holds phases in [k·u/BINS, (k+1)·u/BINS); a run of bins [s, s+len) holds
@@ -499,9 +563,8 @@ fn phase_of(cons: &[Close], u: u64) -> PhaseEstimate {
     let width = (hi - lo).max(0) as u64;
     PhaseEstimate {
         phase: Some((phase, width)),
-        constraints: n,
+        constraints: v.n,
         consistency,
-        best_share: votes.iter().filter(|&&v| v == best).count() as f64 / BINS as f64,
     }
 }
 
@@ -582,11 +645,11 @@ fn evidence(cons: &[Close], u: u64) -> (f64, usize) {
             .iter()
             .filter(|c| !c.changed && c.t1 - c.t0 >= u)
             .count();
-        let e = phase_of(win, u);
-        let against = e.constraints - (e.consistency * e.constraints as f64).round() as usize;
+        let v = votes(win, u);
+        let against = v.n - v.best.max(0) as usize;
         log_e +=
-            e.best_share.max(1.0 / BINS as f64).ln() + LOG_ERROR * (against + impossible) as f64;
-        used += e.constraints;
+            v.best_share().max(1.0 / BINS as f64).ln() + LOG_ERROR * (against + impossible) as f64;
+        used += v.n;
     }
     (log_e, used)
 }
@@ -675,11 +738,11 @@ pub(crate) fn detect_update_interval(samples: &[(u64, f64)]) -> Option<u64> {
     let ticks = ((samples[samples.len() - 1].0 - samples[0].0) as f64 / u as f64).max(1.0);
     let fine = (1.0 / (16.0 * ticks)).max(1e-9);
     let steps = ((rel / fine).ceil() as i64).min(4000);
-    let mut global = phase_of(&same, u).consistency;
+    let mut global = votes(&same, u).consistency();
     let centre = u as f64;
     for k in -steps..=steps {
         let cand = (centre * (1.0 + fine * k as f64)) as u64;
-        let g = phase_of(&same, cand).consistency;
+        let g = votes(&same, cand).consistency();
         if g > global {
             (u, global) = (cand, g);
         }
@@ -807,6 +870,68 @@ mod tests {
         let spans: Vec<u64> = s.windows(2).map(|w| w[1].0 - w[0].0).collect();
         assert!(spans.iter().all(|&d| d >= MERGE_TICKS * u), "{spans:?}");
         assert!(a.describe().contains("too long"));
+    }
+
+    /// The votes as defined, bin by bin: a constraint votes for each bin whose phases
+    /// `[k·u/BINS, (k+1)·u/BINS)` meet its arc `[x, x + len]` (mod `u`).
+    fn naive_votes(cons: &[Close], u: u64) -> (usize, Vec<i64>) {
+        let (b, u) = (BINS as u128, u as u128);
+        let mut bins = vec![0i64; BINS];
+        let mut n = 0;
+        for c in cons.iter().filter(|c| c.t1 - c.t0 < u as u64) {
+            n += 1;
+            let dt = (c.t1 - c.t0) as u128;
+            let (start, len) = if c.changed {
+                (c.t0 as u128, dt)
+            } else {
+                (c.t1 as u128, u - dt)
+            };
+            let (x, y) = (start % u, start % u + len);
+            for (k, v) in bins.iter_mut().enumerate() {
+                let k = k as u128;
+                let meets = |k: u128| x * b < (k + 1) * u && k * u <= y * b;
+                if meets(k) || meets(k + b) {
+                    *v += 1;
+                }
+            }
+        }
+        (n, bins)
+    }
+
+    proptest::proptest! {
+        /// The difference array, its wrap-round and the longest run of best bins agree
+        /// with a count made bin by bin.
+        #[test]
+        fn votes_match_a_bin_by_bin_count(
+            u in 1u64..5_000_000,
+            reads in proptest::collection::vec((0u64..50_000_000, 0u64..6_000_000, proptest::bool::ANY), 0..60),
+        ) {
+            let cons: Vec<Close> = reads
+                .iter()
+                .map(|&(t0, dt, changed)| Close { t0, t1: t0 + dt, changed })
+                .collect();
+            let v = votes(&cons, u);
+            let (n, bins) = naive_votes(&cons, u);
+            proptest::prop_assert_eq!(v.n, n);
+            if n == 0 {
+                return Ok(());
+            }
+            let best = *bins.iter().max().unwrap();
+            proptest::prop_assert_eq!(v.best, best);
+            proptest::prop_assert_eq!(v.best_bins, bins.iter().filter(|&&x| x == best).count());
+            // The longest run, the lowest start among equals; none when all are best.
+            let mut run = (0, 0);
+            for start in 0..BINS {
+                if bins[start] != best || bins[(start + BINS - 1) % BINS] == best {
+                    continue;
+                }
+                let len = (0..BINS).take_while(|i| bins[(start + i) % BINS] == best).count();
+                if len > run.1 {
+                    run = (start, len);
+                }
+            }
+            proptest::prop_assert_eq!(v.run(), run);
+        }
     }
 
     #[test]
