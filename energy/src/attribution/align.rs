@@ -412,7 +412,7 @@ struct Votes {
     /// Bins that satisfy `best`.
     best_bins: usize,
     /// The constraints each bin satisfies.
-    bins: [i32; BINS],
+    bins: [i64; BINS],
 }
 
 impl Votes {
@@ -432,18 +432,17 @@ impl Votes {
         if self.n == 0 || self.best_bins == BINS {
             return run;
         }
-        let best = self.best as i32;
         // From just after a bin that is not best round to it: no run is cut by the wrap,
         // and the last bin visited ends the last run.
         let first = self
             .bins
             .iter()
-            .position(|&v| v != best)
+            .position(|&v| v != self.best)
             .expect("a bin is not best");
         let mut len = 0;
         for i in 1..=BINS {
             let k = (first + i) % BINS;
-            if self.bins[k] == best {
+            if self.bins[k] == self.best {
                 len += 1;
             } else if len > 0 {
                 let start = (k + BINS - len) % BINS;
@@ -470,7 +469,7 @@ fn bin_of(x: u64, u: u64) -> usize {
 fn votes(cons: &[Close], u: u64) -> Votes {
     // Circular difference array over BINS bins; a constraint votes for the bins whose
     // centre satisfies it.
-    let mut diff = [0i32; BINS + 1];
+    let mut diff = [0i64; BINS + 1];
     let mut n = 0usize;
     for c in cons {
         let dt = c.t1 - c.t0;
@@ -511,8 +510,8 @@ fn votes(cons: &[Close], u: u64) -> Votes {
             bins: [0; BINS],
         };
     }
-    let mut votes = [0i32; BINS];
-    let (mut acc, mut best, mut best_bins) = (0i32, i32::MIN, 0usize);
+    let mut votes = [0i64; BINS];
+    let (mut acc, mut best, mut best_bins) = (0i64, i64::MIN, 0usize);
     for (v, d) in votes.iter_mut().zip(&diff) {
         acc += d;
         *v = acc;
@@ -524,7 +523,7 @@ fn votes(cons: &[Close], u: u64) -> Votes {
     }
     Votes {
         n,
-        best: best as i64,
+        best,
         best_bins,
         bins: votes,
     }
