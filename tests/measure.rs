@@ -170,11 +170,14 @@ fn adaptive_calibration_separates_short_types_that_run_in_fixed_proportions() {
             .map(|t| t.key.codelet.clone())
             .collect::<Vec<_>>()
     };
-    // Without calibration the short type is not pinned down (it is not shown).
+    // Without calibration the split is not pinned down: not both types are shown. (Which
+    // one is missing varies from run to run: the simulated machine draws a fresh seed and
+    // the tasks' durations vary; usually the short one, sometimes the long one.)
     let (plain, none) = run(false);
     assert!(none.is_none());
+    let plain_shown = shown(&plain);
     assert!(
-        !shown(&plain).contains(&"halo".to_string()),
+        !(plain_shown.contains(&"halo".to_string()) && plain_shown.contains(&"sweep".to_string())),
         "{:?}",
         plain.types
     );
@@ -183,8 +186,10 @@ fn adaptive_calibration_separates_short_types_that_run_in_fixed_proportions() {
     let calibration = calibration.expect("calibration ran");
     assert!(calibration.error.is_none(), "{calibration:?}");
     assert!(!calibration.rounds.is_empty(), "{calibration:?}");
+    // The first round calibrates the types the graph left unpinned: one of the two, or both.
+    let first = &calibration.rounds[0].0;
     assert!(
-        calibration.rounds[0].0.contains(&"halo".to_string()),
+        !first.is_empty() && first.iter().all(|t| t == "halo" || t == "sweep"),
         "{calibration:?}"
     );
     let mut s = shown(&d);
