@@ -63,6 +63,8 @@ mod nvml;
 mod perf;
 mod powercap;
 mod sampler;
+#[cfg(any(test, feature = "testkit"))]
+mod scripted_gpu;
 mod sim;
 mod wrap;
 
@@ -72,14 +74,16 @@ pub use detect::{
 pub use error::EnergyError;
 pub use meter::{Coverage, DomainRead, DomainSpec, Meter, MeterDescription, RawReading};
 pub use nvml::{
-    GpuArchitecture, GpuDevice, NvmlMeter, NvmlSensors, Scripted, ScriptedGpu,
-    NVML_AVERAGE_WINDOW_NS, NVML_ENERGY_UPDATE_NS, NVML_INSTANT_WINDOW_NS,
+    GpuArchitecture, GpuDevice, NvmlMeter, NvmlSensors, NVML_AVERAGE_WINDOW_NS,
+    NVML_ENERGY_UPDATE_NS, NVML_INSTANT_WINDOW_NS,
 };
 pub use perf::{PerfEventDesc, PerfMeter, PowerPmu, DEFAULT_CPU_SYSFS, DEFAULT_PERF_PMU_DIR};
 pub use powercap::{PowercapMeter, DEFAULT_POWERCAP_ROOT};
 pub use sampler::{
     ReadFailure, Sampler, SamplerConfig, SamplerStats, MAX_PERIOD, MIN_PERIOD, SAMPLE_FLUSH,
 };
+#[cfg(any(test, feature = "testkit"))]
+pub use scripted_gpu::{Scripted, ScriptedGpu};
 /// The simulated meter over recorded executions (a distributed run's nodes, at merge).
 pub use sim::{replay as replay_sim, Execution, Replayed};
 pub use sim::{

@@ -59,6 +59,7 @@ mod predict;
 mod qr;
 mod render;
 mod report;
+#[cfg(any(test, feature = "testkit"))]
 pub mod scenario;
 mod solve;
 mod stack;
