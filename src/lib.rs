@@ -6,8 +6,8 @@
 //! policy, records every execution in a trace and, with the energy crate, samples energy
 //! meters into the same trace and attributes power to each task type.
 //!
-//! This crate is the facade: it re-exports the workspace crates and holds the built-in
-//! applications that the `taskwatt` CLI runs.
+//! This crate is the facade: it re-exports the workspace crates (the built-in applications that the
+//! `taskwatt` CLI runs are `taskwatt-apps`, [`apps`]) and holds the measured run.
 //!
 //! Features: `cli` (default) builds the `taskwatt` command line and what only it needs
 //! (clap, indicatif, the Task Bench harness of the `taskwatt-taskbench` crate, ...), and
@@ -25,13 +25,14 @@
 //! assert_eq!(rt.unregister(x).unwrap(), 42);
 //! ```
 
-pub mod apps;
 pub mod compare;
 mod measure;
 #[cfg(feature = "plots")]
 pub mod plots;
 pub mod session;
 
+#[doc(inline)]
+pub use taskwatt_apps as apps;
 #[doc(inline)]
 pub use taskwatt_energy as energy;
 #[doc(inline)]

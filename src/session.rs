@@ -10,7 +10,7 @@
 //! 3. Start the sampler (writes the meter metadata and, for the simulator, its truth).
 //! 4. Idle calibration, if asked: every worker parked for the given time, marked
 //!    `idle-calibration` in the trace; then type calibration, if asked: each codelet of the
-//!    app alone on every worker (see `apps/calibrate.rs`).
+//!    app alone on every worker (see `apps/src/calibrate.rs`).
 //! 5. Run the app (marked `graph`).
 //! 6. Idle calibration again, after the graph.
 //! 7. Shut the runtime down (flushes the workers' trace buffers), stop the sampler (last
@@ -148,7 +148,7 @@ pub struct MeasuredRunOptions {
     pub stop: StopSignal,
 }
 
-/// How to calibrate task types (see `apps/calibrate.rs`).
+/// How to calibrate task types (see `apps/src/calibrate.rs`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum TypeCalibration {
     /// Each of the app's codelets alone on every worker for this long, before the graph.
@@ -305,7 +305,7 @@ pub fn measured_run<P>(
     // Type calibration runs each type on every core of the package as well as alone: the
     // cores the workers leave free get reserved workers, which only calibration uses, so
     // that a run on fewer workers still shows the fit a type's power beside others
-    // (apps/calibrate.rs; runtime/src/reserved.rs).
+    // (apps/src/calibrate.rs; runtime/src/reserved.rs).
     let mut spare = 0;
     if opts.type_calibration.is_some() && opts.app.calibrates() {
         spare = b.spare_cores()?.min(taskwatt_runtime::MAX_RESERVED);

@@ -50,7 +50,7 @@ pub struct Calibration;
 /// scratch data. The runtime's reserved workers (`RuntimeBuilder::reserved_workers`) take
 /// two tasks each of every batch, pinned to them: a run on fewer workers than its package
 /// has cores then calibrates on every core all the same.
-pub(crate) fn phase<'a>(
+pub fn phase<'a>(
     rt: &Runtime,
     sink: &TraceSink,
     name: &str,

@@ -5,7 +5,7 @@
 //! Cholesky and GEMM run in f64 (default) or f32 ([`Precision`]); the stencil is f64 only
 //! and refuses f32 with [`AppError::Unsupported`].
 
-pub(crate) mod calibrate;
+pub mod calibrate;
 mod cholesky;
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -37,7 +37,7 @@ pub const MAX_APP_TASKS: u64 = 1_000_000_000;
 
 /// A built-in application.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum App {
     /// Tiled Cholesky factorization (potrf, trsm, syrk, gemm), checked against the input.
@@ -78,7 +78,7 @@ impl App {
 
 /// The element type an app computes in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// Double precision (`f64`), the default.
