@@ -16,117 +16,17 @@
 //! [`AppConfig::precision`](super::AppConfig)); the task graph, the codelet names and the
 //! flop count (`n^3 / 3`) are the same in both.
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use taskwatt_kernels::{
-    cholesky_residual, flops, gemm_nt, padded_order, potrf, residual_tolerance_for, syrk, trsm,
-    Scalar, Tile, TiledMatrix,
+    cholesky_residual, flops, padded_order, potrf, residual_tolerance_for, Tile, TiledMatrix,
 };
-use taskwatt_runtime::{Codelet, Handle, Runtime, Task, TaskCtx};
+use taskwatt_runtime::{Handle, Runtime, Task};
 use taskwatt_traces::TraceSink;
 
 use super::calibrate::{phase, Calibration};
+use super::codelets::{AppScalar, Cholesky};
 use super::{kernel_err, tile_bytes, App, AppConfig, AppError, AppRun, Check};
-
-/// The app's codelets: one set per process and precision, shared by the graph and the
-/// type calibration so that both are the same task types.
-pub(super) struct Codelets {
-    potrf: Codelet,
-    trsm: Codelet,
-    syrk: Codelet,
-    gemm: Codelet,
-}
-
-/// In a calibration task, restores `dst` from the pristine copy in buffer `src` (kernels
-/// that work in place would otherwise drift: potrf fails on its own factor, trsm
-/// underflows to denormals).
-fn restore<T: Scalar>(ctx: &TaskCtx<'_>, dst: &mut Tile<T>, src: usize) {
-    if ctx.try_arg::<Calibration>().is_some() {
-        dst.as_mut_slice()
-            .copy_from_slice(ctx.r::<Tile<T>>(src).as_slice());
-    }
-}
-
-/// An element type the app runs in, with its own set of codelets (a `static` inside a
-/// generic function would be one for all types).
-pub(super) trait AppScalar: Scalar {
-    /// This type's codelets.
-    fn codelets() -> &'static Codelets;
-}
-
-impl AppScalar for f64 {
-    fn codelets() -> &'static Codelets {
-        static CL: OnceLock<Codelets> = OnceLock::new();
-        CL.get_or_init(make_codelets::<f64>)
-    }
-}
-
-impl AppScalar for f32 {
-    fn codelets() -> &'static Codelets {
-        static CL: OnceLock<Codelets> = OnceLock::new();
-        CL.get_or_init(make_codelets::<f32>)
-    }
-}
-
-fn make_codelets<T: Scalar>() -> Codelets {
-    let trsm_cpu = |ctx: &TaskCtx<'_>| {
-        let b = ctx.rw::<Tile<T>>(1);
-        restore(ctx, b, 2);
-        trsm(ctx.r::<Tile<T>>(0), b)
-    };
-    let syrk_cpu = |ctx: &TaskCtx<'_>| syrk(ctx.r::<Tile<T>>(0), ctx.rw::<Tile<T>>(1));
-    let gemm_cpu = |ctx: &TaskCtx<'_>| {
-        gemm_nt(
-            ctx.r::<Tile<T>>(0),
-            ctx.r::<Tile<T>>(1),
-            ctx.rw::<Tile<T>>(2),
-        )
-    };
-    let cl = Codelets {
-        potrf: Codelet::new("potrf").cpu(|ctx| {
-            let a = ctx.rw::<Tile<T>>(0);
-            restore(ctx, a, 1);
-            if let Err(e) = potrf(a) {
-                panic!("potrf: {e}");
-            }
-        }),
-        trsm: Codelet::new("trsm").cpu(trsm_cpu),
-        syrk: Codelet::new("syrk").cpu(syrk_cpu),
-        gemm: Codelet::new("gemm").cpu(gemm_cpu),
-    };
-    // On CUDA workers, cuBLAS (potrf stays on the CPU, as in StarPU's example); an
-    // emulated GPU runs the CPU kernels on its copies (without the feature, always).
-    #[cfg(feature = "cuda")]
-    let cl = Codelets {
-        trsm: cl.trsm.gpu(move |ctx| match ctx.cuda() {
-            Some(cu) => {
-                if ctx.try_arg::<Calibration>().is_some() {
-                    super::cuda::copy(ctx, cu, 1, 2);
-                }
-                super::cuda::trsm::<T>(ctx, cu, [0, 1])
-            }
-            None => trsm_cpu(ctx),
-        }),
-        syrk: cl.syrk.gpu(move |ctx| match ctx.cuda() {
-            Some(cu) => super::cuda::syrk::<T>(ctx, cu, [0, 1]),
-            None => syrk_cpu(ctx),
-        }),
-        gemm: cl.gemm.gpu(move |ctx| match ctx.cuda() {
-            Some(cu) => super::cuda::gemm::<T>(ctx, cu, [0, 1, 2], true, -1.0, 1.0),
-            None => gemm_cpu(ctx),
-        }),
-        ..cl
-    };
-    #[cfg(not(feature = "cuda"))]
-    let cl = Codelets {
-        trsm: cl.trsm.gpu(trsm_cpu),
-        syrk: cl.syrk.gpu(syrk_cpu),
-        gemm: cl.gemm.gpu(gemm_cpu),
-        ..cl
-    };
-    cl
-}
 
 /// Runs each of the four codelets (those named in `only`, for their own durations, if
 /// given) alone, then on every worker, for `each` (see calibrate.rs).
@@ -149,7 +49,7 @@ pub(super) fn calibrate<T: AppScalar>(
     padded_order(n, nb).map_err(&err)?;
     // Two whole tiles of real values, padding or not (a small or ragged n pads them).
     let n = n.max(2 * nb);
-    let cl = T::codelets();
+    let cl = T::cholesky();
     let bytes = tile_bytes::<T>(nb);
     let a0 = TiledMatrix::<T>::spd_tile(n, nb, cfg.seed, 0, 0);
     let mut l = a0.clone();
@@ -194,12 +94,12 @@ pub(super) fn run<T: AppScalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun,
     let nt = a.nt();
     let original = cfg.check.then(|| a.clone());
 
-    let Codelets {
+    let Cholesky {
         potrf: potrf_cl,
         trsm: trsm_cl,
         syrk: syrk_cl,
         gemm: gemm_cl,
-    } = T::codelets();
+    } = T::cholesky();
 
     let mut tiles = a;
     let mut h: Vec<Option<Handle<Tile<T>>>> = vec![None; nt * nt];

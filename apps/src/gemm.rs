@@ -9,14 +9,14 @@
 
 use std::time::Instant;
 
-use taskwatt_kernels::{
-    flops, gemm_nn, gemm_residual, residual_tolerance_for, Scalar, Tile, TiledMatrix,
-};
-use taskwatt_runtime::{Codelet, Handle, Runtime, Task};
+use taskwatt_kernels::{flops, gemm_residual, residual_tolerance_for, Tile, TiledMatrix};
+use taskwatt_runtime::{Handle, Runtime, Task};
+
+use super::codelets::AppScalar;
 
 use super::{kernel_err, tile_bytes, App, AppConfig, AppError, AppRun, Check};
 
-pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
+pub(super) fn run<T: AppScalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let err = kernel_err("gemm");
     let (n, nb) = (cfg.n, cfg.tile);
     let go = || !rt.is_interrupted();
@@ -29,25 +29,7 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
     let (nt, order) = (a.nt(), a.n());
     let inputs = cfg.check.then(|| (a.clone(), b.clone()));
 
-    let cpu = |ctx: &taskwatt_runtime::TaskCtx<'_>| {
-        gemm_nn(
-            T::ONE,
-            ctx.r::<Tile<T>>(0),
-            ctx.r::<Tile<T>>(1),
-            T::ONE,
-            ctx.rw::<Tile<T>>(2),
-        )
-    };
-    let cl = Codelet::new("gemm_nn").cpu(cpu);
-    // On CUDA workers, cuBLAS; an emulated GPU runs the CPU kernel on its copies
-    // (without the feature, always).
-    #[cfg(feature = "cuda")]
-    let cl = cl.gpu(move |ctx| match ctx.cuda() {
-        Some(cu) => super::cuda::gemm::<T>(ctx, cu, [0, 1, 2], false, 1.0, 1.0),
-        None => cpu(ctx),
-    });
-    #[cfg(not(feature = "cuda"))]
-    let cl = cl.gpu(cpu);
+    let cl = T::gemm_nn();
     let register = |mut m: TiledMatrix<T>, name: &str| -> Vec<Handle<Tile<T>>> {
         let mut v = Vec::with_capacity(nt * nt);
         for j in 0..nt {
@@ -68,7 +50,7 @@ pub(super) fn run<T: Scalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, Ap
         for j in 0..nt {
             for i in 0..nt {
                 rt.submit(
-                    Task::new(&cl)
+                    Task::new(cl)
                         .r(&ha[i + l * nt])
                         .r(&hb[l + j * nt])
                         .rw(&hc[i + j * nt]),

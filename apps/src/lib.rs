@@ -7,6 +7,7 @@
 
 pub mod calibrate;
 mod cholesky;
+pub mod codelets;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod gemm;

@@ -15,8 +15,10 @@
 
 use std::time::Instant;
 
-use taskwatt_kernels::{flops, heat_step, sequential, Neighbours, Tile, TiledMatrix};
-use taskwatt_runtime::{Codelet, Handle, Runtime, Task};
+use taskwatt_kernels::{flops, sequential, Tile, TiledMatrix};
+use taskwatt_runtime::{Handle, Runtime, Task};
+
+use super::codelets::HeatStep;
 
 use super::{kernel_err, tile_bytes, App, AppConfig, AppError, AppRun, Check};
 
@@ -65,25 +67,7 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let nt = grid.nt();
     let reference = cfg.check.then(|| grid.clone());
 
-    // Buffers: 0 src, 1..=4 neighbours present (as flagged in the argument), last dst.
-    let cl = Codelet::new("heat_step").cpu(|ctx| {
-        let present: &[bool; 4] = ctx.arg();
-        let mut next = 1;
-        let mut side = [None; 4];
-        for (k, p) in present.iter().enumerate() {
-            if *p {
-                side[k] = Some(ctx.r::<Tile>(next));
-                next += 1;
-            }
-        }
-        let halo = Neighbours {
-            north: side[0],
-            south: side[1],
-            west: side[2],
-            east: side[3],
-        };
-        heat_step(ctx.r::<Tile>(0), halo, ctx.w::<Tile>(next), ALPHA);
-    });
+    let cl = super::codelets::heat_step_codelet();
 
     let mut g = grid;
     let mut cur: Vec<Handle<Tile>> = Vec::with_capacity(nt * nt);
@@ -111,12 +95,15 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
                     j.checked_sub(1).map(|w| idx(i, w)),
                     (j + 1 < nt).then(|| idx(i, j + 1)),
                 ];
-                let mut t = Task::new(&cl).r(&cur[idx(i, j)]);
+                let mut t = Task::new(cl).r(&cur[idx(i, j)]);
                 for k in neighbours.iter().flatten() {
                     t = t.r(&cur[*k]);
                 }
                 let present = neighbours.map(|k| k.is_some());
-                rt.submit(t.w(&nxt[idx(i, j)]).arg(present))?;
+                rt.submit(t.w(&nxt[idx(i, j)]).arg(HeatStep {
+                    present,
+                    alpha: ALPHA,
+                }))?;
             }
         }
         std::mem::swap(&mut cur, &mut nxt);

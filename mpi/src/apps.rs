@@ -7,15 +7,14 @@
 //! 0, which compares with `taskwatt_kernels::sequential`: the distributed run applies each
 //! tile's updates in the sequential order, so the results agree to the last bit (the
 //! check allows 1e-12 relative).
+//!
+//! The codelets are the built-in apps' ([`taskwatt_apps::codelets`]): the same task types
+//! (names, kernels, GPU implementations) as `taskwatt run` without `--mpi`.
 
-use std::sync::OnceLock;
 use std::time::Instant;
 
-use taskwatt_kernels::{
-    gemm_nn, gemm_nt, heat_step, potrf, sequential, syrk, trsm, Neighbours, Scalar, Tile,
-    TiledMatrix,
-};
-use taskwatt_runtime::Codelet;
+use taskwatt_apps::codelets::{heat_step_codelet, AppScalar, Beta, HeatStep};
+use taskwatt_kernels::{sequential, Scalar, Tile, TiledMatrix};
 
 use crate::dist::{DistHandle, DistRuntime, DistStats, DistTask};
 use crate::DistError;
@@ -98,86 +97,6 @@ pub struct DistOutcome {
 
 /// The check's tolerance, relative to the result's largest element.
 pub const CHECK_TOLERANCE: f64 = 1e-12;
-
-/// The apps' codelets on one element type.
-#[derive(Debug)]
-pub struct Codelets {
-    potrf: Codelet,
-    trsm: Codelet,
-    syrk: Codelet,
-    gemm: Codelet,
-    gemm_nn: Codelet,
-    heat: Codelet,
-}
-
-/// An element type of the distributed apps (f64, or f32 for Cholesky and gemm).
-pub trait DistScalar: Scalar {
-    /// The codelets on tiles of this type.
-    fn codelets() -> &'static Codelets;
-}
-
-impl DistScalar for f64 {
-    fn codelets() -> &'static Codelets {
-        static CL: OnceLock<Codelets> = OnceLock::new();
-        CL.get_or_init(make_codelets::<f64>)
-    }
-}
-
-impl DistScalar for f32 {
-    fn codelets() -> &'static Codelets {
-        static CL: OnceLock<Codelets> = OnceLock::new();
-        CL.get_or_init(make_codelets::<f32>)
-    }
-}
-
-fn make_codelets<T: Scalar>() -> Codelets {
-    Codelets {
-        potrf: Codelet::new("potrf").cpu(|ctx| {
-            if let Err(e) = potrf(ctx.rw::<Tile<T>>(0)) {
-                panic!("potrf: {e}");
-            }
-        }),
-        trsm: Codelet::new("trsm").cpu(|ctx| trsm(ctx.r::<Tile<T>>(0), ctx.rw::<Tile<T>>(1))),
-        syrk: Codelet::new("syrk").cpu(|ctx| syrk(ctx.r::<Tile<T>>(0), ctx.rw::<Tile<T>>(1))),
-        gemm: Codelet::new("gemm").cpu(|ctx| {
-            gemm_nt(
-                ctx.r::<Tile<T>>(0),
-                ctx.r::<Tile<T>>(1),
-                ctx.rw::<Tile<T>>(2),
-            )
-        }),
-        gemm_nn: Codelet::new("gemm_nn").cpu(|ctx| {
-            let beta = T::from_f64(*ctx.arg::<f64>());
-            gemm_nn(
-                T::ONE,
-                ctx.r::<Tile<T>>(0),
-                ctx.r::<Tile<T>>(1),
-                beta,
-                ctx.rw::<Tile<T>>(2),
-            )
-        }),
-        // Accesses: src (R), then the neighbours present (R, in the order north, south,
-        // west, east, flagged in the argument), then dst (W). f64 grids.
-        heat: Codelet::new("heat").cpu(|ctx| {
-            let (present, alpha) = *ctx.arg::<([bool; 4], f64)>();
-            let mut k = 1;
-            let mut next = |p: bool| {
-                p.then(|| {
-                    k += 1;
-                    ctx.r::<Tile>(k - 1)
-                })
-            };
-            let halo = Neighbours {
-                north: next(present[0]),
-                south: next(present[1]),
-                west: next(present[2]),
-                east: next(present[3]),
-            };
-            let dst = 1 + present.iter().filter(|p| **p).count();
-            heat_step(ctx.r::<Tile>(0), halo, ctx.w::<Tile>(dst), alpha);
-        }),
-    }
-}
 
 type Tiles<T> = Vec<Vec<Option<DistHandle<Tile<T>>>>>;
 
@@ -309,7 +228,7 @@ type Want<T> = Box<dyn FnOnce() -> TiledMatrix<T>>;
 /// [`run`] with tiles of `T` (f64, or f32 for Cholesky and gemm; the stencil is f64 only),
 /// comparing the result with the sequential one on rank 0 only when `check` (which brings
 /// the whole matrix, and its reference, to rank 0).
-pub fn run_with<T: DistScalar>(
+pub fn run_with<T: AppScalar>(
     d: &mut DistRuntime,
     app: DistApp,
     n: usize,
@@ -335,7 +254,7 @@ pub fn run_with<T: DistScalar>(
     let nt = n.div_ceil(nb);
     let order = nt * nb;
     let g = BlockCyclic::of(d.size());
-    let cl = T::codelets();
+    let cl = T::cholesky();
     // Each arm starts the clock at its first submission, after registering (and, on the
     // owner, generating) its data: StarPU-MPI's "Computation time" starts there too.
     let (makespan, diff) = match app {
@@ -400,11 +319,11 @@ pub fn run_with<T: DistScalar>(
                 for i in 0..nt {
                     for k in 0..nt {
                         d.submit(
-                            DistTask::new(&cl.gemm_nn)
+                            DistTask::new(T::gemm_nn())
                                 .r(tile(&a, i, k))
                                 .r(tile(&b, k, j))
                                 .rw(tile(&c, i, j))
-                                .arg(if k == 0 { 0.0f64 } else { 1.0 }),
+                                .arg(Beta(if k == 0 { 0.0 } else { 1.0 })),
                         )?;
                     }
                 }
@@ -434,7 +353,7 @@ pub fn run_with<T: DistScalar>(
                     "the stencil is f64 only: drop --precision f32".into(),
                 ));
             }
-            let cl = f64::codelets();
+            let heat = heat_step_codelet();
             let alpha = 0.1;
             let init = move |i: usize, j: usize| TiledMatrix::<f64>::random_tile(nb, seed, i, j);
             let x = register(d, g, nt, nb, false, init)?;
@@ -446,7 +365,7 @@ pub fn run_with<T: DistScalar>(
                 for j in 0..nt {
                     for i in 0..nt {
                         let present = [i > 0, i + 1 < nt, j > 0, j + 1 < nt];
-                        let mut t = DistTask::new(&cl.heat).r(tile(src, i, j));
+                        let mut t = DistTask::new(heat).r(tile(src, i, j));
                         if present[0] {
                             t = t.r(tile(src, i - 1, j));
                         }
@@ -459,7 +378,7 @@ pub fn run_with<T: DistScalar>(
                         if present[3] {
                             t = t.r(tile(src, i, j + 1));
                         }
-                        d.submit(t.w(tile(dst, i, j)).arg((present, alpha)))?;
+                        d.submit(t.w(tile(dst, i, j)).arg(HeatStep { present, alpha }))?;
                     }
                 }
             }
