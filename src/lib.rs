@@ -29,6 +29,7 @@ pub mod compare;
 mod measure;
 #[cfg(feature = "plots")]
 pub mod plots;
+pub mod recording;
 pub mod session;
 
 #[doc(inline)]

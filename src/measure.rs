@@ -37,21 +37,18 @@
 //! covering the wrong workers, or a graph shorter than one sampling period).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use taskwatt_energy::attribution::{
     attribute_trace, render_report, Attribution, AttributionError, AttributionOptions,
     RenderOptions,
 };
-use taskwatt_energy::{detect, DetectOptions, EnergyError, MeterChoice, Sampler, SamplerConfig};
+use taskwatt_energy::{DetectOptions, EnergyError, MeterChoice};
 use taskwatt_runtime::{Runtime, RuntimeBuilder, RuntimeError, Task};
+use taskwatt_traces::{read_trace, Clock, Region, Timestamp, TraceError};
 
+use crate::recording::{Metering, Recording, RecordingError, GRAPH};
 use crate::session::{AutoCalibrationReport, TypeCalibration};
-use taskwatt_traces::{
-    read_trace, Chunk, Clock, ExecutionObserver, Marker, Region, Timestamp, TraceError, TraceSink,
-    TraceWriter,
-};
 
 /// How to measure (see the module docs). `Measure::new()` samples the best available
 /// meter every 10 ms, without idle calibration, into a temporary trace.
@@ -162,32 +159,18 @@ impl Measure {
                 (t.to_path_buf(), Some(t))
             }
         };
-        let writer = TraceWriter::create(&path)?;
-        let sink = writer.sink();
-        let mut b = builder.trace(sink.clone());
-        let workers = b.worker_plan()?;
-        let mut detected = detect(self.meter, &workers, &self.detect)?;
-        let simulated = detected.observer.is_some();
-        if let Some(obs) = detected.observer.clone() {
-            b = b.observer(obs as Arc<dyn ExecutionObserver>);
-        }
-        let rt = b.build()?;
-        let meters = std::mem::take(&mut detected.meters);
-        let frequency = detected.frequency.take().into_iter().collect();
-        let sampler = Sampler::start_with_frequency(
-            meters,
-            frequency,
-            &workers,
-            sink.clone(),
-            SamplerConfig::with_period(self.period)?,
-        )?;
+        let metering = Metering {
+            meter: self.meter,
+            detect: self.detect.clone(),
+            period: self.period,
+            live_simulation: true,
+        };
+        let (recording, rt) = Recording::start(&path, builder, Some(&metering))?;
         let m = Measured {
             rt: Some(rt),
-            sink,
-            writer: Some(writer),
-            sampler: Some(sampler),
-            simulated,
-            path,
+            simulated: recording.is_simulated(),
+            path: recording.path().to_path_buf(),
+            recording: Some(recording),
             _temp: temp,
             app_start: Clock::now(),
             measure: self,
@@ -204,9 +187,8 @@ impl Measure {
 /// [`Measured::region`], and call [`Measured::finish`] for the report.
 pub struct Measured {
     rt: Option<Runtime>,
-    sink: TraceSink,
-    writer: Option<TraceWriter>,
-    sampler: Option<Sampler>,
+    /// Until `finish`.
+    recording: Option<Recording>,
     simulated: bool,
     path: PathBuf,
     _temp: Option<tempfile::TempPath>,
@@ -232,7 +214,7 @@ impl Measured {
     /// Opens a named region (closed when the guard drops): the report gives its energy per
     /// domain, split into task types and base.
     pub fn region(&self, name: &str) -> Region {
-        Region::open(&self.sink, name)
+        Region::open(self.recording().sink(), name)
     }
 
     /// Whether the energies come from the simulated meter.
@@ -240,15 +222,15 @@ impl Measured {
         self.simulated
     }
 
+    fn recording(&self) -> &Recording {
+        self.recording
+            .as_ref()
+            .expect("the recording lives until finish")
+    }
+
     fn idle(&self) {
         if let Some(d) = self.measure.idle_calibration {
-            let start = Clock::now();
-            std::thread::sleep(d);
-            self.sink.send(Chunk::Markers(vec![Marker {
-                name: taskwatt_energy::attribution::IDLE_CALIBRATION.into(),
-                start,
-                end: Clock::now(),
-            }]));
+            self.recording().idle(d, std::thread::sleep);
         }
     }
 
@@ -350,30 +332,20 @@ impl Measured {
     ) -> Result<Option<AutoCalibrationReport>, MeasureError> {
         let rt = self.rt.take().expect("finish runs once");
         let waited = rt.wait_all();
-        self.sink.send(Chunk::Markers(vec![Marker {
-            name: "graph".into(),
-            start: self.app_start,
-            end: Clock::now(),
-        }]));
+        self.recording()
+            .mark(GRAPH, &[(self.app_start, Clock::now())]);
         self.idle();
         let calibration = match make {
             Some(make) if waited.is_ok() => Some(self.calibrate(&rt, make)),
             _ => None,
         };
         let stats = rt.shutdown();
-        let sampled = self.sampler.take().map(Sampler::stop).transpose();
-        let writer = self.writer.take().expect("finish runs once");
-        let outcome = if waited.is_err() || stats.is_err() || sampled.is_err() {
-            taskwatt_traces::RunOutcome::Failed
-        } else {
-            taskwatt_traces::RunOutcome::Complete
-        };
-        drop(std::mem::replace(&mut self.sink, TraceSink::null()));
-        let summary = writer.finish_with_outcome(outcome);
+        let recording = self.recording.take().expect("finish runs once");
+        let finished = recording.finish(false, waited.is_err() || stats.is_err());
         waited?;
         stats?;
-        sampled?;
-        summary?;
+        finished.sampler.transpose()?;
+        finished.trace?;
         Ok(calibration)
     }
 
@@ -426,7 +398,7 @@ impl Measured {
                 let one = |slot: usize| {
                     make(name, slot).expect("every slot gave a task of this codelet above")
                 };
-                crate::apps::calibrate::phase(rt, &self.sink, name, *d, &one)
+                crate::apps::calibrate::phase(rt, self.recording().sink(), name, *d, &one)
                     .map_err(|e| e.to_string())?;
                 ran += 1;
             }
@@ -530,6 +502,16 @@ pub enum MeasureError {
         /// What was asked for.
         got: Duration,
     },
+}
+
+impl From<RecordingError> for MeasureError {
+    fn from(e: RecordingError) -> Self {
+        match e {
+            RecordingError::Runtime(e) => MeasureError::Runtime(e),
+            RecordingError::Energy(e) => MeasureError::Energy(e),
+            RecordingError::Trace(e) => MeasureError::Trace(e),
+        }
+    }
 }
 
 /// The longest idle calibration [`Measure`] accepts: one week, as the CLI's durations.

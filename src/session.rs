@@ -3,25 +3,29 @@
 //!
 //! # Order of a measured run
 //!
-//! 1. Create the trace writer (the file the run streams into).
-//! 2. Plan the workers (with type calibration, reserved workers on the cores the workers
-//!    leave free), detect the meters for them (`--meter`), and hand the simulated
-//!    meter's observer, if any, to the runtime; build the runtime (writes the run metadata).
-//! 3. Start the sampler (writes the meter metadata and, for the simulator, its truth).
+//! Steps 2, 3 and 7 are the recording's lifecycle ([`crate::recording`]), which
+//! [`crate::Measure`] and the distributed ranks share.
+//!
+//! 1. Configure the builder: the app's parameters, type calibration's reserved workers on
+//!    the cores the workers leave free.
+//! 2. Start the recording: the trace writer, the worker plan, the meters detected for it
+//!    (`--meter`), the simulated meter's observer, if any, handed to the runtime; the
+//!    runtime built (writes the run metadata).
+//! 3. The sampler started (writes the meter metadata and, for the simulator, its truth).
 //! 4. Idle calibration, if asked: every worker parked for the given time, marked
 //!    `idle-calibration` in the trace; then type calibration, if asked: each codelet of the
 //!    app alone on every worker (see `apps/src/calibrate.rs`).
 //! 5. Run the app (marked `graph`).
 //! 6. Idle calibration again, after the graph.
-//! 7. Shut the runtime down (flushes the workers' trace buffers), stop the sampler (last
-//!    reading), finish the writer (End chunk, whose outcome says whether the run completed,
-//!    was interrupted or failed).
+//! 7. Shut the runtime down (flushes the workers' trace buffers), then finish the
+//!    recording: stop the sampler (last reading), finish the writer (End chunk, whose
+//!    outcome says whether the run completed, was interrupted or failed).
 //!
 //! # Interruption
 //! A [`StopSignal`] (the CLI triggers it on SIGINT or SIGTERM) ends the run early without
 //! losing what ran: calibration sleeps are cut short, the runtime is interrupted (workers
-//! finish the task they run, start no other, and hand their trace buffers over), and steps
-//! 7 run as usual with the End chunk marked `interrupted`. The trace then holds every task
+//! finish the task they run, start no other, and hand their trace buffers over), and step
+//! 7 runs as usual with the End chunk marked `interrupted`. The trace then holds every task
 //! that finished before the signal, and `taskwatt report` reads it.
 
 use std::path::PathBuf;
@@ -29,22 +33,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use taskwatt_energy::{
-    detect, BackendStatus, DetectOptions, EnergyError, MeterChoice, Sampler, SamplerConfig,
-    SamplerStats,
-};
+use taskwatt_energy::{BackendStatus, DetectOptions, EnergyError, MeterChoice, SamplerStats};
 use taskwatt_runtime::{InterruptHandle, Runtime, RuntimeBuilder, RuntimeError, RuntimeStats};
-use taskwatt_traces::{
-    Chunk, Clock, ExecutionObserver, Marker, RunOutcome, TraceError, TraceWriter, WorkerInfo,
-    WriteSummary,
-};
+use taskwatt_traces::{Clock, TraceError, WorkerInfo, WriteSummary};
 
 use crate::apps::{run_app, App, AppConfig, AppError, AppRun};
+use crate::recording::{Metering, Recording, RecordingError};
 
-/// Name of the markers around idle-calibration windows.
-pub const IDLE_CALIBRATION: &str = "idle-calibration";
-/// Name of the marker around the task graph.
-pub const GRAPH: &str = "graph";
+pub use crate::recording::{GRAPH, IDLE_CALIBRATION};
 
 /// Ends a measured run early (see the module docs, "Interruption"). Cloneable and
 /// `Send + Sync`: the CLI keeps one clone in its signal-handling thread.
@@ -248,6 +244,16 @@ pub enum SessionError {
     },
 }
 
+impl From<RecordingError> for SessionError {
+    fn from(e: RecordingError) -> Self {
+        match e {
+            RecordingError::Runtime(e) => SessionError::Runtime(e),
+            RecordingError::Energy(e) => SessionError::Energy(e),
+            RecordingError::Trace(e) => SessionError::Trace(e),
+        }
+    }
+}
+
 /// Runs `opts.app` with the sampler on, following the module's numbered steps.
 /// `builder` may configure the runtime further; `progress` is called with the runtime
 /// once it exists, and what it returns is dropped when the graph is done (a progress bar).
@@ -256,12 +262,8 @@ pub fn measured_run<P>(
     builder: impl FnOnce(RuntimeBuilder) -> RuntimeBuilder,
     progress: impl FnOnce(&Runtime) -> P,
 ) -> Result<MeasuredRun, SessionError> {
-    // 1.
-    let writer = TraceWriter::create(&opts.trace)?;
-    let sink = writer.sink();
-    // 2.
+    // 1.-3. (see `crate::recording`)
     let mut b = builder(Runtime::builder())
-        .trace(sink.clone())
         .trace_accesses(true)
         .task_powers(opts.task_powers.clone())
         .policy_options(opts.policy_options)
@@ -313,54 +315,33 @@ pub fn measured_run<P>(
             b = b.reserved_workers(spare);
         }
     }
-    let workers = b.worker_plan()?;
+    let metering = opts.period.map(|period| {
+        let mut detect = opts.detect.clone();
+        detect.emulated_gpus =
+            opts.gpus > 0 && opts.gpu_backend == taskwatt_runtime::GpuBackend::Emulated;
+        Metering {
+            meter: opts.meter,
+            detect,
+            period,
+            live_simulation: true,
+        }
+    });
+    let (recording, rt) = Recording::start(&opts.trace, b, metering.as_ref())?;
+    let workers = recording.workers().to_vec();
     let reserved_workers = workers[workers.len() - spare..]
         .iter()
         .map(|w| w.id)
         .collect();
-    let (detected, sampler_meters) = match opts.period {
-        Some(_) => {
-            let mut detect_opts = opts.detect.clone();
-            detect_opts.emulated_gpus =
-                opts.gpus > 0 && opts.gpu_backend == taskwatt_runtime::GpuBackend::Emulated;
-            let mut d = detect(opts.meter, &workers, &detect_opts)?;
-            let meters = std::mem::take(&mut d.meters);
-            let freq = d.frequency.take();
-            (Some(d), (meters, freq))
-        }
-        None => (None, (Vec::new(), None)),
-    };
-    let simulated = detected.as_ref().is_some_and(|d| d.observer.is_some());
-    if let Some(obs) = detected.as_ref().and_then(|d| d.observer.clone()) {
-        b = b.observer(obs as Arc<dyn ExecutionObserver>);
-    }
-    let rt = b.build()?;
     opts.stop.attach(rt.interrupt_handle());
     let policy = rt.policy_name().to_string();
-    // 3.
-    let sampler = match opts.period {
-        Some(period) => Some(Sampler::start_with_frequency(
-            sampler_meters.0,
-            sampler_meters.1.into_iter().collect(),
-            &workers,
-            sink.clone(),
-            SamplerConfig::with_period(period)?,
-        )?),
-        None => None,
-    };
-    let calibrate = |sink: &taskwatt_traces::TraceSink| {
+    let sink = recording.sink().clone();
+    let calibrate = || {
         if let Some(d) = opts.idle_calibration {
-            let start = Clock::now();
-            opts.stop.sleep(d);
-            sink.send(Chunk::Markers(vec![Marker {
-                name: IDLE_CALIBRATION.into(),
-                start,
-                end: Clock::now(),
-            }]));
+            recording.idle(d, |d| opts.stop.sleep(d));
         }
     };
     // 4.
-    calibrate(&sink);
+    calibrate();
     let calibrated = match opts.type_calibration {
         Some(TypeCalibration::Fixed(each)) if !opts.stop.is_stopped() => {
             crate::apps::calibrate_types(opts.app, &rt, &opts.config, &sink, each)
@@ -388,22 +369,13 @@ pub fn measured_run<P>(
             Ok(run) => run.graph.clone(),
             Err(_) => vec![(app_start, Clock::now())],
         };
-        sink.send(Chunk::Markers(
-            spans
-                .into_iter()
-                .map(|(start, end)| Marker {
-                    name: GRAPH.into(),
-                    start,
-                    end,
-                })
-                .collect(),
-        ));
+        recording.mark(GRAPH, &spans);
         result
     });
     // 6.
     let mut auto_calibration = None;
     if result.is_ok() {
-        calibrate(&sink);
+        calibrate();
         if let Some(TypeCalibration::Auto {
             budget,
             step,
@@ -439,16 +411,11 @@ pub fn measured_run<P>(
         );
     opts.stop.detach();
     let stats = rt.shutdown();
-    let sampler_stats = sampler.map(Sampler::stop);
     drop(sink);
-    let outcome = if interrupted {
-        RunOutcome::Interrupted
-    } else if result.is_err() || stats.is_err() || matches!(sampler_stats, Some(Err(_))) {
-        RunOutcome::Failed
-    } else {
-        RunOutcome::Complete
-    };
-    let trace = writer.finish_with_outcome(outcome);
+    let meters = recording.meters().to_vec();
+    let simulated = recording.is_simulated();
+    let finished = recording.finish(interrupted, result.is_err() || stats.is_err());
+    let trace = finished.trace;
     if interrupted {
         let executed = match &stats {
             Ok(s) => Some(s.executed + s.failed),
@@ -459,7 +426,7 @@ pub fn measured_run<P>(
     }
     let app = result?;
     let stats = stats?;
-    let sampler_stats = sampler_stats.transpose()?;
+    let sampler_stats = finished.sampler.transpose()?;
     Ok(MeasuredRun {
         app,
         policy,
@@ -468,7 +435,7 @@ pub fn measured_run<P>(
         stats,
         trace,
         sampler: sampler_stats,
-        meters: detected.map(|d| d.statuses).unwrap_or_default(),
+        meters,
         simulated,
         auto_calibration,
     })

@@ -39,7 +39,7 @@ fn job_draw() -> String {
 fn on_signal_end_trace(
     rank: usize,
     size: usize,
-    writer: std::sync::Arc<std::sync::Mutex<Option<taskwatt::traces::TraceWriter>>>,
+    writer: taskwatt::recording::WriterSlot,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
@@ -107,8 +107,8 @@ pub(crate) fn run(a: &super::args::RunArgs) -> CliResult {
 
 #[cfg(feature = "mpi")]
 fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> CliResult {
+    use taskwatt::recording::{Metering, Recording};
     use taskwatt::runtime::Runtime;
-    use taskwatt::traces::{RunOutcome, TraceWriter};
     use taskwatt_mpi::{DistRuntime, Transport};
 
     let (rank, size) = (net.rank(), net.size());
@@ -131,15 +131,6 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     taskwatt::scheduler::check_policy_name(&policy)?;
     // One worker per core of the rank's share of its node, as without --mpi.
     let nworkers = a.workers().unwrap_or(share.len().max(1));
-    let writer = match a.trace_path() {
-        Some(p) => Some(TraceWriter::create(rank_path(p, rank))?),
-        None => None,
-    };
-    let sink = writer.as_ref().map(TraceWriter::sink);
-    // SIGINT or SIGTERM (mpirun forwards them to every rank): this rank ends its trace
-    // with an End chunk that says so, names itself, and exits; mpirun ends the others.
-    let writer = std::sync::Arc::new(std::sync::Mutex::new(writer));
-    let _signals = on_signal_end_trace(rank, size, writer.clone())?;
     let mut b = Runtime::builder()
         .workers(nworkers)
         .cpus(share)
@@ -150,40 +141,44 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         .param("mpi_rank", rank)
         .param(taskwatt_mpi::merge::JOB_PARAM, &job)
         .param("mpi_size", size);
-    if let Some(s) = &sink {
-        b = b.trace(s.clone()).trace_accesses(true);
-    }
-    let rt = b.build()?;
-    let local_workers = rt.workers().to_vec();
+    // The rank's recording (crate::recording), when it keeps a trace. Energy per node: the
+    // first rank of each node measures it. A real meter (RAPL, NVML) is sampled by that
+    // rank for the whole node; the simulated one cannot see the other ranks' tasks live,
+    // so that rank leaves its configuration in its trace and `taskwatt merge` runs it over
+    // all of the node's tasks.
+    let metering = match leader && !a.no_energy_flag() {
+        true => Some(Metering {
+            meter: a.energy_args().meter,
+            detect: a.energy_args().detect_options()?,
+            period: a.energy_args().period,
+            live_simulation: false,
+        }),
+        false => None,
+    };
+    let (recording, rt) = match a.trace_path() {
+        Some(p) => {
+            b = b.trace_accesses(true);
+            let (r, rt) = Recording::start(&rank_path(p, rank), b, metering.as_ref())?;
+            (Some(r), rt)
+        }
+        None => (None, b.build()?),
+    };
+    let sink = recording.as_ref().map(|r| r.sink().clone());
+    let sim_meter = match recording.as_ref().and_then(Recording::simulated_config) {
+        Some(d) => Some(serde_json::to_value(&d.sim)?),
+        None => None,
+    };
+    // SIGINT or SIGTERM (mpirun forwards them to every rank): this rank ends its trace
+    // with an End chunk that says so, names itself, and exits; mpirun ends the others.
+    let slot = recording
+        .as_ref()
+        .map_or_else(Default::default, Recording::writer_slot);
+    let _signals = on_signal_end_trace(rank, size, slot)?;
     // With a trace, each message goes to it as it completes.
     let mut d = match &sink {
         Some(s) => DistRuntime::with_trace(rt, Box::new(net), s.clone())?,
         None => DistRuntime::new(rt, Box::new(net))?,
     };
-    // Energy per node: the first rank of each node measures it. A real meter (RAPL, NVML)
-    // is sampled by that rank for the whole node; the simulated one cannot see the other
-    // ranks' tasks live, so that rank leaves its configuration in its trace and `taskwatt
-    // merge` runs it over all of the node's tasks.
-    let mut sim_meter = None;
-    let mut sampler = None;
-    if leader && !a.no_energy_flag() {
-        if let Some(trace) = &sink {
-            let detect_opts = a.energy_args().detect_options()?;
-            let det =
-                taskwatt::energy::detect(a.energy_args().meter, &local_workers, &detect_opts)?;
-            if det.observer.is_some() {
-                sim_meter = Some(serde_json::to_value(&detect_opts.sim)?);
-            } else {
-                sampler = Some(taskwatt::energy::Sampler::start_with_frequency(
-                    det.meters,
-                    det.frequency.into_iter().collect(),
-                    &local_workers,
-                    trace.clone(),
-                    taskwatt::energy::SamplerConfig::with_period(a.energy_args().period)?,
-                )?);
-            }
-        }
-    }
     let clock =
         |d: &mut DistRuntime| -> Result<taskwatt::traces::ClockSample, taskwatt_mpi::DistError> {
             let at = taskwatt::traces::Clock::now();
@@ -228,25 +223,36 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         ),
     };
     let last = clock(&mut d);
-    let (stats, events) = d.shutdown()?;
-    if let Some(s) = sampler {
-        s.stop()?;
-    }
-    let out = out?;
-    let last = last?;
-    // Taken from the signal thread's reach: a signal from now on ends the process alone.
-    let writer = writer.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let (Some(w), Some(sink)) = (writer, sink) {
-        sink.send(taskwatt::traces::Chunk::Comms(
-            taskwatt::traces::CommChunk {
-                clock: vec![first, last],
-                events,
-                ..start_chunk
-            },
-        ));
+    let shut = d.shutdown();
+    // The trace ends with its End chunk whatever failed (`failed` then), before the error
+    // ends the job.
+    let failed = out.is_err() || last.is_err() || shut.is_err();
+    let (stats, events) = match shut {
+        Ok((stats, events)) => (Ok(stats), Some(events)),
+        Err(e) => (Err(e), None),
+    };
+    if let (Some(r), Some(sink)) = (recording, sink) {
+        // Without the shutdown's list of messages, the ones streamed as they completed
+        // stand (the start chunk is not superseded).
+        if let (Ok(last), Some(events)) = (&last, events) {
+            sink.send(taskwatt::traces::Chunk::Comms(
+                taskwatt::traces::CommChunk {
+                    clock: vec![first, *last],
+                    events,
+                    ..start_chunk
+                },
+            ));
+        }
         drop(sink);
-        w.finish_with_outcome(RunOutcome::Complete)?;
+        let finished = r.finish(false, failed);
+        if !failed {
+            finished.sampler.transpose()?;
+            finished.trace?;
+        }
     }
+    let stats = stats?;
+    let out = out?;
+    last?;
     let line = format!(
         "rank {rank}/{size}: {} {} n={} tile={} grid {}x{}, {} worker(s), policy {policy}: {} tasks \
          run, {} skipped; sent {} messages ({:.1} MiB), received {} ({:.1} MiB), {} cache hits, \
