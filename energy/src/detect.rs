@@ -22,8 +22,8 @@ use taskwatt_traces::{Domain, SensorKind, WorkerInfo};
 
 use crate::meter::{Coverage, DomainRead, Meter, RawReading};
 use crate::nvml::NvmlMeter;
-use crate::perf::{PerfMeter, DEFAULT_CPU_SYSFS, DEFAULT_PERF_PMU_DIR};
 use crate::powercap::{PowercapMeter, DEFAULT_POWERCAP_ROOT};
+use crate::rapl_perf::{PerfMeter, DEFAULT_CPU_SYSFS, DEFAULT_PERF_PMU_DIR};
 use crate::sim::{SimConfig, SimMeter, SimObserver};
 use crate::EnergyError;
 

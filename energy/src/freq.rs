@@ -330,7 +330,7 @@ impl AperfMperf {
     #[cfg(target_os = "linux")]
     fn open_counters(pmu: MsrPmu, groups: &[(u32, Vec<u32>)]) -> Result<AperfMperf, EnergyError> {
         let open = |name: &str, cpu: u32| {
-            crate::perf::open_system_counter(&pmu.dir, name, &format!("msr/{name}"), cpu)
+            crate::rapl_perf::open_system_counter(&pmu.dir, name, &format!("msr/{name}"), cpu)
         };
         let mut out = Vec::with_capacity(groups.len());
         for (_, cpus) in groups {

@@ -60,8 +60,8 @@ mod error;
 pub mod freq;
 mod meter;
 mod nvml;
-mod perf;
 mod powercap;
+mod rapl_perf;
 mod sampler;
 #[cfg(any(test, feature = "testkit"))]
 mod scripted_gpu;
@@ -77,8 +77,8 @@ pub use nvml::{
     GpuArchitecture, GpuDevice, NvmlMeter, NvmlSensors, NVML_AVERAGE_WINDOW_NS,
     NVML_ENERGY_UPDATE_NS, NVML_INSTANT_WINDOW_NS,
 };
-pub use perf::{PerfEventDesc, PerfMeter, PowerPmu, DEFAULT_CPU_SYSFS, DEFAULT_PERF_PMU_DIR};
 pub use powercap::{PowercapMeter, DEFAULT_POWERCAP_ROOT};
+pub use rapl_perf::{PerfEventDesc, PerfMeter, PowerPmu, DEFAULT_CPU_SYSFS, DEFAULT_PERF_PMU_DIR};
 pub use sampler::{
     ReadFailure, Sampler, SamplerConfig, SamplerStats, MAX_PERIOD, MIN_PERIOD, SAMPLE_FLUSH,
 };

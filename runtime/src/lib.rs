@@ -78,7 +78,7 @@ pub use handle::{Access, Handle, ReplicaState, MAX_DEVICES, MAX_MEMORY_NODES};
 pub use helper::SUBMITTER_WORKS_ENV;
 pub use partition::{Filter, Matrix, MatrixPart, Partition, Partitioned, VectorPart};
 pub use perfmodel::{
-    Basis, Entry as PerfEntry, History, PerfModelError, PerfModels, Prediction, CALIBRATED,
+    Basis, DurationPrediction, Entry as PerfEntry, History, PerfModelError, PerfModels, CALIBRATED,
     PERFMODEL_DIR_ENV,
 };
 pub use runtime::{InterruptHandle, Runtime, MAX_HANDLE_NAME};

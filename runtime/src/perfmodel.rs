@@ -124,7 +124,7 @@ pub enum Basis {
 
 /// A predicted duration.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Prediction {
+pub struct DurationPrediction {
     /// Expected duration, ns.
     pub mean_ns: f64,
     /// Its standard deviation, ns (0 from the regression).
@@ -262,12 +262,12 @@ impl PerfModels {
     /// history once it has [`CALIBRATED`] executions, else the power law fitted on the
     /// calibrated footprints of that architecture (two sizes at least), else the history
     /// however short, else none.
-    pub fn predict(&self, codelet: &str, arch: Arch, footprint: u64) -> Option<Prediction> {
+    pub fn predict(&self, codelet: &str, arch: Arch, footprint: u64) -> Option<DurationPrediction> {
         let entries = self.codelets.get(codelet)?;
         let exact = entries
             .iter()
             .find(|e| e.arch == arch && e.footprint == footprint);
-        let from_history = |e: &Entry| Prediction {
+        let from_history = |e: &Entry| DurationPrediction {
             mean_ns: e.history.mean_ns,
             std_ns: e.history.std_ns(),
             count: e.history.count,
@@ -277,7 +277,7 @@ impl PerfModels {
             return Some(from_history(e));
         }
         if let Some((a, b, n)) = self.regression(codelet, arch) {
-            return Some(Prediction {
+            return Some(DurationPrediction {
                 mean_ns: a * (footprint.max(1) as f64).powf(b),
                 std_ns: 0.0,
                 count: n,

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::error::TaskBenchError;
 use super::graph::{clamp, Dependence, TaskGraph};
 use super::kernel::KernelType;
-use super::outcome::RunOutcome;
+use super::outcome::BenchOutcome;
 use super::point::DepTable;
 use super::system::{System, Tracing};
 
@@ -316,7 +316,7 @@ impl App {
     }
 
     /// Runs the graphs once on the chosen system.
-    pub fn run(&self) -> Result<RunOutcome, TaskBenchError> {
+    pub fn run(&self) -> Result<BenchOutcome, TaskBenchError> {
         self.system.run(&self.graphs, self.workers)
     }
 

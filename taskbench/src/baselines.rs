@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use super::error::TaskBenchError;
 use super::graph::TaskGraph;
-use super::outcome::RunOutcome;
+use super::outcome::BenchOutcome;
 use super::point::{combine, execute_point, Checksums, DepTable, PointOutput};
 
 /// One graph's state under rayon: every task's output, written once, and its count of
@@ -98,7 +98,7 @@ fn set_counts(states: &[DataflowGraph<'_>]) -> Vec<(usize, i64, i64)> {
 pub(crate) fn run_rayon(
     graphs: &[TaskGraph],
     workers: usize,
-) -> Result<RunOutcome, TaskBenchError> {
+) -> Result<BenchOutcome, TaskBenchError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(workers)
         .thread_name(|i| format!("taskbench-rayon-{i}"))
@@ -132,7 +132,7 @@ pub(crate) fn run_rayon(
         });
     }
     let (checksum, tasks_executed) = combine(states.iter().map(|s| s.sums.finish()));
-    Ok(RunOutcome {
+    Ok(BenchOutcome {
         elapsed,
         checksum: Some(checksum),
         tasks_executed,
@@ -140,7 +140,7 @@ pub(crate) fn run_rayon(
 }
 
 /// Runs `graphs` on the calling thread, timestep by timestep (graphs interleaved).
-pub(crate) fn run_sequential(graphs: &[TaskGraph]) -> Result<RunOutcome, TaskBenchError> {
+pub(crate) fn run_sequential(graphs: &[TaskGraph]) -> Result<BenchOutcome, TaskBenchError> {
     struct Rows<'a> {
         graph: &'a TaskGraph,
         deps: DepTable,
@@ -193,7 +193,7 @@ pub(crate) fn run_sequential(graphs: &[TaskGraph]) -> Result<RunOutcome, TaskBen
         });
     }
     let (checksum, tasks_executed) = combine(states.iter().map(|s| s.sums.finish()));
-    Ok(RunOutcome {
+    Ok(BenchOutcome {
         elapsed,
         checksum: Some(checksum),
         tasks_executed,

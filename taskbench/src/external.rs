@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::error::TaskBenchError;
 use super::graph::TaskGraph;
-use super::outcome::RunOutcome;
+use super::outcome::BenchOutcome;
 
 /// The flags that reproduce `graphs` (joined with `-and`), then `-core workers`.
 pub(crate) fn flags(graphs: &[TaskGraph], workers: usize) -> Vec<String> {
@@ -59,7 +59,7 @@ pub(crate) fn run(
     program: &Path,
     graphs: &[TaskGraph],
     workers: usize,
-) -> Result<RunOutcome, TaskBenchError> {
+) -> Result<BenchOutcome, TaskBenchError> {
     let fail = |reason: String| TaskBenchError::External {
         name: name.to_string(),
         program: program.to_path_buf(),
@@ -88,7 +88,7 @@ pub(crate) fn run(
 }
 
 /// Reads `Elapsed Time`, and `Tasks Executed` and `Checksum` where present.
-pub(crate) fn parse_report(stdout: &str, graphs: &[TaskGraph]) -> Result<RunOutcome, String> {
+pub(crate) fn parse_report(stdout: &str, graphs: &[TaskGraph]) -> Result<BenchOutcome, String> {
     let line = |prefix: &str| {
         stdout
             .lines()
@@ -116,7 +116,7 @@ pub(crate) fn parse_report(stdout: &str, graphs: &[TaskGraph]) -> Result<RunOutc
         ),
         None => None,
     };
-    Ok(RunOutcome {
+    Ok(BenchOutcome {
         elapsed: Duration::from_secs_f64(elapsed),
         checksum,
         tasks_executed,

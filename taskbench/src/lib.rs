@@ -52,7 +52,7 @@ pub use metg::{
     measure_peak, median, metg, summarise, sweep, Metg, MetgConfig, Peak, Sample, SweepEta,
     SystemMetg,
 };
-pub use outcome::RunOutcome;
+pub use outcome::BenchOutcome;
 pub use point::{execute_point, PointOutput};
 pub use steal::CpuTicks;
 pub use system::{System, Tracing};

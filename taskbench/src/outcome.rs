@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// One timed run.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RunOutcome {
+pub struct BenchOutcome {
     /// Submission plus execution, as Task Bench times it.
     pub elapsed: Duration,
     /// A hash of every task's output hash, each chained to its inputs': equal across

@@ -22,7 +22,7 @@ use taskwatt_traces::{TraceSink, TraceWriter};
 use super::error::TaskBenchError;
 use super::graph::TaskGraph;
 use super::kernel::KernelType;
-use super::outcome::RunOutcome;
+use super::outcome::BenchOutcome;
 use super::point::{combine, execute_point, Checksums, DepTable, PointOutput};
 
 /// What every task of one graph shares.
@@ -94,7 +94,7 @@ pub(crate) fn run(
     workers: usize,
     policy: &str,
     trace: Option<&Path>,
-) -> Result<RunOutcome, TaskBenchError> {
+) -> Result<BenchOutcome, TaskBenchError> {
     check_accesses(graphs)?;
     let writer = trace
         .map(|p| {
@@ -195,7 +195,7 @@ pub(crate) fn run(
             source: Box::new(source),
         })?;
     }
-    Ok(RunOutcome {
+    Ok(BenchOutcome {
         elapsed,
         checksum: Some(checksum),
         tasks_executed,

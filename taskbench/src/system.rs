@@ -8,7 +8,7 @@ use super::baselines;
 use super::error::TaskBenchError;
 use super::external;
 use super::graph::TaskGraph;
-use super::outcome::RunOutcome;
+use super::outcome::BenchOutcome;
 use super::stf;
 
 /// Whether, and where, a taskwatt run records its trace.
@@ -100,7 +100,11 @@ impl System {
     }
 
     /// Runs `graphs` once with `workers` workers.
-    pub fn run(&self, graphs: &[TaskGraph], workers: usize) -> Result<RunOutcome, TaskBenchError> {
+    pub fn run(
+        &self,
+        graphs: &[TaskGraph],
+        workers: usize,
+    ) -> Result<BenchOutcome, TaskBenchError> {
         match self {
             System::Taskwatt { policy, tracing } => match tracing {
                 Tracing::Off => stf::run(graphs, workers, policy, None),

@@ -67,7 +67,7 @@ mod system;
 mod units;
 
 #[cfg(test)]
-mod perf;
+mod scale;
 #[cfg(test)]
 mod testkit;
 #[cfg(test)]
@@ -94,7 +94,7 @@ pub use options::{
     MAX_CONTENTION_TYPES, MAX_SPARSE_TYPES, MAX_TYPES,
 };
 pub use predict::{
-    predict, predict_systems, predict_trace, DomainPrediction, Prediction, RegionPrediction,
+    predict, predict_systems, predict_trace, DomainPrediction, EnergyPrediction, RegionPrediction,
 };
 pub use render::{render_prediction, render_report, RenderOptions};
 pub use report::{

@@ -21,7 +21,7 @@ use super::system::{DomainSystem, TraceSystems};
 const RUN_TO_RUN_DRIFT: f64 = 0.5;
 /// A prediction of a run's energy from a model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Prediction {
+pub struct EnergyPrediction {
     /// The model's key kind (how the run's tasks were grouped).
     pub key: KeyKind,
     /// One entry per domain of the run that the model knows.
@@ -123,7 +123,7 @@ pub struct RegionPrediction {
     pub error_pct: Option<f64>,
 }
 
-impl Prediction {
+impl EnergyPrediction {
     /// A region's measurement interval summed over the domains counted in the totals
     /// (taken as independent), J; `None` when one of them has none.
     pub fn region_measurement_interval(&self, name: &str) -> Option<[f64; 2]> {
@@ -165,7 +165,7 @@ pub fn predict<B: Borrow<TaskRecord>>(
     model: &EnergyModel,
     parts: &TraceParts<'_>,
     tasks: impl IntoIterator<Item = B>,
-) -> Result<Prediction, AttributionError> {
+) -> Result<EnergyPrediction, AttributionError> {
     let systems = TraceSystems::build(parts, tasks, model.key)?;
     predict_systems(model, &systems)
 }
@@ -179,7 +179,7 @@ pub fn predict<B: Borrow<TaskRecord>>(
 pub fn predict_trace(
     model: &EnergyModel,
     trace: &taskwatt_traces::Trace,
-) -> Result<Prediction, AttributionError> {
+) -> Result<EnergyPrediction, AttributionError> {
     if !trace.domains.is_empty() {
         return predict(model, &TraceParts::from_trace(trace), trace_tasks(trace));
     }
@@ -239,7 +239,7 @@ pub fn predict_trace(
 pub fn predict_systems(
     model: &EnergyModel,
     systems: &TraceSystems,
-) -> Result<Prediction, AttributionError> {
+) -> Result<EnergyPrediction, AttributionError> {
     let mut warnings = Vec::new();
     model.validate(Path::new("(in memory)"))?;
     if systems.key != model.key {
@@ -303,7 +303,7 @@ pub fn predict_systems(
     };
     let total_interval_j = total(|d| d.half_width_j);
     let total_measurement_interval_j = total(|d| d.measurement_half_j);
-    Ok(Prediction {
+    Ok(EnergyPrediction {
         total_interval_j,
         total_measurement_interval_j,
         key: model.key,

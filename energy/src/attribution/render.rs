@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use super::conditioning::InseparableReason;
 use super::diagnostics::fmt_ns;
 use super::estimate::Estimate;
-use super::predict::Prediction;
+use super::predict::EnergyPrediction;
 use super::report::{AttributionReport, DomainReport, TruthComparison};
 use super::units::si;
 
@@ -78,7 +78,7 @@ pub fn render_report(report: &AttributionReport, opts: &RenderOptions) -> String
 }
 
 /// Renders a prediction.
-pub fn render_prediction(pred: &Prediction, opts: &RenderOptions) -> String {
+pub fn render_prediction(pred: &EnergyPrediction, opts: &RenderOptions) -> String {
     let mut out = String::new();
     banner(&mut out, opts);
     let _ = writeln!(out, "taskwatt energy prediction (types by {})", pred.key);

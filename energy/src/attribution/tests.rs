@@ -701,7 +701,7 @@ fn regions_split_the_energy_and_match_the_measured() {
     assert_fits_80(&text);
     assert!(text.contains("energy of the application"), "{text}");
     assert!(text.contains("second-half"));
-    // Prediction works per region too, and agrees with what was measured there.
+    // EnergyPrediction works per region too, and agrees with what was measured there.
     let sys = TraceSystems::build(&s.parts(), &s.tasks, KeyKind::CodeletArch).unwrap();
     let m = fit_model(&[sys], None, &AttributionOptions::default()).unwrap();
     let p = predict(&m.model, &s.parts(), &s.tasks).unwrap();

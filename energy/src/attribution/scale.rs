@@ -2,7 +2,7 @@
 //! debug). Run with:
 //!
 //! ```text
-//! cargo test -p taskwatt-energy --release attribution::perf -- --ignored --nocapture
+//! cargo test -p taskwatt-energy --release attribution::scale -- --ignored --nocapture
 //! ```
 //!
 //! Each prints the wall time of the build pass and of the fit + diagnostics + report, and
