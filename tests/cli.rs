@@ -280,7 +280,8 @@ fn unknown_policy_is_a_clear_error() {
         err.contains("heft") && err.contains("eager, ws, lws, prio"),
         "{err}"
     );
-    // `run --mpi` refuses the flags a distributed run does not honour, by name.
+    // `run --mpi` refuses the flags a distributed run does not honour, by name (and takes
+    // `--gpus`: the distributed apps have the built-in codelets' GPU implementations).
     let out = taskwatt(&[
         "run",
         "cholesky",
@@ -289,10 +290,12 @@ fn unknown_policy_is_a_clear_error() {
         "1",
         "--iterations",
         "2",
+        "--svg",
+        "x.svg",
     ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("does not take --iterations, --gpus"), "{err}");
+    assert!(err.contains("does not take --iterations, --svg"), "{err}");
     // The help names every policy the registry has.
     let help = ok(&["run", "--help"]);
     for p in taskwatt::scheduler::POLICIES {

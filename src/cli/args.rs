@@ -53,8 +53,8 @@ pub(crate) struct AppArgs {
     /// transfers and GPU energy attribution without a GPU; its timings are CPU timings);
     /// or `cuda`, NVIDIA GPUs 0..N through CUDA and cuBLAS (a build with `--features
     /// cuda`; the driver and cuBLAS are loaded at run time).
-    #[arg(long, value_enum, default_value_t = GpuBackend::Emulated)]
-    pub(crate) gpu_backend: GpuBackend,
+    #[arg(long, value_enum, default_value_t = GpuBackendArg::Emulated)]
+    pub(crate) gpu_backend: GpuBackendArg,
     /// dmdae's energy model (from `taskwatt fit`); without it, dmdae uses the model the
     /// last measured run of the same app saved beside the performance models
     /// (energy-model-<app>.json), and without that it places tasks as dmda, and says so.
@@ -81,18 +81,18 @@ pub(crate) struct AppArgs {
 
 /// Where `--gpus` come from.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum GpuBackend {
+pub(crate) enum GpuBackendArg {
     /// Emulated devices (see `RuntimeBuilder::emulated_gpus`).
     Emulated,
     /// NVIDIA GPUs through CUDA (a build with `--features cuda`).
     Cuda,
 }
 
-impl From<GpuBackend> for taskwatt::runtime::GpuBackend {
-    fn from(b: GpuBackend) -> Self {
+impl From<GpuBackendArg> for taskwatt::runtime::GpuBackend {
+    fn from(b: GpuBackendArg) -> Self {
         match b {
-            GpuBackend::Emulated => taskwatt::runtime::GpuBackend::Emulated,
-            GpuBackend::Cuda => taskwatt::runtime::GpuBackend::Cuda,
+            GpuBackendArg::Emulated => taskwatt::runtime::GpuBackend::Emulated,
+            GpuBackendArg::Cuda => taskwatt::runtime::GpuBackend::Cuda,
         }
     }
 }
@@ -381,8 +381,6 @@ impl RunArgs {
             (a.iterations != 1, "--iterations"),
             (a.no_perfmodel, "--no-perfmodel"),
             (a.perfmodel_dir.is_some(), "--perfmodel-dir"),
-            (a.gpus != 0, "--gpus"),
-            (a.gpu_backend != GpuBackend::Emulated, "--gpu-backend"),
             (self.trace_chunk.is_some(), "--trace-chunk"),
             (self.no_report, "--no-report"),
             (self.svg.is_some(), "--svg"),

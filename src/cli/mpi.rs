@@ -141,6 +141,14 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         .param("mpi_rank", rank)
         .param(taskwatt_mpi::merge::JOB_PARAM, &job)
         .param("mpi_size", size);
+    // GPUs on each rank (`--gpus`): the apps' codelets are the built-in ones, with their
+    // cuBLAS implementations (taskwatt_apps::codelets); the data is device data.
+    let backend = taskwatt::runtime::GpuBackend::from(a.app.gpu_backend);
+    if a.app.gpus > 0 {
+        b = b
+            .gpus(a.app.gpus as usize, backend)
+            .param("gpus", format!("{} {backend}", a.app.gpus));
+    }
     // The rank's recording (crate::recording), when it keeps a trace. Energy per node: the
     // first rank of each node measures it. A real meter (RAPL, NVML) is sampled by that
     // rank for the whole node; the simulated one cannot see the other ranks' tasks live,
@@ -149,7 +157,10 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     let metering = match leader && !a.no_energy_flag() {
         true => Some(Metering {
             meter: a.energy_args().meter,
-            detect: a.energy_args().detect_options()?,
+            detect: taskwatt::energy::DetectOptions {
+                emulated_gpus: a.app.gpus > 0 && backend == taskwatt::runtime::GpuBackend::Emulated,
+                ..a.energy_args().detect_options()?
+            },
             period: a.energy_args().period,
             live_simulation: false,
         }),
@@ -254,7 +265,7 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     let out = out?;
     last?;
     let line = format!(
-        "rank {rank}/{size}: {} {} n={} tile={} grid {}x{}, {} worker(s), policy {policy}: {} tasks \
+        "rank {rank}/{size}: {} {} n={} tile={} grid {}x{}, {}, policy {policy}: {} tasks \
          run, {} skipped; sent {} messages ({:.1} MiB), received {} ({:.1} MiB), {} cache hits, \
          {} evicted; makespan {:.3} s; clock offset to rank 0 {} ns (round trip {} ns)",
         out.app.name(),
@@ -263,7 +274,10 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         out.nb,
         out.grid.p,
         out.grid.q,
-        nworkers,
+        match a.app.gpus {
+            0 => format!("{nworkers} worker(s)"),
+            g => format!("{nworkers} CPU worker(s) + {g} {backend} GPU(s)"),
+        },
         stats.tasks,
         stats.skipped,
         stats.sent.0,

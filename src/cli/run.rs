@@ -95,7 +95,7 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         let ignored = a.flags_mpi_ignores();
         if !ignored.is_empty() {
             return Err(format!(
-                "run --mpi does not take {}: a distributed run has CPU workers only, no \
+                "run --mpi does not take {}: a distributed run has no calibration, no \
                  performance models, no report (merge the ranks' traces with `taskwatt \
                  merge`, then `taskwatt report`); drop them \
                  (docs/mpi.md)",
