@@ -10,14 +10,18 @@
 //! | `syrk` | R A, RW C | | `syrk` | cuBLAS `syrk` |
 //! | `gemm` | R A, R B, RW C | | C -= A Bᵀ | cuBLAS `gemm` |
 //! | `gemm_nn` | R A, R B, RW C | [`Beta`] (default 1) | C = A B + β C | cuBLAS `gemm` |
-//! | `heat_step` | R src, R the neighbours present, W dst | [`HeatStep`] | `heat_step` | none |
+//! | `heat_step` | R src, R the neighbours present (tiles, or their [`Edge`]s), W dst | [`HeatStep`] | `heat_step`, `heat_step_edges` | none |
+//! | `halo` | R tile, W its edges present | `[bool; 4]`: which of [`Side::ALL`] | [`Edge::fill_from`] | none |
 //!
 //! An emulated GPU (and a GPU worker built without the `cuda` feature) runs the CPU kernels
 //! on its copies.
 
 use std::sync::OnceLock;
 
-use taskwatt_kernels::{gemm_nn, gemm_nt, heat_step, potrf, syrk, trsm, Neighbours, Scalar, Tile};
+use taskwatt_kernels::{
+    gemm_nn, gemm_nt, heat_step, heat_step_edges, potrf, syrk, trsm, Edge, Edges, Neighbours,
+    Scalar, Side, Tile,
+};
 use taskwatt_runtime::{Codelet, TaskCtx};
 
 use crate::calibrate::Calibration;
@@ -47,6 +51,9 @@ pub struct HeatStep {
     pub present: [bool; 4],
     /// The diffusion number (stable for at most 1/4).
     pub alpha: f64,
+    /// Whether the neighbours' buffers are their [`Edge`]s (the halos a distributed run
+    /// moves) rather than whole tiles.
+    pub from_edges: bool,
 }
 
 /// An element type of the apps, with its own codelets (a `static` inside a generic
@@ -87,6 +94,24 @@ pub fn heat_step_codelet() -> &'static Codelet {
         let cpu = |ctx: &TaskCtx<'_>| {
             let arg: &HeatStep = ctx.arg();
             let mut next = 1;
+            let dst = 1 + arg.present.iter().filter(|p| **p).count();
+            if arg.from_edges {
+                let mut side = [None; 4];
+                for (k, p) in arg.present.iter().enumerate() {
+                    if *p {
+                        side[k] = Some(ctx.r::<Edge>(next).as_slice());
+                        next += 1;
+                    }
+                }
+                let edges = Edges {
+                    north: side[0],
+                    south: side[1],
+                    west: side[2],
+                    east: side[3],
+                };
+                heat_step_edges(ctx.r::<Tile>(0), edges, ctx.w::<Tile>(dst), arg.alpha);
+                return;
+            }
             let mut side = [None; 4];
             for (k, p) in arg.present.iter().enumerate() {
                 if *p {
@@ -100,9 +125,29 @@ pub fn heat_step_codelet() -> &'static Codelet {
                 west: side[2],
                 east: side[3],
             };
-            heat_step(ctx.r::<Tile>(0), halo, ctx.w::<Tile>(next), arg.alpha);
+            heat_step(ctx.r::<Tile>(0), halo, ctx.w::<Tile>(dst), arg.alpha);
         };
         Codelet::new("heat_step").cpu(cpu)
+    })
+}
+
+/// `halo`: copies the sides of a tile (buffer 0) that its neighbours read into their
+/// [`Edge`]s (the W buffers that follow, in the order of [`Side::ALL`], for the sides the
+/// `[bool; 4]` argument flags).
+pub fn halo_codelet() -> &'static Codelet {
+    static CL: OnceLock<Codelet> = OnceLock::new();
+    CL.get_or_init(|| {
+        Codelet::new("halo").cpu(|ctx| {
+            let present: &[bool; 4] = ctx.arg();
+            let t = ctx.r::<Tile>(0);
+            let mut next = 1;
+            for (side, p) in Side::ALL.into_iter().zip(present) {
+                if *p {
+                    ctx.w::<Edge>(next).fill_from(t, side);
+                    next += 1;
+                }
+            }
+        })
     })
 }
 

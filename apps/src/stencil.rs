@@ -103,6 +103,7 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
                 rt.submit(t.w(&nxt[idx(i, j)]).arg(HeatStep {
                     present,
                     alpha: ALPHA,
+                    from_edges: false,
                 }))?;
             }
         }

@@ -68,6 +68,7 @@
 
 mod check;
 mod dense;
+mod edge;
 mod error;
 pub mod flops;
 mod pure;
@@ -89,8 +90,9 @@ pub use check::{
     cholesky_residual, gemm_residual, residual_tolerance, residual_tolerance_for, PROBES,
 };
 pub use dense::{backend, backend_threads, gemm_nn, gemm_nt, init, potrf, syrk, trsm};
+pub use edge::{Edge, Side};
 pub use error::KernelError;
 pub use scalar::Scalar;
-pub use stencil::{heat_step, Neighbours};
+pub use stencil::{heat_step, heat_step_edges, Edges, Neighbours};
 pub use tile::Tile;
 pub use tiled::{padded_order, TiledMatrix};

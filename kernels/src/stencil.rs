@@ -64,18 +64,57 @@ pub fn heat_step(src: &Tile, halo: Neighbours<'_>, dst: &mut Tile, alpha: f64) {
             "heat_step: neighbour tiles must have the order of src"
         );
     }
+    if nb == 0 {
+        return;
+    }
+    let row = |t: &Tile, i: usize| (0..nb).map(|j| t.get(i, j)).collect::<Vec<f64>>();
+    let (north, south) = (
+        halo.north.map(|t| row(t, nb - 1)),
+        halo.south.map(|t| row(t, 0)),
+    );
+    let edges = Edges {
+        north: north.as_deref(),
+        south: south.as_deref(),
+        west: halo.west.map(|t| t.col(nb - 1)),
+        east: halo.east.map(|t| t.col(0)),
+    };
+    heat_step_dispatch(src, edges, dst, alpha);
+}
+
+/// [`heat_step`] from the neighbours' edges alone (a distributed stencil's halos, see
+/// [`Edge`](crate::Edge)): the same values, bit for bit.
+///
+/// # Panics
+/// If `dst` has a different order from `src`, or an edge does not have `nb` values.
+pub fn heat_step_edges(src: &Tile, edges: Edges<'_>, dst: &mut Tile, alpha: f64) {
+    let nb = src.nb();
+    assert_eq!(
+        dst.nb(),
+        nb,
+        "heat_step_edges: dst must have the order of src"
+    );
+    for e in [edges.north, edges.south, edges.west, edges.east]
+        .into_iter()
+        .flatten()
+    {
+        assert_eq!(
+            e.len(),
+            nb,
+            "heat_step_edges: an edge must have the tile's order of values"
+        );
+    }
     if nb > 0 {
-        heat_step_dispatch(src, halo, dst, alpha);
+        heat_step_dispatch(src, edges, dst, alpha);
     }
 }
 
 multiversion!(
     /// [`heat_step`] after the shape checks, compiled per instruction set.
-    fn heat_step_dispatch(src: &Tile, halo: Neighbours<'_>, dst: &mut Tile, alpha: f64) => heat_step_body
+    fn heat_step_dispatch(src: &Tile, halo: Edges<'_>, dst: &mut Tile, alpha: f64) => heat_step_body
 );
 
 #[inline(always)]
-fn heat_step_body<const FMA: bool>(src: &Tile, halo: Neighbours<'_>, dst: &mut Tile, alpha: f64) {
+fn heat_step_body<const FMA: bool>(src: &Tile, halo: Edges<'_>, dst: &mut Tile, alpha: f64) {
     let nb = src.nb();
     let c0 = 1.0 - 4.0 * alpha;
     for (j, d) in dst.as_mut_slice().chunks_exact_mut(nb).enumerate() {
@@ -83,12 +122,12 @@ fn heat_step_body<const FMA: bool>(src: &Tile, halo: Neighbours<'_>, dst: &mut T
         let west = if j > 0 {
             Some(src.col(j - 1))
         } else {
-            halo.west.map(|t| t.col(nb - 1))
+            halo.west
         };
         let east = if j + 1 < nb {
             Some(src.col(j + 1))
         } else {
-            halo.east.map(|t| t.col(0))
+            halo.east
         };
         let (Some(w), Some(e)) = (west, east) else {
             // A column on the global west or east boundary: Dirichlet, keep it.
@@ -97,8 +136,8 @@ fn heat_step_body<const FMA: bool>(src: &Tile, halo: Neighbours<'_>, dst: &mut T
         };
         // The first and last cells read the neighbour rows; when there is none they are on
         // the global north/south boundary.
-        let north = halo.north.map(|t| t.get(nb - 1, j));
-        let south = halo.south.map(|t| t.get(0, j));
+        let north = halo.north.map(|r| r[j]);
+        let south = halo.south.map(|r| r[j]);
         let cell = |i: usize, up: Option<f64>, down: Option<f64>| match (up, down) {
             (Some(u), Some(dn)) => madd::<f64, FMA>(c0, c[i], alpha * ((u + dn) + (w[i] + e[i]))),
             _ => c[i],
@@ -111,6 +150,21 @@ fn heat_step_body<const FMA: bool>(src: &Tile, halo: Neighbours<'_>, dst: &mut T
         d[nb - 1] = cell(nb - 1, Some(c[nb - 2]), south);
         interior::<FMA>(&mut d[1..nb - 1], c, w, e, c0, alpha);
     }
+}
+
+/// The cells of the neighbours that a tile's update reads, `nb` values per side: what a
+/// distributed stencil moves instead of whole tiles. `None` marks a side on the global
+/// boundary.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Edges<'a> {
+    /// The north tile's last row (`north[j]`: its column `j`).
+    pub north: Option<&'a [f64]>,
+    /// The south tile's first row.
+    pub south: Option<&'a [f64]>,
+    /// The west tile's last column.
+    pub west: Option<&'a [f64]>,
+    /// The east tile's first column.
+    pub east: Option<&'a [f64]>,
 }
 
 /// Rows `1..nb-1` of one column: `d[k] = c0 c[k+1] + alpha ((c[k] + c[k+2]) + (w[k+1] +
@@ -130,6 +184,53 @@ fn interior<const FMA: bool>(d: &mut [f64], c: &[f64], w: &[f64], e: &[f64], c0:
 mod tests {
     use super::*;
     use crate::testutil::{assert_close, naive, random_tile};
+
+    #[test]
+    fn the_edges_give_the_same_values_as_the_tiles_bit_for_bit() {
+        use crate::{Edge, Side};
+        for nb in [1usize, 2, 7, 16] {
+            let src = random_tile(nb, 1);
+            let ns: Vec<Tile> = (2..6).map(|s| random_tile(nb, s)).collect();
+            // Neighbour north reads its South side, south its North, west its East, east
+            // its West.
+            let sides = [Side::South, Side::North, Side::East, Side::West];
+            let edges: Vec<Edge> = ns
+                .iter()
+                .zip(sides)
+                .map(|(t, s)| {
+                    let mut e = Edge::unallocated(nb);
+                    e.fill_from(t, s);
+                    e
+                })
+                .collect();
+            for mask in 0..16u32 {
+                let on = |k: usize| mask & (1 << k) != 0;
+                let tiles = Neighbours {
+                    north: on(0).then_some(&ns[0]),
+                    south: on(1).then_some(&ns[1]),
+                    west: on(2).then_some(&ns[2]),
+                    east: on(3).then_some(&ns[3]),
+                };
+                let sl = |k: usize| on(k).then(|| edges[k].as_slice());
+                let halo = Edges {
+                    north: sl(0),
+                    south: sl(1),
+                    west: sl(2),
+                    east: sl(3),
+                };
+                let (mut a, mut b) = (Tile::zeros(nb), Tile::zeros(nb));
+                heat_step(&src, tiles, &mut a, 0.2);
+                heat_step_edges(&src, halo, &mut b, 0.2);
+                assert!(
+                    a.as_slice()
+                        .iter()
+                        .zip(b.as_slice())
+                        .all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "nb={nb} mask={mask:04b}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn single_tile_matches_dense_stencil() {
@@ -157,7 +258,13 @@ mod tests {
         };
         let (mut fast, mut plain) = (Tile::zeros(9), Tile::zeros(9));
         heat_step(&src, halo, &mut fast, 0.2);
-        heat_step_body::<false>(&src, halo, &mut plain, 0.2);
+        let north: Vec<f64> = (0..9).map(|j| n.get(8, j)).collect();
+        let edges = Edges {
+            north: Some(&north),
+            west: Some(n.col(8)),
+            ..Edges::default()
+        };
+        heat_step_body::<false>(&src, edges, &mut plain, 0.2);
         assert_close(&plain, &fast, 1e-15, "heat_step");
     }
 

@@ -13,8 +13,8 @@
 
 use std::time::Instant;
 
-use taskwatt_apps::codelets::{heat_step_codelet, AppScalar, Beta, HeatStep};
-use taskwatt_kernels::{sequential, Scalar, Tile, TiledMatrix};
+use taskwatt_apps::codelets::{halo_codelet, heat_step_codelet, AppScalar, Beta, HeatStep};
+use taskwatt_kernels::{sequential, Edge, Scalar, Side, Tile, TiledMatrix};
 
 use crate::dist::{DistHandle, DistRuntime, DistStats, DistTask};
 use crate::DistError;
@@ -126,6 +126,44 @@ fn register<T: Scalar>(
         }
     }
     Ok(t)
+}
+
+/// The edges of each tile (`[i][j][side]`, sides in `Side::ALL`'s order), for the sides a
+/// neighbour reads; owned with the tile, and without storage on the other ranks until a
+/// message fills them.
+type EdgeHandles = Vec<Vec<[Option<DistHandle<Edge>>; 4]>>;
+
+fn register_edges(
+    d: &mut DistRuntime,
+    g: BlockCyclic,
+    nt: usize,
+    nb: usize,
+) -> Result<EdgeHandles, DistError> {
+    let me = d.rank();
+    let mut out = Vec::with_capacity(nt);
+    for i in 0..nt {
+        let mut row = Vec::with_capacity(nt);
+        for j in 0..nt {
+            let owner = g.owner(i, j);
+            let mut sides: [Option<DistHandle<Edge>>; 4] = Default::default();
+            for (k, read) in [i > 0, i + 1 < nt, j > 0, j + 1 < nt]
+                .into_iter()
+                .enumerate()
+            {
+                if read {
+                    let e = if owner == me {
+                        Edge::zeros(nb)
+                    } else {
+                        Edge::unallocated(nb)
+                    };
+                    sides[k] = Some(d.register(owner, e)?);
+                }
+            }
+            row.push(sides);
+        }
+        out.push(row);
+    }
+    Ok(out)
 }
 
 fn tile<T: Scalar>(t: &Tiles<T>, i: usize, j: usize) -> &DistHandle<Tile<T>> {
@@ -353,32 +391,70 @@ pub fn run_with<T: AppScalar>(
                     "the stencil is f64 only: drop --precision f32".into(),
                 ));
             }
-            let heat = heat_step_codelet();
+            let (heat, halo) = (heat_step_codelet(), halo_codelet());
             let alpha = 0.1;
             let init = move |i: usize, j: usize| TiledMatrix::<f64>::random_tile(nb, seed, i, j);
             let x = register(d, g, nt, nb, false, init)?;
             let y = register(d, g, nt, nb, false, |_, _| Tile::<f64>::zeros(nb))?;
+            // Only halos move: each tile's sides that a neighbour reads are edges of their
+            // own (owned with the tile, `nb` values each), refreshed by a `halo` task after
+            // the tile is written, and the neighbours' updates read those.
+            let x_edges = register_edges(d, g, nt, nb)?;
+            let y_edges = register_edges(d, g, nt, nb)?;
             let start = Instant::now();
-            let grids = [&x, &y];
+            let grids = [(&x, &x_edges), (&y, &y_edges)];
+            // Which sides of tile (i, j) a neighbour reads, in `Side::ALL`'s order.
+            let sides = |i: usize, j: usize| [i > 0, i + 1 < nt, j > 0, j + 1 < nt];
+            let refresh = |d: &mut DistRuntime, t: &Tiles<f64>, e: &EdgeHandles, i, j| {
+                let mut task = DistTask::new(halo).r(tile(t, i, j));
+                for h in e[i][j].iter().flatten() {
+                    task = task.w(h);
+                }
+                d.submit(task.arg(sides(i, j)))
+            };
+            for i in 0..nt {
+                for j in 0..nt {
+                    refresh(d, &x, &x_edges, i, j)?;
+                }
+            }
             for s in 0..steps {
-                let (src, dst) = (grids[s % 2], grids[(s + 1) % 2]);
+                let ((src, src_e), (dst, dst_e)) = (grids[s % 2], grids[(s + 1) % 2]);
                 for j in 0..nt {
                     for i in 0..nt {
+                        // North reads the tile above's last row (its South side), south
+                        // the first row of the one below (its North side), and so on.
                         let present = [i > 0, i + 1 < nt, j > 0, j + 1 < nt];
+                        let edge = |ii: usize, jj: usize, side: Side| {
+                            src_e[ii][jj][side as usize]
+                                .as_ref()
+                                .expect("a side a neighbour reads")
+                        };
                         let mut t = DistTask::new(heat).r(tile(src, i, j));
                         if present[0] {
-                            t = t.r(tile(src, i - 1, j));
+                            t = t.r(edge(i - 1, j, Side::South));
                         }
                         if present[1] {
-                            t = t.r(tile(src, i + 1, j));
+                            t = t.r(edge(i + 1, j, Side::North));
                         }
                         if present[2] {
-                            t = t.r(tile(src, i, j - 1));
+                            t = t.r(edge(i, j - 1, Side::East));
                         }
                         if present[3] {
-                            t = t.r(tile(src, i, j + 1));
+                            t = t.r(edge(i, j + 1, Side::West));
                         }
-                        d.submit(t.w(tile(dst, i, j)).arg(HeatStep { present, alpha }))?;
+                        d.submit(t.w(tile(dst, i, j)).arg(HeatStep {
+                            present,
+                            alpha,
+                            from_edges: true,
+                        }))?;
+                    }
+                }
+                // The next step's halos (none after the last step).
+                if s + 1 < steps {
+                    for j in 0..nt {
+                        for i in 0..nt {
+                            refresh(d, dst, dst_e, i, j)?;
+                        }
                     }
                 }
             }
@@ -391,6 +467,15 @@ pub fn run_with<T: AppScalar>(
             };
             let got = self::result(d, result, n, nb, check)?;
             for h in other.into_iter().flatten().flatten() {
+                d.unregister(h)?;
+            }
+            for h in x_edges
+                .into_iter()
+                .chain(y_edges)
+                .flatten()
+                .flatten()
+                .flatten()
+            {
                 d.unregister(h)?;
             }
             let diff = got.map(|got| {

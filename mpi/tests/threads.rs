@@ -96,7 +96,8 @@ fn the_apps_match_the_sequential_result_on_one_to_four_ranks() {
             let expected = match app {
                 DistApp::Cholesky => 4 + 6 + 6 + 4, // nt = 4: 20 tasks
                 DistApp::Gemm => 64,
-                DistApp::Stencil => 3 * 16,
+                // 3 steps of 16 tiles, each step after a halo task per tile.
+                DistApp::Stencil => 3 * 16 + 3 * 16,
             };
             assert_eq!(tasks, expected, "{} on {size} ranks", app.name());
             if size > 1 {
@@ -108,6 +109,19 @@ fn the_apps_match_the_sequential_result_on_one_to_four_ranks() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn the_stencil_moves_only_its_tiles_edges() {
+    // Without the check's gather, every message is one side of a tile: 64 values.
+    let out = job(4, 1, "lws", |d| {
+        taskwatt_mpi::apps::run_with::<f64>(d, DistApp::Stencil, 256, 64, 3, 7, false).unwrap()
+    });
+    for (rank, o) in out.iter().enumerate() {
+        let (count, bytes) = o.stats.received;
+        assert!(count > 0, "rank {rank} received nothing");
+        assert_eq!(bytes, count * 64 * 8, "rank {rank}: {count} messages, {bytes} B");
     }
 }
 
