@@ -1,9 +1,10 @@
 //! Distributed Cholesky, gemm and stencil over a 2D block-cyclic distribution, each
 //! checked on rank 0 against the sequential result of the same kernels.
 //!
-//! Every rank registers every tile (the owner's holds the data, the others a buffer of
-//! the same size for the copies they receive) and submits every task; the runtime runs
-//! each task on the owner of the tile it writes. At the end every tile is brought to rank
+//! Every rank registers every tile (the owner's holds the data, the others a tile without
+//! storage until a message fills it) and submits every task; the stencil's tiles also
+//! have their sides as handles of their own (`Edge`), so that only halos move. The
+//! runtime runs each task on the owner of the data it writes. At the end every tile is brought to rank
 //! 0, which compares with `taskwatt_kernels::sequential`: the distributed run applies each
 //! tile's updates in the sequential order, so the results agree to the last bit (the
 //! check allows 1e-12 relative).

@@ -121,7 +121,11 @@ fn the_stencil_moves_only_its_tiles_edges() {
     for (rank, o) in out.iter().enumerate() {
         let (count, bytes) = o.stats.received;
         assert!(count > 0, "rank {rank} received nothing");
-        assert_eq!(bytes, count * 64 * 8, "rank {rank}: {count} messages, {bytes} B");
+        assert_eq!(
+            bytes,
+            count * 64 * 8,
+            "rank {rank}: {count} messages, {bytes} B"
+        );
     }
 }
 
