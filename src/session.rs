@@ -149,9 +149,11 @@ pub struct MeasuredRunOptions {
 pub enum TypeCalibration {
     /// Each of the app's codelets alone on every worker for this long, before the graph.
     Fixed(Duration),
-    /// After the graph: fit what the trace holds so far, calibrate only the types whose
-    /// power is not shown as a measurement, for `step` each, and repeat until every type
-    /// is precise or `budget` is spent (`--type-calibration auto`).
+    /// After the graph: fit what the trace holds so far, calibrate the types whose power
+    /// is not shown as a measurement, for `step` each (every type that ran, in the first
+    /// round: the what-if's contention laws need each type alone and beside others), and
+    /// repeat until every type is precise or `budget` is spent (`--type-calibration
+    /// auto`).
     Auto {
         /// Time it may spend calibrating, in all.
         budget: Duration,
@@ -450,9 +452,10 @@ pub const CALIBRATION_TARGET: f64 = 0.4;
 
 /// Adaptive type calibration: fit what the trace file at `trace` holds so far (the runtime
 /// and the writer put everything in it within `DEFAULT_TRACE_FLUSH + 2·WRITER_FLUSH`, 75
-/// ms), calibrate the types whose power is
-/// not shown as a measurement (`calibrate` runs a plan: each type alone for its time),
-/// repeat within `budget`. Shared by `taskwatt run` and [`crate::Measure`].
+/// ms), calibrate the types whose power is not shown as a measurement (`calibrate` runs a
+/// plan: each type alone for its time), repeat within `budget`; the first round also runs
+/// every other type that ran for one `step`. Shared by `taskwatt run` and
+/// [`crate::Measure`].
 pub(crate) fn auto_calibrate(
     trace: &std::path::Path,
     stop: &StopSignal,
@@ -471,7 +474,7 @@ pub(crate) fn auto_calibrate(
         }
         // Calibrate to a share of the report's threshold: a power shown within +-5 % is
         // then good to about +-2 %, which is what comparisons between runs need.
-        let flagged = match flagged_types(trace, precision_pct * CALIBRATION_TARGET) {
+        let (flagged, seen) = match flagged_types(trace, precision_pct * CALIBRATION_TARGET) {
             Ok(f) => f,
             Err(e) => {
                 report.error = Some(e);
@@ -485,6 +488,17 @@ pub(crate) fn auto_calibrate(
             .iter()
             .map(|(n, need)| (n.clone(), step.mul_f64(need.clamp(1.0, 4.0))))
             .collect();
+        // The first round also runs every other type for one step: the graph may pin a
+        // type's power and still never show it alone or beside others (a one-type app on
+        // one worker, or on every worker throughout), which is what the what-if's
+        // contention law needs to predict other worker counts.
+        if report.rounds.is_empty() {
+            for n in seen {
+                if !plan.iter().any(|(p, _)| *p == n) {
+                    plan.push((n, step));
+                }
+            }
+        }
         // What is left of the budget: the plan shrinks to it, each type keeping at least
         // one step, the neediest first when not all of them fit.
         let left = budget.saturating_sub(t0.elapsed());
@@ -516,8 +530,12 @@ pub(crate) fn auto_calibrate(
 
 /// Codelets with a power alone, on any domain, that the fit of the trace so far does not
 /// show within `precision_pct`, each with how much more it needs: the square of its
-/// interval's half-width over the threshold (1 for a flag other than imprecision).
-fn flagged_types(path: &std::path::Path, precision_pct: f64) -> Result<Vec<(String, f64)>, String> {
+/// interval's half-width over the threshold (1 for a flag other than imprecision); and
+/// every codelet that ran in the fit's windows.
+fn flagged_types(
+    path: &std::path::Path,
+    precision_pct: f64,
+) -> Result<(Vec<(String, f64)>, Vec<String>), String> {
     use taskwatt_energy::attribution::{attribute_trace, AttributionOptions, Flag};
     let rec = taskwatt_traces::recover_trace(path).map_err(|e| e.to_string())?;
     let opts = AttributionOptions {
@@ -526,10 +544,17 @@ fn flagged_types(path: &std::path::Path, precision_pct: f64) -> Result<Vec<(Stri
     };
     let att = attribute_trace(&rec.trace, &opts).map_err(|e| e.to_string())?;
     let mut out: Vec<(String, f64)> = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
     for d in &att.report.domains {
         for t in &d.types {
             let e = &t.power;
-            if e.reliable || e.flags.contains(&Flag::NoTimeInWindow) {
+            if e.flags.contains(&Flag::NoTimeInWindow) {
+                continue;
+            }
+            if !seen.contains(&t.key.codelet) {
+                seen.push(t.key.codelet.clone());
+            }
+            if e.reliable {
                 continue;
             }
             let need = e
@@ -542,7 +567,7 @@ fn flagged_types(path: &std::path::Path, precision_pct: f64) -> Result<Vec<(Stri
             }
         }
     }
-    Ok(out)
+    Ok((out, seen))
 }
 
 /// The extra power of each (codelet, architecture) in a model fitted with types by

@@ -317,8 +317,9 @@ fn type_calibration_on_fewer_workers_than_cores_uses_the_free_cores_too() {
     assert!(outside > 0, "no calibration task ran on a reserved worker");
     let text = ok(&args);
     assert!(text.contains("1 worker (+"), "{text}");
-    // GEMM has one task type and no calibration: nothing is reserved, and the run says
-    // the flag did nothing.
+    // GEMM has one task type: calibration still runs it alone and beside others (what
+    // the what-if's contention law needs), on the free cores too.
+    let gemm_trace = d.path().join("gemm.twt");
     let out = taskwatt(&[
         "run",
         "gemm",
@@ -332,16 +333,27 @@ fn type_calibration_on_fewer_workers_than_cores_uses_the_free_cores_too() {
         "sim",
         "--type-calibration",
         "100ms",
+        "--trace",
+        s(&gemm_trace),
         "--json",
     ]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["reserved_workers"].as_array().unwrap().len(), 0, "{v}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("--type-calibration does nothing for gemm"),
-        "{err}"
+    assert_eq!(
+        v["reserved_workers"].as_array().unwrap().len(),
+        reserved.len(),
+        "{v}"
     );
+    let t = taskwatt::traces::read_trace(&gemm_trace).unwrap();
+    assert!(
+        t.markers
+            .iter()
+            .any(|m| m.name == "type-calibration:gemm_nn"),
+        "{:?}",
+        t.markers
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("does nothing"), "{err}");
 }
 
 #[test]
@@ -374,6 +386,16 @@ fn auto_type_calibration_calibrates_only_flagged_types_within_its_budget() {
     // A 1024-order Cholesky alone leaves some type imprecise: at least one round ran, and
     // each round calibrated only named codelets of the app.
     assert!(!rounds.is_empty(), "{auto}");
+    // The first round runs every type that ran (for the what-if's contention laws),
+    // flagged or not.
+    let mut first: Vec<&str> = rounds[0][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    first.sort_unstable();
+    assert_eq!(first, ["gemm", "potrf", "syrk", "trsm"], "{auto}");
     for r in rounds {
         for t in r[0].as_array().unwrap() {
             assert!(

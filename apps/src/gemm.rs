@@ -16,6 +16,52 @@ use super::codelets::AppScalar;
 
 use super::{kernel_err, tile_bytes, App, AppConfig, AppError, AppRun, Check};
 
+/// Runs gemm_nn alone, then on every worker, for `each` (or its time in `only`; see
+/// calibrate.rs), so that a recording shows the type alone and beside others: the
+/// contention law the what-if applies on other worker counts. Like the graph's, the tasks
+/// stream their tiles: each takes the next A, B and C of pools as large as the app's
+/// matrices, up to [`CALIBRATION_POOL_BYTES`](super::CALIBRATION_POOL_BYTES) in all (the
+/// same tiles every time would stay in a core's cache, and show no contention where the
+/// graph, sharing the memory's bandwidth, runs 20 % slower beside another).
+pub(super) fn calibrate<T: AppScalar>(
+    rt: &Runtime,
+    cfg: &AppConfig,
+    sink: &taskwatt_traces::TraceSink,
+    each: std::time::Duration,
+    only: Option<&[(String, std::time::Duration)]>,
+) -> Result<(), AppError> {
+    let time = super::calibration_time("gemm_nn", each, only);
+    if time.is_zero() {
+        return Ok(());
+    }
+    let nb = cfg.tile;
+    let bytes = tile_bytes::<T>(nb);
+    let n = cfg.n.max(nb);
+    let slots = 2 * rt.workers().len();
+    let per_pool = super::calibration_pool(n, nb, bytes, 3).max(slots);
+    let a0 = TiledMatrix::<T>::random_tile_in(n, nb, cfg.seed, 0, 0);
+    let b0 = TiledMatrix::<T>::random_tile_in(n, nb, cfg.seed.wrapping_add(1), 0, 0);
+    let pool = |t: &Tile<T>| -> Vec<Handle<Tile<T>>> {
+        (0..per_pool)
+            .map(|_| rt.register_device_bytes(t.clone(), bytes))
+            .collect()
+    };
+    let (pa, pb, pc) = (pool(&a0), pool(&b0), pool(&Tile::zeros(nb)));
+    let next = std::cell::Cell::new(0usize);
+    let cl = T::gemm_nn();
+    // Consecutive tasks take consecutive C tiles, so that the tasks of one batch (at most
+    // `slots <= per_pool`) write distinct ones.
+    super::calibrate::phase(rt, sink, "gemm_nn", time, &|_| {
+        let k = next.get();
+        next.set(k + 1);
+        Task::new(cl)
+            .r(&pa[k % per_pool])
+            .r(&pb[(k + per_pool / 2) % per_pool])
+            .rw(&pc[k % per_pool])
+    })?;
+    Ok(())
+}
+
 pub(super) fn run<T: AppScalar>(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let err = kernel_err("gemm");
     let (n, nb) = (cfg.n, cfg.tile);

@@ -60,11 +60,13 @@ impl App {
         }
     }
 
-    /// Whether the app has a type calibration (`--type-calibration`): Cholesky's four task
-    /// types run in fixed proportions and need it; GEMM and the stencil have one type
-    /// each, which their graph alone pins down, so nothing is calibrated for them.
+    /// Whether the app has a type calibration (`--type-calibration`): every built-in app.
+    /// Cholesky's four task types run in fixed proportions, and calibration separates
+    /// their powers; GEMM and the stencil have one type each, which their graph alone pins
+    /// down for the energy, but calibration also shows each type alone and beside others,
+    /// which the what-if needs on other worker counts.
     pub fn calibrates(self) -> bool {
-        matches!(self, App::Cholesky)
+        matches!(self, App::Cholesky | App::Gemm | App::Stencil)
     }
 
     /// The codelet names the app uses (what the energy report will list).
@@ -368,9 +370,10 @@ pub enum AppError {
     },
 }
 
-/// Type calibration (see `calibrate.rs`): runs each of the app's codelets alone on every
-/// worker for `each`, marking the phases in `sink`. Apps with a single codelet have
-/// nothing to separate and return at once.
+/// Type calibration (see `calibrate.rs`): runs each of the app's codelets alone, then on
+/// every worker, for `each`, marking the phases in `sink`. An app with a single codelet
+/// has no split to separate, but its calibration still shows the type alone and beside
+/// others: the contention law that the what-if applies on other worker counts.
 pub fn calibrate_types(
     app: App,
     rt: &Runtime,
@@ -396,7 +399,37 @@ pub fn calibrate_some_types(
     match (app, config.precision) {
         (App::Cholesky, Precision::F64) => cholesky::calibrate::<f64>(rt, config, sink, each, only),
         (App::Cholesky, Precision::F32) => cholesky::calibrate::<f32>(rt, config, sink, each, only),
-        (App::Gemm | App::Stencil, _) => Ok(()),
+        (App::Gemm, Precision::F64) => gemm::calibrate::<f64>(rt, config, sink, each, only),
+        (App::Gemm, Precision::F32) => gemm::calibrate::<f32>(rt, config, sink, each, only),
+        (App::Stencil, _) => stencil::calibrate(rt, config, sink, each, only),
+    }
+}
+
+/// The most memory the tile pools of a calibration take, in all: more than a package's
+/// last-level cache on common machines (32 MiB on this VM's EPYC), so that tasks that
+/// stream their tiles in the graph stream them in calibration too.
+pub const CALIBRATION_POOL_BYTES: u64 = 96 << 20;
+
+/// Tiles in each of `roles` pools of a calibration on an order-`n` problem: as many as one
+/// of the app's matrices has, within [`CALIBRATION_POOL_BYTES`] for all the pools.
+fn calibration_pool(n: usize, nb: usize, tile_bytes: u64, roles: u64) -> usize {
+    let nt = n.div_ceil(nb.max(1));
+    let fit = CALIBRATION_POOL_BYTES / (tile_bytes.max(1) * roles.max(1));
+    (nt * nt).min(fit as usize).max(1)
+}
+
+/// A codelet's calibration time: `each`, or its time in `only` (zero when not named).
+fn calibration_time(
+    name: &str,
+    each: std::time::Duration,
+    only: Option<&[(String, std::time::Duration)]>,
+) -> std::time::Duration {
+    match only {
+        None => each,
+        Some(o) => o
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(std::time::Duration::ZERO, |(_, d)| *d),
     }
 }
 
@@ -589,5 +622,20 @@ mod tests {
         assert!(matches!(err, AppError::Unsupported { .. }), "{err}");
         assert!(err.to_string().contains("--precision f64"), "{err}");
         assert_eq!(Precision::F32.to_string(), "f32");
+    }
+
+    #[test]
+    fn calibration_pools_are_the_app_s_matrix_within_the_bound() {
+        let tile = tile_bytes::<f64>(256);
+        // A 1024 matrix has 16 tiles of 256: all of them.
+        assert_eq!(calibration_pool(1024, 256, tile, 3), 16);
+        // A 4096 one has 256: three pools of 512 KiB tiles within 96 MiB hold 64 each.
+        assert_eq!(calibration_pool(4096, 256, tile, 3), 64);
+        assert!(3 * 64 * tile <= CALIBRATION_POOL_BYTES);
+        // Tiles past the bound: one each.
+        assert_eq!(
+            calibration_pool(1 << 20, 1 << 14, tile_bytes::<f64>(1 << 14), 3),
+            1
+        );
     }
 }

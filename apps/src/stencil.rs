@@ -58,6 +58,53 @@ fn initial(
     TiledMatrix::from_tiles(n, nb, tiles).map(Some)
 }
 
+/// Runs heat_step alone, then on every worker, for `each` (or its time in `only`; see
+/// calibrate.rs), so that a recording shows the type alone and beside others: the
+/// contention law the what-if applies on other worker counts. Each task is an interior
+/// tile's step (four neighbours), and like the graph's, the tasks stream their tiles: the
+/// next source and destination of pools as large as the app's grids, up to
+/// [`CALIBRATION_POOL_BYTES`](super::CALIBRATION_POOL_BYTES) in all.
+pub(super) fn calibrate(
+    rt: &Runtime,
+    cfg: &AppConfig,
+    sink: &taskwatt_traces::TraceSink,
+    each: std::time::Duration,
+    only: Option<&[(String, std::time::Duration)]>,
+) -> Result<(), AppError> {
+    let time = super::calibration_time("heat_step", each, only);
+    if time.is_zero() {
+        return Ok(());
+    }
+    let nb = cfg.tile;
+    let bytes = tile_bytes::<f64>(nb);
+    let slots = 2 * rt.workers().len();
+    let per_pool = super::calibration_pool(cfg.n.max(nb), nb, bytes, 2).max(slots);
+    let t0 = taskwatt_kernels::TiledMatrix::<f64>::random_tile(nb, cfg.seed, 1, 1);
+    let src: Vec<Handle<Tile>> = (0..per_pool)
+        .map(|_| rt.register_replicated_bytes(t0.clone(), bytes))
+        .collect();
+    let dst: Vec<Handle<Tile>> = (0..per_pool)
+        .map(|_| rt.register_replicated_bytes(Tile::zeros(nb), bytes))
+        .collect();
+    let next = std::cell::Cell::new(0usize);
+    let cl = super::codelets::heat_step_codelet();
+    // Consecutive tasks write consecutive destinations, distinct within a batch.
+    super::calibrate::phase(rt, sink, "heat_step", time, &|_| {
+        let k = next.get();
+        next.set(k + 1);
+        let mut t = Task::new(cl).r(&src[k % per_pool]);
+        for d in 1..=4 {
+            t = t.r(&src[(k + d) % per_pool]);
+        }
+        t.w(&dst[k % per_pool]).arg(HeatStep {
+            present: [true; 4],
+            alpha: ALPHA,
+            from_edges: false,
+        })
+    })?;
+    Ok(())
+}
+
 pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     let err = kernel_err("stencil");
     let (n, nb, steps) = (cfg.n, cfg.tile, cfg.steps);

@@ -122,13 +122,6 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
             tmp.path().to_path_buf()
         }
     };
-    if a.energy.type_calibration.is_some() && !a.app.app.calibrates() {
-        eprintln!(
-            "note: --type-calibration does nothing for {}: it has one task type, which its \
-             graph alone pins down",
-            a.app.app.name()
-        );
-    }
     let opts = MeasuredRunOptions {
         app: a.app.app,
         config: a.app.config(),
