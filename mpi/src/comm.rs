@@ -50,7 +50,13 @@ pub(crate) enum Cmd {
     Barrier(Sender<Result<(), String>>),
     /// Once granted (every access submitted before it is done), run the function on the
     /// acquisition, then release it: a cached copy's storage freed, or made.
-    Apply(DeferredAccess, fn(&mut DeferredAccess)),
+    /// The last, if any, runs once the acquisition is released (a freed copy's bytes go
+    /// back to the memory account, `crate::memory`).
+    Apply(
+        DeferredAccess,
+        fn(&mut DeferredAccess),
+        Option<crate::memory::Freed>,
+    ),
     Stop,
 }
 
@@ -180,6 +186,13 @@ impl Streamer {
     }
 }
 
+/// A [`Cmd::Apply`] waiting for its grant.
+type Apply = (
+    DeferredAccess,
+    fn(&mut DeferredAccess),
+    Option<crate::memory::Freed>,
+);
+
 fn run(
     net: &mut dyn Transport,
     rx: &Receiver<Cmd>,
@@ -207,7 +220,7 @@ fn run(
     let mut log = CommLog::default();
     let mut waiting: Vec<Op> = Vec::new();
     let mut posted: Vec<Posted> = Vec::new();
-    let mut applies: Vec<(DeferredAccess, fn(&mut DeferredAccess))> = Vec::new();
+    let mut applies: Vec<Apply> = Vec::new();
     // Per peer and tag: the place of the receive whose message comes next.
     let mut next_seq: std::collections::HashMap<(usize, u32), u64> =
         std::collections::HashMap::new();
@@ -269,8 +282,8 @@ fn run(
                 let _ = reply.send(net.barrier());
                 progressed = true;
             }
-            Some(Cmd::Apply(access, f)) => {
-                applies.push((access, f));
+            Some(Cmd::Apply(access, f, freed)) => {
+                applies.push((access, f, freed));
                 progressed = true;
             }
             // Finish what is in flight first: the runtime waits for it.
@@ -308,9 +321,12 @@ fn run(
         while i < applies.len() {
             match applies[i].0.to_host() {
                 Ok(true) => {
-                    let (mut access, f) = applies.swap_remove(i);
+                    let (mut access, f, freed) = applies.swap_remove(i);
                     f(&mut access);
                     access.release();
+                    if let Some(freed) = freed {
+                        freed();
+                    }
                     progressed = true;
                 }
                 Ok(false) => i += 1,

@@ -268,6 +268,11 @@ pub struct DistStats {
     /// Cached copies this rank dropped to stay within its cache limit
     /// ([`DistRuntime::set_cache_limit`]).
     pub evicted: u64,
+    /// Times this rank's submission waited for copies to be freed, to stay within its
+    /// memory limit ([`DistRuntime::set_memory_limit`]), and how long in all, ns.
+    pub memory_waits: u64,
+    /// See `memory_waits`.
+    pub memory_wait_ns: u64,
 }
 
 pub(crate) struct Meta {
@@ -302,6 +307,8 @@ pub struct DistRuntime {
     pub(crate) submitted: u64,
     /// Each rank's most bytes of cached copies ([`DistRuntime::set_cache_limit`]).
     pub(crate) cache_limit: Option<u64>,
+    /// This rank's copies' memory, and its limit (see `crate::memory`).
+    pub(crate) memory: crate::memory::Memory,
 }
 
 impl std::fmt::Debug for DistRuntime {
@@ -362,6 +369,7 @@ impl DistRuntime {
             recv_seq: std::collections::HashMap::new(),
             submitted: 0,
             cache_limit: None,
+            memory: crate::memory::Memory::default(),
         })
     }
 
@@ -402,6 +410,7 @@ impl DistRuntime {
         // copy made with no storage, `Tile::unallocated`, gets it from its first message).
         let bytes = value.device_len() as u64;
         let local = self.runtime().register_device_bytes(value, bytes);
+        self.memory.holds.push(false);
         self.handles.push(Meta {
             owner,
             valid,
@@ -418,7 +427,7 @@ impl DistRuntime {
         })
     }
 
-    fn check(&self) -> Result<(), DistError> {
+    pub(crate) fn check(&self) -> Result<(), DistError> {
         match self.comm.failed.lock().ok().and_then(|mut f| f.take()) {
             Some(e) => Err(e),
             None => Ok(()),
@@ -438,6 +447,10 @@ impl DistRuntime {
         };
         c.0 += 1;
         c.1 += h.dist_bytes();
+        // A receive into this rank's copy (not the owner taking its data back) fills it.
+        if !send && h.dist_owner() != self.rank {
+            self.memory.fill(h.dist_id() as usize, h.dist_bytes());
+        }
         let access = h
             .defer(self.runtime(), !send)
             .map_err(|source| DistError::Runtime {
@@ -542,6 +555,9 @@ impl DistRuntime {
             }
         }
         let me = self.rank;
+        if exec == me {
+            self.hold_back_for(&task.accesses)?;
+        }
         self.submitted += 1;
         let mut copied = false;
         for (h, m) in &task.accesses {
@@ -602,7 +618,8 @@ impl DistRuntime {
                     .defer(self.runtime(), true)
                     .map_err(|source| DistError::Runtime { rank: me, source })?;
                 access.hand_off();
-                self.command(Cmd::Apply(access, h.materializer()))?;
+                self.memory.fill(h.dist_id() as usize, h.dist_bytes());
+                self.command(Cmd::Apply(access, h.materializer(), None))?;
             }
         }
         let mut t = Task::new(task.codelet);
@@ -667,48 +684,17 @@ impl DistRuntime {
         meta.owner = to;
         h.owner = to;
         // The old owner's copy is now a cached one, and the new owner's the value.
+        let bytes = meta.bytes;
         if self.rank == from {
             meta.evict = Some(evictor(&h.local));
+            self.memory.fill(h.id as usize, bytes);
         } else if self.rank == to {
             meta.evict = None;
+            if let Some(freed) = self.memory.free(h.id as usize, bytes) {
+                freed();
+            }
         }
         Ok(())
-    }
-
-    /// Drops every rank's cached copy of `h` (StarPU-MPI's `starpu_mpi_cache_flush`): every
-    /// rank calls it at the same point of the flow, typically once the tasks that read a
-    /// datum are all submitted. A rank holding a copy frees its storage once the tasks
-    /// submitted before have read it (for types that can be without it,
-    /// [`DeviceData::release_storage`]: tiles made with `Tile::unallocated`); a task that
-    /// reads the datum later receives it again. The owner's value stays.
-    pub fn flush<T: DeviceData>(&mut self, h: &DistHandle<T>) -> Result<(), DistError> {
-        self.end_redux(h)?;
-        let me = self.rank;
-        let meta = &mut self.handles[h.id as usize];
-        let held = meta.owner != me && meta.valid[me];
-        for (r, v) in meta.valid.iter_mut().enumerate() {
-            *v = r == meta.owner;
-        }
-        if held && self.drop_copy(h.id as usize)? {
-            self.stats.flushed += 1;
-        }
-        Ok(())
-    }
-
-    /// Frees this rank's copy of handle `id` once the accesses submitted before are done
-    /// (a flush, an eviction); `false` where it has none to free (it owns the value, or
-    /// the handle is unregistered).
-    pub(crate) fn drop_copy(&mut self, id: usize) -> Result<bool, DistError> {
-        let Some(evict) = &self.handles[id].evict else {
-            return Ok(false);
-        };
-        let (access, f) = evict(self.runtime()).map_err(|source| DistError::Runtime {
-            rank: self.rank,
-            source,
-        })?;
-        access.hand_off();
-        self.command(Cmd::Apply(access, f))?;
-        Ok(true)
     }
 
     /// Waits for this rank's tasks and messages.
@@ -747,6 +733,13 @@ impl DistRuntime {
     pub fn unregister<T: DeviceData>(&mut self, h: DistHandle<T>) -> Result<T, DistError> {
         self.end_redux(&h)?;
         self.handles[h.id as usize].evict = None;
+        // The value leaves the runtime, storage and all.
+        if let Some(freed) = self
+            .memory
+            .free(h.id as usize, self.handles[h.id as usize].bytes)
+        {
+            freed();
+        }
         self.runtime()
             .unregister(h.local)
             .map_err(|source| DistError::Runtime {

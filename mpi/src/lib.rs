@@ -19,6 +19,7 @@ mod collective;
 mod comm;
 pub mod dist;
 mod error;
+mod memory;
 pub mod merge;
 #[cfg(feature = "mpi")]
 mod mpi_transport;

@@ -80,3 +80,72 @@ fn a_gather_under_a_cache_limit_keeps_every_gathered_copy() {
     });
     assert_eq!(out[0], (0..6).map(|b| Some(b as f64)).collect::<Vec<_>>());
 }
+
+/// Rank 1 adds 32 of rank 0's tiles into its own, one task each, with each rank's copies
+/// capped at `limit` bytes; returns rank 1's largest copies' bytes after a submission,
+/// its memory waits, and its sum's first element.
+fn sum_remote_tiles(limit: Option<u64>) -> (u64, u64, f64) {
+    let out = common::on_ranks(2, 0, move |me, d| {
+        d.set_memory_limit(limit);
+        let add = taskwatt_runtime::Codelet::new("add").cpu(|ctx| {
+            let x = ctx.r::<Tile>(0).as_slice().to_vec();
+            let acc = ctx.rw::<Tile>(1);
+            for (a, x) in acc.as_mut_slice().iter_mut().zip(x) {
+                *a += x;
+            }
+        });
+        let tiles: Vec<_> = (0..32)
+            .map(|k| {
+                let v = if me == 0 {
+                    Tile::from_fn(64, |_, _| k as f64)
+                } else {
+                    Tile::unallocated(64)
+                };
+                d.register(0, v).unwrap()
+            })
+            .collect();
+        let acc = d
+            .register(
+                1,
+                if me == 1 {
+                    Tile::zeros(64)
+                } else {
+                    Tile::unallocated(64)
+                },
+            )
+            .unwrap();
+        let mut most = 0;
+        for t in &tiles {
+            d.submit(taskwatt_mpi::DistTask::new(&add).r(t).rw(&acc))
+                .unwrap();
+            most = most.max(d.copies_bytes());
+        }
+        d.wait_all().unwrap();
+        let waits = d.stats().memory_waits;
+        let first = (me == 1).then(|| d.unregister(acc).unwrap().as_slice()[0]);
+        (most, waits, first)
+    });
+    let (most, waits, first) = out[1];
+    (most, waits, first.unwrap())
+}
+
+#[test]
+fn a_memory_limit_holds_the_receives_back_and_the_result_stays_right() {
+    let tile = 64 * 64 * 8;
+    let want = (0..32).sum::<i32>() as f64;
+    // Without a limit the submission runs ahead: every copy is received (and kept).
+    let (most, waits, sum) = sum_remote_tiles(None);
+    assert_eq!(sum, want);
+    assert_eq!(waits, 0);
+    assert_eq!(most, 32 * tile);
+    // With room for four copies, the rank waits for the oldest to be freed before it
+    // receives more.
+    let (most, waits, sum) = sum_remote_tiles(Some(4 * tile));
+    assert_eq!(sum, want);
+    assert!(
+        most <= 4 * tile,
+        "{most} B of copies at once, past {}",
+        4 * tile
+    );
+    assert!(waits > 0, "the submission never waited");
+}

@@ -337,6 +337,12 @@ pub(crate) struct RunArgs {
     /// needed (`DistRuntime::set_cache_limit`); default: no limit.
     #[arg(long, value_name = "MIB", requires = "mpi")]
     pub(crate) cache_limit_mib: Option<u64>,
+    /// With `--mpi`: each rank's copies of other ranks' data, in flight or cached, take at
+    /// most this many MiB: past it, the rank's submission (and so its receives) waits for
+    /// copies to be freed (`DistRuntime::set_memory_limit`; it also caps the cache at half of
+    /// it unless `--cache-limit-mib` says otherwise); default: no limit.
+    #[arg(long, value_name = "MIB", requires = "mpi")]
+    pub(crate) memory_limit_mib: Option<u64>,
     #[command(flatten)]
     pub(crate) attribution: AttributionArgs,
 }

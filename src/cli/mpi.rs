@@ -225,6 +225,7 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     // its share (the memory a distributed run saves).
     let check = !a.app.no_check;
     d.set_cache_limit(a.cache_limit_mib.map(|m| m << 20));
+    d.set_memory_limit(a.memory_limit_mib.map(|m| m << 20));
     let out = match cfg.precision {
         taskwatt::apps::Precision::F32 => taskwatt_mpi::apps::run_with::<f32>(
             &mut d, app, cfg.n, cfg.tile, cfg.steps, cfg.seed, check,
@@ -267,7 +268,7 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     let line = format!(
         "rank {rank}/{size}: {} {} n={} tile={} grid {}x{}, {}, policy {policy}: {} tasks \
          run, {} skipped; sent {} messages ({:.1} MiB), received {} ({:.1} MiB), {} cache hits, \
-         {} evicted; makespan {:.3} s; clock offset to rank 0 {} ns (round trip {} ns)",
+         {} evicted{}; makespan {:.3} s; clock offset to rank 0 {} ns (round trip {} ns)",
         out.app.name(),
         cfg.precision.name(),
         out.n,
@@ -286,6 +287,13 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         stats.received.1 as f64 / (1 << 20) as f64,
         stats.cache_hits,
         stats.evicted,
+        match stats.memory_waits {
+            0 => String::new(),
+            n => format!(
+                ", waited {n} time(s) ({:.3} s) for memory",
+                stats.memory_wait_ns as f64 * 1e-9
+            ),
+        },
         out.makespan_s,
         first.offset_ns,
         first.rtt_ns
