@@ -64,6 +64,26 @@ pub struct FitDiagnostics {
     pub warnings: Vec<String>,
 }
 
+impl FitDiagnostics {
+    /// What the dense and the large-system fits' diagnostics share, taken from the stacked
+    /// system: the solver, the rows, the idle-calibration rows and how each stacked trace
+    /// was aligned. Each fit sets its own figures over it (`..FitDiagnostics::of_stack`).
+    pub(super) fn of_stack(stack: &Stack<'_>, solver: Solver, rows: usize) -> FitDiagnostics {
+        FitDiagnostics {
+            solver,
+            rows,
+            cv_folds: 1,
+            idle_calibration_rows: stack.systems.iter().map(|s| s.idle_rows).sum(),
+            alignment: stack
+                .systems
+                .iter()
+                .filter_map(|s| s.alignment.as_ref().map(|a| a.describe()))
+                .collect(),
+            ..FitDiagnostics::default()
+        }
+    }
+}
+
 /// What [`analyse`] returns to the fit.
 pub(crate) struct Analysis {
     /// Base then types.
@@ -290,7 +310,6 @@ pub(crate) fn analyse(
         }
         keep
     });
-    let idle_rows: usize = stack.systems.iter().map(|s| s.idle_rows).sum();
     let mut warnings = cond_warnings;
     for m in near_ok {
         warnings.push(format!(
@@ -342,9 +361,6 @@ pub(crate) fn analyse(
         t95: t,
         residuals_j: residuals,
         diagnostics: FitDiagnostics {
-            solver: opts.solver,
-            weights: String::new(),
-            rows: n,
             unknowns: solved.included.len(),
             rank: cond.rank,
             condition_number: cond.condition,
@@ -357,17 +373,10 @@ pub(crate) fn analyse(
             cv_mape_pct,
             cv_folds: folds,
             inseparable,
-            idle_calibration_rows: idle_rows,
             base_pinned_by_idle: empty_rows > 0,
             idle_rows: empty_rows,
-            alignment: stack
-                .systems
-                .iter()
-                .filter_map(|s| s.alignment.as_ref().map(|a| a.describe()))
-                .collect(),
-            joint: Vec::new(),
-            covariance: String::new(),
             warnings,
+            ..FitDiagnostics::of_stack(stack, opts.solver, n)
         },
     }
 }

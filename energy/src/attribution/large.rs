@@ -215,30 +215,13 @@ pub(crate) fn fit_large(stack: &Stack<'_>, opts: &AttributionOptions) -> DomainF
         },
         t95: f64::INFINITY,
         diagnostics: FitDiagnostics {
-            solver: opts.solver,
-            weights: String::new(),
-            rows: n,
             unknowns: (0..p).filter(|&j| norm2[j] > 0.0).count(),
-            rank: 0,
-            condition_number: None,
-            singular_values: Vec::new(),
             r2: (tss_w > 0.0).then(|| 1.0 - rss_w / tss_w),
             rmse_j,
             mape_pct: (ape_n > 0).then(|| 100.0 * ape / ape_n as f64),
-            cv_mape_pct: None,
-            cv_folds: 1,
             inseparable,
-            idle_calibration_rows: stack.systems.iter().map(|s| s.idle_rows).sum(),
-            base_pinned_by_idle: false,
-            idle_rows: 0,
-            alignment: stack
-                .systems
-                .iter()
-                .filter_map(|s| s.alignment.as_ref().map(|a| a.describe()))
-                .collect(),
-            joint: Vec::new(),
-            covariance: String::new(),
             warnings,
+            ..FitDiagnostics::of_stack(stack, opts.solver, n)
         },
     }
 }
