@@ -274,6 +274,14 @@ fn cpu_usability(m: &mut dyn Meter) -> Result<(), String> {
     }
 }
 
+/// The rows of [`Detected::statuses`]: the backends, then the frequency reader's.
+const RAPL_PERF: usize = 0;
+const RAPL_POWERCAP: usize = 1;
+const NVML: usize = 2;
+const SIM: usize = 3;
+#[cfg(test)]
+const FREQUENCY: usize = 4;
+
 /// Probes every backend and picks the meters for `choice`. `workers` sizes the simulator (its
 /// domains follow the workers' packages and GPUs).
 pub fn detect(
@@ -299,8 +307,8 @@ pub fn detect(
             }
         }
     }
-    let perf_cpu = perf.is_ok() && rejected[0].is_none();
-    let powercap_cpu = powercap.is_ok() && rejected[1].is_none();
+    let perf_cpu = perf.is_ok() && rejected[RAPL_PERF].is_none();
+    let powercap_cpu = powercap.is_ok() && rejected[RAPL_POWERCAP].is_none();
     let cpu_measured = perf_cpu || powercap_cpu;
     // Under auto, the simulator stands in for the CPU only; it simulates GPUs only where NVML
     // measures none.
@@ -314,6 +322,7 @@ pub fn detect(
     let sim_frequency = sim.as_ref().ok().map(|m| m.frequency_reader());
     let sim = sim.map(|m| boxed(Box::new(m)));
 
+    // In the order of the rows' constants.
     let mut statuses = vec![
         status_of("rapl-perf", &perf),
         status_of("rapl-powercap", &powercap),
@@ -329,24 +338,24 @@ pub fn detect(
     match choice {
         MeterChoice::Auto => {
             match (perf, powercap) {
-                (Ok(p), _) if perf_cpu => use_meter(0, p, &mut meters),
-                (_, Ok(p)) if powercap_cpu => use_meter(1, p, &mut meters),
+                (Ok(p), _) if perf_cpu => use_meter(RAPL_PERF, p, &mut meters),
+                (_, Ok(p)) if powercap_cpu => use_meter(RAPL_POWERCAP, p, &mut meters),
                 _ => {}
             }
             match nvml {
-                Ok(n) if nvml_for_gpus => use_meter(2, n, &mut meters),
+                Ok(n) if nvml_for_gpus => use_meter(NVML, n, &mut meters),
                 Ok(_) | Err(_) => {}
             }
             if !cpu_measured {
-                use_meter(3, sim?, &mut meters);
+                use_meter(SIM, sim?, &mut meters);
                 observer = sim_observer;
             }
         }
-        MeterChoice::RaplPerf => use_meter(0, perf?, &mut meters),
-        MeterChoice::RaplPowercap => use_meter(1, powercap?, &mut meters),
-        MeterChoice::Nvml => use_meter(2, nvml?, &mut meters),
+        MeterChoice::RaplPerf => use_meter(RAPL_PERF, perf?, &mut meters),
+        MeterChoice::RaplPowercap => use_meter(RAPL_POWERCAP, powercap?, &mut meters),
+        MeterChoice::Nvml => use_meter(NVML, nvml?, &mut meters),
         MeterChoice::Sim => {
-            use_meter(3, sim?, &mut meters);
+            use_meter(SIM, sim?, &mut meters);
             observer = sim_observer;
         }
     }
@@ -355,8 +364,8 @@ pub fn detect(
         .filter(|s| s.used)
         .map(|s| s.backend.clone())
         .collect();
-    if choice == MeterChoice::Auto && statuses[2].available && !nvml_for_gpus {
-        statuses[2].reason = Some(
+    if choice == MeterChoice::Auto && statuses[NVML].available && !nvml_for_gpus {
+        statuses[NVML].reason = Some(
             "not used by `--meter auto`: the run's GPU workers are emulated (they run on CPU \
              cores, whose energy the CPU meter counts), so this GPU's energy is not theirs \
              (`--meter nvml` samples it anyway)"
@@ -378,7 +387,7 @@ pub fn detect(
     }
     let (frequency, status) = frequency_for(
         observer.is_some(),
-        statuses[0].used || statuses[1].used,
+        statuses[RAPL_PERF].used || statuses[RAPL_POWERCAP].used,
         sim_frequency,
         workers,
         options,
@@ -563,9 +572,9 @@ mod tests {
         let f = powercap_zone(&o.powercap_root, "psys");
         let _live = ticking(f);
         let d = detect(MeterChoice::Auto, &[cpu(0, 0)], &o).unwrap();
-        assert!(d.statuses[3].used, "the simulator stands in");
-        let why = d.statuses[1].reason.as_ref().unwrap();
-        assert!(d.statuses[1].available && !d.statuses[1].used);
+        assert!(d.statuses[SIM].used, "the simulator stands in");
+        let why = d.statuses[RAPL_POWERCAP].reason.as_ref().unwrap();
+        assert!(d.statuses[RAPL_POWERCAP].available && !d.statuses[RAPL_POWERCAP].used);
         assert!(why.contains("no CPU package domain"), "{why}");
 
         // A package counter frozen at one value (a PMU without RAPL passthrough).
@@ -573,8 +582,8 @@ mod tests {
         let o = nothing(t.path());
         powercap_tree(&o.powercap_root);
         let d = detect(MeterChoice::Auto, &[cpu(0, 0)], &o).unwrap();
-        assert!(d.statuses[3].used);
-        let why = d.statuses[1].reason.as_ref().unwrap();
+        assert!(d.statuses[SIM].used);
+        let why = d.statuses[RAPL_POWERCAP].reason.as_ref().unwrap();
         assert!(why.contains("did not advance"), "{why}");
         // Named explicitly, it is used anyway.
         let d = detect(MeterChoice::RaplPowercap, &[cpu(0, 0)], &o).unwrap();
@@ -589,7 +598,7 @@ mod tests {
         // No msr PMU, no cpufreq: the status names both, and the run goes on without.
         let d = detect(MeterChoice::RaplPowercap, &[cpu(0, 0)], &o).unwrap();
         assert!(d.frequency.is_none());
-        let f = &d.statuses[4];
+        let f = &d.statuses[FREQUENCY];
         assert!(!f.available && !f.used && !f.simulated);
         let why = f.reason.as_ref().unwrap();
         assert!(
@@ -601,7 +610,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("scaling_cur_freq"), "3100000\n").unwrap();
         let mut d = detect(MeterChoice::RaplPowercap, &[cpu(0, 0)], &o).unwrap();
-        assert!(d.statuses[4].used, "{:?}", d.statuses[4]);
+        assert!(d.statuses[FREQUENCY].used, "{:?}", d.statuses[FREQUENCY]);
         let mut r = d.frequency.take().unwrap();
         let mut out = [None];
         r.read(&mut out);
@@ -632,25 +641,25 @@ mod tests {
             ["rapl-perf", "rapl-powercap", "nvml", "sim", "cpu-frequency"]
         );
         // The simulator stands for the CPU, so its cores' frequency is sampled.
-        assert!(d.statuses[4].used && d.statuses[4].simulated);
+        assert!(d.statuses[FREQUENCY].used && d.statuses[FREQUENCY].simulated);
         assert!(d.frequency.is_some());
-        assert!(d.statuses[0]
+        assert!(d.statuses[RAPL_PERF]
             .reason
             .as_ref()
             .unwrap()
             .contains("no perf `power` PMU"));
-        assert!(d.statuses[1]
+        assert!(d.statuses[RAPL_POWERCAP]
             .reason
             .as_ref()
             .unwrap()
             .contains("CONFIG_POWERCAP"));
-        assert!(d.statuses[2]
+        assert!(d.statuses[NVML]
             .reason
             .as_ref()
             .unwrap()
             .contains("no NVIDIA driver"));
-        assert!(d.statuses[3].used && d.statuses[3].available && d.statuses[3].simulated);
-        assert_eq!(d.statuses[3].domains.len(), 2);
+        assert!(d.statuses[SIM].used && d.statuses[SIM].available && d.statuses[SIM].simulated);
+        assert_eq!(d.statuses[SIM].domains.len(), 2);
         let text = format_statuses(&d.statuses);
         assert!(text.contains("sim            used (simulated)"), "{text}");
         assert!(text.contains("wraps at 262144 J"), "{text}");
@@ -668,8 +677,8 @@ mod tests {
         assert_eq!(d.meters.len(), 1);
         assert_eq!(d.meters[0].describe().backend, "rapl-powercap");
         assert!(d.observer.is_none());
-        assert!(d.statuses[1].used);
-        let sim = &d.statuses[3];
+        assert!(d.statuses[RAPL_POWERCAP].used);
+        let sim = &d.statuses[SIM];
         assert!(sim.available && !sim.used);
         assert!(sim.reason.as_ref().unwrap().contains("rapl-powercap"));
     }
@@ -691,7 +700,7 @@ mod tests {
         powercap_tree(&o.powercap_root);
         let _live = ticking(o.powercap_root.join("intel-rapl:0/energy_uj"));
         let d = detect(MeterChoice::Auto, &[cpu(0, 0)], &o).unwrap();
-        let perf = &d.statuses[0];
+        let perf = &d.statuses[RAPL_PERF];
         assert!(!perf.available);
         let reason = perf.reason.as_ref().unwrap();
         assert!(
