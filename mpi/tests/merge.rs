@@ -148,8 +148,13 @@ fn each_node_is_attributed_against_its_truth() {
                 d.name,
                 row.name
             );
-            // Shown or not, no value is grossly off (the worst of 10 runs: -8.4 %).
-            assert!(e.abs() < 20.0, "{}: {} off by {e:.1} %", d.name, row.name);
+            // Shown or not, no value is grossly off. What is not shown as a measurement is
+            // flagged so in the report; its error spreads widely on a short run: the worst
+            // of 10 runs was -8.4 % on an Intel Xeon VM, but on a 2-vCPU AMD EPYC VM (stop
+            // 47), in about 20 runs of the code before that stop and 20 after, one value
+            // each passed 20 % (+36.4 % before, +38.7 % after), the others within 21 %.
+            let bound = if row.reliable { 10.0 } else { 50.0 };
+            assert!(e.abs() < bound, "{}: {} off by {e:.1} %", d.name, row.name);
         }
     }
 }
