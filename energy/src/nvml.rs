@@ -69,7 +69,7 @@ impl GpuArchitecture {
 }
 
 /// One GPU as the NVML meter needs it. The real implementation calls NVML; tests use
-/// [`ScriptedGpu`].
+/// [`ScriptedGpu`](crate::ScriptedGpu) (feature `testkit`).
 pub trait GpuDevice: Send {
     /// Its NVML index.
     fn index(&self) -> u32;

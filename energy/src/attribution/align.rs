@@ -88,7 +88,7 @@ pub enum Alignment {
     },
     /// Sample times moved back by their expected lag behind the last update (half an
     /// update interval, or the middle of the phases the reads allow), and intervals
-    /// merged so that each spans at least [`MERGE_TICKS`] updates.
+    /// merged so that each spans at least `MERGE_TICKS` updates.
     Merged {
         /// The update interval, ns.
         update_ns: u64,
