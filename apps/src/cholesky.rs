@@ -37,13 +37,7 @@ pub(super) fn calibrate<T: AppScalar>(
     each: Duration,
     only: Option<&[(String, Duration)]>,
 ) -> Result<(), AppError> {
-    let time = |name: &str| match only {
-        None => each,
-        Some(o) => o
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(Duration::ZERO, |(_, d)| *d),
-    };
+    let time = |name: &str| super::calibration_time(name, each, only);
     let err = kernel_err("cholesky");
     let (n, nb) = (cfg.n, cfg.tile);
     padded_order(n, nb).map_err(&err)?;

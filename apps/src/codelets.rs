@@ -93,41 +93,43 @@ pub fn heat_step_codelet() -> &'static Codelet {
     CL.get_or_init(|| {
         let cpu = |ctx: &TaskCtx<'_>| {
             let arg: &HeatStep = ctx.arg();
-            let mut next = 1;
             let dst = 1 + arg.present.iter().filter(|p| **p).count();
+            let (src, out) = (ctx.r::<Tile>(0), ctx.w::<Tile>(dst));
             if arg.from_edges {
-                let mut side = [None; 4];
-                for (k, p) in arg.present.iter().enumerate() {
-                    if *p {
-                        side[k] = Some(ctx.r::<Edge>(next).as_slice());
-                        next += 1;
-                    }
-                }
+                let [north, south, west, east] =
+                    sides(&arg.present, |i| ctx.r::<Edge>(i).as_slice());
                 let edges = Edges {
-                    north: side[0],
-                    south: side[1],
-                    west: side[2],
-                    east: side[3],
+                    north,
+                    south,
+                    west,
+                    east,
                 };
-                heat_step_edges(ctx.r::<Tile>(0), edges, ctx.w::<Tile>(dst), arg.alpha);
-                return;
+                heat_step_edges(src, edges, out, arg.alpha);
+            } else {
+                let [north, south, west, east] = sides(&arg.present, |i| ctx.r::<Tile>(i));
+                let halo = Neighbours {
+                    north,
+                    south,
+                    west,
+                    east,
+                };
+                heat_step(src, halo, out, arg.alpha);
             }
-            let mut side = [None; 4];
-            for (k, p) in arg.present.iter().enumerate() {
-                if *p {
-                    side[k] = Some(ctx.r::<Tile>(next));
-                    next += 1;
-                }
-            }
-            let halo = Neighbours {
-                north: side[0],
-                south: side[1],
-                west: side[2],
-                east: side[3],
-            };
-            heat_step(ctx.r::<Tile>(0), halo, ctx.w::<Tile>(dst), arg.alpha);
         };
         Codelet::new("heat_step").cpu(cpu)
+    })
+}
+
+/// A `heat_step` task's neighbours (north, south, west, east), `None` where `present`
+/// says there is none: the present ones are buffers 1, 2, ... in that order (`get(i)`
+/// reads buffer `i`).
+fn sides<T>(present: &[bool; 4], mut get: impl FnMut(usize) -> T) -> [Option<T>; 4] {
+    let mut next = 0;
+    present.map(|p| {
+        p.then(|| {
+            next += 1;
+            get(next)
+        })
     })
 }
 
