@@ -47,6 +47,11 @@ el "cholesky energy: 5 iterations, NVML"
 ./taskwatt run cholesky $C $W --sched dmda --iterations 5 --idle-calibration 2s --trace /tmp/ce.twt > $OUT/cholesky-energy.txt; grep -E "makespan|GFlop|check|energy|gpu" $OUT/cholesky-energy.txt | head -30
 el "gemm energy: 3 iterations, NVML"
 ./taskwatt run gemm --n 16384 --tile 2048 $W --sched dmda --iterations 3 --idle-calibration 2s > $OUT/gemm-energy.txt; grep -E "makespan|GFlop|check|gpu" $OUT/gemm-energy.txt | head -30
+el "a graph 3x the device limit: Cholesky f64 2 GiB on 683 MiB, GEMM 3.4 GiB on 1152 MiB"
+for s in dmda eager lws; do
+  ./taskwatt run cholesky $C $W --sched $s --gpu-memory-limit 683MiB --no-energy | grep -E "makespan|GFlop|check|transfers|evictions"
+done
+./taskwatt run gemm $G --gpu-memory-limit 1152MiB --no-energy | grep -E "makespan|GFlop|check|transfers|evictions"
 el "perf models"
 ./taskwatt perfmodel show --dir /tmp/pm/cuda
 el done

@@ -120,6 +120,8 @@ pub struct MeasuredRunOptions {
     pub gpus: usize,
     /// Their backend.
     pub gpu_backend: taskwatt_runtime::GpuBackend,
+    /// The most each GPU holds, bytes (see `RuntimeBuilder::gpu_memory_limit`).
+    pub gpu_memory_limit: Option<u64>,
     /// Extra power per (codelet, architecture), W, from an energy model: what `dmdae`
     /// weighs (see [`task_powers_of`]).
     pub task_powers: TaskPowers,
@@ -289,6 +291,9 @@ pub fn measured_run<P>(
         b = b
             .gpus(opts.gpus, opts.gpu_backend)
             .param("gpus", format!("{} {}", opts.gpus, opts.gpu_backend));
+        if let Some(l) = opts.gpu_memory_limit {
+            b = b.gpu_memory_limit(l).param("gpu_memory_limit", l);
+        }
     }
     if let Some(p) = &opts.policy {
         b = b.policy(p.clone());

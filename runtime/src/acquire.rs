@@ -69,9 +69,13 @@ impl Runtime {
         if sh.devices {
             // The data back in main memory (the acquirer's and unregistering thread's).
             // SAFETY: the acquisition is granted, with the rights of `mode`.
-            if let Err(message) =
-                unsafe { sh.make_valid(0, std::iter::once((&**core, mode)), None, None) }
-            {
+            if let Err(message) = unsafe {
+                sh.make_valid(
+                    0,
+                    std::iter::once((core, mode)),
+                    crate::copies::CopyFor::APP,
+                )
+            } {
                 // Nothing is handed out: the acquisition ends here, and the data stays
                 // where it is valid.
                 self.finish_acquire(&node);
@@ -342,7 +346,12 @@ impl DeferredAccess {
         // SAFETY: granted, with the rights of `mode`.
         unsafe {
             self.shared
-                .make_valid(0, std::iter::once((&*self.core, mode)), None, None)
+                .make_valid(
+                    0,
+                    std::iter::once((&self.core, mode)),
+                    crate::copies::CopyFor::APP,
+                )
+                .map(|_| ())
         }
         .map_err(|message| RuntimeError::Transfer {
             handle: self.core.id,

@@ -60,6 +60,11 @@ pub struct RuntimeBuilder {
     /// GPUs: one driving worker and one memory node each.
     pub(crate) gpus: usize,
     pub(crate) gpu_backend: GpuBackend,
+    /// Every device's memory limit, bytes (`None`: `TASKWATT_GPU_MEMORY_LIMIT`, else the
+    /// device's own).
+    gpu_memory_limit: Option<u64>,
+    /// Tasks a GPU worker takes ahead for its prefetcher (`None`: the default).
+    gpu_pipeline: Option<usize>,
     /// Where to keep performance models (none: not recorded).
     perf_models: Option<std::path::PathBuf>,
     /// Whether tasks' data accesses go to the trace.
@@ -104,6 +109,8 @@ impl Default for RuntimeBuilder {
             trace_flush: DEFAULT_TRACE_FLUSH,
             gpus: 0,
             gpu_backend: GpuBackend::Emulated,
+            gpu_memory_limit: None,
+            gpu_pipeline: None,
             perf_models: None,
             trace_accesses: false,
             task_powers: Vec::new(),
@@ -145,6 +152,24 @@ impl RuntimeBuilder {
     pub fn gpus(mut self, n: usize, backend: GpuBackend) -> Self {
         self.gpus = n;
         self.gpu_backend = backend;
+        self
+    }
+
+    /// Limits the copies each device holds to `bytes` (default: the environment variable
+    /// `TASKWATT_GPU_MEMORY_LIMIT`, e.g. `64MiB`, else 90 % of a CUDA device's memory;
+    /// an emulated device has no limit of its own). Past the limit, copies are evicted,
+    /// least recently used first, the only valid ones written back to main memory (see
+    /// docs/accelerators.md). A task whose own data does not fit fails, naming the limit.
+    pub fn gpu_memory_limit(mut self, bytes: u64) -> Self {
+        self.gpu_memory_limit = Some(bytes);
+        self
+    }
+
+    /// How many tasks a GPU worker takes ahead of the one it runs, so that a prefetcher
+    /// thread of its device copies their data meanwhile (default 2, StarPU's
+    /// `STARPU_CUDA_PIPELINE`; 0 copies each task's data when it starts, on the worker).
+    pub fn gpu_pipeline(mut self, tasks: usize) -> Self {
+        self.gpu_pipeline = Some(tasks);
         self
     }
 
@@ -366,6 +391,12 @@ impl RuntimeBuilder {
         for b in &backends {
             log::info!("{}", b.describe());
         }
+        let memories = crate::device::memory::configured_limit(self.gpu_memory_limit)
+            .map(|limit| crate::device::memory::accounts(&backends, limit))
+            .map_err(|message| RuntimeError::Device {
+                backend: self.gpu_backend.name(),
+                message,
+            })?;
         // The models of runs on real GPUs are kept apart from those of emulated ones, whose
         // "GPU" durations are CPU durations.
         let perf_dir = self.perf_models.clone().map(|d| {
@@ -391,7 +422,7 @@ impl RuntimeBuilder {
         }
         let staging = match self.staging {
             Some(window) => window,
-            None => staging_from_env()?,
+            None => crate::staging::from_env()?,
         };
         // How fast data reaches each device and comes back, for dmda: measured once per
         // machine and kept beside the performance models (not measured without them).
@@ -524,6 +555,10 @@ impl RuntimeBuilder {
             transfers: AtomicU64::new(0),
             transferred_bytes: AtomicU64::new(0),
             transfer_log: Mutex::new(Vec::new()),
+            prefetches: AtomicU64::new(0),
+            memories,
+            eviction_log: Mutex::new(Vec::new()),
+            pipeline: self.gpu_pipeline.unwrap_or(crate::pipeline::DEFAULT_DEPTH),
             name_log: Mutex::new(Vec::new()),
             access_log: Mutex::new(Vec::new()),
             trace_accesses,
@@ -656,7 +691,6 @@ pub(crate) fn unpin_in_meta(meta: &RunMeta, unpinned: &[WorkerId]) -> Option<Run
     Some(m)
 }
 
-const DEFAULT_STAGING: std::time::Duration = std::time::Duration::from_micros(2);
 const DEFAULT_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 const DEFAULT_YIELD: std::time::Duration = std::time::Duration::from_micros(100);
 
@@ -685,9 +719,6 @@ impl IdlePolicy {
     }
 }
 
-/// The environment variable that overrides the default staging window.
-pub const STAGING_ENV: &str = "TASKWATT_STAGING_US";
-
 impl RuntimeBuilder {
     /// The helper's worker id among `cpus` CPU workers: the last one, when the
     /// submitting thread works (see [`RuntimeBuilder::submitter_works`]).
@@ -697,19 +728,6 @@ impl RuntimeBuilder {
             None => crate::helper::from_env()?,
         };
         Ok((on && cpus > 0).then(|| cpus - 1))
-    }
-}
-
-/// `TASKWATT_STAGING_US=<µs>` if set, else the default.
-fn staging_from_env() -> Result<std::time::Duration, RuntimeError> {
-    let Ok(value) = std::env::var(STAGING_ENV) else {
-        return Ok(DEFAULT_STAGING);
-    };
-    match value.trim().parse::<f64>() {
-        Ok(us) if us.is_finite() && (0.0..=1e9).contains(&us) => {
-            Ok(std::time::Duration::from_secs_f64(us * 1e-6))
-        }
-        _ => Err(RuntimeError::StagingEnv { value }),
     }
 }
 

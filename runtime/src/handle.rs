@@ -304,6 +304,56 @@ impl HandleCore {
         Ok(copied)
     }
 
+    /// Whether a node other than `node` holds a valid copy (so that dropping `node`'s
+    /// loses nothing). Read without the transfer lock: a hint for choosing what to evict,
+    /// checked again by [`HandleCore::evict`] under the lock.
+    pub(crate) fn valid_elsewhere(&self, node: usize) -> bool {
+        (0..MAX_MEMORY_NODES).any(|n| n != node && self.replica(n) != ReplicaState::Invalid)
+    }
+
+    /// Drops the copy on device node `node` to free its memory, writing it back to main
+    /// memory first when it is the only valid one. `None` when the handle is being
+    /// copied by another thread now (its transfer lock is busy: never waited for) or has
+    /// no copy there; else whether it was written back. A write-back that fails leaves
+    /// everything as it was and says why.
+    ///
+    /// The caller makes sure that no task uses the copy on `node` (the device's memory
+    /// account pins a running task's data). Every other change of the states is made
+    /// under the transfer lock, so they hold still meanwhile.
+    pub(crate) fn evict(
+        &self,
+        node: usize,
+        backends: &[Arc<dyn crate::device::Backend>],
+    ) -> Result<Option<bool>, String> {
+        let Some(ext) = self.ext() else {
+            return Ok(None);
+        };
+        let Some(_g) = ext.transfer.try_lock() else {
+            return Ok(None);
+        };
+        // SAFETY: the transfer lock is held, and no task uses node `node`'s copy (the
+        // caller's contract): nobody else touches the slot.
+        let slot = unsafe { &mut *ext.replicas[node - 1].get() };
+        let Some(src) = slot.as_deref() else {
+            return Ok(None);
+        };
+        let valid = self.replica(node) != ReplicaState::Invalid;
+        let only = valid && !self.valid_elsewhere(node);
+        if only {
+            let copier = self.copier.ok_or("a copy on a device without a copier")?;
+            let backend = backends
+                .get(node - 1)
+                .ok_or_else(|| format!("memory node {node} has no device"))?;
+            // SAFETY: node 0 is invalid (this is the only valid copy), so nobody reads
+            // main memory's value without first taking the transfer lock, held here.
+            backend.copy_out(copier, src, unsafe { &mut *self.data.get() })?;
+            self.replicas[0].store(ReplicaState::Owner as u8, Ordering::Release);
+        }
+        self.replicas[node].store(ReplicaState::Invalid as u8, Ordering::Release);
+        *slot = None;
+        Ok(Some(only))
+    }
+
     /// Whether an access in `access` on `node` needs no copy and changes no state: the
     /// node owns the data, or shares it and the access only reads.
     #[inline]

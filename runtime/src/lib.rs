@@ -50,6 +50,7 @@ mod modes;
 mod panics;
 mod partition;
 mod perfmodel;
+mod pipeline;
 mod plan;
 mod pool;
 mod prefetch;
@@ -68,10 +69,10 @@ mod worker;
 pub use acquire::{DeferredAccess, ReadGuard, WriteGuard};
 pub use builder::{
     PolicyFactory, RuntimeBuilder, DEFAULT_TRACE_FLUSH, IDLE_ENV, MAX_TRACE_CHUNK, MAX_WORKERS,
-    STAGING_ENV,
 };
 pub use codelet::{Codelet, ImplFn};
 pub use context::{TaskCtx, MAX_ACCESSES};
+pub use device::memory::{parse_size, MEMORY_LIMIT_ENV};
 pub use device::{bytes_of, bytes_of_mut, DeviceData, Element, GpuBackend};
 pub use error::{RuntimeError, TaskFailure};
 pub use handle::{Access, Handle, ReplicaState, MAX_DEVICES, MAX_MEMORY_NODES};
@@ -84,6 +85,7 @@ pub use perfmodel::{
 pub use runtime::{InterruptHandle, Runtime, MAX_HANDLE_NAME};
 pub use shared::RuntimeStats;
 pub use size::DataSize;
+pub use staging::STAGING_ENV;
 pub use task::MAX_RESERVED;
 pub use task::{ReadyTask, Task, TaskHandle};
 pub use topology::{available_memory_bytes, from_sysfs as topology_from_sysfs, Pu, Topology};

@@ -46,6 +46,12 @@ pub struct RuntimeStats {
     pub transfers: u64,
     /// Bytes those copies moved (the handles' registered sizes).
     pub transferred_bytes: u64,
+    /// Of those copies, the ones a GPU worker's prefetcher made ahead of their task.
+    pub prefetches: u64,
+    /// Device copies dropped to make room under a device's memory limit.
+    pub evictions: u64,
+    /// Of those, the only valid copies, written back to main memory first.
+    pub written_back: u64,
     /// Workers not parked when the counters were read: running a task, or looking for
     /// one before they park (0 once every worker waits for work; a sign of life for a
     /// distributed run's peers).
@@ -115,6 +121,13 @@ pub(crate) struct Shared {
     pub(crate) transferred_bytes: AtomicU64,
     /// Transfers not yet sent to the trace.
     pub(crate) transfer_log: Mutex<Vec<Transfer>>,
+    pub(crate) prefetches: AtomicU64,
+    /// Each device's memory account, by device (device/memory.rs).
+    pub(crate) memories: Vec<crate::device::memory::DeviceMemory>,
+    /// Evictions not yet sent to the trace.
+    pub(crate) eviction_log: Mutex<Vec<taskwatt_traces::Eviction>>,
+    /// Tasks a GPU worker takes ahead of the one it runs, for its prefetcher (0: none).
+    pub(crate) pipeline: usize,
     /// Handle names not yet in the trace.
     pub(crate) name_log: Mutex<Vec<taskwatt_traces::HandleInfo>>,
     /// Task accesses not yet sent to the trace.
@@ -172,6 +185,17 @@ impl Shared {
             not_run: self.not_run.load(Ordering::Relaxed),
             transfers: self.transfers.load(Ordering::Relaxed),
             transferred_bytes: self.transferred_bytes.load(Ordering::Relaxed),
+            prefetches: self.prefetches.load(Ordering::Relaxed),
+            evictions: self
+                .memories
+                .iter()
+                .map(|m| m.evictions.load(Ordering::Relaxed))
+                .sum(),
+            written_back: self
+                .memories
+                .iter()
+                .map(|m| m.written_back.load(Ordering::Relaxed))
+                .sum(),
             awake_workers: (self.workers.len() - self.reserved.len())
                 .saturating_sub(self.sleep.sleepers()) as u64,
         }

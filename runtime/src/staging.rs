@@ -72,3 +72,21 @@ impl Shared {
         self.take_staged(&mut Vec::new(), true);
     }
 }
+
+/// The environment variable that overrides the default staging window.
+pub const STAGING_ENV: &str = "TASKWATT_STAGING_US";
+
+const DEFAULT_STAGING: std::time::Duration = std::time::Duration::from_micros(2);
+
+/// `TASKWATT_STAGING_US=<µs>` if set, else the default.
+pub(crate) fn from_env() -> Result<std::time::Duration, crate::error::RuntimeError> {
+    let Ok(value) = std::env::var(STAGING_ENV) else {
+        return Ok(DEFAULT_STAGING);
+    };
+    match value.trim().parse::<f64>() {
+        Ok(us) if us.is_finite() && (0.0..=1e9).contains(&us) => {
+            Ok(std::time::Duration::from_secs_f64(us * 1e-6))
+        }
+        _ => Err(crate::error::RuntimeError::StagingEnv { value }),
+    }
+}

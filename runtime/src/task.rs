@@ -131,7 +131,7 @@ impl Accesses {
 
     /// The accesses, in declaration order (the first [`MAX_ACCESSES`]).
     #[inline]
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&Arc<HandleCore>, Access)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&Arc<HandleCore>, Access)> + Clone + '_ {
         self.handles
             .iter()
             .take(MAX_ACCESSES)
@@ -530,6 +530,27 @@ impl TaskNode {
     pub(crate) unsafe fn take_body(&self) -> Option<Body> {
         // SAFETY: by the contract, no other thread accesses the cell now or later.
         self.body.with_mut(|b| unsafe { (*b).take() })
+    }
+
+    /// The task's accesses whose data may be copied ahead of it (not REDUX or COMMUTE,
+    /// whose rights come when it runs), for a GPU worker's prefetcher.
+    ///
+    /// # Safety
+    /// As [`TaskNode::take_body`]: called by the worker the policy gave this ready node
+    /// to, before it takes the body.
+    pub(crate) unsafe fn accesses_ahead(&self) -> SmallVec<[(Arc<HandleCore>, Access); 4]> {
+        // SAFETY: by the contract, no other thread accesses the cell now.
+        self.body.with(|b| unsafe {
+            (*b).as_ref()
+                .map(|b| {
+                    b.accesses
+                        .iter()
+                        .filter(|(_, m)| !m.groups())
+                        .map(|(c, m)| (Arc::clone(c), m))
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
     }
 
     /// Asks for all the lines of `self`'s allocation (the `Arc`'s counts included) in

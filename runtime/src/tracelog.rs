@@ -63,6 +63,11 @@ impl Shared {
             self.sink.send(Chunk::Transfers(std::mem::take(&mut *log)));
         }
         drop(log);
+        let mut log = self.eviction_log.lock();
+        if !log.is_empty() {
+            self.sink.send(Chunk::Evictions(std::mem::take(&mut *log)));
+        }
+        drop(log);
         let mut log = self.access_log.lock();
         if !log.is_empty() {
             self.sink.send(Chunk::Accesses(std::mem::take(&mut *log)));

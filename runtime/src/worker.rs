@@ -127,6 +127,30 @@ pub(crate) fn run(ctx: WorkerCtx) {
     let buf = sh.trace_bufs.get(me).map(|b| &**b);
     arrival.now();
     let mut done = Done::new();
+    if ctx.me.memory_node != 0 && sh.pipeline > 0 {
+        // A GPU worker takes tasks ahead for its prefetcher (pipeline.rs), which ends
+        // with the scope.
+        std::thread::scope(|s| {
+            let mut pipe = crate::pipeline::Pipeline::start(s, sh, ctx.me.memory_node, ctx.me.id);
+            work(&ctx, &mut local, buf, &mut done, pipe.as_mut());
+        });
+    } else {
+        work(&ctx, &mut local, buf, &mut done, None);
+    }
+    done.flush(sh);
+    flush(sh, buf);
+}
+
+/// The loop of [`run`]: pop, run, release; park when there is nothing.
+fn work(
+    ctx: &WorkerCtx,
+    local: &mut Local,
+    buf: Option<&parking_lot::Mutex<TaskChunk>>,
+    done: &mut Done,
+    mut pipe: Option<&mut crate::pipeline::Pipeline>,
+) {
+    let sh = &*ctx.shared;
+    let me = ctx.me.id as usize;
     // A task found by the last look before parking: run it as any other.
     let mut found: Option<ReadyTask> = None;
     let mut staged = Staged {
@@ -136,10 +160,16 @@ pub(crate) fn run(ctx: WorkerCtx) {
     loop {
         let next = match found.take() {
             Some(task) => Some(task),
-            None => find_task(sh, me, &mut local, &mut done, &ctx.idle, &mut staged),
+            None => match pipe.as_mut().and_then(|p| p.next()) {
+                Some(task) => Some(task),
+                None => find_task(sh, me, local, done, &ctx.idle, &mut staged),
+            },
         };
         if let Some(task) = next {
-            let end = execute(sh, &ctx.me, task, &mut local, buf, &mut done);
+            if let Some(p) = pipe.as_mut() {
+                p.fill(sh, me, local);
+            }
+            let end = execute(sh, &ctx.me, task, local, buf, done);
             if done.finished >= Done::BATCH {
                 done.flush(sh);
             }
@@ -158,7 +188,7 @@ pub(crate) fn run(ctx: WorkerCtx) {
             sh.sleep.cancel();
             continue;
         }
-        if let Some(task) = sh.policy.pop(me, &mut local) {
+        if let Some(task) = sh.policy.pop(me, local) {
             sh.sleep.cancel();
             found = Some(task);
             continue;
@@ -174,8 +204,6 @@ pub(crate) fn run(ctx: WorkerCtx) {
         // Whatever was staged while this worker slept has waited long enough.
         staged.now = true;
     }
-    done.flush(sh);
-    flush(sh, buf);
 }
 
 /// A reserved worker's thread (reserved.rs): pinned as the others are, then runs what is pinned to it.
@@ -444,6 +472,12 @@ pub(crate) fn execute(
     };
     // A copy that failed fails the task (its implementation does not run).
     let mut copy_failed = None;
+    // On a device, the task's data is pinned there until it ends: nothing evicts it.
+    let pins = sh.pin(
+        ctx.memory_node,
+        body.accesses.iter().map(|(c, _)| c),
+        crate::device::memory::Pinner::Task,
+    );
     if sh.devices {
         // The data valid on this worker's memory node (copied there if not), before the
         // task's start, so that the copies are not the task's time, and after the commute
@@ -455,9 +489,12 @@ pub(crate) fn execute(
             unsafe {
                 sh.make_valid(
                     ctx.memory_node,
-                    body.accesses.iter().map(|(c, m)| (&**c, m)),
-                    Some(ctx.id),
-                    Some(node.id),
+                    body.accesses.iter(),
+                    crate::copies::CopyFor {
+                        worker: Some(ctx.id),
+                        task: Some(node.id),
+                        kind: taskwatt_traces::TransferKind::Fetch,
+                    },
                 )
             }
         }) {
@@ -509,6 +546,7 @@ pub(crate) fn execute(
         (Ok(()), Ok(())) => Ok(()),
     };
     let end = sh.now();
+    drop(pins);
     drop(commute);
     if let Some(o) = &sh.observer {
         o.task_ended(ctx.id, cid, ctx.arch, end);

@@ -55,6 +55,11 @@ pub(crate) struct AppArgs {
     /// cuda`; the driver and cuBLAS are loaded at run time).
     #[arg(long, value_enum, default_value_t = GpuBackendArg::Emulated)]
     pub(crate) gpu_backend: GpuBackendArg,
+    /// The most each GPU holds (e.g. `64MiB`; default: $TASKWATT_GPU_MEMORY_LIMIT, else
+    /// 90 % of a CUDA device's memory, and no limit for an emulated one). Past it, copies
+    /// are evicted, least recently used first, and the only valid ones written back.
+    #[arg(long, value_name = "SIZE", value_parser = taskwatt::runtime::parse_size)]
+    pub(crate) gpu_memory_limit: Option<u64>,
     /// dmdae's energy model (from `taskwatt fit`); without it, dmdae uses the model the
     /// last measured run of the same app saved beside the performance models
     /// (energy-model-<app>.json), and without that it places tasks as dmda, and says so.

@@ -172,6 +172,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 workers: a.app.workers,
                 gpus: a.app.gpus as usize,
                 gpu_backend: a.app.gpu_backend.into(),
+                gpu_memory_limit: a.app.gpu_memory_limit,
                 task_powers: a.app.task_powers(Some(name.as_str()))?,
                 policy_options: a.app.policy_options(Some(name.as_str()), gamma)?,
                 perf_models: a.app.perf_models()?,

@@ -177,6 +177,9 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         b = b
             .gpus(a.app.gpus as usize, backend)
             .param("gpus", format!("{} {backend}", a.app.gpus));
+        if let Some(l) = a.app.gpu_memory_limit {
+            b = b.gpu_memory_limit(l).param("gpu_memory_limit", l);
+        }
     }
     // The rank's recording (crate::recording), when it keeps a trace. Energy per node: the
     // first rank of each node measures it. A real meter (RAPL, NVML) is sampled by that

@@ -48,6 +48,11 @@ struct StatsJson {
     /// Copies of data between memory nodes (with GPUs).
     transfers: u64,
     transferred_bytes: u64,
+    /// Of those, copies made ahead of their task by a GPU's prefetcher.
+    prefetches: u64,
+    /// Device copies dropped under a GPU's memory limit, and those written back first.
+    evictions: u64,
+    written_back: u64,
 }
 
 #[derive(Serialize)]
@@ -129,6 +134,7 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         workers: a.app.workers,
         gpus: a.app.gpus as usize,
         gpu_backend: a.app.gpu_backend.into(),
+        gpu_memory_limit: a.app.gpu_memory_limit,
         task_powers: a.app.task_powers(a.sched.as_deref())?,
         policy_options: a
             .app
@@ -376,6 +382,9 @@ fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
             cancelled: run.stats.cancelled,
             transfers: run.stats.transfers,
             transferred_bytes: run.stats.transferred_bytes,
+            prefetches: run.stats.prefetches,
+            evictions: run.stats.evictions,
+            written_back: run.stats.written_back,
         },
         trace: match &run.trace {
             Ok(t) => TraceOut {
@@ -493,6 +502,10 @@ fn print_table(o: &RunOutput<'_>) {
             "transfers",
             o.stats.transfers,
             o.stats.transferred_bytes as f64 / (1u64 << 20) as f64
+        );
+        println!(
+            "  {:<10} {} copies made ahead of their task; {} evictions, {} written back",
+            "", o.stats.prefetches, o.stats.evictions, o.stats.written_back
         );
     }
     println!("  {:<10} {:.2}", "GFlop/s", o.gflops);
@@ -615,6 +628,7 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
         workers: a.app.workers,
         gpus: 0,
         gpu_backend: taskwatt::runtime::GpuBackend::Emulated,
+        gpu_memory_limit: None,
         task_powers: Vec::new(),
         policy_options: Default::default(),
         perf_models: None,

@@ -19,7 +19,7 @@ use crate::codec::{self, DecodeError};
 use crate::{Chunk, DomainInfo, FormatVersion, MeterInfo, TaskChunk};
 
 /// The format version this build writes, and the newest it reads.
-pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 6 };
+pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 7 };
 
 /// First 8 bytes of every trace file.
 pub(crate) const FILE_MAGIC: [u8; 8] = *b"TWTRACE\0";
@@ -53,6 +53,7 @@ pub(crate) enum ChunkKind {
     Comms = 11,
     Handles = 12,
     Frequencies = 13,
+    Evictions = 14,
 }
 
 impl ChunkKind {
@@ -72,6 +73,7 @@ impl ChunkKind {
             Chunk::Comms(_) => ChunkKind::Comms,
             Chunk::Handles(_) => ChunkKind::Handles,
             Chunk::Frequencies(_) => ChunkKind::Frequencies,
+            Chunk::Evictions(_) => ChunkKind::Evictions,
         }
     }
 
@@ -91,6 +93,7 @@ impl ChunkKind {
             11 => ChunkKind::Comms,
             12 => ChunkKind::Handles,
             13 => ChunkKind::Frequencies,
+            14 => ChunkKind::Evictions,
             _ => return None,
         })
     }
@@ -111,6 +114,7 @@ impl ChunkKind {
             ChunkKind::Comms => "Comms",
             ChunkKind::Handles => "Handles",
             ChunkKind::Frequencies => "Frequencies",
+            ChunkKind::Evictions => "Evictions",
         }
     }
 
@@ -236,6 +240,7 @@ pub(crate) fn encode_chunk(chunk: &Chunk, out: &mut Vec<u8>) -> Result<(), Strin
             codec::encode_frequencies(f, out);
             Ok(())
         }
+        Chunk::Evictions(e) => put_json::<_, Vec<crate::Eviction>>(out, e, kind),
         Chunk::End(e) => put_json::<_, crate::RunEnd>(out, e, kind),
     };
     if let Err(e) = res {
@@ -311,6 +316,7 @@ pub(crate) fn decode_payload(kind: ChunkKind, payload: &[u8]) -> Result<Chunk, D
                 ..e
             })?)
         }
+        ChunkKind::Evictions => Chunk::Evictions(json(payload, kind)?),
         ChunkKind::End => Chunk::End(json(payload, kind)?),
     })
 }
@@ -369,6 +375,7 @@ mod tests {
             Chunk::Comms(crate::CommChunk::default()),
             Chunk::Handles(vec![]),
             Chunk::Frequencies(vec![]),
+            Chunk::Evictions(vec![]),
             Chunk::End(RunEnd::default()),
         ];
         for c in &empties {
@@ -432,6 +439,7 @@ mod tests {
             (ChunkKind::Comms, 11, 1),
             (ChunkKind::Handles, 12, 1),
             (ChunkKind::Frequencies, 13, 0),
+            (ChunkKind::Evictions, 14, 1),
         ];
         for (k, n, codec) in want {
             assert_eq!(k as u8, n);
@@ -439,7 +447,7 @@ mod tests {
             assert_eq!(k.codec(), codec);
         }
         assert_eq!(ChunkKind::from_u8(0), None);
-        assert_eq!(ChunkKind::from_u8(14), None);
+        assert_eq!(ChunkKind::from_u8(15), None);
     }
 
     proptest! {

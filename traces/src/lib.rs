@@ -56,6 +56,7 @@ mod atomic;
 mod clock;
 mod codec;
 mod comms;
+mod data;
 mod error;
 mod export;
 mod format;
@@ -72,6 +73,7 @@ mod writer;
 pub use atomic::{refuse_output_over_input, same_file, write_atomic, AtomicFile, AtomicPath};
 pub use clock::{Clock, Timestamp, CLOCK_ENV};
 pub use comms::{ClockSample, CommChunk, CommRecord};
+pub use data::*;
 pub use error::{FormatVersion, TraceError};
 pub use export::{
     export_chrome, export_chrome_with, export_csv_accesses, export_csv_samples, export_csv_tasks,

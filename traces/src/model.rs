@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::comms::CommChunk;
+use crate::data::{Eviction, HandleInfo, TaskAccess, Transfer};
 use crate::Timestamp;
 
 /// The largest power, W, any input may give one domain or task type (a megawatt, far
@@ -481,99 +482,6 @@ pub struct Marker {
     pub end: Timestamp,
 }
 
-/// A copy of a data handle's value between memory nodes (0 is main memory; a device's
-/// node is `1 + device`), made before a task that needed it there, or before an
-/// acquisition or unregistration brought the data back to main memory.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Transfer {
-    /// The handle (its id, unique in the process).
-    pub handle: u64,
-    /// The node copied from.
-    pub src: u32,
-    /// The node copied to.
-    pub dst: u32,
-    /// Bytes moved (the handle's registered size).
-    pub bytes: u64,
-    /// The worker that made the copy; `None` for the application's thread (acquisition,
-    /// unregistration).
-    pub worker: Option<WorkerId>,
-    /// The task the copy was made for, if any.
-    pub task: Option<TaskId>,
-    /// Start of the copy.
-    pub start: Timestamp,
-    /// End of the copy.
-    pub end: Timestamp,
-}
-
-/// How a task accessed a data handle (the runtime's access modes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum AccessMode {
-    /// Read.
-    R,
-    /// Written without being read.
-    W,
-    /// Read and written.
-    RW,
-    /// Read and written, in any order with the other COMMUTE accesses of its group.
-    Commute,
-    /// A contribution to a reduction.
-    Redux,
-}
-
-impl AccessMode {
-    /// Every mode, by its stored index.
-    pub const ALL: [AccessMode; 5] = [
-        AccessMode::R,
-        AccessMode::W,
-        AccessMode::RW,
-        AccessMode::Commute,
-        AccessMode::Redux,
-    ];
-
-    /// The mode's name, as StarPU writes it (`R`, `W`, `RW`, `COMMUTE`, `REDUX`).
-    pub fn name(self) -> &'static str {
-        match self {
-            AccessMode::R => "R",
-            AccessMode::W => "W",
-            AccessMode::RW => "RW",
-            AccessMode::Commute => "COMMUTE",
-            AccessMode::Redux => "REDUX",
-        }
-    }
-
-    /// Its index in [`AccessMode::ALL`] (what the trace stores).
-    pub fn index(self) -> u8 {
-        self as u8
-    }
-}
-
-/// One data access of a task (format 1.3): the handle, the mode, and the bytes it counts
-/// for (the handle's registered size). A task has one per handle it declared, in the
-/// order it declared them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TaskAccess {
-    /// The task.
-    pub task: TaskId,
-    /// The handle (its id, unique in the process).
-    pub handle: u64,
-    /// How it was accessed.
-    pub mode: AccessMode,
-    /// The handle's registered size.
-    pub bytes: u64,
-}
-
-/// A data handle the application named (format 1.5): its id, its name and its registered
-/// size, so that exports show `A[2][1]` where they would show `h260`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HandleInfo {
-    /// The handle (its id, unique in the process; [`TaskAccess::handle`], [`Transfer::handle`]).
-    pub handle: u64,
-    /// The name the application gave it.
-    pub name: String,
-    /// Its registered size.
-    pub bytes: u64,
-}
-
 /// The powers a simulated meter was configured with: the truth the attribution should find.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GroundTruth {
@@ -744,6 +652,8 @@ pub enum Chunk {
     Handles(Vec<HandleInfo>),
     /// CPU packages' frequencies (format 1.6).
     Frequencies(Vec<FrequencySample>),
+    /// Device copies dropped under a memory limit (format 1.7).
+    Evictions(Vec<Eviction>),
 }
 
 #[cfg(test)]

@@ -272,8 +272,9 @@ pub(crate) fn transfers() -> impl Strategy<Value = Vec<crate::Transfer>> {
             proptest::option::of(edge_u64()),
             ts(),
             ts(),
+            0usize..3,
         )
-            .prop_map(|(handle, src, dst, bytes, worker, task, start, end)| {
+            .prop_map(|(handle, src, dst, bytes, worker, task, start, end, k)| {
                 crate::Transfer {
                     handle,
                     src,
@@ -283,6 +284,11 @@ pub(crate) fn transfers() -> impl Strategy<Value = Vec<crate::Transfer>> {
                     task,
                     start,
                     end,
+                    kind: [
+                        crate::TransferKind::Fetch,
+                        crate::TransferKind::Prefetch,
+                        crate::TransferKind::WriteBack,
+                    ][k],
                 }
             }),
         0..4,
@@ -349,6 +355,34 @@ pub(crate) fn chunk() -> impl Strategy<Value = Chunk> {
         transfers().prop_map(Chunk::Transfers).boxed(),
         accesses().prop_map(Chunk::Accesses).boxed(),
         comms().prop_map(Chunk::Comms).boxed(),
+        vec(
+            (
+                edge_u64(),
+                0u32..4,
+                edge_u64(),
+                any::<bool>(),
+                proptest::option::of(0u32..64),
+                proptest::option::of(edge_u64()),
+                ts()
+            ),
+            0..4
+        )
+        .prop_map(|e| Chunk::Evictions(
+            e.into_iter()
+                .map(
+                    |(handle, node, bytes, written_back, worker, task, time)| crate::Eviction {
+                        handle,
+                        node,
+                        bytes,
+                        written_back,
+                        worker,
+                        task,
+                        time,
+                    }
+                )
+                .collect()
+        ))
+        .boxed(),
         vec((edge_u64(), ".{0,12}", edge_u64()), 0..4)
             .prop_map(|h| Chunk::Handles(
                 h.into_iter()

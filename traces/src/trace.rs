@@ -55,6 +55,8 @@ pub struct Trace {
     /// CPU packages' sampled frequencies, in trace order (format 1.6; none where no
     /// frequency could be read).
     pub frequencies: Vec<crate::FrequencySample>,
+    /// Device copies dropped under a memory limit, in trace order (format 1.7).
+    pub evictions: Vec<crate::Eviction>,
     /// The End chunk; `None` for a run that was cut short.
     pub end: Option<RunEnd>,
 }
@@ -70,6 +72,13 @@ pub struct TransferSummary {
     pub busy_ns: u64,
     /// Per (source node, destination node): copies and bytes, sorted by the pair.
     pub by_route: Vec<((u32, u32), u64, u64)>,
+    /// Copies made ahead of their task (format 1.7).
+    pub prefetches: u64,
+    /// Device copies evicted under a memory limit, and those written back first (format
+    /// 1.7; [`Trace::transfer_summary`] counts them, [`TransferSummary::of`] cannot).
+    pub evictions: u64,
+    /// Copies written back before their eviction.
+    pub write_backs: u64,
 }
 
 impl TransferSummary {
@@ -81,6 +90,11 @@ impl TransferSummary {
             s.count += 1;
             s.bytes = s.bytes.saturating_add(t.bytes);
             s.busy_ns = s.busy_ns.saturating_add(t.end.saturating_sub(t.start));
+            match t.kind {
+                crate::TransferKind::Prefetch => s.prefetches += 1,
+                crate::TransferKind::WriteBack => s.write_backs += 1,
+                crate::TransferKind::Fetch => {}
+            }
             let r = routes.entry((t.src, t.dst)).or_default();
             r.0 += 1;
             r.1 = r.1.saturating_add(t.bytes);
@@ -107,6 +121,16 @@ impl std::fmt::Display for TransferSummary {
             .collect();
         if !routes.is_empty() {
             write!(f, " ({})", routes.join(", "))?;
+        }
+        if self.prefetches > 0 {
+            write!(f, "; {} made ahead of their task", self.prefetches)?;
+        }
+        if self.evictions > 0 {
+            write!(
+                f,
+                "; {} evicted under the device's memory limit, {} written back first",
+                self.evictions, self.write_backs
+            )?;
         }
         Ok(())
     }
@@ -167,6 +191,7 @@ impl Trace {
                 }
             }
             Chunk::Frequencies(f) => self.frequencies.extend(f),
+            Chunk::Evictions(e) => self.evictions.extend(e),
             Chunk::End(e) => self.end = Some(e),
         }
     }
@@ -189,7 +214,10 @@ impl Trace {
 
     /// What the copies between memory nodes add up to (all zero on a CPU-only run).
     pub fn transfer_summary(&self) -> TransferSummary {
-        TransferSummary::of(&self.transfers)
+        TransferSummary {
+            evictions: self.evictions.len() as u64,
+            ..TransferSummary::of(&self.transfers)
+        }
     }
 
     /// Number of task records.
@@ -290,6 +318,9 @@ impl Trace {
         }
         for f in self.frequencies.chunks(SAMPLES_PER_CHUNK) {
             sink.send(Chunk::Frequencies(f.to_vec()));
+        }
+        for e in self.evictions.chunks(SAMPLES_PER_CHUNK) {
+            sink.send(Chunk::Evictions(e.to_vec()));
         }
         let mut summary = match &self.end {
             Some(end) => w.finish_with(end.clone()),

@@ -626,6 +626,7 @@ pub fn simulate(
                                 task: Some(graph.tasks[i].id),
                                 start: Timestamp(T0_NS + start),
                                 end: Timestamp(T0_NS + end),
+                                kind: taskwatt_traces::TransferKind::Fetch,
                             });
                         }
                         landing[at(a.handle, node)] = end;

@@ -135,6 +135,7 @@ pub fn to_trace_with(
         // The source's names, so that the simulated copies are shown by them.
         handles: source.map(|t| t.handles.clone()).unwrap_or_default(),
         frequencies: Vec::new(),
+        evictions: Vec::new(),
         end: Some(RunEnd {
             tasks: run.tasks as u64,
             failed: 0,

@@ -160,6 +160,8 @@ pub(crate) struct CudaBackend {
     ctx: Arc<CudaContext>,
     name: String,
     host: HostMode,
+    /// The device's memory, bytes (0 if the driver did not say).
+    total_mem: u64,
     copies: Mutex<Copies>,
 }
 
@@ -214,6 +216,7 @@ impl CudaBackend {
             ),
             ctx,
             host,
+            total_mem: mem as u64,
             copies: Mutex::new(Copies {
                 stream,
                 staging: None,
@@ -478,6 +481,11 @@ impl Backend for CudaBackend {
         task.stream
             .synchronize()
             .map_err(|e| err("synchronising the task's stream", e))
+    }
+
+    fn memory_limit(&self) -> Option<u64> {
+        // Room is left for cuBLAS's workspaces and the context.
+        (self.total_mem > 0).then(|| self.total_mem / 10 * 9)
     }
 
     fn describe(&self) -> String {

@@ -20,6 +20,7 @@ use crate::handle::Copier;
 use crate::inline::Value;
 
 pub(crate) mod emulated;
+pub(crate) mod memory;
 
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
@@ -128,6 +129,12 @@ pub(crate) trait Backend: Send + Sync {
     /// the device, so that the task's end bracket's it.
     fn finish_task(&self, _state: Option<&WorkerState>) -> Result<(), String> {
         Ok(())
+    }
+
+    /// The bytes of copies this device should hold at most, when nobody set a limit
+    /// (see `memory.rs`): none for an emulated device.
+    fn memory_limit(&self) -> Option<u64> {
+        None
     }
 
     /// One line naming the device, for logs.

@@ -74,6 +74,7 @@ pub fn export_chrome_with(
                     | ChunkKind::Samples
                     | ChunkKind::Transfers
                     | ChunkKind::Frequencies
+                    | ChunkKind::Evictions
             )
         },
         |c| {
@@ -82,6 +83,7 @@ pub fn export_chrome_with(
                 Chunk::Samples(s) => w.samples(&s),
                 Chunk::Transfers(t) => w.transfers(&t),
                 Chunk::Frequencies(f) => w.frequencies(&f),
+                Chunk::Evictions(e) => w.evictions(&e),
                 _ => Ok(()),
             }
             .map_err(err)
@@ -110,6 +112,7 @@ pub fn write_chrome_with(
         }
         w.samples(&trace.samples)?;
         w.transfers(&trace.transfers)?;
+        w.evictions(&trace.evictions)?;
         w.frequencies(&trace.frequencies)?;
         w.finish()
     };
@@ -430,24 +433,64 @@ impl<'e, W: Write> Chrome<'e, W> {
                 self.thread_meta(PID, tid, &format!("transfers to node {}", t.dst))?;
             }
             let name = self.handles.get(&t.handle).cloned();
+            let verb = match t.kind {
+                crate::TransferKind::Fetch => "copy",
+                k => k.name(),
+            };
             self.event(|o| {
                 match &name {
-                    Some(n) => write!(o, "{{\"ph\":\"X\",\"pid\":{PID},\"tid\":{tid},\"cat\":\"transfer\",\"name\":\"copy {n} {}→{}\",\"ts\":", t.src, t.dst)?,
-                    None => write!(o, "{{\"ph\":\"X\",\"pid\":{PID},\"tid\":{tid},\"cat\":\"transfer\",\"name\":\"copy h{} {}→{}\",\"ts\":", t.handle, t.src, t.dst)?,
+                    Some(n) => write!(o, "{{\"ph\":\"X\",\"pid\":{PID},\"tid\":{tid},\"cat\":\"transfer\",\"name\":\"{verb} {n} {}→{}\",\"ts\":", t.src, t.dst)?,
+                    None => write!(o, "{{\"ph\":\"X\",\"pid\":{PID},\"tid\":{tid},\"cat\":\"transfer\",\"name\":\"{verb} h{} {}→{}\",\"ts\":", t.handle, t.src, t.dst)?,
                 }
                 us(o, t.start.0)?;
                 o.write_all(b",\"dur\":")?;
                 us(o, t.end.saturating_sub(t.start))?;
                 write!(
                     o,
-                    ",\"args\":{{\"bytes\":{},\"handle\":{},\"src\":{},\"dst\":{}",
-                    t.bytes, t.handle, t.src, t.dst
+                    ",\"args\":{{\"bytes\":{},\"handle\":{},\"src\":{},\"dst\":{},\"kind\":\"{}\"",
+                    t.bytes,
+                    t.handle,
+                    t.src,
+                    t.dst,
+                    t.kind.name()
                 )?;
                 if let Some(task) = t.task {
                     write!(o, ",\"task\":{task}")?;
                 }
                 if let Some(n) = &name {
                     write!(o, ",\"handle_name\":\"{n}\"")?;
+                }
+                o.write_all(b"}}")
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Device copies dropped under a memory limit: instants on the track of the node
+    /// they were on.
+    fn evictions(&mut self, evictions: &[crate::Eviction]) -> io::Result<()> {
+        for e in evictions {
+            let tid = TRANSFER_TID + u64::from(e.node);
+            if self.transfer_tracks.insert(e.node) {
+                self.thread_meta(PID, tid, &format!("transfers to node {}", e.node))?;
+            }
+            let label = match self.handles.get(&e.handle) {
+                Some(n) => n.clone(),
+                None => format!("h{}", e.handle),
+            };
+            self.event(|o| {
+                write!(
+                    o,
+                    "{{\"ph\":\"i\",\"s\":\"t\",\"pid\":{PID},\"tid\":{tid},\"cat\":\"eviction\",\"name\":\"evict {label}\",\"ts\":"
+                )?;
+                us(o, e.time.0)?;
+                write!(
+                    o,
+                    ",\"args\":{{\"bytes\":{},\"handle\":{},\"node\":{},\"written_back\":{}",
+                    e.bytes, e.handle, e.node, e.written_back
+                )?;
+                if let Some(task) = e.task {
+                    write!(o, ",\"for_task\":{task}")?;
                 }
                 o.write_all(b"}}")
             })?;
@@ -821,6 +864,7 @@ mod tests {
                 task: Some(3),
                 start: Timestamp(2_000),
                 end: Timestamp(3_500),
+                kind: crate::TransferKind::Prefetch,
             },
             crate::Transfer {
                 handle: 7,
@@ -831,15 +875,33 @@ mod tests {
                 task: None,
                 start: Timestamp(9_000),
                 end: Timestamp(9_700),
+                kind: crate::TransferKind::Fetch,
             },
         ];
+        t.evictions = vec![crate::Eviction {
+            handle: 7,
+            node: 1,
+            bytes: 4096,
+            written_back: true,
+            worker: Some(1),
+            task: Some(4),
+            time: Timestamp(8_000),
+        }];
         let mut out = Vec::new();
         write_chrome(&t, &mut out).unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         let ev = events_of(&v);
         let copies: Vec<&Value> = ev.iter().filter(|e| e["cat"] == "transfer").collect();
         assert_eq!(copies.len(), 2);
-        assert_eq!(copies[0]["name"], "copy h7 0→1");
+        assert_eq!(copies[0]["name"], "prefetch h7 0→1");
+        assert_eq!(copies[0]["args"]["kind"], "prefetch");
+        assert_eq!(copies[1]["name"], "copy h7 1→0");
+        let evicted: Vec<&Value> = ev.iter().filter(|e| e["cat"] == "eviction").collect();
+        assert_eq!(evicted.len(), 1);
+        assert_eq!(evicted[0]["ph"], "i");
+        assert_eq!(evicted[0]["tid"], 2_000_001);
+        assert_eq!(evicted[0]["args"]["written_back"], true);
+        assert_eq!(evicted[0]["args"]["for_task"], 4);
         assert_eq!(copies[0]["tid"], 2_000_001);
         assert_eq!(copies[0]["ts"], 2.0);
         assert_eq!(copies[0]["dur"], 1.5);

@@ -22,7 +22,7 @@ const TASKS_HEADER: &str =
 /// Header row of the samples CSV.
 const SAMPLES_HEADER: &str = "domain,domain_name,domain_key,t_ns,wall_unix_ns,energy_j,raw\n";
 const TRANSFERS_HEADER: &str =
-    "handle,src_node,dst_node,bytes,worker,task,start_ns,end_ns,handle_name\n";
+    "handle,src_node,dst_node,bytes,worker,task,start_ns,end_ns,handle_name,kind\n";
 const ACCESSES_HEADER: &str = "task,handle,mode,bytes,handle_name\n";
 
 /// Exports the tasks' data accesses of the trace file at `path` as CSV (format 1.3),
@@ -258,7 +258,7 @@ impl<W: Write> Csv<W> {
             let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
             let _ = writeln!(
                 l,
-                "{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{}",
                 t.handle,
                 t.src,
                 t.dst,
@@ -267,7 +267,8 @@ impl<W: Write> Csv<W> {
                 opt(t.task),
                 t.start.0,
                 t.end.0,
-                self.handle_name(t.handle)
+                self.handle_name(t.handle),
+                t.kind.name()
             );
             self.line = l;
             self.out.write_all(&self.line).map_err(|e| self.err(e))?;

@@ -407,6 +407,7 @@ mod tests {
             task: Some(3),
             start: Timestamp(start),
             end: Timestamp(end),
+            kind: crate::TransferKind::Fetch,
         };
         let trace = Trace {
             transfers: vec![copy(7, 0, 1, 5_000, 6_000), copy(9, 1, 0, 2_000, 2_000)],
