@@ -167,7 +167,8 @@ impl RuntimeBuilder {
 
     /// How many tasks a GPU worker takes ahead of the one it runs, so that a prefetcher
     /// thread of its device copies their data meanwhile (default 2, StarPU's
-    /// `STARPU_CUDA_PIPELINE`; 0 copies each task's data when it starts, on the worker).
+    /// `STARPU_CUDA_PIPELINE`, or the environment variable `TASKWATT_GPU_PIPELINE`; 0
+    /// copies each task's data when it starts, on the worker).
     pub fn gpu_pipeline(mut self, tasks: usize) -> Self {
         self.gpu_pipeline = Some(tasks);
         self
@@ -391,8 +392,9 @@ impl RuntimeBuilder {
         for b in &backends {
             log::info!("{}", b.describe());
         }
-        let memories = crate::device::memory::configured_limit(self.gpu_memory_limit)
+        let (memories, pipeline) = crate::device::memory::configured_limit(self.gpu_memory_limit)
             .map(|limit| crate::device::memory::accounts(&backends, limit))
+            .and_then(|m| Ok((m, crate::pipeline::depth(self.gpu_pipeline)?)))
             .map_err(|message| RuntimeError::Device {
                 backend: self.gpu_backend.name(),
                 message,
@@ -558,7 +560,7 @@ impl RuntimeBuilder {
             prefetches: AtomicU64::new(0),
             memories,
             eviction_log: Mutex::new(Vec::new()),
-            pipeline: self.gpu_pipeline.unwrap_or(crate::pipeline::DEFAULT_DEPTH),
+            pipeline,
             name_log: Mutex::new(Vec::new()),
             access_log: Mutex::new(Vec::new()),
             trace_accesses,

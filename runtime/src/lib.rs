@@ -82,6 +82,7 @@ pub use perfmodel::{
     Basis, DurationPrediction, Entry as PerfEntry, History, PerfModelError, PerfModels, CALIBRATED,
     PERFMODEL_DIR_ENV,
 };
+pub use pipeline::PIPELINE_ENV;
 pub use runtime::{InterruptHandle, Runtime, MAX_HANDLE_NAME};
 pub use shared::RuntimeStats;
 pub use size::DataSize;

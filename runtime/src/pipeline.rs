@@ -37,6 +37,25 @@ use crate::task::ReadyTask;
 /// Tasks a GPU worker takes ahead by default.
 pub(crate) const DEFAULT_DEPTH: usize = 2;
 
+/// Environment variable setting how many tasks a GPU worker takes ahead (0: none).
+pub const PIPELINE_ENV: &str = "TASKWATT_GPU_PIPELINE";
+
+/// The builder's depth, else [`PIPELINE_ENV`]'s, else [`DEFAULT_DEPTH`].
+pub(crate) fn depth(builder: Option<usize>) -> Result<usize, String> {
+    if let Some(d) = builder {
+        return Ok(d);
+    }
+    match std::env::var(PIPELINE_ENV) {
+        Ok(v) if !v.trim().is_empty() => v.trim().parse::<usize>().map_err(|_| {
+            format!(
+                "{PIPELINE_ENV}={v}: give the number of tasks a GPU worker takes ahead \
+                 (0 to copy each task's data when it starts)"
+            )
+        }),
+        _ => Ok(DEFAULT_DEPTH),
+    }
+}
+
 /// Set by the prefetcher when it is done with a task.
 #[derive(Default)]
 struct Slot {

@@ -52,6 +52,9 @@ pub struct RuntimeStats {
     pub evictions: u64,
     /// Of those, the only valid copies, written back to main memory first.
     pub written_back: u64,
+    /// The most bytes of copies one device held at once (the handles' registered sizes;
+    /// the largest over the devices).
+    pub device_peak_bytes: u64,
     /// Workers not parked when the counters were read: running a task, or looking for
     /// one before they park (0 once every worker waits for work; a sign of life for a
     /// distributed run's peers).
@@ -196,6 +199,12 @@ impl Shared {
                 .iter()
                 .map(|m| m.written_back.load(Ordering::Relaxed))
                 .sum(),
+            device_peak_bytes: self
+                .memories
+                .iter()
+                .map(|m| m.peak.load(Ordering::Relaxed))
+                .max()
+                .unwrap_or(0),
             awake_workers: (self.workers.len() - self.reserved.len())
                 .saturating_sub(self.sleep.sleepers()) as u64,
         }

@@ -161,6 +161,7 @@ fn a_graph_four_times_the_device_memory_completes_right_under_every_policy() {
             "{}: {peak} bytes on a {limit}-byte device",
             p.name
         );
+        assert!(stats.device_peak_bytes <= limit && stats.device_peak_bytes >= peak);
 
         // Prefetch: copies made ahead of their task start before it.
         let starts: std::collections::HashMap<u64, (u64, Arch)> = trace

@@ -53,6 +53,8 @@ struct StatsJson {
     /// Device copies dropped under a GPU's memory limit, and those written back first.
     evictions: u64,
     written_back: u64,
+    /// The most bytes of copies one GPU held at once.
+    device_peak_bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -385,6 +387,7 @@ fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
             prefetches: run.stats.prefetches,
             evictions: run.stats.evictions,
             written_back: run.stats.written_back,
+            device_peak_bytes: run.stats.device_peak_bytes,
         },
         trace: match &run.trace {
             Ok(t) => TraceOut {
