@@ -326,6 +326,9 @@ pub fn measured_run<P>(
         let mut detect = opts.detect.clone();
         detect.emulated_gpus =
             opts.gpus > 0 && opts.gpu_backend == taskwatt_runtime::GpuBackend::Emulated;
+        if opts.gpus > 0 && opts.gpu_backend == taskwatt_runtime::GpuBackend::Cuda {
+            detect.cuda_uuids = cuda_uuids(opts.gpus);
+        }
         Metering {
             meter: opts.meter,
             detect,
@@ -607,4 +610,22 @@ pub type TaskPowers = Vec<(String, taskwatt_traces::Arch, f64)>;
 /// runs when no `--energy-model` is given.
 pub fn run_energy_model(app: App) -> String {
     format!("energy-model-{}.json", app.name())
+}
+
+/// The UUIDs of the CUDA devices a run drives (`0..gpus`), for NVML to tell which GPU is
+/// which; `None` (NVML's order taken as CUDA's, said in a warning) where CUDA cannot say.
+pub(crate) fn cuda_uuids(gpus: usize) -> Option<Vec<String>> {
+    match taskwatt_runtime::cuda_device_uuids() {
+        Ok(mut u) => {
+            u.truncate(gpus);
+            Some(u)
+        }
+        Err(e) => {
+            log::warn!(
+                "the CUDA devices' UUIDs could not be read ({e}): NVML's order is taken as \
+                 CUDA's"
+            );
+            None
+        }
+    }
 }

@@ -105,6 +105,10 @@ pub struct DetectOptions {
     /// The run's GPU workers are emulated (they run on CPU cores): under `auto`, a real
     /// GPU's NVML counter is not theirs and is not used.
     pub emulated_gpus: bool,
+    /// The UUIDs of the CUDA devices the run drives, in CUDA's order (the GPU workers'
+    /// `device`): NVML's GPUs are matched to them (see `NvmlMeter::from_devices_matched`).
+    /// `None`: NVML's order is taken as CUDA's.
+    pub cuda_uuids: Option<Vec<String>>,
 }
 
 impl Default for DetectOptions {
@@ -117,6 +121,7 @@ impl Default for DetectOptions {
             nvml_library: None,
             sim: SimConfig::default(),
             emulated_gpus: false,
+            cuda_uuids: None,
         }
     }
 }
@@ -293,8 +298,11 @@ pub fn detect(
     let perf =
         PerfMeter::open(&options.perf_pmu_dir, &options.cpu_sysfs_root).map(|m| boxed(Box::new(m)));
     let powercap = PowercapMeter::open(&options.powercap_root).map(|m| boxed(Box::new(m)));
-    let nvml =
-        NvmlMeter::open_with_library(options.nvml_library.as_deref()).map(|m| boxed(Box::new(m)));
+    let nvml = NvmlMeter::open_matched(
+        options.nvml_library.as_deref(),
+        options.cuda_uuids.as_deref(),
+    )
+    .map(|m| boxed(Box::new(m)));
     // Under auto, a RAPL backend stands for the CPU only if it has a package-level domain
     // whose counter moves: a VM may expose the perf `power` PMU with psys alone, reading 0.
     let mut perf = perf;
@@ -516,6 +524,7 @@ mod tests {
             nvml_library: Some(dir.join("libnvidia-ml.so.1")),
             sim: SimConfig::default(),
             emulated_gpus: false,
+            cuda_uuids: None,
         }
     }
 

@@ -82,6 +82,22 @@ pub trait GpuDevice: Send {
     fn total_energy_consumption_mj(&mut self) -> Result<Option<u64>, EnergyError>;
     /// Current power draw in mW (see the module docs for its averaging).
     fn power_usage_mw(&mut self) -> Result<u32, EnergyError>;
+    /// Its UUID as NVML writes it (`GPU-8c1f…`), to match it with a CUDA device; `None`
+    /// when the driver does not say.
+    fn uuid(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A GPU UUID without its `GPU-` prefix, in lower case: NVML writes `GPU-` and lower-case
+/// hex, a CUDA `CUuuid` is 16 bytes that callers format as they like.
+pub(crate) fn normalize_uuid(uuid: &str) -> String {
+    let t = uuid.trim();
+    let t = t
+        .strip_prefix("GPU-")
+        .or_else(|| t.strip_prefix("gpu-"))
+        .unwrap_or(t);
+    t.to_ascii_lowercase()
 }
 
 /// How one GPU is read.
@@ -146,6 +162,15 @@ impl NvmlMeter {
     /// Loads NVML from `library` (or the system's `libnvidia-ml.so.1` when `None`) and opens
     /// every GPU; the sensors read follow `TASKWATT_NVML_SENSORS` ([`NvmlSensors::from_env`]).
     pub fn open_with_library(library: Option<&Path>) -> Result<NvmlMeter, EnergyError> {
+        Self::open_matched(library, None)
+    }
+
+    /// [`NvmlMeter::open_with_library`], with the GPUs matched to the CUDA devices whose
+    /// UUIDs `cuda_uuids` lists in CUDA's order (see [`NvmlMeter::from_devices_matched`]).
+    pub fn open_matched(
+        library: Option<&Path>,
+        cuda_uuids: Option<&[String]>,
+    ) -> Result<NvmlMeter, EnergyError> {
         let sensors = NvmlSensors::from_env()?;
         let nvml = real::init(library)?;
         let nvml = Arc::new(nvml);
@@ -159,7 +184,50 @@ impl NvmlMeter {
         for index in 0..count {
             devices.push(Box::new(real::NvmlGpu::new(nvml.clone(), index)?));
         }
-        Self::from_devices_with(devices, sensors)
+        Self::from_devices_matched(devices, sensors, cuda_uuids)
+    }
+
+    /// A meter over the given devices, each GPU domain numbered as the CUDA device with
+    /// the same UUID in `cuda_uuids` (CUDA's order: the GPU workers' `device`), so that a
+    /// domain covers the worker that drives it whatever order NVML (PCI bus order) and
+    /// CUDA (fastest first, unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`) list them in. A GPU that
+    /// is not among them (hidden by `CUDA_VISIBLE_DEVICES`, say) is not measured. Without
+    /// `cuda_uuids`, or where a device does not tell its UUID (said in a warning), NVML's
+    /// index is used.
+    pub fn from_devices_matched(
+        devices: Vec<Box<dyn GpuDevice>>,
+        sensors: NvmlSensors,
+        cuda_uuids: Option<&[String]>,
+    ) -> Result<NvmlMeter, EnergyError> {
+        let Some(order) = cuda_uuids else {
+            let numbered = devices.into_iter().map(|d| (d.index(), d)).collect();
+            return Self::build(numbered, sensors);
+        };
+        let order: Vec<String> = order.iter().map(|u| normalize_uuid(u)).collect();
+        let mut numbered = Vec::with_capacity(devices.len());
+        for d in devices {
+            match d.uuid() {
+                Some(u) => match order.iter().position(|o| *o == normalize_uuid(&u)) {
+                    Some(ordinal) => numbered.push((ordinal as u32, d)),
+                    None => log::info!(
+                        "NVML GPU {} ({u}) is not among the CUDA devices this run drives: \
+                         not measured",
+                        d.index()
+                    ),
+                },
+                None => {
+                    log::warn!(
+                        "NVML GPU {} does not tell its UUID: taken as CUDA device {} (set \
+                         CUDA_DEVICE_ORDER=PCI_BUS_ID so that the orders agree)",
+                        d.index(),
+                        d.index()
+                    );
+                    numbered.push((d.index(), d));
+                }
+            }
+        }
+        numbered.sort_by_key(|(i, _)| *i);
+        Self::build(numbered, sensors)
     }
 
     /// [`NvmlMeter::from_devices_with`] reading both sensors where both exist.
@@ -175,15 +243,27 @@ impl NvmlMeter {
         devices: Vec<Box<dyn GpuDevice>>,
         sensors: NvmlSensors,
     ) -> Result<NvmlMeter, EnergyError> {
+        Self::from_devices_matched(devices, sensors, None)
+    }
+
+    /// The meter over `devices`, each with the index its domains take (the CUDA device it
+    /// is, or its NVML index).
+    fn build(
+        devices: Vec<(u32, Box<dyn GpuDevice>)>,
+        sensors: NvmlSensors,
+    ) -> Result<NvmlMeter, EnergyError> {
         if devices.is_empty() {
             return Err(EnergyError::NoGpu);
         }
         let mut out = Vec::with_capacity(devices.len());
         let mut reads = Vec::with_capacity(devices.len());
         let mut specs = Vec::with_capacity(devices.len());
-        for mut dev in devices {
-            let index = dev.index();
-            let name = dev.name()?;
+        for (index, mut dev) in devices {
+            let nvml_index = dev.index();
+            let name = match dev.name()? {
+                n if nvml_index == index => n,
+                n => format!("{n}, NVML {nvml_index}"),
+            };
             let arch = dev.architecture();
             let window_ns = if arch.power_is_one_second_average(&name) {
                 NVML_AVERAGE_WINDOW_NS
@@ -378,6 +458,9 @@ mod real {
                 .power_usage()
                 .map_err(|e| error(&self.label, CALL, e))
         }
+        fn uuid(&self) -> Option<String> {
+            self.device("nvmlDeviceGetUUID").ok()?.uuid().ok()
+        }
     }
 }
 
@@ -410,6 +493,50 @@ mod tests {
         assert_eq!(read(&mut m)[0].as_ref().unwrap(), &RawReading::Counter(250));
         assert_eq!(read(&mut m)[0].as_ref().unwrap(), &RawReading::Counter(250));
         assert!(m.describe().description.contains("20-100 ms"));
+    }
+
+    #[test]
+    fn gpus_are_numbered_as_the_cuda_devices_with_their_uuid() {
+        // NVML lists by PCI bus, CUDA (by default) fastest first: here the other way round,
+        // and a third GPU that the run does not drive.
+        let gpu = |i: u32, mj: u64, uuid: &str| {
+            Box::new(
+                ScriptedGpu::with_energy(i, &format!("GPU{i}"), GpuArchitecture::Hopper, &[mj])
+                    .with_uuid(uuid),
+            ) as Box<dyn GpuDevice>
+        };
+        let devices = vec![
+            gpu(0, 100, "GPU-aaaa-0000"),
+            gpu(1, 200, "GPU-bbbb-1111"),
+            gpu(2, 300, "GPU-cccc-2222"),
+        ];
+        let cuda = ["BBBB-1111".to_string(), "gpu-aaaa-0000".to_string()];
+        let mut m =
+            NvmlMeter::from_devices_matched(devices, NvmlSensors::Counter, Some(&cuda)).unwrap();
+        let d = m.domains();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[0].covers, Coverage::Gpu { index: 0 });
+        assert_eq!(d[1].covers, Coverage::Gpu { index: 1 });
+        assert!(d[0].name.contains("GPU1, NVML 1"), "{}", d[0].name);
+        let r = read(&mut m);
+        // CUDA device 0 is NVML's GPU 1 (200 mJ), CUDA device 1 NVML's GPU 0.
+        assert_eq!(r[0].as_ref().unwrap(), &RawReading::Counter(200));
+        assert_eq!(r[1].as_ref().unwrap(), &RawReading::Counter(100));
+        // Without the CUDA order, NVML's.
+        let m = NvmlMeter::from_devices_matched(
+            vec![gpu(0, 1, "GPU-a"), gpu(1, 2, "GPU-b")],
+            NvmlSensors::Counter,
+            None,
+        )
+        .unwrap();
+        assert_eq!(m.domains()[1].covers, Coverage::Gpu { index: 1 });
+        // None of them driven: no GPU to measure.
+        let none = NvmlMeter::from_devices_matched(
+            vec![gpu(0, 1, "GPU-a")],
+            NvmlSensors::Counter,
+            Some(&["GPU-z".to_string()]),
+        );
+        assert!(matches!(none, Err(EnergyError::NoGpu)));
     }
 
     #[test]

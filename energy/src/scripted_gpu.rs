@@ -25,6 +25,7 @@ pub struct ScriptedGpu {
     arch: GpuArchitecture,
     energy: VecDeque<Scripted<Option<u64>>>,
     pub(crate) power: VecDeque<Scripted<u32>>,
+    uuid: Option<String>,
 }
 
 impl ScriptedGpu {
@@ -39,6 +40,7 @@ impl ScriptedGpu {
                 .map(|&e| Scripted::Value(Some(e)))
                 .collect(),
             power: VecDeque::from([Scripted::Value(0)]),
+            uuid: None,
         }
     }
 
@@ -50,7 +52,14 @@ impl ScriptedGpu {
             arch,
             energy: VecDeque::from([Scripted::Value(None)]),
             power: powers_mw.iter().map(|&p| Scripted::Value(p)).collect(),
+            uuid: None,
         }
+    }
+
+    /// Its UUID, as NVML would write it (`GPU-…`).
+    pub fn with_uuid(mut self, uuid: &str) -> Self {
+        self.uuid = Some(uuid.into());
+        self
     }
 
     /// Appends an energy answer (a value or a failure).
@@ -110,5 +119,8 @@ impl GpuDevice for ScriptedGpu {
     }
     fn power_usage_mw(&mut self) -> Result<u32, EnergyError> {
         Self::next(&mut self.power, self.index, "nvmlDeviceGetPowerUsage")
+    }
+    fn uuid(&self) -> Option<String> {
+        self.uuid.clone()
     }
 }

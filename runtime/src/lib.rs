@@ -73,7 +73,9 @@ pub use builder::{
 pub use codelet::{Codelet, ImplFn};
 pub use context::{TaskCtx, MAX_ACCESSES};
 pub use device::memory::{parse_size, MEMORY_LIMIT_ENV};
-pub use device::{bytes_of, bytes_of_mut, DeviceData, Element, GpuBackend};
+pub use device::{
+    bytes_of, bytes_of_mut, cuda_device_uuids, format_uuid, DeviceData, Element, GpuBackend,
+};
 pub use error::{RuntimeError, TaskFailure};
 pub use handle::{Access, Handle, ReplicaState, MAX_DEVICES, MAX_MEMORY_NODES};
 pub use helper::SUBMITTER_WORKS_ENV;
@@ -97,7 +99,8 @@ pub use topology::{available_memory_bytes, from_sysfs as topology_from_sysfs, Pu
 #[cfg(feature = "cuda")]
 pub mod cuda {
     pub use crate::device::cuda::{
-        cublas_present, device_count, driver_present, CudaTask, STAGING_ENV,
+        cublas_present, device_count, device_uuids, driver_present, driver_version, CudaTask,
+        BUILT_FOR_CUDA, STAGING_ENV,
     };
     pub use cudarc;
 }

@@ -191,6 +191,9 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
             meter: a.energy_args().meter,
             detect: taskwatt::energy::DetectOptions {
                 emulated_gpus: a.app.gpus > 0 && backend == taskwatt::runtime::GpuBackend::Emulated,
+                cuda_uuids: (a.app.gpus > 0 && backend == taskwatt::runtime::GpuBackend::Cuda)
+                    .then(|| taskwatt::session::cuda_uuids(a.app.gpus as usize))
+                    .flatten(),
                 ..a.energy_args().detect_options()?
             },
             period: a.energy_args().period,

@@ -86,6 +86,20 @@ pub fn cublas_present() -> bool {
     unsafe { cudarc::cublas::sys::is_culib_present() }
 }
 
+/// The CUDA driver API version this build calls (cudarc's `cuda-13000` feature).
+pub const BUILT_FOR_CUDA: (u32, u32) = (13, 0);
+
+/// The newest CUDA version the installed driver supports, as (major, minor).
+pub fn driver_version() -> Result<(u32, u32), String> {
+    let mut v: std::ffi::c_int = 0;
+    // SAFETY: writes one int; cuDriverGetVersion needs no cuInit, and exists in every
+    // driver.
+    unsafe { sys::cuDriverGetVersion(&mut v) }
+        .result()
+        .map_err(|e| err("cuDriverGetVersion", e))?;
+    Ok(((v / 1000) as u32, ((v % 1000) / 10) as u32))
+}
+
 /// The number of CUDA devices, or why there are none.
 pub fn device_count() -> Result<usize, String> {
     if !driver_present() {
@@ -95,9 +109,33 @@ pub fn device_count() -> Result<usize, String> {
                 .into(),
         );
     }
+    let have = driver_version()?;
+    if have < BUILT_FOR_CUDA {
+        return Err(format!(
+            "the NVIDIA driver supports CUDA {}.{}, and this build calls the CUDA {}.{} driver \
+             API (cudarc's `cuda-13000` feature): install a driver for CUDA 13 (R580 or \
+             later), or run with the emulated backend (--gpu-backend emulated)",
+            have.0, have.1, BUILT_FOR_CUDA.0, BUILT_FOR_CUDA.1
+        ));
+    }
     CudaContext::device_count()
         .map(|n| n.max(0) as usize)
         .map_err(|e| format!("cuInit/cuDeviceGetCount failed: {e:?}"))
+}
+
+/// The UUIDs of CUDA devices `0..n`, in CUDA's order, written as NVML writes them
+/// (`GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`), so that energy meters can tell which
+/// NVML device each is.
+pub fn device_uuids() -> Result<Vec<String>, String> {
+    let n = device_count()?;
+    (0..n)
+        .map(|i| {
+            let dev =
+                result::device::get(i as std::ffi::c_int).map_err(|e| err("cuDeviceGet", e))?;
+            let u = result::device::get_uuid(dev).map_err(|e| err("cuDeviceGetUuid", e))?;
+            Ok(super::format_uuid(u.bytes.map(|b| b as u8)))
+        })
+        .collect()
 }
 
 /// Pinned host memory, freed on drop.

@@ -216,6 +216,34 @@ pub(crate) struct DeviceBuffer {
     pub(crate) owner: Box<dyn Any + Send + Sync>,
 }
 
+/// A device UUID as NVML writes it: `GPU-` and the 16 bytes in groups of 4, 2, 2, 2 and 6,
+/// lower-case hex.
+pub fn format_uuid(b: [u8; 16]) -> String {
+    let hex =
+        |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        hex(0..4),
+        hex(4..6),
+        hex(6..8),
+        hex(8..10),
+        hex(10..16)
+    )
+}
+
+/// The UUIDs of the CUDA devices, in CUDA's order (see [`format_uuid`]); an error in a
+/// build without the `cuda` feature, or where the driver cannot be used.
+pub fn cuda_device_uuids() -> Result<Vec<String>, String> {
+    #[cfg(feature = "cuda")]
+    {
+        cuda::device_uuids()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Err("this build has no CUDA backend (rebuild with `--features cuda`)".into())
+    }
+}
+
 /// The backends of a runtime's devices, by memory node (node `1 + i` is device `i`).
 pub(crate) fn open(
     kind: GpuBackend,
@@ -359,4 +387,16 @@ pub(crate) fn bus_of(b: &dyn Backend, dir: &std::path::Path) -> Result<BusMeasur
         log::warn!("could not save the bus measure in {}: {e}", path.display());
     }
     Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn uuids_are_written_as_nvml_writes_them() {
+        let b: [u8; 16] = std::array::from_fn(|i| (i * 17) as u8);
+        assert_eq!(
+            super::format_uuid(b),
+            "GPU-00112233-4455-6677-8899-aabbccddeeff"
+        );
+    }
 }
