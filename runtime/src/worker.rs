@@ -473,11 +473,14 @@ pub(crate) fn execute(
     // A copy that failed fails the task (its implementation does not run).
     let mut copy_failed = None;
     // On a device, the task's data is pinned there until it ends: nothing evicts it.
-    let pins = sh.pin(
-        ctx.memory_node,
-        body.accesses.iter().map(|(c, _)| c),
-        crate::device::memory::Pinner::Task,
-    );
+    let pins = match ctx.memory_node {
+        0 => None,
+        n => sh.pin(
+            n,
+            body.accesses.iter().map(|(c, _)| c),
+            crate::device::memory::Pinner::Task,
+        ),
+    };
     if sh.devices {
         // The data valid on this worker's memory node (copied there if not), before the
         // task's start, so that the copies are not the task's time, and after the commute
