@@ -200,6 +200,8 @@ pub(crate) struct CudaBackend {
     host: HostMode,
     /// The device's memory, bytes (0 if the driver did not say).
     total_mem: u64,
+    /// The devices whose memory this one was asked to read, and whether it can directly.
+    peers: Mutex<Vec<(usize, bool)>>,
     copies: Mutex<Copies>,
 }
 
@@ -255,11 +257,57 @@ impl CudaBackend {
             ctx,
             host,
             total_mem: mem as u64,
+            peers: Mutex::new(Vec::new()),
             copies: Mutex::new(Copies {
                 stream,
                 staging: None,
             }),
         })
+    }
+
+    /// Whether this device can read `peer`'s memory directly, peer access enabled from
+    /// this context on the first ask (`cuDeviceCanAccessPeer`, `cuCtxEnablePeerAccess`);
+    /// said once in the log either way. Called with this context bound.
+    fn peer_access(&self, peer: &CudaBackend) -> Result<bool, String> {
+        let mut known = self.peers.lock();
+        if let Some(&(_, can)) = known.iter().find(|(o, _)| *o == peer.ordinal) {
+            return Ok(can);
+        }
+        let mut can: std::ffi::c_int = 0;
+        // SAFETY: writes one int; both devices exist.
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can, self.ctx.cu_device(), peer.ctx.cu_device()) }
+            .result()
+            .map_err(|e| err("cuDeviceCanAccessPeer", e))?;
+        let mut can = can != 0;
+        if can {
+            // SAFETY: this context is bound (the caller's contract); enabling twice is an
+            // error CUDA names, taken as success.
+            match unsafe { sys::cuCtxEnablePeerAccess(peer.ctx.cu_ctx(), 0) }.result() {
+                Ok(()) => {}
+                Err(e) if e.0 == sys::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+                Err(e) => {
+                    log::warn!(
+                        "CUDA devices {} and {}: enabling peer access failed ({e:?}): copies \
+                         go through main memory",
+                        self.ordinal,
+                        peer.ordinal
+                    );
+                    can = false;
+                }
+            }
+        }
+        log::info!(
+            "copies from CUDA device {} to {}: {}",
+            peer.ordinal,
+            self.ordinal,
+            if can {
+                "peer to peer"
+            } else {
+                "through main memory (no peer access between them)"
+            }
+        );
+        known.push((peer.ordinal, can));
+        Ok(can)
     }
 
     fn bind(&self) -> Result<(), String> {
@@ -460,7 +508,27 @@ impl Backend for CudaBackend {
                 .synchronize()
                 .map_err(|e| err("synchronising a copy", e));
         }
-        // Through main memory: peer access is not set up.
+        if self.peer_access(peer)? {
+            let c = self.copies.lock();
+            // SAFETY: `src` holds `src.len` bytes in the peer's context, `ptr` as many in
+            // this one; the copy is waited for before the lock is released.
+            unsafe {
+                result::memcpy_peer_async(
+                    self.ctx.cu_ctx(),
+                    ptr,
+                    peer.ctx.cu_ctx(),
+                    src.ptr,
+                    src.len,
+                    c.stream.cu_stream(),
+                )
+            }
+            .map_err(|e| err("copying between devices (peer to peer)", e))?;
+            return c
+                .stream
+                .synchronize()
+                .map_err(|e| err("synchronising a copy", e));
+        }
+        // Through main memory: the devices cannot reach each other.
         let mut host = vec![0u8; src.len];
         peer.bind()?;
         peer.download(src.ptr, &mut host, false)?;
