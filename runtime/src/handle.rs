@@ -527,8 +527,12 @@ impl<T: Clone + Send + Sync + 'static> Handle<T> {
     pub(crate) fn new_replicated(value: T, bytes: u64, pool: Option<&Arc<NodePool>>) -> Handle<T> {
         Self::with_copier(value, bytes, pool, &CopierOf::<T>::COPIER)
     }
+}
 
-    fn with_copier(
+impl<T: Send + Sync + 'static> Handle<T> {
+    /// A handle on `value` copied between memory nodes by `copier`, which must be the
+    /// copier of `T` (a part's, chosen at run time: see partition.rs).
+    pub(crate) fn with_copier(
         value: T,
         bytes: u64,
         pool: Option<&Arc<NodePool>>,
@@ -602,6 +606,11 @@ impl<T: Clone + Send + Sync + 'static> CopierOf<T> {
         to_home: Self::TO_HOME,
         bytes: None,
     };
+}
+
+/// The copier of a `Clone` type: emulated devices only.
+pub(crate) fn replicated_copier<T: Clone + Send + Sync + 'static>() -> &'static Copier {
+    &CopierOf::<T>::COPIER
 }
 
 /// The copier of a [`crate::DeviceData`] type (for the bus measure).

@@ -56,6 +56,33 @@ pub unsafe trait Partition: Send + Sync + 'static {
     /// The parts `filter` makes, each with the bytes it counts for in task footprints;
     /// an error says why the filter does not apply.
     fn split(&mut self, filter: Filter) -> Result<Vec<(Self::Part, u64)>, String>;
+
+    /// How a part is copied to a device when the partitioned handle could be (it was
+    /// registered with `register_replicated` or `register_device`): `None` keeps the
+    /// parts on CPU workers (the default).
+    #[doc(hidden)]
+    fn part_copier() -> Option<PartCopier> {
+        None
+    }
+}
+
+/// How the parts of a [`Partition`] are copied to devices (opaque).
+#[doc(hidden)]
+pub struct PartCopier(&'static crate::handle::Copier);
+
+/// A vector part's copier: with its bytes (CUDA too) for the built-in element types,
+/// clones only (emulated devices) for the others.
+fn vector_part_copier<T: Clone + Send + Sync + 'static>() -> PartCopier {
+    use std::any::TypeId;
+    macro_rules! elements {
+        ($($e:ty),*) => { $(
+            if TypeId::of::<T>() == TypeId::of::<$e>() {
+                return PartCopier(crate::handle::device_copier::<VectorPart<$e>>());
+            }
+        )* };
+    }
+    elements!(f32, f64, u8, u16, u32, u64, i8, i16, i32, i64);
+    PartCopier(crate::handle::replicated_copier::<VectorPart<T>>())
 }
 
 /// The bounds of `parts` near-equal pieces of `len` elements: the first `len % parts` get
@@ -72,7 +99,45 @@ fn pieces(len: usize, parts: usize) -> impl Iterator<Item = (usize, usize)> {
 pub struct VectorPart<T> {
     ptr: *mut T,
     len: usize,
+    /// A device's copy of a part (see [`Clone`]) owns its elements (held for its drop
+    /// only: `ptr` points into it); a part of a parent views them.
+    #[allow(dead_code)]
+    own: Option<Box<[T]>>,
     _t: PhantomData<T>,
+}
+
+/// A clone owns a copy of the elements: what an emulated GPU computes on.
+/// `clone_from` copies the elements into the part it is called on, in place: a copy
+/// coming back to a part of its parent lands in the parent.
+impl<T: Clone> Clone for VectorPart<T> {
+    fn clone(&self) -> Self {
+        let mut own: Box<[T]> = self.deref().into();
+        VectorPart {
+            ptr: own.as_mut_ptr(),
+            len: own.len(),
+            own: Some(own),
+            _t: PhantomData,
+        }
+    }
+
+    fn clone_from(&mut self, src: &Self) {
+        if self.len == src.len {
+            self.deref_mut().clone_from_slice(src);
+        } else {
+            *self = src.clone();
+        }
+    }
+}
+
+// SAFETY: the part's elements, contiguous; `Element` makes any bytes a valid value, and
+// the length is fixed.
+unsafe impl<E: crate::device::Element> crate::device::DeviceData for VectorPart<E> {
+    fn device_bytes(&self) -> &[u8] {
+        crate::device::bytes_of(self)
+    }
+    fn device_bytes_mut(&mut self) -> &mut [u8] {
+        crate::device::bytes_of_mut(self)
+    }
 }
 
 // SAFETY: a part is a `&mut [T]` on memory nobody else accesses while it lives (see
@@ -98,8 +163,12 @@ impl<T> DerefMut for VectorPart<T> {
 
 // SAFETY: the blocks are disjoint ranges of the vector's buffer, which does not move or
 // change length while the vector is not accessed.
-unsafe impl<T: crate::DataSize + Send + Sync + 'static> Partition for Vec<T> {
+unsafe impl<T: crate::DataSize + Clone + Send + Sync + 'static> Partition for Vec<T> {
     type Part = VectorPart<T>;
+
+    fn part_copier() -> Option<PartCopier> {
+        Some(vector_part_copier::<T>())
+    }
 
     fn split(&mut self, filter: Filter) -> Result<Vec<(VectorPart<T>, u64)>, String> {
         let Filter::Blocks(n) = filter else {
@@ -125,6 +194,7 @@ unsafe impl<T: crate::DataSize + Send + Sync + 'static> Partition for Vec<T> {
                     // SAFETY: `start + len <= self.len()`.
                     ptr: unsafe { base.add(start) },
                     len,
+                    own: None,
                     _t: PhantomData,
                 };
                 (part, bytes)
@@ -199,7 +269,41 @@ pub struct MatrixPart<T> {
     rows: usize,
     cols: usize,
     ld: usize,
+    /// A device's copy owns its elements, packed (`ld == rows`; held for its drop only);
+    /// see [`VectorPart`].
+    #[allow(dead_code)]
+    own: Option<Box<[T]>>,
     _t: PhantomData<T>,
+}
+
+/// A clone owns a packed copy of the block (an emulated GPU's); `clone_from` copies the
+/// elements into the block it is called on, in place, column by column.
+impl<T: Clone> Clone for MatrixPart<T> {
+    fn clone(&self) -> Self {
+        let mut own: Vec<T> = Vec::with_capacity(self.rows * self.cols);
+        for j in 0..self.cols {
+            own.extend_from_slice(self.col(j));
+        }
+        let mut own = own.into_boxed_slice();
+        MatrixPart {
+            ptr: own.as_mut_ptr(),
+            rows: self.rows,
+            cols: self.cols,
+            ld: self.rows,
+            own: Some(own),
+            _t: PhantomData,
+        }
+    }
+
+    fn clone_from(&mut self, src: &Self) {
+        if (self.rows, self.cols) == (src.rows, src.cols) {
+            for j in 0..self.cols {
+                self.col_mut(j).clone_from_slice(src.col(j));
+            }
+        } else {
+            *self = src.clone();
+        }
+    }
 }
 
 // SAFETY: as for `VectorPart`: the block is memory nobody else accesses while it lives.
@@ -252,8 +356,16 @@ impl<T> MatrixPart<T> {
 
 // SAFETY: the blocks cover disjoint (row range × column range) rectangles of the buffer,
 // which does not move while the matrix is not accessed.
-unsafe impl<T: Send + Sync + 'static> Partition for Matrix<T> {
+unsafe impl<T: Clone + Send + Sync + 'static> Partition for Matrix<T> {
     type Part = MatrixPart<T>;
+
+    /// Blocks are strided: emulated GPUs take them (as packed clones); CUDA GPUs do not
+    /// (no 2D copies yet), and their tasks run on CPU workers there.
+    fn part_copier() -> Option<PartCopier> {
+        Some(PartCopier(
+            crate::handle::replicated_copier::<MatrixPart<T>>(),
+        ))
+    }
 
     fn split(&mut self, filter: Filter) -> Result<Vec<(MatrixPart<T>, u64)>, String> {
         let Filter::Grid { rows, cols } = filter else {
@@ -279,6 +391,7 @@ unsafe impl<T: Send + Sync + 'static> Partition for Matrix<T> {
                     rows: nr,
                     cols: nc,
                     ld,
+                    own: None,
                     _t: PhantomData,
                 };
                 parts.push((part, (nr * nc * std::mem::size_of::<T>()) as u64));
@@ -373,10 +486,20 @@ impl Runtime {
             .ext_or_init()
             .partitioned
             .store(true, Ordering::Release);
+        // Parts of data that devices could hold can be copied to them too.
+        let copier = match handle.core.copier {
+            Some(_) => T::part_copier(),
+            None => None,
+        };
         let parts = parts
             .into_iter()
             .map(|(p, bytes)| {
-                let h = self.register_bytes(p, bytes);
+                let h = match &copier {
+                    Some(PartCopier(c)) => {
+                        Handle::with_copier(p, bytes, Some(&self.shared.nodes), c)
+                    }
+                    None => self.register_bytes(p, bytes),
+                };
                 h.core.ext_or_init().part.store(true, Ordering::Release);
                 h
             })

@@ -242,3 +242,77 @@ fn a_limit_below_one_tile_fails_the_task_naming_the_limit_and_never_hangs() {
         .build()
         .is_err());
 }
+
+#[test]
+fn parts_of_a_vector_and_a_matrix_run_on_gpus_and_land_in_their_parent() {
+    use taskwatt_runtime::{Filter, Matrix, MatrixPart, VectorPart};
+    let f = |x: u64| ((x * 3 + 1) * 3 + 1) * 3 + 1;
+    // 8 vector parts of 4 KiB: with room for 3, parts are evicted and written back.
+    for limit in [None, Some(3 * 4096)] {
+        for policy in ["eager", "lws", "dmda"] {
+            let mut b = Runtime::builder()
+                .workers(1)
+                .emulated_gpus(1)
+                .policy(policy);
+            if let Some(l) = limit {
+                b = b.gpu_memory_limit(l);
+            }
+            let rt = b.build().unwrap();
+            let scale = Codelet::new("scale").gpu(|ctx| {
+                ctx.rw::<VectorPart<u64>>(0)
+                    .iter_mut()
+                    .for_each(|x| *x = *x * 3 + 1)
+            });
+            let v = rt.register_replicated((0..4096u64).collect::<Vec<_>>());
+            let parts = rt.partition(&v, Filter::Blocks(8)).unwrap();
+            for _ in 0..3 {
+                for p in parts.iter() {
+                    rt.submit(Task::new(&scale).rw(p)).unwrap();
+                }
+            }
+            rt.unpartition(parts).unwrap();
+            let got = rt.unregister(v).unwrap();
+            assert!(
+                got.iter().enumerate().all(|(i, x)| *x == f(i as u64)),
+                "{policy}, limit {limit:?}"
+            );
+            let stats = rt.stats();
+            assert_eq!(stats.executed, 24);
+            if limit.is_some() {
+                assert!(stats.evictions > 0 && stats.written_back > 0, "{stats:?}");
+            }
+            // A matrix's blocks (strided views) too: each element gets its block's index.
+            let m = rt.register_replicated(Matrix::from_fn(30, 20, |i, j| (i * 100 + j) as u64));
+            let mark = Codelet::new("mark").gpu(|ctx| {
+                let k = *ctx.arg::<u64>();
+                let b = ctx.rw::<MatrixPart<u64>>(0);
+                for j in 0..b.cols() {
+                    b.col_mut(j).iter_mut().for_each(|x| *x += 1000 * k);
+                }
+            });
+            let blocks = rt.partition(&m, Filter::Grid { rows: 3, cols: 2 }).unwrap();
+            for (k, blk) in blocks.iter().enumerate() {
+                rt.submit(Task::new(&mark).rw(blk).arg(k as u64)).unwrap();
+            }
+            rt.unpartition(blocks).unwrap();
+            let m = rt.unregister(m).unwrap();
+            for j in 0..20 {
+                for i in 0..30 {
+                    // Blocks by block column, then block row: 10 rows, 10 columns each.
+                    let k = (j / 10) * 3 + i / 10;
+                    assert_eq!(*m.get(i, j), (i * 100 + j + 1000 * k) as u64, "{policy}");
+                }
+            }
+        }
+    }
+    // Parts of data registered for the CPU only stay there: a GPU-only codelet is refused.
+    let rt = Runtime::builder()
+        .workers(1)
+        .emulated_gpus(1)
+        .build()
+        .unwrap();
+    let v = rt.register(vec![0u64; 64]);
+    let parts = rt.partition(&v, Filter::Blocks(2)).unwrap();
+    let gpu_only = Codelet::new("gpu_only").gpu(|_| {});
+    assert!(rt.submit(Task::new(&gpu_only).rw(&parts[0])).is_err());
+}
