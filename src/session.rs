@@ -614,7 +614,7 @@ pub fn run_energy_model(app: App) -> String {
 
 /// The UUIDs of the CUDA devices a run drives (`0..gpus`), for NVML to tell which GPU is
 /// which; `None` (NVML's order taken as CUDA's, said in a warning) where CUDA cannot say.
-pub(crate) fn cuda_uuids(gpus: usize) -> Option<Vec<String>> {
+pub fn cuda_uuids(gpus: usize) -> Option<Vec<String>> {
     match taskwatt_runtime::cuda_device_uuids() {
         Ok(mut u) => {
             u.truncate(gpus);

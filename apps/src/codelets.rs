@@ -19,8 +19,8 @@
 use std::sync::OnceLock;
 
 use taskwatt_kernels::{
-    gemm_nn, gemm_nt, heat_step, heat_step_edges, potrf, syrk, trsm, Edge, Edges, Neighbours,
-    Scalar, Side, Tile,
+    gemm_nn, gemm_nt, heat_step_edges_in, heat_step_in, potrf, syrk, trsm, Edge, Edges, Extent,
+    Neighbours, Scalar, Side, Tile,
 };
 use taskwatt_runtime::{Codelet, TaskCtx};
 
@@ -54,6 +54,9 @@ pub struct HeatStep {
     /// Whether the neighbours' buffers are their [`Edge`]s (the halos a distributed run
     /// moves) rather than whole tiles.
     pub from_edges: bool,
+    /// How much of the tile lies inside the grid ([`Extent::full`] but at the far edges
+    /// of a grid whose order the tile does not divide).
+    pub extent: Extent,
 }
 
 /// An element type of the apps, with its own codelets (a `static` inside a generic
@@ -104,7 +107,7 @@ pub fn heat_step_codelet() -> &'static Codelet {
                     west,
                     east,
                 };
-                heat_step_edges(src, edges, out, arg.alpha);
+                heat_step_edges_in(src, edges, out, arg.alpha, arg.extent);
             } else {
                 let [north, south, west, east] = sides(&arg.present, |i| ctx.r::<Tile>(i));
                 let halo = Neighbours {
@@ -113,7 +116,7 @@ pub fn heat_step_codelet() -> &'static Codelet {
                     west,
                     east,
                 };
-                heat_step(src, halo, out, arg.alpha);
+                heat_step_in(src, halo, out, arg.alpha, arg.extent);
             }
         };
         Codelet::new("heat_step").cpu(cpu)

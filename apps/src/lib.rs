@@ -228,18 +228,11 @@ impl AppConfig {
         if app == App::Stencil && self.steps == 0 {
             return Err(invalid("--steps 0 runs nothing: use at least 1".into()));
         }
-        if app == App::Stencil && !self.n.is_multiple_of(self.tile) {
-            return Err(invalid(format!(
-                "--n {} is not a multiple of --tile {}: the stencil's grid is not padded (the \
-                 padding would be part of its boundary); pick a tile that divides n",
-                self.n, self.tile
-            )));
-        }
         let elem = match (app, self.precision) {
             (App::Stencil, _) | (_, Precision::F64) => 8u64,
             (_, Precision::F32) => 4,
         };
-        // Cholesky and GEMM pad an n that the tile does not divide up to a multiple of it.
+        // Every app pads an n that the tile does not divide up to a multiple of it.
         let order = (self.n as u64)
             .div_ceil(self.tile as u64)
             .saturating_mul(self.tile as u64);

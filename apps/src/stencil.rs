@@ -15,7 +15,7 @@
 
 use std::time::Instant;
 
-use taskwatt_kernels::{flops, sequential, Tile, TiledMatrix};
+use taskwatt_kernels::{flops, sequential, Extent, Tile, TiledMatrix};
 use taskwatt_runtime::{Handle, Runtime, Task};
 
 use super::codelets::HeatStep;
@@ -33,7 +33,8 @@ fn initial(
     seed: u64,
     go: &dyn Fn() -> bool,
 ) -> Result<Option<TiledMatrix>, taskwatt_kernels::KernelError> {
-    let nt = n / nb.max(1);
+    // A grid whose order the tile does not divide is padded (see `Extent`).
+    let nt = n.div_ceil(nb.max(1));
     let mut tiles = Vec::with_capacity(nt * nt);
     let (ci, cj) = (
         (seed as usize * 7919) % n.max(1),
@@ -55,7 +56,7 @@ fn initial(
             })));
         }
     }
-    TiledMatrix::from_tiles(n, nb, tiles).map(Some)
+    TiledMatrix::from_tiles(nt * nb, nb, tiles).map(Some)
 }
 
 /// Runs heat_step alone, then on every worker, for `each` (or its time in `only`; see
@@ -100,6 +101,7 @@ pub(super) fn calibrate(
             present: [true; 4],
             alpha: ALPHA,
             from_edges: false,
+            extent: Extent::full(nb),
         })
     })?;
     Ok(())
@@ -151,6 +153,7 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
                     present,
                     alpha: ALPHA,
                     from_edges: false,
+                    extent: Extent::of(n, nb, i, j),
                 }))?;
             }
         }
@@ -159,7 +162,7 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     rt.wait_all()?;
     let (makespan, graph_end) = (start.elapsed(), taskwatt_traces::Clock::now());
 
-    let mut result = TiledMatrix::empty(n, nb).map_err(&err)?;
+    let mut result = TiledMatrix::empty(nt * nb, nb).map_err(&err)?;
     for (k, h) in cur.into_iter().enumerate() {
         result
             .insert(k % nt, k / nt, rt.unregister(h)?)
@@ -167,7 +170,7 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
     }
     let check = match reference {
         Some(mut r) => {
-            sequential::heat(&mut r, steps, ALPHA).map_err(&err)?;
+            sequential::heat_in(&mut r, n, steps, ALPHA).map_err(&err)?;
             let value = r
                 .to_dense()
                 .iter()
@@ -187,7 +190,9 @@ pub(super) fn run(rt: &Runtime, cfg: &AppConfig) -> Result<AppRun, AppError> {
         app: App::Stencil,
         config: *cfg,
         tasks: (steps * nt * nt) as u64,
-        flops: flops::heat_step(nb) * (steps * nt * nt) as f64,
+        // The grid's cells only, not the padding's.
+        flops: flops::heat_step(nb) * (steps * nt * nt) as f64 * (n * n) as f64
+            / ((nt * nb) * (nt * nb)) as f64,
         makespan,
         graph: vec![(graph_start, graph_end)],
         check,

@@ -93,6 +93,8 @@ pub use dense::{backend, backend_threads, gemm_nn, gemm_nt, init, potrf, syrk, t
 pub use edge::{Edge, Side};
 pub use error::KernelError;
 pub use scalar::Scalar;
-pub use stencil::{heat_step, heat_step_edges, Edges, Neighbours};
+pub use stencil::{
+    heat_step, heat_step_edges, heat_step_edges_in, heat_step_in, Edges, Extent, Neighbours,
+};
 pub use tile::Tile;
 pub use tiled::{padded_order, TiledMatrix};

@@ -16,7 +16,7 @@
 //! ```
 
 use crate::{
-    gemm_nn, gemm_nt, heat_step, potrf, syrk, trsm, KernelError, Neighbours, Scalar, Tile,
+    gemm_nn, gemm_nt, heat_step_in, potrf, syrk, trsm, KernelError, Neighbours, Scalar, Tile,
     TiledMatrix,
 };
 
@@ -121,6 +121,23 @@ pub fn gemm<T: Scalar>(
 /// # Errors
 /// [`KernelError::MissingTile`] if a tile is absent.
 pub fn heat(grid: &mut TiledMatrix, steps: usize, alpha: f64) -> Result<(), KernelError> {
+    let n = grid.n();
+    heat_in(grid, n, steps, alpha)
+}
+
+/// [`heat`] on a grid of order `n` padded to a multiple of its tiles' order (`grid.n()`
+/// is [`padded_order`](crate::padded_order)`(n, nb)`): the rows and columns past `n` are
+/// padding, kept, and the first `n` are the order-`n` grid's (see
+/// [`Extent`](crate::Extent)).
+///
+/// # Errors
+/// As [`heat`].
+pub fn heat_in(
+    grid: &mut TiledMatrix,
+    n: usize,
+    steps: usize,
+    alpha: f64,
+) -> Result<(), KernelError> {
     let (nb, nt) = (grid.nb(), grid.nt());
     for j in 0..nt {
         for i in 0..nt {
@@ -143,11 +160,12 @@ pub fn heat(grid: &mut TiledMatrix, steps: usize, alpha: f64) -> Result<(), Kern
                     west: j.checked_sub(1).and_then(|w| src.tile(i, w)),
                     east: if j + 1 < nt { src.tile(i, j + 1) } else { None },
                 };
-                heat_step(
+                heat_step_in(
                     src.tile(i, j).expect("checked"),
                     halo,
                     next.tile_mut(i, j).expect("zeros"),
                     alpha,
+                    crate::Extent::of(n, nb, i, j),
                 );
             }
         }

@@ -45,6 +45,79 @@ impl Neighbours<'_> {
     }
 }
 
+/// How much of a tile lies inside the grid: its first `rows` rows and `cols` columns. A
+/// tile of a grid whose order the tile does not divide is padded at the grid's far edges;
+/// there the grid's last row and column (`rows - 1`, `cols - 1`) are its boundary, kept as
+/// the other Dirichlet cells are, and the padding past them is kept too, so that the
+/// first `n` rows and columns are the order-`n` grid's, bit for bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// Rows inside the grid (1 to the tile's order).
+    pub rows: usize,
+    /// Columns inside the grid.
+    pub cols: usize,
+}
+
+impl Extent {
+    /// A whole tile of order `nb`.
+    pub fn full(nb: usize) -> Extent {
+        Extent { rows: nb, cols: nb }
+    }
+
+    /// Tile `(i, j)` of a grid of order `n` in tiles of order `nb`.
+    pub fn of(n: usize, nb: usize, i: usize, j: usize) -> Extent {
+        let inside = |k: usize| n.saturating_sub(k * nb).clamp(1, nb.max(1));
+        Extent {
+            rows: inside(i),
+            cols: inside(j),
+        }
+    }
+}
+
+/// Keeps, in `dst`, `src`'s cells from the grid's last row and column inside the tile on
+/// (a partial tile's boundary and padding; see [`Extent`]).
+fn keep_past(src: &Tile, dst: &mut Tile, extent: Extent) {
+    let nb = src.nb();
+    if extent.rows < nb {
+        let r0 = extent.rows.saturating_sub(1);
+        for (d, c) in dst
+            .as_mut_slice()
+            .chunks_exact_mut(nb)
+            .zip(src.as_slice().chunks_exact(nb))
+        {
+            d[r0..].copy_from_slice(&c[r0..]);
+        }
+    }
+    if extent.cols < nb {
+        let c0 = extent.cols.saturating_sub(1) * nb;
+        dst.as_mut_slice()[c0..].copy_from_slice(&src.as_slice()[c0..]);
+    }
+}
+
+/// [`heat_step`] on a tile of which only `extent` lies inside the grid (see [`Extent`]).
+///
+/// # Panics
+/// As [`heat_step`].
+pub fn heat_step_in(src: &Tile, halo: Neighbours<'_>, dst: &mut Tile, alpha: f64, extent: Extent) {
+    heat_step(src, halo, dst, alpha);
+    keep_past(src, dst, extent);
+}
+
+/// [`heat_step_edges`] on a tile of which only `extent` lies inside the grid.
+///
+/// # Panics
+/// As [`heat_step_edges`].
+pub fn heat_step_edges_in(
+    src: &Tile,
+    edges: Edges<'_>,
+    dst: &mut Tile,
+    alpha: f64,
+    extent: Extent,
+) {
+    heat_step_edges(src, edges, dst, alpha);
+    keep_past(src, dst, extent);
+}
+
 /// One Jacobi step: writes into `dst` the update of `src` (see the module docs for the
 /// formula and the boundary rule). `src` and `dst` must be distinct tiles (the borrow
 /// checker enforces it), as Jacobi reads only the old step.
@@ -184,6 +257,46 @@ fn interior<const FMA: bool>(d: &mut [f64], c: &[f64], w: &[f64], e: &[f64], c0:
 mod tests {
     use super::*;
     use crate::testutil::{assert_close, naive, random_tile};
+
+    #[test]
+    fn a_padded_grid_s_first_n_rows_and_columns_are_the_order_n_grid_s_bit_for_bit() {
+        use crate::{padded_order, sequential, TiledMatrix};
+        let f =
+            |r: usize, c: usize| ((r * 31 + c * 17) % 23) as f64 + if r == 0 { 100.0 } else { 0.0 };
+        for (n, nb) in [(10usize, 4usize), (9, 3), (7, 5), (5, 4), (6, 1)] {
+            // The order-n grid in one tile, and padded in tiles of nb (padding: 7.0, to
+            // catch any leak into the grid).
+            let mut whole = TiledMatrix::from_tiles(n, n, vec![Some(Tile::from_fn(n, f))]).unwrap();
+            let big = padded_order(n, nb).unwrap();
+            let nt = big / nb;
+            let tiles = (0..nt * nt)
+                .map(|k| {
+                    let (i, j) = (k % nt, k / nt);
+                    Some(Tile::from_fn(nb, |r, c| {
+                        let (gr, gc) = (i * nb + r, j * nb + c);
+                        if gr < n && gc < n {
+                            f(gr, gc)
+                        } else {
+                            7.0
+                        }
+                    }))
+                })
+                .collect();
+            let mut padded = TiledMatrix::from_tiles(big, nb, tiles).unwrap();
+            sequential::heat(&mut whole, 6, 0.2).unwrap();
+            sequential::heat_in(&mut padded, n, 6, 0.2).unwrap();
+            let (a, b) = (whole.to_dense(), padded.to_dense());
+            for c in 0..n {
+                for r in 0..n {
+                    assert_eq!(
+                        a[r + c * n].to_bits(),
+                        b[r + c * big].to_bits(),
+                        "n {n}, nb {nb}: ({r}, {c})"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_edges_give_the_same_values_as_the_tiles_bit_for_bit() {

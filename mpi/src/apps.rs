@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 use taskwatt_apps::codelets::{halo_codelet, heat_step_codelet, AppScalar, Beta, HeatStep};
-use taskwatt_kernels::{sequential, Edge, Scalar, Side, Tile, TiledMatrix};
+use taskwatt_kernels::{sequential, Edge, Extent, Scalar, Side, Tile, TiledMatrix};
 
 use crate::dist::{DistHandle, DistRuntime, DistStats, DistTask};
 use crate::DistError;
@@ -281,15 +281,9 @@ pub fn run_with<T: AppScalar>(
             "--n {n} and --tile {nb} must be positive"
         )));
     }
-    // Cholesky and GEMM pad an `n` that the tile does not divide (`padded_order`): the
-    // padding is the identity's or zeros, which leave the first `n` rows and columns
-    // exact. The stencil's grid is not padded (the padding would be part of its boundary).
-    if matches!(app, DistApp::Stencil) && !n.is_multiple_of(nb) {
-        return Err(DistError::NoMpi(format!(
-            "--n {n} is not a multiple of --tile {nb}: the stencil's grid is not padded; \
-             pick a tile that divides n"
-        )));
-    }
+    // Every app pads an `n` that the tile does not divide (`padded_order`): Cholesky's and
+    // GEMM's padding is the identity's or zeros, which leave the first `n` rows and columns
+    // exact; the stencil's is kept as its boundary is (`Extent`).
     let nt = n.div_ceil(nb);
     let order = nt * nb;
     let g = BlockCyclic::of(d.size());
@@ -394,7 +388,8 @@ pub fn run_with<T: AppScalar>(
             }
             let (heat, halo) = (heat_step_codelet(), halo_codelet());
             let alpha = 0.1;
-            let init = move |i: usize, j: usize| TiledMatrix::<f64>::random_tile(nb, seed, i, j);
+            let init =
+                move |i: usize, j: usize| TiledMatrix::<f64>::random_tile_in(n, nb, seed, i, j);
             let x = register(d, g, nt, nb, false, init)?;
             let y = register(d, g, nt, nb, false, |_, _| Tile::<f64>::zeros(nb))?;
             // Only halos move: each tile's sides that a neighbour reads are edges of their
@@ -447,6 +442,7 @@ pub fn run_with<T: AppScalar>(
                             present,
                             alpha,
                             from_edges: true,
+                            extent: Extent::of(n, nb, i, j),
                         }))?;
                     }
                 }
@@ -466,7 +462,7 @@ pub fn run_with<T: AppScalar>(
             } else {
                 (y, x)
             };
-            let got = self::result(d, result, n, nb, check)?;
+            let got = self::result(d, result, order, nb, check)?;
             for h in other.into_iter().flatten().flatten() {
                 d.unregister(h)?;
             }
@@ -481,7 +477,7 @@ pub fn run_with<T: AppScalar>(
             }
             let diff = got.map(|got| {
                 let mut r = TiledMatrix::random(n, nb, seed).expect("valid sizes");
-                sequential::heat(&mut r, steps, alpha).expect("full grid");
+                sequential::heat_in(&mut r, n, steps, alpha).expect("full grid");
                 compare(&got, &r, false)
             });
             (m, diff)

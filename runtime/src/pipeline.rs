@@ -160,6 +160,14 @@ fn prefetcher(sh: &Shared, node: usize, rx: mpsc::Receiver<Request>) {
         b.enter_thread();
     }
     while let Ok(req) = rx.recv() {
+        // The worker waits for this: told when this request is done, even by unwinding.
+        struct Done<'a>(&'a Slot);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.finish();
+            }
+        }
+        let _done = Done(&req.slot);
         if !sh.interrupted.load(std::sync::atomic::Ordering::Relaxed) {
             let why = CopyFor {
                 worker: Some(req.worker),
@@ -180,6 +188,5 @@ fn prefetcher(sh: &Shared, node: usize, rx: mpsc::Receiver<Request>) {
             }
             drop(pins);
         }
-        req.slot.finish();
     }
 }
