@@ -166,9 +166,12 @@ struct Queue<T> {
     tasks: VecDeque<(T, f64, i32, u64)>,
     /// Sum of the queued tasks' expected durations, ns.
     queued_ns: f64,
-    /// When the running task is expected to end (ns since the policy's start); in the
-    /// past when idle.
+    /// When the tasks the worker took are expected to end (ns since the policy's start);
+    /// in the past when idle.
     running_end_ns: f64,
+    /// The expected durations of the tasks the worker took and has not finished, oldest
+    /// first: one, or a few for a GPU worker that takes tasks ahead for its prefetcher.
+    in_hand: VecDeque<f64>,
     seq: u64,
 }
 
@@ -208,6 +211,7 @@ impl<T: SchedTask> Dmda<T> {
                         tasks: VecDeque::new(),
                         queued_ns: 0.0,
                         running_end_ns: 0.0,
+                        in_hand: VecDeque::new(),
                         seq: 0,
                     }))
                 })
@@ -429,13 +433,18 @@ impl<T: SchedTask> Policy<T> for Dmda<T> {
         let mut q = self.queues[worker].lock();
         let (task, d, _, _) = q.tasks.pop_front()?;
         q.queued_ns = (q.queued_ns - d).max(0.0);
-        q.running_end_ns = now + d;
+        // A task taken ahead (a GPU worker's pipeline) runs after those in hand.
+        q.running_end_ns = q.running_end_ns.max(now) + d;
+        q.in_hand.push_back(d);
         Some(task)
     }
 
     fn done(&self, worker: usize, _local: &mut Local) {
         let now = self.now_ns();
-        self.queues[worker].lock().running_end_ns = now;
+        let mut q = self.queues[worker].lock();
+        // The worker runs what it took in order: the oldest is the one that ended.
+        q.in_hand.pop_front();
+        q.running_end_ns = now + q.in_hand.iter().sum::<f64>();
     }
 }
 
@@ -617,8 +626,11 @@ mod tests {
         assert!(p.pop(0, &mut l0).is_none());
         let on_gpu: Vec<u32> = std::iter::from_fn(|| p.pop(1, &mut l1).map(|t| t.id)).collect();
         assert_eq!(on_gpu, [0, 1, 2, 3]);
-        // Ten more fit on the GPU before 10.5 ms; the eleventh is better on the CPU.
-        p.done(1, &mut l1);
+        // Ten more fit on the GPU before 10.5 ms once those four are done; the eleventh is
+        // better on the CPU.
+        for _ in 0..4 {
+            p.done(1, &mut l1);
+        }
         for id in 4..15 {
             p.push(t(id, 10.5e6, 1e6), Origin::External);
         }
@@ -628,6 +640,33 @@ mod tests {
             "the 11th: 11 ms > 10.5 ms"
         );
         assert!(p.pop(0, &mut l0).is_none());
+    }
+
+    #[test]
+    fn tasks_a_worker_took_ahead_count_until_each_is_done() {
+        let ws = vec![
+            WorkerDesc::new(0, 0, None),
+            WorkerDesc::new(1, 0, None).with_arch(ArchMask::GPU),
+        ];
+        let p = Dmda::<T>::new(&ws);
+        let (mut l0, mut l1) = (p.local(0), p.local(1));
+        // The GPU worker takes three 3 ms tasks (one running, two ahead for its
+        // prefetcher) and finishes one: 6 ms of them are still in hand.
+        for id in 0..3 {
+            p.push(t(id, 10e6, 3e6), Origin::External);
+        }
+        for _ in 0..3 {
+            assert!(p.pop(1, &mut l1).is_some());
+        }
+        p.done(1, &mut l1);
+        // A task of 5 ms on the GPU against 10 on the CPU: 6 + 5 = 11 > 10, the CPU.
+        p.push(t(3, 10e6, 5e6), Origin::External);
+        assert_eq!(p.pop(0, &mut l0).map(|t| t.id), Some(3));
+        // Both others done: the GPU is free again and takes the next.
+        p.done(1, &mut l1);
+        p.done(1, &mut l1);
+        p.push(t(4, 10e6, 5e6), Origin::External);
+        assert_eq!(p.pop(1, &mut l1).map(|t| t.id), Some(4));
     }
 
     #[test]
