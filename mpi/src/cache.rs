@@ -78,6 +78,7 @@ impl DistRuntime {
     /// [`DeviceData::release_storage`]: tiles made with `Tile::unallocated`); a task that
     /// reads the datum later receives it again. The owner's value stays.
     pub fn flush<T: DeviceData>(&mut self, h: &DistHandle<T>) -> Result<(), DistError> {
+        self.not_partitioned(h.id, "flushed")?;
         self.end_redux(h)?;
         let me = self.rank;
         let meta = &mut self.handles[h.id as usize];

@@ -289,6 +289,9 @@ pub(crate) struct Meta {
     /// Frees this rank's copy once the accesses before are done (see `crate::cache`);
     /// `None` once unregistered.
     pub(crate) evict: Option<Evict>,
+    /// Partitioned (`crate::partition`): refused, and `evict` kept aside meanwhile.
+    pub(crate) partitioned: bool,
+    pub(crate) kept_evict: Option<Evict>,
 }
 
 /// One rank of a distributed run.
@@ -418,6 +421,8 @@ impl DistRuntime {
             bytes,
             last_use: vec![0; self.size],
             evict: (owner != self.rank).then(|| evictor(&local)),
+            partitioned: false,
+            kept_evict: None,
         });
         Ok(DistHandle {
             id,
@@ -541,6 +546,9 @@ impl DistRuntime {
                 .or(task.accesses.first())
                 .map_or(0, |(h, _)| h.dist_owner()),
         };
+        for (h, _) in &task.accesses {
+            self.not_partitioned(h.dist_id(), "accessed by a task")?;
+        }
         // Any other access ends a reduction's phase first: the contributions go home.
         for (h, m) in &task.accesses {
             if !matches!(m, Access::Redux) {
@@ -653,6 +661,7 @@ impl DistRuntime {
                 what: "fetch_to's destination",
             });
         }
+        self.not_partitioned(h.id, "fetched")?;
         self.end_redux(h)?;
         let id = h.id as usize;
         if h.owner == to || self.handles[id].valid[to] {
@@ -731,6 +740,7 @@ impl DistRuntime {
 
     /// Takes a handle's value back (every rank: its own copy).
     pub fn unregister<T: DeviceData>(&mut self, h: DistHandle<T>) -> Result<T, DistError> {
+        self.not_partitioned(h.id, "unregistered")?;
         self.end_redux(&h)?;
         self.handles[h.id as usize].evict = None;
         // The value leaves the runtime, storage and all.

@@ -74,6 +74,29 @@ pub enum DistError {
         /// Why.
         message: String,
     },
+    /// A partitioned datum used as a whole.
+    #[error(
+        "rank {rank}: handle {handle} is partitioned and cannot be {what}: use its parts, or \
+         call DistRuntime::unpartition first"
+    )]
+    Partitioned {
+        /// This rank.
+        rank: usize,
+        /// The handle.
+        handle: u32,
+        /// What was asked.
+        what: &'static str,
+    },
+    /// A partition that cannot be made.
+    #[error("rank {rank}: handle {handle} cannot be partitioned: {reason}")]
+    BadPartition {
+        /// This rank.
+        rank: usize,
+        /// The handle.
+        handle: u32,
+        /// Why.
+        reason: String,
+    },
     /// MPI is not available in this build or could not start.
     #[error("{0}")]
     NoMpi(String),

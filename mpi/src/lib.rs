@@ -23,6 +23,7 @@ mod memory;
 pub mod merge;
 #[cfg(feature = "mpi")]
 mod mpi_transport;
+mod partition;
 mod redux;
 pub mod transport;
 
@@ -34,6 +35,7 @@ pub use error::DistError;
 pub use mpi as rsmpi;
 #[cfg(feature = "mpi")]
 pub use mpi_transport::{abort_job, MpiTransport, MpiUniverse};
+pub use partition::DistParts;
 pub use transport::{ThreadNet, Transport};
 
 /// The CPUs of the `local`-th of `ranks` ranks on one node: a contiguous share of the CPUs

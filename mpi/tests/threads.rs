@@ -580,3 +580,68 @@ fn ranks_that_register_in_different_orders_get_an_error_not_wrong_data() {
         Ok(()) => assert_eq!(got1.as_deref(), Some(&[5u8; 4][..]), "wrong data, no error"),
     }
 }
+
+#[test]
+fn a_partitioned_vector_moves_only_its_parts_and_comes_back_whole() {
+    use taskwatt_runtime::{Filter, VectorPart};
+    // A vector of 4096 f64 owned by rank 0, in 8 parts; part k is updated on rank k % 4
+    // (its value sent there, the result sent home), twice, then read whole again.
+    let out = job(4, 1, "lws", |d| {
+        let me = d.rank();
+        let v = d
+            .register(0, (0..4096).map(|i| i as f64).collect::<Vec<f64>>())
+            .unwrap();
+        let bump = Codelet::new("bump").cpu(|ctx| {
+            let k = *ctx.arg::<f64>();
+            ctx.rw::<VectorPart<f64>>(0)
+                .iter_mut()
+                .for_each(|x| *x = *x * 2.0 + k)
+        });
+        let parts = d.partition(&v, Filter::Blocks(8)).unwrap();
+        // The whole vector is refused meanwhile.
+        let refused = d.submit(DistTask::new(&bump).rw(&v).arg(0.0)).unwrap_err();
+        assert!(
+            matches!(refused, DistError::Partitioned { .. }),
+            "{refused}"
+        );
+        for round in 0..2 {
+            for (k, p) in parts.iter().enumerate() {
+                d.submit(
+                    DistTask::new(&bump)
+                        .rw(p)
+                        .arg((k + round) as f64)
+                        .on_rank(k % 4),
+                )
+                .unwrap();
+            }
+        }
+        d.unpartition(parts).unwrap();
+        let (received, bytes) = d.stats().received;
+        // The whole vector again, read on rank 2: valid on the owner only, so it moves.
+        d.fetch_to(&v, 2).unwrap();
+        d.wait_all().unwrap();
+        let total = d.unregister(v).unwrap();
+        (me, received, bytes, total)
+    });
+    let want: Vec<f64> = (0..4096)
+        .map(|i| {
+            let k = (i / 512) as f64;
+            ((i as f64) * 2.0 + k) * 2.0 + k + 1.0
+        })
+        .collect();
+    for (me, received, bytes, total) in out {
+        // Every message is one part (512 f64).
+        assert_eq!(bytes, received * 512 * 8, "rank {me}: {received} messages");
+        if me == 0 {
+            assert_eq!(total, want);
+            // The 6 parts updated elsewhere come home after each of the 2 rounds.
+            assert_eq!(received, 12);
+        } else {
+            // Two parts each, received once (the second round finds them valid).
+            assert_eq!(received, 2, "rank {me}");
+        }
+        if me == 2 {
+            assert_eq!(total, want, "rank 2's copy, fetched after the unpartition");
+        }
+    }
+}

@@ -129,6 +129,12 @@ impl<T: Clone> Clone for VectorPart<T> {
     }
 }
 
+impl<T: std::fmt::Debug> std::fmt::Debug for VectorPart<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 // SAFETY: the part's elements, contiguous; `Element` makes any bytes a valid value, and
 // the length is fixed.
 unsafe impl<E: crate::device::Element> crate::device::DeviceData for VectorPart<E> {
