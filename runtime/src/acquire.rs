@@ -196,10 +196,13 @@ impl Runtime {
         let node = self.acquire_node("unregister", &handle.core, Access::RW)?;
         handle.core.unregistered.store(true, Ordering::Release);
         // The device copies go first: one may hold the value's memory pinned. (They are
-        // invalid: the acquisition made main memory the owner.)
+        // invalid: the acquisition made main memory the owner.) Under the transfer lock: a
+        // device's memory account may be evicting one of them now (device/memory.rs).
         if let Some(ext) = handle.core.ext() {
+            let _g = ext.transfer.lock();
             for r in &ext.replicas {
-                // SAFETY: as below; no task reads a replica of an unregistered handle.
+                // SAFETY: as below, and the transfer lock keeps evictions out; no task
+                // reads a replica of an unregistered handle.
                 unsafe { *r.get() = None };
             }
         }

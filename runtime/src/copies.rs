@@ -8,7 +8,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 use taskwatt_traces::{Chunk, Eviction, TaskId, Transfer, TransferKind, WorkerId};
 
-use crate::device::memory::{DeviceMemory, Pinner, Room};
+use crate::device::memory::{DeviceMemory, Evicted, Pinner, Room};
 use crate::handle::{Access, HandleCore};
 use crate::shared::Shared;
 use crate::tracelog::TRANSFERS_PER_CHUNK;
@@ -106,7 +106,7 @@ impl Shared {
             let mut charged_now = false;
             if let Some(mem) = mem {
                 loop {
-                    match mem.make_room(core, who, &mut |victim| Ok(self.evict(mem, victim, why))) {
+                    match mem.make_room(core, who, &mut |victim| self.evict(mem, victim, why)) {
                         Ok(Room::Charged { now }) => {
                             charged_now = now;
                             break;
@@ -145,21 +145,24 @@ impl Shared {
         Ok(true)
     }
 
-    /// Drops `victim`'s copy on `mem`'s node (see [`HandleCore::evict`]) and records it;
-    /// `None` when it could not go now. A write-back that fails is logged, and the copy
-    /// stays.
-    fn evict(&self, mem: &DeviceMemory, victim: &HandleCore, why: CopyFor) -> Option<bool> {
+    /// Drops `victim`'s copy on `mem`'s node (see [`HandleCore::evict`]) and records it.
+    /// A write-back that fails leaves the copy, and fails the copy that needed the room.
+    fn evict(
+        &self,
+        mem: &DeviceMemory,
+        victim: &HandleCore,
+        why: CopyFor,
+    ) -> Result<Evicted, String> {
         let start = self.now();
         let wrote = match victim.evict(mem.node, &self.backends) {
-            Ok(w) => w?,
+            Ok(Evicted::Dropped(w)) => w,
+            Ok(other) => return Ok(other),
             Err(e) => {
-                log::warn!(
+                return Err(format!(
                     "handle {}'s copy on memory node {} could not be written back to make \
-                     room, and stays: {e}",
-                    victim.id,
-                    mem.node
-                );
-                return None;
+                     room: {e}",
+                    victim.id, mem.node
+                ))
             }
         };
         let end = self.now();
@@ -191,7 +194,7 @@ impl Shared {
                 self.sink.send(Chunk::Evictions(std::mem::take(&mut *log)));
             }
         }
-        Some(wrote)
+        Ok(Evicted::Dropped(wrote))
     }
 
     /// Counts a copy, and records it in the trace.

@@ -312,9 +312,9 @@ impl HandleCore {
     }
 
     /// Drops the copy on device node `node` to free its memory, writing it back to main
-    /// memory first when it is the only valid one. `None` when the handle is being
-    /// copied by another thread now (its transfer lock is busy: never waited for) or has
-    /// no copy there; else whether it was written back. A write-back that fails leaves
+    /// memory first when it is the only valid one. `Busy` when the handle is being copied
+    /// by another thread now (its transfer lock is busy: never waited for), `Absent` when
+    /// it has no copy there. A write-back that fails leaves
     /// everything as it was and says why.
     ///
     /// The caller makes sure that no task uses the copy on `node` (the device's memory
@@ -324,18 +324,19 @@ impl HandleCore {
         &self,
         node: usize,
         backends: &[Arc<dyn crate::device::Backend>],
-    ) -> Result<Option<bool>, String> {
+    ) -> Result<crate::device::memory::Evicted, String> {
+        use crate::device::memory::Evicted;
         let Some(ext) = self.ext() else {
-            return Ok(None);
+            return Ok(Evicted::Absent);
         };
         let Some(_g) = ext.transfer.try_lock() else {
-            return Ok(None);
+            return Ok(Evicted::Busy);
         };
         // SAFETY: the transfer lock is held, and no task uses node `node`'s copy (the
         // caller's contract): nobody else touches the slot.
         let slot = unsafe { &mut *ext.replicas[node - 1].get() };
         let Some(src) = slot.as_deref() else {
-            return Ok(None);
+            return Ok(Evicted::Absent);
         };
         let valid = self.replica(node) != ReplicaState::Invalid;
         let only = valid && !self.valid_elsewhere(node);
@@ -351,7 +352,7 @@ impl HandleCore {
         }
         self.replicas[node].store(ReplicaState::Invalid as u8, Ordering::Release);
         *slot = None;
-        Ok(Some(only))
+        Ok(Evicted::Dropped(only))
     }
 
     /// Whether an access in `access` on `node` needs no copy and changes no state: the

@@ -270,6 +270,9 @@ fn parts_of_a_vector_and_a_matrix_run_on_gpus_and_land_in_their_parent() {
                     rt.submit(Task::new(&scale).rw(p)).unwrap();
                 }
             }
+            // All done before the parts are retired (which frees their device copies): the
+            // eight parts went through room for three.
+            rt.wait_all().unwrap();
             rt.unpartition(parts).unwrap();
             let got = rt.unregister(v).unwrap();
             assert!(
@@ -315,4 +318,43 @@ fn parts_of_a_vector_and_a_matrix_run_on_gpus_and_land_in_their_parent() {
     let parts = rt.partition(&v, Filter::Blocks(2)).unwrap();
     let gpu_only = Codelet::new("gpu_only").gpu(|_| {});
     assert!(rt.submit(Task::new(&gpu_only).rw(&parts[0])).is_err());
+}
+
+#[test]
+fn handles_unregistered_while_the_device_evicts_others_lose_nothing() {
+    // Unregistering a handle drops its device copy while the GPU worker and its
+    // prefetcher evict copies to make room: both under the handle's transfer lock (a
+    // double free, caught here, before they were), and a copy being handled elsewhere
+    // makes a task wait, never fail.
+    let f = |x: u64| ((x * 3 + 1) * 3 + 1) * 3 + 1;
+    for round in 0..10 {
+        let rt = Runtime::builder()
+            .workers(1)
+            .emulated_gpus(1)
+            .policy(["eager", "lws"][round % 2])
+            .gpu_memory_limit(3 * 4096)
+            .build()
+            .unwrap();
+        let scale = Codelet::new("scale").gpu(|ctx| {
+            ctx.rw::<Vec<u64>>(0)
+                .iter_mut()
+                .for_each(|x| *x = *x * 3 + 1)
+        });
+        let hs: Vec<_> = (0..8u64)
+            .map(|k| rt.register_replicated((k * 512..(k + 1) * 512).collect::<Vec<u64>>()))
+            .collect();
+        for _ in 0..3 {
+            for h in &hs {
+                rt.submit(Task::new(&scale).rw(h)).unwrap();
+            }
+        }
+        // No wait: each unregistration waits for its own handle's tasks only.
+        let got: Vec<u64> = hs
+            .into_iter()
+            .flat_map(|h| rt.unregister(h).unwrap())
+            .collect();
+        rt.wait_all().unwrap();
+        assert_eq!(rt.stats().failed, 0);
+        assert!(got.iter().enumerate().all(|(i, x)| *x == f(i as u64)));
+    }
 }

@@ -73,9 +73,26 @@ pub(crate) enum Room {
     Busy,
 }
 
-/// What eviction of one copy did: dropped it (after writing it back, or not), or left it
-/// (its handle is being copied by another thread).
-pub(crate) type Evicted = Option<bool>;
+/// What eviction of one copy did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Evicted {
+    /// Dropped, after writing it back to main memory (`true`) or not.
+    Dropped(bool),
+    /// Left: its handle is being copied by another thread now.
+    Busy,
+    /// There was no copy (one that could not be made, say): nothing to drop.
+    Absent,
+}
+
+/// What [`DeviceMemory::evict_one`] did.
+enum Freed {
+    /// A copy went.
+    Some,
+    /// None could go now: those that could are being copied by other threads.
+    Busy,
+    /// None can go: every copy is pinned.
+    None,
+}
 
 struct Entry {
     core: Weak<HandleCore>,
@@ -219,8 +236,10 @@ impl DeviceMemory {
                 return Ok(Room::Charged { now: true });
             }
             match self.evict_one(&mut st, core.id, evict)? {
-                true => continue,
-                false => {}
+                Freed::Some => continue,
+                // Another thread copies a copy that could go: it is done soon.
+                Freed::Busy => return Ok(Room::Busy),
+                Freed::None => {}
             }
             // Nothing can go now. Pinned by the other side only: it lets go soon.
             let other = 1 - who as usize;
@@ -276,13 +295,13 @@ impl DeviceMemory {
 
     /// Drops one copy that no one pins, if there is one: the dead first (their handles
     /// were dropped, and their copies with them), then the clean, then the dirty, least
-    /// recently used first. Whether something went.
+    /// recently used first.
     fn evict_one(
         &self,
         st: &mut State,
         needed_by: u64,
         evict: &mut dyn FnMut(&HandleCore) -> Result<Evicted, String>,
-    ) -> Result<bool, String> {
+    ) -> Result<Freed, String> {
         let mut dead = Vec::new();
         let mut cands: Vec<(bool, u64, u64, Arc<HandleCore>)> = Vec::new();
         for (&id, e) in &st.entries {
@@ -300,13 +319,19 @@ impl DeviceMemory {
                     st.used = st.used.saturating_sub(e.bytes);
                 }
             }
-            return Ok(true);
+            return Ok(Freed::Some);
         }
         cands.sort_unstable_by_key(|c| (c.0, c.1));
+        let mut busy = false;
         for (_, _, id, core) in cands {
             match evict(&core)? {
-                None => continue,
-                Some(wrote) => {
+                Evicted::Busy => busy = true,
+                Evicted::Absent => {
+                    let e = st.entries.remove(&id).expect("a candidate has an entry");
+                    st.used = st.used.saturating_sub(e.bytes);
+                    return Ok(Freed::Some);
+                }
+                Evicted::Dropped(wrote) => {
                     let e = st.entries.remove(&id).expect("a candidate has an entry");
                     st.used = st.used.saturating_sub(e.bytes);
                     self.evictions.fetch_add(1, Ordering::Relaxed);
@@ -314,11 +339,11 @@ impl DeviceMemory {
                     if wrote {
                         self.written_back.fetch_add(1, Ordering::Relaxed);
                     }
-                    return Ok(true);
+                    return Ok(Freed::Some);
                 }
             }
         }
-        Ok(false)
+        Ok(if busy { Freed::Busy } else { Freed::None })
     }
 }
 
@@ -445,7 +470,7 @@ mod tests {
         m.pin(std::iter::once(&c), Pinner::Task);
         let r = m.make_room(&c, Pinner::Task, &mut |h| {
             dropped.push(h.id);
-            Ok(Some(false))
+            Ok(Evicted::Dropped(false))
         });
         assert_eq!(r, Ok(Room::Charged { now: true }));
         assert_eq!(dropped, [a.id]);
