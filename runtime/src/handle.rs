@@ -324,8 +324,8 @@ impl HandleCore {
         &self,
         node: usize,
         backends: &[Arc<dyn crate::device::Backend>],
-    ) -> Result<crate::device::memory::Evicted, String> {
-        use crate::device::memory::Evicted;
+    ) -> Result<crate::device::Evicted, String> {
+        use crate::device::Evicted;
         let Some(ext) = self.ext() else {
             return Ok(Evicted::Absent);
         };

@@ -73,16 +73,7 @@ pub(crate) enum Room {
     Busy,
 }
 
-/// What eviction of one copy did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Evicted {
-    /// Dropped, after writing it back to main memory (`true`) or not.
-    Dropped(bool),
-    /// Left: its handle is being copied by another thread now.
-    Busy,
-    /// There was no copy (one that could not be made, say): nothing to drop.
-    Absent,
-}
+pub(crate) use super::Evicted;
 
 /// What [`DeviceMemory::evict_one`] did.
 enum Freed {

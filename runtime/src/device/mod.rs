@@ -145,6 +145,17 @@ pub(crate) trait Backend: Send + Sync {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// What eviction of one copy did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Evicted {
+    /// Dropped, after writing it back to main memory (`true`) or not.
+    Dropped(bool),
+    /// Left: its handle is being copied by another thread now.
+    Busy,
+    /// There was no copy (one that could not be made, say): nothing to drop.
+    Absent,
+}
+
 /// A value that devices with memory of their own can hold: its bytes are its whole
 /// state, and copying them copies it.
 ///
