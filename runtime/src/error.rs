@@ -20,10 +20,25 @@ impl std::fmt::Display for TaskFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "task {} (codelet `{}`) panicked on worker {}: {}",
+            "task {} (codelet `{}`) failed on worker {}: {}",
             self.task, self.codelet, self.worker, self.message
         )
     }
+}
+
+/// The first three failures, and how many more there are (the error holds them all).
+fn first_failures(failures: &[TaskFailure]) -> String {
+    const SHOWN: usize = 3;
+    let mut s = failures
+        .iter()
+        .take(SHOWN)
+        .map(|f| f.to_string())
+        .collect::<Vec<_>>()
+        .join("; ");
+    if failures.len() > SHOWN {
+        s.push_str(&format!("; and {} more", failures.len() - SHOWN));
+    }
+    s
 }
 
 /// Errors of the runtime.
@@ -88,7 +103,7 @@ pub enum RuntimeError {
     },
 
     /// One or more tasks panicked since the last wait; their dependents were cancelled.
-    #[error("{} task(s) failed{}: {}", .failures.len(), if *.cancelled > 0 { format!(" and {} dependent task(s) were cancelled", .cancelled) } else { String::new() }, .failures.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("; "))]
+    #[error("{} task(s) failed{}: {}", .failures.len(), if *.cancelled > 0 { format!(" and {} dependent task(s) were cancelled", .cancelled) } else { String::new() }, first_failures(.failures))]
     TasksFailed {
         /// The tasks that panicked, in the order they failed.
         failures: Vec<TaskFailure>,

@@ -47,7 +47,9 @@ pub(crate) enum LimitSource {
 impl LimitSource {
     fn describe(&self) -> String {
         match self {
-            LimitSource::Builder => "set by RuntimeBuilder::gpu_memory_limit".into(),
+            LimitSource::Builder => {
+                "set by --gpu-memory-limit or RuntimeBuilder::gpu_memory_limit".into()
+            }
             LimitSource::Env => format!("set by {MEMORY_LIMIT_ENV}"),
             LimitSource::Device => "90 % of the device's memory".into(),
             LimitSource::None => "none".into(),
@@ -198,8 +200,9 @@ impl DeviceMemory {
         if bytes > self.limit {
             return Err(format!(
                 "handle {} has {} and memory node {}'s limit is {}: no copy of it fits \
-                 on the device; raise the limit ({MEMORY_LIMIT_ENV}, or \
-                 RuntimeBuilder::gpu_memory_limit) above the largest datum a GPU task uses",
+                 on the device; raise the limit ({MEMORY_LIMIT_ENV}, \
+                 --gpu-memory-limit or RuntimeBuilder::gpu_memory_limit) above the largest \
+                 datum a GPU task uses",
                 core.id,
                 human(bytes),
                 self.node,
@@ -247,17 +250,20 @@ impl DeviceMemory {
                 .filter(|e| e.charged && e.pins[who as usize] > 0)
                 .map(|e| e.bytes)
                 .sum();
+            let others = match st.used.saturating_sub(own) {
+                0 => String::new(),
+                b => format!(", and {} are held by other copies pinned now", human(b)),
+            };
             return Err(format!(
                 "memory node {}'s limit is {}: the task's data does not fit (its other \
-                 handles hold {} there, handle {} needs {} more, {} are held by copies \
-                 that another thread is making); raise the limit ({MEMORY_LIMIT_ENV}, or \
-                 RuntimeBuilder::gpu_memory_limit) above one task's data",
+                 handles hold {} there and handle {} needs {} more{others}); raise the limit \
+                 ({MEMORY_LIMIT_ENV}, --gpu-memory-limit or RuntimeBuilder::gpu_memory_limit) \
+                 above one task's data",
                 self.node,
                 self.describe_limit(),
                 human(own),
                 core.id,
                 human(bytes),
-                human(st.used.saturating_sub(own)),
             ));
         }
     }
