@@ -382,6 +382,13 @@ pub fn merge_any_jobs(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeRepor
             tr.task = tr.task.map(task_id);
             out.transfers.push(tr);
         }
+        for ev in &t.evictions {
+            let mut ev = ev.clone();
+            ev.time = m.map(ev.time);
+            ev.worker = ev.worker.map(wmap);
+            ev.task = ev.task.map(task_id);
+            out.evictions.push(ev);
+        }
         for acc in &t.accesses {
             let mut acc = *acc;
             acc.task = task_id(acc.task);
