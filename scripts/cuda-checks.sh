@@ -7,7 +7,9 @@
 #   mkdir -p .devbin && cp scripts/cuda-checks.sh .devbin/run.sh
 #   cp target/release/taskwatt .devbin/ && cp target/release/deps/cuda-<hash> .devbin/cuda-test
 # then run `.devbin/run.sh` there. The log goes to $OUT/log (or ./log), with the transfers
-# CSVs and the energy reports beside it. About 2.5 minutes on an H200 with 16 cores.
+# CSVs and the energy reports beside it. About 2.5 minutes on an H200 with 16 cores before
+# the dgemm yardstick, the n = 32768 Cholesky and the graphs 3x the device limit (issue 33),
+# which add about a minute (not run yet).
 cd "$(dirname "$0")"
 OUT=${OUT:-.}
 exec > >(tee -a "$OUT/log") 2>&1
@@ -17,7 +19,11 @@ export TASKWATT_PERFMODEL_DIR=/tmp/pm
 LIB=$(find / -xdev -name 'libcublas.so.13*' 2>/dev/null | head -1)
 [ -n "$LIB" ] && export LD_LIBRARY_PATH=$(dirname "$LIB"):$LD_LIBRARY_PATH
 el cuda tests
-./cuda-test --nocapture --test-threads 1
+./cuda-test --nocapture --test-threads 1 2>&1 | tee /tmp/cuda-test.log
+# cuBLAS's own dgemm rate, measured above: the yardstick of the GFlop/s below.
+DGEMM=$(sed -n 's/^cuBLAS dgemm n=[0-9]*: \([0-9]*\) GFlop\/s.*/\1/p' /tmp/cuda-test.log | head -1)
+ratio() { awk -v g="$1" -v d="$DGEMM" 'BEGIN { if (d > 0) printf "  %.1f %% of cuBLAS dgemm (%s GFlop/s)\n", 100 * g / d, d }'; }
+gflops() { tee /dev/stderr | sed -n 's/.*GFlop\/s *\([0-9.]*\).*/\1/p' | head -1; }
 W="--workers 15 --gpus 1 --gpu-backend cuda"
 G="--n 12288 --tile 2048 $W --sched dmda"
 el "gemm f64 calibrate"
@@ -38,6 +44,8 @@ for s in dmda dmdas eager lws prio ws; do
   el "cholesky $s 15+1"
   ./taskwatt run cholesky $C $W --sched $s --no-energy | grep -E "makespan|GFlop|check|transfers"
 done
+el "cholesky n=32768 f64 dmda, against cuBLAS dgemm (issue 33's bar: 50 % or more)"
+ratio "$(./taskwatt run cholesky --n 32768 --tile 2048 $W --sched dmda --no-energy --no-check 2>&1 | grep -E "makespan|GFlop" | gflops)"
 el "cholesky f32 dmda"
 ./taskwatt run cholesky $C $W --sched dmda --precision f32 --no-energy --no-check | grep -E "GFlop"
 ./taskwatt run cholesky $C $W --sched dmda --precision f32 --no-energy | grep -E "makespan|GFlop|check|transfers"

@@ -142,3 +142,54 @@ fn a_gpu_only_codelet_on_data_without_a_byte_view_is_refused() {
         other => panic!("expected NotReplicated, got {other:?}"),
     }
 }
+
+/// cuBLAS's own dgemm rate on device 0 (n = `TASKWATT_DGEMM_N`, default 8192): the
+/// yardstick `scripts/cuda-checks.sh` divides Cholesky's and GEMM's GFlop/s by, measured in
+/// the same call (issue 33's bar: Cholesky n >= 32768 at 50 % of it or more).
+#[test]
+fn cublas_dgemm_rate_the_yardstick() {
+    use taskwatt_runtime::cuda::cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+    use taskwatt_runtime::cuda::cudarc::driver::CudaContext;
+    if !cuda_here("cublas_dgemm_rate") {
+        return;
+    }
+    let n: usize = std::env::var("TASKWATT_DGEMM_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8192);
+    let ctx = CudaContext::new(0).expect("device 0");
+    let stream = ctx.default_stream();
+    let a = stream.alloc_zeros::<f64>(n * n).expect("A");
+    let b = stream.alloc_zeros::<f64>(n * n).expect("B");
+    let mut c = stream.alloc_zeros::<f64>(n * n).expect("C");
+    let blas = CudaBlas::new(stream.clone()).expect("cuBLAS");
+    let op = cb::cublasOperation_t::CUBLAS_OP_N;
+    let cfg = GemmConfig {
+        transa: op,
+        transb: op,
+        m: n as i32,
+        n: n as i32,
+        k: n as i32,
+        alpha: 1.0f64,
+        lda: n as i32,
+        ldb: n as i32,
+        beta: 0.0,
+        ldc: n as i32,
+    };
+    // SAFETY: three n x n f64 buffers on this stream, column-major with leading dimension n.
+    let call = |c: &mut _| unsafe { blas.gemm(cfg, &a, &b, c) }.expect("dgemm");
+    for _ in 0..2 {
+        call(&mut c);
+    }
+    stream.synchronize().expect("sync");
+    let reps = 10;
+    let t = std::time::Instant::now();
+    for _ in 0..reps {
+        call(&mut c);
+    }
+    stream.synchronize().expect("sync");
+    let s = t.elapsed().as_secs_f64();
+    let gflops = 2.0 * (n as f64).powi(3) * reps as f64 / s / 1e9;
+    eprintln!("cuBLAS dgemm n={n}: {gflops:.0} GFlop/s ({reps} calls in {s:.3} s)");
+    assert!(gflops.is_finite() && gflops > 0.0);
+}
