@@ -51,8 +51,9 @@ el "cholesky f32 dmda"
 ./taskwatt run cholesky $C $W --sched dmda --precision f32 --no-energy | grep -E "makespan|GFlop|check|transfers"
 el "cholesky CPU only 16 lws"
 ./taskwatt run cholesky $C --workers 16 --sched lws --no-energy | grep -E "makespan|GFlop|check"
-el "cholesky energy: 5 iterations, NVML"
-./taskwatt run cholesky $C $W --sched dmda --iterations 5 --idle-calibration 2s --trace /tmp/ce.twt > $OUT/cholesky-energy.txt; grep -E "makespan|GFlop|check|energy|gpu" $OUT/cholesky-energy.txt | head -30
+el "cholesky energy: 5 iterations, NVML; each GPU type calibrated alone (the isolation reference)"
+./taskwatt run cholesky $C $W --sched dmda --iterations 5 --idle-calibration 2s --type-calibration 4s --trace /tmp/ce.twt > $OUT/cholesky-energy.txt; grep -E "makespan|GFlop|check|energy|gpu" $OUT/cholesky-energy.txt | head -30
+grep -A8 "measured alone" $OUT/cholesky-energy.txt
 el "gemm energy: 3 iterations, NVML"
 ./taskwatt run gemm --n 16384 --tile 2048 $W --sched dmda --iterations 3 --idle-calibration 2s > $OUT/gemm-energy.txt; grep -E "makespan|GFlop|check|gpu" $OUT/gemm-energy.txt | head -30
 el "a graph 3x the device limit: Cholesky f64 2 GiB on 683 MiB, GEMM 3.4 GiB on 1152 MiB"

@@ -98,7 +98,7 @@ pub use predict::{
 };
 pub use render::{render_prediction, render_report, RenderOptions};
 pub use report::{
-    AttributionReport, DomainReport, RegionReport, RegionType, TruthComparison, TruthRow,
-    TypeReport,
+    AloneCheck, AttributionReport, DomainReport, RegionReport, RegionType, TruthComparison,
+    TruthRow, TypeReport,
 };
 pub use system::{regions_of, DomainSystem, RegionDef, TraceSystems, TypeColumn, TypeStats};

@@ -384,6 +384,39 @@ fn domain(out: &mut String, d: &DomainReport) {
         ]);
         t.render(out);
         out.push('\n');
+        // Types measured alone (their own calibration): the isolation reference.
+        let alone: Vec<_> = d
+            .regions
+            .iter()
+            .filter_map(|r| r.alone.as_ref().map(|a| (r, a)))
+            .collect();
+        if !alone.is_empty() {
+            let _ = writeln!(
+                out,
+                "measured alone (a region where one type ran alone here: its power from the \
+                 meter, less the base, over its busy time) against the fit:"
+            );
+            for (r, a) in alone {
+                let diff = if a.measured_w != 0.0 {
+                    format!(
+                        "{:+.1} %",
+                        100.0 * (a.fitted_w - a.measured_w) / a.measured_w
+                    )
+                } else {
+                    "-".into()
+                };
+                let _ = writeln!(
+                    out,
+                    "  {:<14} {}: {} alone over {:.2} s busy, fitted {} ({diff})",
+                    r.name,
+                    a.key,
+                    si(a.measured_w, "W"),
+                    a.busy_s,
+                    si(a.fitted_w, "W"),
+                );
+            }
+            out.push('\n');
+        }
     }
     match d.regions.iter().find(|r| r.name == "application") {
         Some(app) => {

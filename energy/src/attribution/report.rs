@@ -131,6 +131,26 @@ pub struct RegionReport {
     pub idle_j: f64,
     /// Per task type with time in the region.
     pub types: Vec<RegionType>,
+    /// Where one type alone ran on the domain's workers in the region (a type's own
+    /// calibration, say): its power measured directly, beside the fitted one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alone: Option<AloneCheck>,
+}
+
+/// A type's power measured directly, in a region where it alone ran on a domain's
+/// workers: the measured energy less the base, over the type's busy time there (less the
+/// fitted contention's share when several of its tasks ran at once), beside the fit's
+/// estimate from the whole trace. The isolation reference for a fit made on mixed runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AloneCheck {
+    /// The type.
+    pub key: TypeKey,
+    /// Its busy time in the region, s, and the region's length.
+    pub busy_s: f64,
+    /// `(measured - P_base · window) / effective busy time`, W.
+    pub measured_w: f64,
+    /// The fit's power of the type, W.
+    pub fitted_w: f64,
 }
 
 /// One task type within a region.
@@ -388,6 +408,9 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
             let mut busy_total = 0.0;
             let mut dynamic = 0.0;
             let mut task_q = 0.0;
+            // The types with time here, and the last one's (key, busy, effective time).
+            let mut ran = 0;
+            let mut last: Option<(TypeKey, f64, f64, f64)> = None;
             for (ci, (col, &(count, ns))) in sys.columns().iter().zip(times).enumerate() {
                 let Some(&k) = index.get(&col.key) else {
                     continue;
@@ -402,6 +425,10 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
                     .and_then(|o| o.get(ci))
                     .map_or(0.0, |&u| u as f64 * 1e-9);
                 let x = busy_s - theta * u_s;
+                if ns > 0 {
+                    ran += 1;
+                    last = Some((col.key.clone(), busy_s, x, fit.types[k].value_w));
+                }
                 busy_total += busy_s;
                 effective[k] += x;
                 let est = &fit.types[k];
@@ -456,6 +483,16 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
             } else {
                 base_j
             };
+            let drift_j = fit.drift.as_ref().map_or(0.0, |d| d.value_w * drift_s);
+            let alone = match (ran, last, measured_j) {
+                (1, Some((key, busy_s, x, fitted_w)), Some(m)) if x > 0.0 => Some(AloneCheck {
+                    key,
+                    busy_s,
+                    measured_w: (m - base_j - drift_j) / x,
+                    fitted_w,
+                }),
+                _ => None,
+            };
             RegionReport {
                 name: r.name.clone(),
                 window_s,
@@ -467,6 +504,7 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
                 base_j,
                 idle_j,
                 types,
+                alone,
             }
         })
         .collect()

@@ -138,28 +138,35 @@ impl RegionDef {
 
 /// The regions of a trace, from its markers: `graph` is the `application`,
 /// `idle-calibration` and `type-calibration:*` together are `calibration`, and
-/// `region:<name>` markers (see `taskwatt_traces::Region`) are user regions.
+/// `region:<name>` markers (see `taskwatt_traces::Region`) are user regions. A type's own
+/// calibration (`type-calibration:<codelet>`, one codelet) is also a region of its own,
+/// `calibration:<codelet>`, where the report measures that type's power directly (see
+/// `RegionReport::alone`).
 pub fn regions_of(markers: &[taskwatt_traces::Marker]) -> Vec<RegionDef> {
     let mut out: Vec<RegionDef> = Vec::new();
-    for m in markers {
-        let name = if m.name == "graph" {
-            "application"
-        } else if m.name == IDLE_CALIBRATION || m.name.starts_with("type-calibration:") {
-            "calibration"
-        } else if let Some(n) = m.name.strip_prefix(taskwatt_traces::REGION_PREFIX) {
-            n
-        } else {
-            continue;
-        };
-        if m.end.0 <= m.start.0 {
-            continue;
-        }
-        match out.iter_mut().find(|r| r.name == name) {
+    let mut add =
+        |name: &str, m: &taskwatt_traces::Marker| match out.iter_mut().find(|r| r.name == name) {
             Some(r) => r.spans.push((m.start.0, m.end.0)),
             None => out.push(RegionDef {
                 name: name.to_owned(),
                 spans: vec![(m.start.0, m.end.0)],
             }),
+        };
+    for m in markers {
+        if m.end.0 <= m.start.0 {
+            continue;
+        }
+        if m.name == "graph" {
+            add("application", m);
+        } else if m.name == IDLE_CALIBRATION {
+            add("calibration", m);
+        } else if let Some(types) = m.name.strip_prefix("type-calibration:") {
+            add("calibration", m);
+            if !types.contains('+') {
+                add(&format!("calibration:{types}"), m);
+            }
+        } else if let Some(n) = m.name.strip_prefix(taskwatt_traces::REGION_PREFIX) {
+            add(n, m);
         }
     }
     for r in &mut out {
