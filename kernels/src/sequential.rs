@@ -115,7 +115,7 @@ pub fn gemm<T: Scalar>(
     Ok(())
 }
 
-/// Runs `steps` Jacobi steps of [`heat_step`] on the whole tiled grid (Dirichlet boundary
+/// Runs `steps` Jacobi steps of [`heat_step`](crate::heat_step) on the whole tiled grid (Dirichlet boundary
 /// on the grid's edges), with a second grid as the write buffer.
 ///
 /// # Errors

@@ -127,7 +127,7 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Adds `n` emulated GPUs (at most [`MAX_DEVICES`]): each is driven by a worker of
+    /// Adds `n` emulated GPUs (at most [`MAX_DEVICES`](crate::MAX_DEVICES)): each is driven by a worker of
     /// architecture [`Arch::Gpu`] (`device: Some(i)`, after the CPU workers, not pinned)
     /// and has a memory node of its own, `1 + i`, whose copies of the data are separate
     /// allocations, so that every transfer really copies and a coherence bug gives a wrong
@@ -143,7 +143,7 @@ impl RuntimeBuilder {
         self.gpus(n, GpuBackend::Emulated)
     }
 
-    /// Adds `n` GPUs (at most [`MAX_DEVICES`]) driven by `backend`: each gets a worker of
+    /// Adds `n` GPUs (at most [`MAX_DEVICES`](crate::MAX_DEVICES)) driven by `backend`: each gets a worker of
     /// its own (after the CPU workers, `arch: Gpu`, `device: Some(i)`) and memory node
     /// `1 + i`. With [`GpuBackend::Cuda`] (cargo feature `cuda`), `build` opens CUDA
     /// devices `0..n` and fails, saying what is missing, where the driver, a device or

@@ -2,9 +2,9 @@
 //! prefetcher thread of its own copies to the device meanwhile (StarPU's
 //! `STARPU_CUDA_PIPELINE` and data prefetch).
 //!
-//! After taking a task, a GPU worker takes up to [`RuntimeBuilder::gpu_pipeline`]
-//! (crate::RuntimeBuilder::gpu_pipeline) more from the policy (default
-//! [`DEFAULT_DEPTH`]) and hands each one's accesses to its prefetcher, which makes them
+//! After taking a task, a GPU worker takes up to
+//! [`RuntimeBuilder::gpu_pipeline`](crate::RuntimeBuilder::gpu_pipeline) more from the
+//! policy (default [`DEFAULT_DEPTH`]) and hands each one's accesses to its prefetcher, which makes them
 //! valid on the device (trace: transfers of kind `prefetch`, made before their task
 //! starts). The worker runs its tasks in the order it took them, and waits, before each
 //! one, for the prefetcher to be done with it; the task's own fetch then finds its data

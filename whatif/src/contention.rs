@@ -7,7 +7,7 @@
 //! it predicts a run on more workers too fast and one on fewer too slow.
 //!
 //! So each task's *occupancy* is read from the trace: the mean number of its package's CPU
-//! workers busy while it ran, itself included ([`occupancy`], a sweep per package). Per
+//! workers busy while it ran, itself included (`occupancy`, a sweep per package). Per
 //! codelet, the tasks' durations relative to their codelet and footprint's mean, `r`, are
 //! regressed on it: `r = α + s·(k − 1)` ([`DurationLaw`]). `α` is the relative duration
 //! alone, and `g(k) = (α + s·(k − 1))/α` the factor at `k` busy.
