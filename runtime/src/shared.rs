@@ -124,6 +124,7 @@ pub(crate) struct Shared {
     pub(crate) transferred_bytes: AtomicU64,
     /// Transfers not yet sent to the trace.
     pub(crate) transfer_log: Mutex<Vec<Transfer>>,
+    /// Copies GPU workers' prefetchers made ahead of their task.
     pub(crate) prefetches: AtomicU64,
     /// Each device's memory account, by device (device/memory.rs).
     pub(crate) memories: Vec<crate::device::memory::DeviceMemory>,
