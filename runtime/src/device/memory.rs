@@ -145,11 +145,7 @@ impl DeviceMemory {
 
     /// The limit, for messages: `64.0 MiB (set by TASKWATT_GPU_MEMORY_LIMIT)`.
     pub(crate) fn describe_limit(&self) -> String {
-        format!(
-            "{} ({})",
-            crate::device::memory::human(self.limit),
-            self.source.describe()
-        )
+        format!("{} ({})", human(self.limit), self.source.describe())
     }
 
     /// Pins `cores` on this node for `who`: none of their copies here is dropped until
