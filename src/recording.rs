@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use taskwatt_energy::{
     detect, BackendStatus, DetectOptions, EnergyError, MeterChoice, Sampler, SamplerConfig,
-    SamplerStats,
+    SamplerStats, SamplerTap,
 };
 use taskwatt_runtime::{Runtime, RuntimeBuilder, RuntimeError};
 use taskwatt_traces::{
@@ -122,11 +122,12 @@ impl Recording {
         };
         let mut simulated = false;
         let mut simulated_config = None;
+        let mut inner = None;
         if let (Some(d), Some(m)) = (detected.as_mut(), metering) {
             if let Some(obs) = d.observer.take() {
                 if m.live_simulation {
                     simulated = true;
-                    b = b.observer(obs as Arc<dyn ExecutionObserver>);
+                    inner = Some(obs as Arc<dyn ExecutionObserver>);
                 } else {
                     // Replayed later: no meter to sample live.
                     simulated_config = Some(m.detect.clone());
@@ -135,17 +136,25 @@ impl Recording {
                 }
             }
         }
+        // The workers take the readings between their tasks (energy/src/sampler.rs, "Readings
+        // taken by the workers"), handing the events on to the simulated meter.
+        let sampling = detected.is_some() && simulated_config.is_none();
+        let tap = sampling.then(|| SamplerTap::new(inner.clone()));
+        if let Some(t) = &tap {
+            b = b.observer(t.clone() as Arc<dyn ExecutionObserver>);
+        } else if let Some(obs) = inner {
+            b = b.observer(obs);
+        }
         let rt = b.build()?;
         let sampler = match (detected.as_mut(), metering) {
-            (Some(d), Some(m)) if simulated_config.is_none() => {
-                Some(Sampler::start_with_frequency(
-                    std::mem::take(&mut d.meters),
-                    d.frequency.take().into_iter().collect(),
-                    &workers,
-                    sink.clone(),
-                    SamplerConfig::with_period(m.period)?,
-                )?)
-            }
+            (Some(d), Some(m)) if simulated_config.is_none() => Some(Sampler::start_tapped(
+                std::mem::take(&mut d.meters),
+                d.frequency.take().into_iter().collect(),
+                &workers,
+                sink.clone(),
+                SamplerConfig::with_period(m.period)?,
+                tap.as_deref(),
+            )?),
             _ => None,
         };
         let recording = Recording {

@@ -6,18 +6,23 @@
 //! sampler   ──r──r──r──r──r── ...   reads the sim meter every 1 ms into a memory sink
 //! ```
 //!
-//! Prints the sampler thread's own CPU time in % of one core (target: at most 1 %), its
-//! reads and overruns, and the observer's cost per task (start + end) measured against the
-//! same loop without observer calls, in the same process.
+//! Prints the sampling's CPU time in % of one core (target: at most 1 %): the sampler
+//! thread's and, with `tap` (the default, as `taskwatt run` samples), the time the workers
+//! spent taking readings between their tasks through a [`SamplerTap`]; its reads and
+//! overruns, and the observer's cost per task (start + end) measured against the same loop
+//! without observer calls, in the same process. `thread` keeps every reading on the
+//! sampler's thread (as before the tap, and as for NVML).
 //!
 //! `cargo run --release -p taskwatt-energy --example sampler_cost [seconds] [busy workers]
-//! [period ms]` (defaults: 5 s, 2 workers, 1 ms).
+//! [period ms] [tap|thread]` (defaults: 5 s, 2 workers, 1 ms, tap).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use taskwatt_energy::{Meter, Sampler, SamplerConfig, SimConfig, SimMeter, SimObserver};
+use taskwatt_energy::{
+    Meter, Sampler, SamplerConfig, SamplerTap, SimConfig, SimMeter, SimObserver,
+};
 use taskwatt_traces::{Arch, Chunk, Clock, CodeletInfo, ExecutionObserver, TraceSink, WorkerInfo};
 
 fn worker(id: u32) -> WorkerInfo {
@@ -33,7 +38,12 @@ fn spin(ns: u64) {
 }
 
 /// Runs tasks of `task_ns` back to back until `stop`; returns the tasks run.
-fn busy_worker(id: u32, obs: Option<Arc<SimObserver>>, stop: Arc<AtomicBool>, task_ns: u64) -> u64 {
+fn busy_worker(
+    id: u32,
+    obs: Option<Arc<dyn ExecutionObserver>>,
+    stop: Arc<AtomicBool>,
+    task_ns: u64,
+) -> u64 {
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let c = (n % 4) as u32;
@@ -129,6 +139,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|s| s.parse())
         .transpose()?
         .unwrap_or(1);
+    let tapped = match std::env::args().nth(4).as_deref() {
+        None | Some("tap") => true,
+        Some("thread") => false,
+        Some(other) => return Err(format!("mode `{other}`: use tap or thread").into()),
+    };
     let workers = [worker(0), worker(1)];
     let meter = SimMeter::new(SimConfig::default(), &workers)?;
     let obs = meter.observer();
@@ -142,16 +157,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let (sink, trace) = TraceSink::memory();
     let config = SamplerConfig::with_period(Duration::from_millis(period_ms))?;
-    let sampler = Sampler::start(
+    let sim: Arc<dyn ExecutionObserver> = obs.clone();
+    let tap = SamplerTap::new(Some(sim.clone()));
+    let sampler = Sampler::start_tapped(
         vec![Box::new(meter) as Box<dyn Meter>],
+        Vec::new(),
         &workers,
         sink,
         config,
+        tapped.then_some(&*tap),
     )?;
+    let seen: Arc<dyn ExecutionObserver> = if tapped { tap.clone() } else { sim };
     let stop = Arc::new(AtomicBool::new(false));
     let handles: Vec<_> = (0..busy)
         .map(|id| {
-            let (obs, stop) = (obs.clone(), stop.clone());
+            let (obs, stop) = (seen.clone(), stop.clone());
             std::thread::spawn(move || busy_worker(id, Some(obs), stop, 50_000))
         })
         .collect();
@@ -169,18 +189,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .sum();
 
     println!(
-        "sampler_cost: sim meter every {period_ms} ms, {busy} busy workers, {secs} s ({})",
-        std::env::consts::ARCH
+        "sampler_cost: sim meter every {period_ms} ms, {busy} busy workers, {secs} s ({}), \
+         readings by {}",
+        std::env::consts::ARCH,
+        if tapped {
+            "the workers between tasks (SamplerTap), else the thread"
+        } else {
+            "the sampler's thread only"
+        }
     );
     println!(
         "  reads {}  samples {} (in trace: {samples})  overruns {}  read errors {}",
         stats.reads, stats.samples, stats.overruns, stats.read_errors
     );
     println!("  tasks run by the workers: {tasks}");
+    println!(
+        "  readings by the workers: {} ({:.1} us each); sampler thread wake-ups: {}",
+        stats.worker_readings,
+        stats.worker_read_ns as f64 * 1e-3 / stats.worker_readings.max(1) as f64,
+        stats.thread_wakeups
+    );
     match stats.cpu_percent_of_one_core() {
         Some(p) => println!(
-            "  sampler thread CPU: {:.1} ms over {:.2} s = {p:.3} % of one core (target <= 1 %)",
+            "  sampling CPU: {:.1} ms (thread) + {:.1} ms (workers' readings) over {:.2} s \
+             = {p:.3} % of one core (target <= 1 %)",
             stats.thread_cpu_ns.unwrap_or(0) as f64 * 1e-6,
+            stats.worker_read_ns as f64 * 1e-6,
             stats.wall_ns as f64 * 1e-9
         ),
         None => println!("  sampler thread CPU: not measurable on this OS"),

@@ -80,7 +80,8 @@ pub use nvml::{
 pub use powercap::{PowercapMeter, DEFAULT_POWERCAP_ROOT};
 pub use rapl_perf::{PerfEventDesc, PerfMeter, PowerPmu, DEFAULT_CPU_SYSFS, DEFAULT_PERF_PMU_DIR};
 pub use sampler::{
-    ReadFailure, Sampler, SamplerConfig, SamplerStats, MAX_PERIOD, MIN_PERIOD, SAMPLE_FLUSH,
+    ReadFailure, Sampler, SamplerConfig, SamplerStats, SamplerTap, MAX_PERIOD, MIN_PERIOD,
+    SAMPLE_FLUSH, TAP_SLEEP_MAX, TAP_SLEEP_PERIODS, TAP_STREAK,
 };
 #[cfg(any(test, feature = "testkit"))]
 pub use scripted_gpu::{Scripted, ScriptedGpu};

@@ -160,6 +160,15 @@ pub trait Meter: Send {
         None
     }
 
+    /// Whether a task's worker may take a reading, between two tasks (see
+    /// [`SamplerTap`](crate::SamplerTap)): a read that is quick and touches nothing the
+    /// worker's task could be waiting on (a sysfs file, a perf counter, a simulation).
+    /// NVML's calls can take a driver lock and milliseconds, so its meter says no; a meter
+    /// that says no is read by the sampler's thread only.
+    fn readable_from_workers(&self) -> bool {
+        true
+    }
+
     /// For simulated meters, the powers they were configured with, using `ids[i]` as the trace
     /// id of domain `i`. Real meters have no truth and return `None`.
     fn ground_truth(&self, ids: &[DomainId]) -> Option<GroundTruth> {

@@ -319,6 +319,10 @@ impl NvmlMeter {
 }
 
 impl Meter for NvmlMeter {
+    fn readable_from_workers(&self) -> bool {
+        false
+    }
+
     fn describe(&self) -> MeterDescription {
         let names: Vec<&str> = self.specs.iter().map(|s| s.name.as_str()).collect();
         MeterDescription {

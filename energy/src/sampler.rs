@@ -24,19 +24,40 @@
 //!    each simulated meter's truth again with what the run realised, measures its own CPU
 //!    time and returns [`SamplerStats`].
 //!
+//! # Readings taken by the workers
+//!
+//! On a virtual machine a thread's wake-up alone can cost 13 to 20 µs of CPU, which at
+//! 1 kHz is 1.3 to 2 % of a core before anything is read. So a runtime whose workers
+//! report their tasks to a [`SamplerTap`] (an [`ExecutionObserver`]) lets them take the
+//! readings: at a task's end past the deadline, the worker that ended it reads every meter
+//! (if no other thread is reading; it never waits), exactly as the thread would have. The
+//! thread wakes a quarter of a period after each deadline and reads only if no worker
+//! did; once the workers have taken [`TAP_STREAK`] readings in a row within that quarter,
+//! it sleeps [`TAP_SLEEP_PERIODS`] periods instead of one (at most [`TAP_SLEEP_MAX`]),
+//! until it finds a deadline no
+//! task end took (idle workers, or tasks longer than the period), which it reads and then
+//! goes back to every period. So at 1 kHz, tasks much shorter than the period cost the
+//! thread one wake-up in eight, and longer ones keep the readings on the period's grid. Each reading keeps its
+//! own timestamp, wherever it was taken; the deadlines an idle spell's first wake-up comes
+//! late for (up to `TAP_SLEEP_PERIODS - 1`) are skipped and counted as overruns, and the
+//! counters are cumulative, so that interval merely spans more time. A meter whose read may block ([`Meter::readable_from_workers`]: NVML's) keeps
+//! every reading on the thread. [`SamplerStats`] counts the readings taken by workers and
+//! the time they took, and [`SamplerStats::cpu_percent_of_one_core`] includes it.
+//!
 //! A domain whose read fails (a zone that vanished) gets no sample for that reading; the
 //! failure is counted per domain and reported in [`SamplerStats::failures`], and the other
 //! domains go on. Nothing is dropped silently.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use taskwatt_traces::{
-    Chunk, Clock, Domain, DomainId, DomainInfo, EnergySample, FrequencySample, MeterId, MeterInfo,
-    Timestamp, TraceSink, WorkerInfo,
+    Arch, Chunk, Clock, CodeletId, CodeletInfo, Domain, DomainId, DomainInfo, EnergySample,
+    ExecutionObserver, FrequencySample, MeterId, MeterInfo, Timestamp, TraceSink, WorkerId,
+    WorkerInfo,
 };
 
 use crate::freq::FrequencyReader;
@@ -54,6 +75,17 @@ pub const MAX_PERIOD: Duration = Duration::from_secs(1);
 /// sent when full): what a killed run can lose of its energy readings, and how soon a
 /// trace being written can be fitted (adaptive type calibration).
 pub const SAMPLE_FLUSH: Duration = Duration::from_millis(50);
+
+/// While the workers take the readings (see the module docs), the sampler's thread wakes
+/// once every this many periods (at most [`TAP_SLEEP_MAX`] apart).
+pub const TAP_SLEEP_PERIODS: u64 = 8;
+
+/// The longest the sampler's thread sleeps while the workers take the readings.
+pub const TAP_SLEEP_MAX: Duration = Duration::from_millis(8);
+
+/// Readings in a row the workers must take on time (within a quarter of a period of
+/// their deadline) before the sampler's thread sleeps [`TAP_SLEEP_PERIODS`] periods.
+pub const TAP_STREAK: u64 = 8;
 
 /// How the sampler runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,12 +167,19 @@ pub struct SamplerStats {
     pub thread_cpu_ns: Option<u64>,
     /// Frequency samples written (one per package per reading where its cores ran).
     pub frequency_samples: u64,
+    /// Readings taken by the runtime's workers between two tasks (see [`SamplerTap`]).
+    pub worker_readings: u64,
+    /// The time those readings took on the workers, in ns.
+    pub worker_read_ns: u64,
+    /// Times the sampler's thread woke up (its deadlines, and the stop).
+    pub thread_wakeups: u64,
 }
 
 impl SamplerStats {
-    /// The sampler thread's cost, in % of one core, where known.
+    /// The sampling's cost, in % of one core, where known: the thread's CPU time and the
+    /// time the workers spent on the readings they took.
     pub fn cpu_percent_of_one_core(&self) -> Option<f64> {
-        let cpu = self.thread_cpu_ns?;
+        let cpu = self.thread_cpu_ns? + self.worker_read_ns;
         (self.wall_ns > 0).then(|| 100.0 * cpu as f64 / self.wall_ns as f64)
     }
 }
@@ -226,7 +265,7 @@ impl Worker {
         self.last_flush = Instant::now();
     }
 
-    fn finish(mut self) -> SamplerStats {
+    fn finish(&mut self) -> SamplerStats {
         self.flush();
         // A simulated meter's truth again, now with what the run realised (the last Truth
         // chunk of a trace is its truth).
@@ -253,14 +292,156 @@ impl Worker {
                 }
             }
         }
-        self.stats
+        std::mem::take(&mut self.stats)
+    }
+}
+
+/// What the sampler's thread and the workers' tap share.
+struct Core {
+    worker: parking_lot::Mutex<Worker>,
+    /// The next deadline on the trace clock, ns: `start + k·period`.
+    next_ns: AtomicU64,
+    period_ns: u64,
+    /// Readings in a row the workers took within [`Core::grace_ns`] of their deadline: from
+    /// [`TAP_STREAK`] on, the thread sleeps longer.
+    streak: AtomicU64,
+    /// Set to stop the thread (which is then unparked); no reading is taken after it.
+    stop: AtomicBool,
+    /// Whether workers may read every meter (see [`Meter::readable_from_workers`]).
+    tap: bool,
+}
+
+impl Core {
+    /// How long after a deadline the thread leaves the reading to a worker whose task
+    /// ends meanwhile: a quarter of the period.
+    fn grace_ns(&self) -> u64 {
+        self.period_ns / 4
+    }
+
+    /// Periods the thread sleeps while the workers take the readings: [`TAP_SLEEP_PERIODS`],
+    /// and no longer than [`TAP_SLEEP_MAX`] (a longer period gains little from it, and an
+    /// idle spell's first reading would come late by as much).
+    fn sleep_periods(&self) -> u64 {
+        let most = (TAP_SLEEP_MAX.as_nanos() as u64 / self.period_ns.max(1)).max(1);
+        TAP_SLEEP_PERIODS.min(most)
+    }
+
+    /// When the thread next wakes: a deadline's grace after it, or, while the workers take
+    /// every reading on time, [`TAP_SLEEP_PERIODS`] periods later.
+    fn wake_ns(&self) -> u64 {
+        let next = self.next_ns.load(Ordering::Relaxed);
+        if self.tap && self.streak.load(Ordering::Relaxed) >= TAP_STREAK {
+            next + (self.sleep_periods() - 1) * self.period_ns
+        } else if self.tap {
+            next + self.grace_ns()
+        } else {
+            next
+        }
+    }
+
+    /// Moves the deadline past `now`, counting the deadlines skipped on the way.
+    fn advance(&self, w: &mut Worker, now: u64) {
+        let next = self.next_ns.load(Ordering::Relaxed);
+        if now >= next {
+            let missed = (now - next) / self.period_ns + 1;
+            w.stats.overruns += missed - 1;
+            self.next_ns
+                .store(next + missed * self.period_ns, Ordering::Relaxed);
+        }
+    }
+
+    /// A worker at the end of a task found the deadline past: reads, unless another
+    /// thread is reading (it never waits) or the sampler stops.
+    #[cold]
+    #[inline(never)]
+    fn read_from_worker(&self) {
+        let Some(mut w) = self.worker.try_lock() else {
+            return;
+        };
+        let before = Clock::now().as_ns();
+        let next = self.next_ns.load(Ordering::Relaxed);
+        if before < next || self.stop.load(Ordering::Acquire) {
+            return;
+        }
+        w.read_all();
+        let after = Clock::now().as_ns();
+        w.stats.worker_readings += 1;
+        w.stats.worker_read_ns += after.saturating_sub(before);
+        if before - next <= self.grace_ns() {
+            self.streak.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.streak.store(0, Ordering::Relaxed);
+        }
+        self.advance(&mut w, after);
+    }
+}
+
+/// An [`ExecutionObserver`] through which the runtime's workers take the sampler's
+/// readings between their tasks (see the module docs), handing every event on to `inner`
+/// (the simulated meter's observer, when there is one). Give it to the runtime when it is
+/// built and to [`Sampler::start_tapped`] when the sampler starts; before that, and after
+/// the sampler stops, it only hands events on.
+pub struct SamplerTap {
+    inner: Option<Arc<dyn ExecutionObserver>>,
+    core: OnceLock<Arc<Core>>,
+}
+
+impl std::fmt::Debug for SamplerTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SamplerTap")
+            .field("inner", &self.inner.is_some())
+            .field("attached", &self.core.get().is_some())
+            .finish()
+    }
+}
+
+impl SamplerTap {
+    /// A tap that hands the workers' events on to `inner`.
+    pub fn new(inner: Option<Arc<dyn ExecutionObserver>>) -> Arc<SamplerTap> {
+        Arc::new(SamplerTap {
+            inner,
+            core: OnceLock::new(),
+        })
+    }
+
+    /// Whether a sampler takes readings through it (not when one of its meters must be
+    /// read by the sampler's thread only).
+    pub fn is_attached(&self) -> bool {
+        self.core.get().is_some_and(|c| c.tap)
+    }
+}
+
+impl ExecutionObserver for SamplerTap {
+    fn codelet_registered(&self, info: &CodeletInfo) {
+        if let Some(o) = &self.inner {
+            o.codelet_registered(info);
+        }
+    }
+
+    #[inline]
+    fn task_started(&self, worker: WorkerId, codelet: CodeletId, arch: Arch, t: Timestamp) {
+        if let Some(o) = &self.inner {
+            o.task_started(worker, codelet, arch, t);
+        }
+    }
+
+    #[inline]
+    fn task_ended(&self, worker: WorkerId, codelet: CodeletId, arch: Arch, t: Timestamp) {
+        if let Some(o) = &self.inner {
+            o.task_ended(worker, codelet, arch, t);
+        }
+        if let Some(c) = self.core.get() {
+            if c.tap && t.as_ns() >= c.next_ns.load(Ordering::Relaxed) {
+                c.read_from_worker();
+            }
+        }
     }
 }
 
 /// A running sampler; [`Sampler::stop`] it to get its statistics.
 pub struct Sampler {
-    /// Set to stop the thread, which is then unparked.
-    stop: Arc<AtomicBool>,
+    /// The state the thread shares with a tap; its `stop` stops the thread.
+    core: Arc<Core>,
     handle: Option<JoinHandle<SamplerStats>>,
     meters: Vec<MeterInfo>,
     domains: Vec<DomainInfo>,
@@ -298,7 +479,22 @@ impl Sampler {
         sink: TraceSink,
         config: SamplerConfig,
     ) -> Result<Sampler, EnergyError> {
+        Self::start_tapped(meters, frequency, workers, sink, config, None)
+    }
+
+    /// As [`Sampler::start_with_frequency`], the workers taking the readings through
+    /// `tap` between their tasks (see the module docs) when every meter allows it. A tap
+    /// serves one sampler: given a second time, it is left to the first.
+    pub fn start_tapped(
+        meters: Vec<Box<dyn Meter>>,
+        frequency: Vec<Box<dyn FrequencyReader>>,
+        workers: &[WorkerInfo],
+        sink: TraceSink,
+        config: SamplerConfig,
+        tap: Option<&SamplerTap>,
+    ) -> Result<Sampler, EnergyError> {
         config.validate()?;
+        let tappable = meters.iter().all(|m| m.readable_from_workers());
         let mut infos = Vec::with_capacity(meters.len());
         let mut domains = Vec::new();
         let mut states = Vec::with_capacity(meters.len());
@@ -360,40 +556,58 @@ impl Sampler {
         };
         worker.read_all();
 
+        let period_ns = config.period.as_nanos() as u64;
+        let core = Arc::new(Core {
+            worker: parking_lot::Mutex::new(worker),
+            next_ns: AtomicU64::new(Clock::now().as_ns() + period_ns),
+            period_ns,
+            streak: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            tap: tap.is_some() && tappable,
+        });
+        if let Some(t) = tap {
+            let _ = t.core.set(core.clone());
+        }
         // The thread waits for its next deadline parked (a futex wait with a timeout),
         // not in a channel's receive: crossbeam's spins and yields a dozen times before it
         // blocks, which at 1 kHz cost more CPU than the readings (BENCHMARKS.md, "Energy
         // sampler cost").
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
-        let period = config.period;
+        let shared = core.clone();
         let handle = std::thread::Builder::new()
             .name("taskwatt-energy".into())
             .spawn(move || {
+                let core = shared;
                 let cpu0 = thread_cpu_ns();
                 let start = Instant::now();
-                let mut next = start + period;
-                // Deadlines already past at `now`, from `next` on: skipped, counted.
-                let skip_missed = |next: &mut Instant, now: Instant, stats: &mut SamplerStats| {
-                    if now >= *next {
-                        let missed = ((now - *next).as_nanos() / period.as_nanos()) as u32 + 1;
-                        stats.overruns += u64::from(missed);
-                        *next += period * missed;
-                    }
-                };
+                let mut wakeups = 0u64;
                 loop {
-                    if !wait_until(next, &stopping) {
-                        // Stop asked (or the Sampler dropped). Deadlines that passed while
-                        // this thread waited for a CPU were missed too.
-                        skip_missed(&mut next, Instant::now(), &mut worker.stats);
+                    // While the workers read, the thread only checks on them now and then.
+                    let go_on = wait_until(core.wake_ns(), &core.stop);
+                    wakeups += 1;
+                    if !go_on {
                         break;
                     }
-                    worker.read_all();
-                    next += period;
-                    skip_missed(&mut next, Instant::now(), &mut worker.stats);
+                    let mut w = core.worker.lock();
+                    if Clock::now().as_ns() < core.next_ns.load(Ordering::Relaxed) {
+                        // A worker took it.
+                        continue;
+                    }
+                    w.read_all();
+                    core.streak.store(0, Ordering::Relaxed);
+                    // Deadlines already past when the reading ends are skipped, counted.
+                    core.advance(&mut w, Clock::now().as_ns());
                 }
-                worker.read_all();
-                let mut stats = worker.finish();
+                let mut w = core.worker.lock();
+                // Stop asked (or the Sampler dropped). Deadlines that passed while this
+                // thread waited for a CPU were missed too.
+                let now = Clock::now().as_ns();
+                let next = core.next_ns.load(Ordering::Relaxed);
+                if now >= next {
+                    w.stats.overruns += (now - next) / core.period_ns + 1;
+                }
+                w.read_all();
+                let mut stats = w.finish();
+                stats.thread_wakeups = wakeups;
                 stats.wall_ns = start.elapsed().as_nanos() as u64;
                 stats.thread_cpu_ns = match (cpu0, thread_cpu_ns()) {
                     (Some(a), Some(b)) => Some(b.saturating_sub(a)),
@@ -403,7 +617,7 @@ impl Sampler {
             })
             .map_err(|source| EnergyError::SamplerSpawn { source })?;
         Ok(Sampler {
-            stop,
+            core,
             handle: Some(handle),
             meters: infos,
             domains,
@@ -426,7 +640,7 @@ impl Sampler {
     }
 
     fn shutdown(&mut self) -> Result<SamplerStats, EnergyError> {
-        self.stop.store(true, Ordering::Release);
+        self.core.stop.store(true, Ordering::Release);
         if let Some(h) = &self.handle {
             h.thread().unpark();
         }
@@ -450,18 +664,18 @@ impl Drop for Sampler {
     }
 }
 
-/// Parks the calling thread until `deadline`; `false` as soon as `stop` is set (the
-/// setter unparks it). Spurious wake-ups only park it again.
-fn wait_until(deadline: Instant, stop: &AtomicBool) -> bool {
+/// Parks the calling thread until `deadline_ns` on the trace clock; `false` as soon as
+/// `stop` is set (the setter unparks it). Spurious wake-ups only park it again.
+fn wait_until(deadline_ns: u64, stop: &AtomicBool) -> bool {
     loop {
         if stop.load(Ordering::Acquire) {
             return false;
         }
-        let now = Instant::now();
-        if now >= deadline {
+        let now = Clock::now().as_ns();
+        if now >= deadline_ns {
             return true;
         }
-        std::thread::park_timeout(deadline - now);
+        std::thread::park_timeout(Duration::from_nanos(deadline_ns - now));
     }
 }
 
@@ -491,6 +705,66 @@ fn parse_stat_cpu_ns(stat: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sampler's shared state with no meter, for the thread's schedule alone.
+    fn core(period_ms: u64, tap: bool) -> Core {
+        Core {
+            worker: parking_lot::Mutex::new(Worker {
+                meters: Vec::new(),
+                freqs: Vec::new(),
+                fbatch: Vec::new(),
+                sink: TraceSink::null(),
+                batch: Vec::new(),
+                batch_size: 1,
+                last_flush: Instant::now(),
+                stats: SamplerStats::default(),
+            }),
+            next_ns: AtomicU64::new(1_000_000_000),
+            period_ns: period_ms * 1_000_000,
+            streak: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            tap,
+        }
+    }
+
+    #[test]
+    fn the_thread_sleeps_longer_only_while_workers_read_on_time() {
+        let next = 1_000_000_000;
+        // No tap: at each deadline.
+        assert_eq!(core(1, false).wake_ns(), next);
+        // A tap, no streak yet: a quarter period after it, leaving the reading to a worker.
+        let c = core(1, true);
+        assert_eq!(c.wake_ns(), next + 250_000);
+        c.streak.store(TAP_STREAK - 1, Ordering::Relaxed);
+        assert_eq!(c.wake_ns(), next + 250_000);
+        // A streak: 8 periods of 1 ms (7 after the deadline).
+        c.streak.store(TAP_STREAK, Ordering::Relaxed);
+        assert_eq!(c.wake_ns(), next + 7_000_000);
+        // Never more than TAP_SLEEP_MAX: 4 periods of 2 ms, 1 of 10 ms.
+        let c = core(2, true);
+        c.streak.store(TAP_STREAK, Ordering::Relaxed);
+        assert_eq!(c.wake_ns(), next + 3 * 2_000_000);
+        let c = core(10, true);
+        c.streak.store(TAP_STREAK, Ordering::Relaxed);
+        assert_eq!(c.wake_ns(), next);
+    }
+
+    #[test]
+    fn deadlines_passed_over_are_counted() {
+        let c = core(1, true);
+        let mut w = c.worker.lock();
+        // Read on time: the next deadline, nothing skipped.
+        c.advance(&mut w, 1_000_100_000);
+        assert_eq!(c.next_ns.load(Ordering::Relaxed), 1_001_000_000);
+        assert_eq!(w.stats.overruns, 0);
+        // Read 3.5 periods late: three deadlines skipped, the next one on the grid.
+        c.advance(&mut w, 1_004_500_000);
+        assert_eq!(c.next_ns.load(Ordering::Relaxed), 1_005_000_000);
+        assert_eq!(w.stats.overruns, 3);
+        // Before the deadline: nothing moves.
+        c.advance(&mut w, 1_004_900_000);
+        assert_eq!(c.next_ns.load(Ordering::Relaxed), 1_005_000_000);
+    }
 
     #[test]
     fn period_bounds() {

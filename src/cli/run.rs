@@ -82,6 +82,10 @@ struct SamplerJson {
     reads: u64,
     overruns: u64,
     read_errors: u64,
+    /// Readings the workers took between their tasks (energy/src/sampler.rs).
+    worker_readings: u64,
+    /// The sampling's CPU time in % of one core: the thread's and the workers' readings.
+    cpu_percent: Option<f64>,
 }
 
 impl From<&SamplerStats> for SamplerJson {
@@ -91,6 +95,8 @@ impl From<&SamplerStats> for SamplerJson {
             reads: s.reads,
             overruns: s.overruns,
             read_errors: s.read_errors,
+            worker_readings: s.worker_readings,
+            cpu_percent: s.cpu_percent_of_one_core(),
         }
     }
 }
@@ -524,20 +530,28 @@ fn print_table(o: &RunOutput<'_>) {
         None => println!("  {:<10} skipped", "check"),
     }
     if let Some(e) = &o.energy {
+        let cost = e
+            .sampler
+            .cpu_percent
+            .map_or(String::new(), |p| format!(", {p:.2} % of a core"));
         println!(
-            "  {:<10} {}{} every {} ms: {} samples, {} read errors",
+            "  {:<10} {}{} every {} ms: {} samples ({} of {} readings taken by the workers \
+             between tasks), {} read errors{cost}",
             "energy",
             e.meter,
             if e.simulated { " (SIMULATED)" } else { "" },
             e.period_ms,
             e.sampler.samples,
+            e.sampler.worker_readings,
+            e.sampler.reads,
             e.sampler.read_errors
         );
         if e.sampler.overruns > 0 {
             println!(
-                "  {:<10} {} reading(s) skipped: the sampler thread woke after their deadline \
-                 (a loaded machine, or a period too short for it); each reading keeps its own \
-                 time, so the attribution is not biased, only given fewer intervals",
+                "  {:<10} {} reading(s) skipped: none was taken at their deadline (the sampler \
+                 thread woke late on a loaded machine or with a period too short for it, or \
+                 the workers that were taking the readings went idle); each reading keeps its \
+                 own time, so the attribution is not biased, only given fewer intervals",
                 "", e.sampler.overruns
             );
         }

@@ -1,0 +1,197 @@
+//! The workers take the sampler's readings between their tasks (`SamplerTap`): on a fake
+//! powercap tree, a thread that ends a "task" every 100 µs stands for a worker. The readings
+//! move to it, the sampler's thread wakes less, an idle spell is still sampled, nothing
+//! is read after the stop, and a meter that must stay on the thread (NVML) stays there.
+
+use std::fs;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use taskwatt_energy::{
+    GpuArchitecture, Meter, NvmlMeter, PowercapMeter, Sampler, SamplerConfig, SamplerTap,
+    ScriptedGpu, TAP_STREAK,
+};
+use taskwatt_traces::{
+    Arch, Chunk, Clock, CodeletId, EnergySample, ExecutionObserver, MemoryTrace, Timestamp,
+    TraceSink, WorkerId, WorkerInfo,
+};
+
+fn zone(dir: &Path, name: &str, energy: u64) {
+    fs::create_dir_all(dir).unwrap();
+    fs::write(dir.join("name"), format!("{name}\n")).unwrap();
+    fs::write(dir.join("energy_uj"), format!("{energy}\n")).unwrap();
+    fs::write(dir.join("max_energy_range_uj"), "262143328850\n").unwrap();
+}
+
+fn samples(trace: &MemoryTrace) -> Vec<EnergySample> {
+    trace
+        .chunks()
+        .into_iter()
+        .filter_map(|c| match c {
+            Chunk::Samples(s) => Some(s),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// One test at a time: each spins a core, and a worker kept from its core misses the
+/// readings it stands for.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Counts the events handed on by the tap.
+#[derive(Default)]
+struct Counting {
+    started: AtomicU64,
+    ended: AtomicU64,
+}
+
+impl ExecutionObserver for Counting {
+    fn task_started(&self, _: WorkerId, _: CodeletId, _: Arch, _: Timestamp) {
+        self.started.fetch_add(1, Ordering::Relaxed);
+    }
+    fn task_ended(&self, _: WorkerId, _: CodeletId, _: Arch, _: Timestamp) {
+        self.ended.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Ends a task every `every` for `for_`, as a worker would report it.
+fn tasks(tap: &SamplerTap, every: Duration, for_: Duration) -> u64 {
+    let until = Instant::now() + for_;
+    let mut n = 0;
+    while Instant::now() < until {
+        tap.task_started(0, 0, Arch::Cpu, Clock::now());
+        let end = Instant::now() + every;
+        while Instant::now() < end {
+            std::hint::spin_loop();
+        }
+        tap.task_ended(0, 0, Arch::Cpu, Clock::now());
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn workers_take_the_readings_and_an_idle_spell_is_still_sampled() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = tempfile::tempdir().unwrap();
+    zone(&t.path().join("intel-rapl:0"), "package-0", 1_000);
+    let meter = PowercapMeter::open(t.path()).unwrap();
+    let workers = [WorkerInfo::cpu(0, 0)];
+    let (sink, trace) = TraceSink::memory();
+    let inner = Arc::new(Counting::default());
+    let tap = SamplerTap::new(Some(inner.clone() as Arc<dyn ExecutionObserver>));
+    let period = Duration::from_millis(2);
+    let sampler = Sampler::start_tapped(
+        vec![Box::new(meter) as Box<dyn Meter>],
+        Vec::new(),
+        &workers,
+        sink,
+        SamplerConfig::with_period(period).unwrap(),
+        Some(&tap),
+    )
+    .unwrap();
+    assert!(tap.is_attached());
+    let ran = tasks(&tap, Duration::from_micros(100), Duration::from_millis(300));
+    let idle_from = Clock::now();
+    std::thread::sleep(Duration::from_millis(150));
+    let stats = sampler.stop().unwrap();
+
+    // Every event reached the observer behind the tap.
+    assert_eq!(inner.started.load(Ordering::Relaxed), ran);
+    assert_eq!(inner.ended.load(Ordering::Relaxed), ran);
+    // The "worker" took readings; it can miss some on a loaded machine, never all.
+    assert!(stats.worker_readings >= 20, "{stats:?}");
+    assert!(stats.worker_read_ns > 0, "{stats:?}");
+    // Each deadline was read or counted as skipped (first and last readings are extra).
+    let deadlines = stats.wall_ns / period.as_nanos() as u64;
+    let consumed = stats.reads - 2 + stats.overruns;
+    assert!(
+        consumed.abs_diff(deadlines) <= 3,
+        "{deadlines} deadlines, {stats:?}"
+    );
+    // While the worker took them on time the thread slept longer than a period (unless this
+    // machine kept the worker from a streak of TAP_STREAK on-time readings).
+    if stats.worker_readings > 4 * TAP_STREAK {
+        assert!(stats.thread_wakeups < stats.reads, "{stats:?}");
+    }
+    let s = samples(&trace);
+    assert_eq!(s.len() as u64, stats.samples);
+    assert!(
+        s.windows(2).all(|w| w[0].t < w[1].t),
+        "readings out of order"
+    );
+    // The idle spell (150 ms, no task ending) was sampled by the thread: at least one
+    // reading per 8 ms (TAP_SLEEP_MAX) once it noticed, then every period.
+    let idle = s.iter().filter(|x| x.t > idle_from).count();
+    assert!(idle >= 10, "{idle} readings in the idle spell, {stats:?}");
+    let gaps: Vec<u64> = s
+        .windows(2)
+        .filter(|w| w[0].t > idle_from)
+        .map(|w| w[1].t.as_ns() - w[0].t.as_ns())
+        .collect();
+    assert!(
+        gaps.iter().all(|&g| g < 40_000_000),
+        "an idle gap of 40 ms or more (the thread sleeps 8 ms at most): {gaps:?}"
+    );
+}
+
+#[test]
+fn nothing_is_read_through_the_tap_after_the_stop() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = tempfile::tempdir().unwrap();
+    zone(&t.path().join("intel-rapl:0"), "package-0", 1_000);
+    let meter = PowercapMeter::open(t.path()).unwrap();
+    let (sink, trace) = TraceSink::memory();
+    let tap = SamplerTap::new(None);
+    let sampler = Sampler::start_tapped(
+        vec![Box::new(meter) as Box<dyn Meter>],
+        Vec::new(),
+        &[WorkerInfo::cpu(0, 0)],
+        sink,
+        SamplerConfig::with_period(Duration::from_millis(1)).unwrap(),
+        Some(&tap),
+    )
+    .unwrap();
+    let stats = sampler.stop().unwrap();
+    let before = samples(&trace).len();
+    assert_eq!(before as u64, stats.samples);
+    // A worker still running after the stop: its task ends far past every deadline.
+    std::thread::sleep(Duration::from_millis(5));
+    tap.task_ended(0, 0, Arch::Cpu, Clock::now());
+    assert_eq!(samples(&trace).len(), before);
+}
+
+#[test]
+fn a_meter_that_must_stay_on_the_thread_is_never_read_by_workers() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let gpu = ScriptedGpu::with_energy(0, "NVIDIA H100", GpuArchitecture::Hopper, &[1_000]);
+    let meter = NvmlMeter::from_devices(vec![Box::new(gpu)]).unwrap();
+    assert!(!meter.readable_from_workers());
+    let (sink, _trace) = TraceSink::memory();
+    let tap = SamplerTap::new(None);
+    let sampler = Sampler::start_tapped(
+        vec![Box::new(meter) as Box<dyn Meter>],
+        Vec::new(),
+        &[WorkerInfo {
+            id: 0,
+            arch: Arch::Gpu,
+            cpu: None,
+            core: None,
+            package: 0,
+            numa: None,
+            device: Some(0),
+        }],
+        sink,
+        SamplerConfig::with_period(Duration::from_millis(1)).unwrap(),
+        Some(&tap),
+    )
+    .unwrap();
+    assert!(!tap.is_attached());
+    tasks(&tap, Duration::from_micros(100), Duration::from_millis(30));
+    let stats = sampler.stop().unwrap();
+    assert_eq!(stats.worker_readings, 0, "{stats:?}");
+    assert!(stats.reads >= 5, "{stats:?}");
+}
