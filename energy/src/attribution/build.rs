@@ -588,14 +588,33 @@ impl TraceSystems {
             w.dedup();
             w.len().max(1)
         };
-        let mut per_domain: Vec<Vec<(u64, f64)>> = vec![Vec::new(); parts.domains.len()];
-        let mut invalid = vec![0usize; parts.domains.len()];
         let index: HashMap<u16, usize> = parts
             .domains
             .iter()
             .enumerate()
             .map(|(i, d)| (d.id, i))
             .collect();
+        // Sized first: grown by doubling, a million samples were copied twice over.
+        let mut sizes = vec![0usize; parts.domains.len()];
+        let mut last: Option<(u16, usize)> = None;
+        let mut slot = |domain: u16| -> Option<usize> {
+            match last {
+                Some((d, i)) if d == domain => Some(i),
+                _ => {
+                    let i = *index.get(&domain)?;
+                    last = Some((domain, i));
+                    Some(i)
+                }
+            }
+        };
+        for s in parts.samples {
+            if let Some(d) = slot(s.domain) {
+                sizes[d] += 1;
+            }
+        }
+        let mut per_domain: Vec<Vec<(u64, f64)>> =
+            sizes.iter().map(|&n| Vec::with_capacity(n)).collect();
+        let mut invalid = vec![0usize; parts.domains.len()];
         for s in parts.samples {
             if let Some(&d) = index.get(&s.domain) {
                 // A reading that is not a number is no reading: dropping the sample merges
