@@ -37,7 +37,7 @@ impl Edge {
     pub fn zeros(len: usize) -> Edge {
         Edge {
             len,
-            data: vec![0.0; len],
+            data: crate::tile::written_zeros(len),
         }
     }
 
@@ -92,7 +92,7 @@ unsafe impl taskwatt_runtime::DeviceData for Edge {
     }
     fn device_bytes_mut(&mut self) -> &mut [u8] {
         if self.data.is_empty() && self.len > 0 {
-            self.data = vec![0.0; self.len];
+            self.data = crate::tile::written_zeros(self.len);
         }
         taskwatt_runtime::bytes_of_mut(&mut self.data)
     }
