@@ -6,8 +6,8 @@
 //!    covers, and sends `Chunk::Meters`, then one `Chunk::Truth` per simulated meter.
 //! 2. It takes the first reading of every meter on the caller's thread, so that the baseline
 //!    exists before the caller starts any task, then starts the sampler thread.
-//! 3. The thread sleeps to absolute deadlines `start + k·period` (no drift), reads every meter
-//!    at each, stamps every reading with the time its value was current on the trace clock
+//! 3. The thread sleeps to absolute deadlines `start + k·period` (no drift; with a tap, see
+//!    below), reads every meter at each, stamps every reading with the time its value was current on the trace clock
 //!    ([`Meter::value_time`] when the meter knows it, as the simulator does; otherwise the
 //!    middle of the `read` call: a counter read then holds the value of its last update,
 //!    and the attribution aligns reads to the meter's updates, see
@@ -30,17 +30,20 @@
 //! 1 kHz is 1.3 to 2 % of a core before anything is read. So a runtime whose workers
 //! report their tasks to a [`SamplerTap`] (an [`ExecutionObserver`]) lets them take the
 //! readings: at a task's end past the deadline, the worker that ended it reads every meter
-//! (if no other thread is reading; it never waits), exactly as the thread would have. The
-//! thread wakes a quarter of a period after each deadline and reads only if no worker
-//! did; once the workers have taken [`TAP_STREAK`] readings in a row within that quarter,
+//! (if no other thread is reading; it never waits), exactly as the thread would have.
+//!
+//! The thread wakes a quarter of a period after each deadline and reads only if no worker
+//! did. Once the workers have taken [`TAP_STREAK`] readings in a row within that quarter,
 //! it sleeps [`TAP_SLEEP_PERIODS`] periods instead of one (at most [`TAP_SLEEP_MAX`]),
-//! until it finds a deadline no
-//! task end took (idle workers, or tasks longer than the period), which it reads and then
-//! goes back to every period. So at 1 kHz, tasks much shorter than the period cost the
-//! thread one wake-up in eight, and longer ones keep the readings on the period's grid. Each reading keeps its
-//! own timestamp, wherever it was taken; the deadlines an idle spell's first wake-up comes
-//! late for (up to `TAP_SLEEP_PERIODS - 1`) are skipped and counted as overruns, and the
-//! counters are cumulative, so that interval merely spans more time. A meter whose read may block ([`Meter::readable_from_workers`]: NVML's) keeps
+//! until it finds a deadline that no task end took (idle workers, or tasks longer than the
+//! period). It reads that one and goes back to every period. So at 1 kHz, tasks much
+//! shorter than the period cost the thread one wake-up in eight, and longer ones keep the
+//! readings on the period's grid.
+//!
+//! Each reading keeps its own timestamp, wherever it was taken. The deadlines an idle
+//! spell's first wake-up comes late for (up to `TAP_SLEEP_PERIODS - 1`) are skipped and
+//! counted as overruns; the counters are cumulative, so that interval merely spans more
+//! time. A meter whose read may block ([`Meter::readable_from_workers`]: NVML's) keeps
 //! every reading on the thread. [`SamplerStats`] counts the readings taken by workers and
 //! the time they took, and [`SamplerStats::cpu_percent_of_one_core`] includes it.
 //!
