@@ -181,9 +181,9 @@ impl<T: Scalar> fmt::Debug for Tile<T> {
 /// until each is written. The first write to each 4 KiB page of such a tile, in a task,
 /// then swaps in a real page and flushes that mapping from every CPU running the process:
 /// an inter-processor interrupt, which on a VM stops both vCPUs. GEMM's output matrix
-/// (128 MiB at n = 4096 f64) took 32 000 such flushes in a two-worker run and ran 20 % slower
-/// than its tasks alone would (BENCHMARKS.md, issue 31, stop 49). Written here, the pages
-/// are real from the start, on the thread that makes the data.
+/// (128 MiB at n = 4096 f64) took 32 000 such flushes in a two-worker run, which took
+/// 1.81 s instead of 1.38 s (BENCHMARKS.md, issue 31, stop 49). Written here, the pages are
+/// real from the start, on the thread that makes the data.
 pub(crate) fn written_zeros<T: Copy + Default>(len: usize) -> Vec<T> {
     let mut v = Vec::with_capacity(len);
     // Through `black_box`: a fill the compiler knows is zero may become a zeroed

@@ -588,27 +588,27 @@ impl TraceSystems {
             w.dedup();
             w.len().max(1)
         };
-        let index: HashMap<u16, usize> = parts
+        // Domain id -> its place in `parts.domains` (ids are u16: a flat table).
+        let top = parts
             .domains
             .iter()
-            .enumerate()
-            .map(|(i, d)| (d.id, i))
-            .collect();
+            .map(|d| usize::from(d.id) + 1)
+            .max()
+            .unwrap_or(0);
+        let mut index = vec![usize::MAX; top];
+        for (i, d) in parts.domains.iter().enumerate() {
+            index[usize::from(d.id)] = i;
+        }
+        let place = |domain: u16| {
+            index
+                .get(usize::from(domain))
+                .copied()
+                .filter(|&i| i != usize::MAX)
+        };
         // Sized first: grown by doubling, a million samples were copied twice over.
         let mut sizes = vec![0usize; parts.domains.len()];
-        let mut last: Option<(u16, usize)> = None;
-        let mut slot = |domain: u16| -> Option<usize> {
-            match last {
-                Some((d, i)) if d == domain => Some(i),
-                _ => {
-                    let i = *index.get(&domain)?;
-                    last = Some((domain, i));
-                    Some(i)
-                }
-            }
-        };
         for s in parts.samples {
-            if let Some(d) = slot(s.domain) {
+            if let Some(d) = place(s.domain) {
                 sizes[d] += 1;
             }
         }
@@ -616,7 +616,7 @@ impl TraceSystems {
             sizes.iter().map(|&n| Vec::with_capacity(n)).collect();
         let mut invalid = vec![0usize; parts.domains.len()];
         for s in parts.samples {
-            if let Some(&d) = index.get(&s.domain) {
+            if let Some(d) = place(s.domain) {
                 // A reading that is not a number is no reading: dropping the sample merges
                 // its two intervals into one, which the model handles exactly.
                 if s.energy_j.is_finite() {
