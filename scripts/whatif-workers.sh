@@ -8,6 +8,9 @@
 #
 #   scripts/whatif-workers.sh [RUNS=3] [DIR=/tmp/whatif-workers] [APPS="cholesky gemm stencil"]
 #
+# RUN_ARGS adds arguments to every `taskwatt run` (e.g. RUN_ARGS="--steps 80" for a longer
+# stencil, whose default 20 steps last 0.15 to 0.3 s here and spread widely).
+#
 # Needs a release build (`cargo build --release`) and python3. Meaningful only on a quiet
 # machine: the script prints how far the real runs of one configuration spread, and a
 # spread wider than the bar (5 %) means the machine cannot check it.
@@ -22,7 +25,8 @@ sed 's/^cores_per_package = 2/cores_per_package = 1/; s/^name = .*/name = "this 
 for r in $(seq 1 "$runs"); do
   for app in $apps; do
     for w in 1 2; do
-      "$tw" run "$app" --workers "$w" --idle-calibration 1s --type-calibration auto \
+      # shellcheck disable=SC2086 # RUN_ARGS is split into arguments on purpose.
+      "$tw" run "$app" --workers "$w" ${RUN_ARGS:-} --idle-calibration 1s --type-calibration auto \
         --no-report --no-perfmodel --trace "$dir/$app-w$w-$r.twt" >/dev/null
       echo "recorded $app on $w worker(s), run $r" >&2
     done
