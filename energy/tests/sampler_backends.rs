@@ -34,18 +34,6 @@ fn zone(dir: &Path, name: &str, energy: u64, max: u64) {
     fs::write(dir.join("max_energy_range_uj"), format!("{max}\n")).unwrap();
 }
 
-fn samples(trace: &MemoryTrace) -> Vec<EnergySample> {
-    trace
-        .chunks()
-        .into_iter()
-        .filter_map(|c| match c {
-            Chunk::Samples(s) => Some(s),
-            _ => None,
-        })
-        .flatten()
-        .collect()
-}
-
 fn domains(trace: &MemoryTrace) -> Vec<DomainInfo> {
     match &trace.chunks()[0] {
         Chunk::Meters { domains, .. } => domains.clone(),
@@ -99,7 +87,7 @@ fn powercap_wrap_and_vanishing_zone_through_the_sampler() {
     std::thread::sleep(Duration::from_millis(10));
     let stats = sampler.stop().unwrap();
 
-    let s = samples(&trace);
+    let s = trace.samples();
     let pkg0: Vec<&EnergySample> = s.iter().filter(|x| x.domain == d[0].id).collect();
     let last = pkg0.last().unwrap();
     // 7 steps of 50 mJ = 0.35 J; the file holds 0..=max, so it wraps modulo max + 1.
@@ -166,7 +154,7 @@ fn nvml_counter_and_power_fallback_through_the_sampler() {
             window_ns: 25_000_000
         }
     );
-    let s = samples(&trace);
+    let s = trace.samples();
     let gpu0: Vec<&EnergySample> = s.iter().filter(|x| x.domain == d[0].id).collect();
     // The first script value is the probe's; the readings follow the script (as far as a
     // loaded machine let the sampler read), cumulative from the first reading.
@@ -259,7 +247,7 @@ fn read_failures_and_overruns_are_reported_not_hidden() {
     assert_eq!(stats.failures.len(), 1);
     assert!(stats.failures[0].first_error.contains("GPU is lost"));
     assert_eq!(stats.read_errors, stats.reads - 2);
-    let s = samples(&trace);
+    let s = trace.samples();
     let psys: Vec<&EnergySample> = s.iter().filter(|x| x.domain == d[0].id).collect();
     assert_eq!(psys.len() as u64, stats.reads);
     // Readings are stamped when taken: the stalled ones are further apart than the period.

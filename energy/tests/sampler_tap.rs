@@ -14,8 +14,7 @@ use taskwatt_energy::{
     ScriptedGpu, TAP_STREAK,
 };
 use taskwatt_traces::{
-    Arch, Chunk, Clock, CodeletId, EnergySample, ExecutionObserver, MemoryTrace, Timestamp,
-    TraceSink, WorkerId, WorkerInfo,
+    Arch, Clock, CodeletId, ExecutionObserver, Timestamp, TraceSink, WorkerId, WorkerInfo,
 };
 
 fn zone(dir: &Path, name: &str, energy: u64) {
@@ -23,18 +22,6 @@ fn zone(dir: &Path, name: &str, energy: u64) {
     fs::write(dir.join("name"), format!("{name}\n")).unwrap();
     fs::write(dir.join("energy_uj"), format!("{energy}\n")).unwrap();
     fs::write(dir.join("max_energy_range_uj"), "262143328850\n").unwrap();
-}
-
-fn samples(trace: &MemoryTrace) -> Vec<EnergySample> {
-    trace
-        .chunks()
-        .into_iter()
-        .filter_map(|c| match c {
-            Chunk::Samples(s) => Some(s),
-            _ => None,
-        })
-        .flatten()
-        .collect()
 }
 
 /// One test at a time: each spins a core, and a worker kept from its core misses the
@@ -117,7 +104,7 @@ fn workers_take_the_readings_and_an_idle_spell_is_still_sampled() {
     if stats.worker_readings > 4 * TAP_STREAK {
         assert!(stats.thread_wakeups < stats.reads, "{stats:?}");
     }
-    let s = samples(&trace);
+    let s = trace.samples();
     assert_eq!(s.len() as u64, stats.samples);
     assert!(
         s.windows(2).all(|w| w[0].t < w[1].t),
@@ -156,12 +143,12 @@ fn nothing_is_read_through_the_tap_after_the_stop() {
     )
     .unwrap();
     let stats = sampler.stop().unwrap();
-    let before = samples(&trace).len();
+    let before = trace.samples().len();
     assert_eq!(before as u64, stats.samples);
     // A worker still running after the stop: its task ends far past every deadline.
     std::thread::sleep(Duration::from_millis(5));
     tap.task_ended(0, 0, Arch::Cpu, Clock::now());
-    assert_eq!(samples(&trace).len(), before);
+    assert_eq!(trace.samples().len(), before);
 }
 
 #[test]

@@ -283,15 +283,7 @@ fn timestamps_follow_reads_not_an_assumed_period() {
         "{deadlines} deadlines, {stats:?}"
     );
     assert!(stats.reads >= 3, "{stats:?}");
-    let samples: Vec<EnergySample> = trace
-        .chunks()
-        .into_iter()
-        .filter_map(|c| match c {
-            Chunk::Samples(s) => Some(s),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let samples: Vec<EnergySample> = trace.samples();
     let wall_origin = Clock::origin_unix_ns();
     for s in &samples {
         // Wall clock and trace clock agree to a few ms.

@@ -523,6 +523,18 @@ impl MemoryTrace {
         lock(&self.chunks).clone()
     }
 
+    /// The energy samples sent so far, in order.
+    pub fn samples(&self) -> Vec<crate::EnergySample> {
+        lock(&self.chunks)
+            .iter()
+            .filter_map(|c| match c {
+                Chunk::Samples(s) => Some(s.iter().copied()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
     /// Assembles the chunks into a [`Trace`], with the End chunk a [`TraceWriter`] would
     /// have written now, so that a memory trace and a file trace of the same chunks are
     /// equal but for the wall-clock end.
