@@ -334,7 +334,8 @@ impl Core {
     fn wake_ns(&self) -> u64 {
         let next = self.next_ns.load(Ordering::Relaxed);
         if self.tap && self.streak.load(Ordering::Relaxed) >= TAP_STREAK {
-            next + (self.sleep_periods() - 1) * self.period_ns
+            // Never sooner than without the streak (a period of 8 ms or more sleeps one).
+            next + ((self.sleep_periods() - 1) * self.period_ns).max(self.grace_ns())
         } else if self.tap {
             next + self.grace_ns()
         } else {
@@ -743,13 +744,16 @@ mod tests {
         // A streak: 8 periods of 1 ms (7 after the deadline).
         c.streak.store(TAP_STREAK, Ordering::Relaxed);
         assert_eq!(c.wake_ns(), next + 7_000_000);
-        // Never more than TAP_SLEEP_MAX: 4 periods of 2 ms, 1 of 10 ms.
+        // Never more than TAP_SLEEP_MAX: 4 periods of 2 ms, 1 of 10 ms ...
         let c = core(2, true);
         c.streak.store(TAP_STREAK, Ordering::Relaxed);
         assert_eq!(c.wake_ns(), next + 3 * 2_000_000);
+        // ... and never sooner than a deadline's grace: a period of 10 ms wakes 2.5 ms after
+        // it, streak or not.
         let c = core(10, true);
+        assert_eq!(c.wake_ns(), next + 2_500_000);
         c.streak.store(TAP_STREAK, Ordering::Relaxed);
-        assert_eq!(c.wake_ns(), next);
+        assert_eq!(c.wake_ns(), next + 2_500_000);
     }
 
     #[test]
