@@ -546,7 +546,9 @@ fn print_table(o: &RunOutput<'_>) {
             e.sampler.reads,
             e.sampler.read_errors
         );
-        if e.sampler.overruns > 0 {
+        // A few are expected where the workers take the readings: an idle spell's first
+        // deadlines (energy/src/sampler.rs). Worth a line from 1 % of the deadlines on.
+        if e.sampler.overruns * 100 > e.sampler.reads + e.sampler.overruns {
             println!(
                 "  {:<10} {} reading(s) skipped: none was taken at their deadline (the sampler \
                  thread woke late on a loaded machine or with a period too short for it, or \
