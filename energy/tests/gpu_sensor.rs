@@ -22,15 +22,7 @@ const T0: u64 = 1_000 * MS;
 const POWERS: [(&str, f64); 3] = [("small", 90.0), ("medium", 150.0), ("large", 240.0)];
 
 fn gpu_worker() -> WorkerInfo {
-    WorkerInfo {
-        id: 0,
-        arch: Arch::Gpu,
-        cpu: None,
-        core: None,
-        package: 0,
-        numa: None,
-        device: Some(0),
-    }
+    WorkerInfo::gpu(0, 0)
 }
 
 fn config(sensor: &str, update_ms: u64, sampled_ms: u64) -> SimConfig {

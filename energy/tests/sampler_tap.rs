@@ -162,15 +162,7 @@ fn a_meter_that_must_stay_on_the_thread_is_never_read_by_workers() {
     let sampler = Sampler::start_tapped(
         vec![Box::new(meter) as Box<dyn Meter>],
         Vec::new(),
-        &[WorkerInfo {
-            id: 0,
-            arch: Arch::Gpu,
-            cpu: None,
-            core: None,
-            package: 0,
-            numa: None,
-            device: Some(0),
-        }],
+        &[WorkerInfo::gpu(0, 0)],
         sink,
         SamplerConfig::with_period(Duration::from_millis(1)).unwrap(),
         Some(&tap),

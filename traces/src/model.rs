@@ -269,6 +269,20 @@ impl WorkerInfo {
             device: None,
         }
     }
+
+    /// GPU worker `id` driving device `device`, its host thread unbound (package 0): the
+    /// GPU counterpart of [`WorkerInfo::cpu`].
+    pub fn gpu(id: WorkerId, device: u32) -> WorkerInfo {
+        WorkerInfo {
+            id,
+            arch: Arch::Gpu,
+            cpu: None,
+            core: None,
+            package: 0,
+            numa: None,
+            device: Some(device),
+        }
+    }
 }
 
 /// The machine's topology, as discovered at start.
