@@ -1032,3 +1032,57 @@ fn gpu_sensors_declared_on_import_give_each_type_s_gpu_power() {
         "undeclared power readings: {got:?}"
     );
 }
+
+/// A CSV import past `--task-memory` goes through a temporary file, says so, leaves
+/// nothing behind, and writes the trace an import in memory writes.
+#[test]
+fn import_past_the_task_memory_sorts_through_a_temporary_file() {
+    let d = tempfile::tempdir().unwrap();
+    let tasks = d.path().join("tasks.csv");
+    // 10 000 rows of 3 workers out of time order: at least one chunk (4096 tasks) stays in
+    // memory, so two runs go to the file.
+    let mut text = String::from("type,worker,start,end\n");
+    for i in 0..10_000u64 {
+        let start = (i * 7919) % 100_003;
+        text.push_str(&format!("t{},{},{start},{}\n", i % 4, i % 3, start + 5));
+    }
+    std::fs::write(&tasks, text).unwrap();
+    let out = d.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let mut exports = Vec::new();
+    for (mem, said) in [("32MiB", false), ("1", true)] {
+        let trace = out.join(format!("t-{mem}.twt"));
+        let r = taskwatt(&[
+            "import",
+            "--tasks",
+            s(&tasks),
+            "--time-unit",
+            "us",
+            "--task-memory",
+            mem,
+            "-o",
+            s(&trace),
+        ]);
+        assert!(r.status.success());
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(err.contains("10000 tasks"), "{err}");
+        assert_eq!(err.contains("temporary file of"), said, "{err}");
+        let csv = d.path().join(format!("t-{mem}.csv"));
+        ok(&["export", s(&trace), "--format", "csv", "-o", s(&csv)]);
+        exports.push(std::fs::read(&csv).unwrap());
+    }
+    assert_eq!(exports[0], exports[1]);
+    let left: Vec<_> = std::fs::read_dir(&out).unwrap().collect();
+    assert_eq!(left.len(), 2, "the two traces and nothing else: {left:?}");
+    let r = taskwatt(&[
+        "import",
+        "--tasks",
+        s(&tasks),
+        "--task-memory",
+        "lots",
+        "-o",
+        "x",
+    ]);
+    assert!(!r.status.success());
+    assert!(String::from_utf8_lossy(&r.stderr).contains("--task-memory"));
+}

@@ -43,6 +43,11 @@ pub(crate) struct ImportArgs {
     /// (RAPL: max_energy_range_uj / 1e6): each step back is undone.
     #[arg(long, value_name = "J")]
     counter_wrap: Option<f64>,
+    /// With --tasks: the most memory the tasks take while they are sorted (32 bytes
+    /// each; e.g. `256MiB`). Past it, they are sorted into a temporary file in the output's
+    /// directory and merged back, so that any number of tasks imports in bounded memory.
+    #[arg(long, value_name = "SIZE", value_parser = taskwatt::runtime::parse_size, default_value = "32MiB")]
+    task_memory: u64,
     /// The trace to write.
     #[arg(short, long)]
     output: PathBuf,
@@ -60,7 +65,8 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
     } else {
         TimeUnit::S
     });
-    let mut opts = ImportOptions::new(unit);
+    let mut opts =
+        ImportOptions::new(unit).task_memory(usize::try_from(a.task_memory).unwrap_or(usize::MAX));
     if let Some(u) = a.update_interval {
         opts = opts.update_interval_ns(u.as_nanos().min(u64::MAX as u128) as u64);
     }
@@ -106,8 +112,16 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
             if let (Some(tasks), Some(samples)) = (w.task_span, w.sample_span) {
                 warn_if_disjoint(tasks, samples, unit);
             }
+            let sorted = if w.spilled_bytes > 0 {
+                format!(
+                    "; sorted through a temporary file of {:.0} MiB, removed (--task-memory)",
+                    w.spilled_bytes as f64 / (1u64 << 20) as f64
+                )
+            } else {
+                String::new()
+            };
             eprintln!(
-                "wrote {} ({} tasks, {} energy samples, {} domains)",
+                "wrote {} ({} tasks, {} energy samples, {} domains{sorted})",
                 w.path.display(),
                 w.tasks,
                 w.samples,

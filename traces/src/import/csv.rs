@@ -10,6 +10,7 @@ use std::path::Path;
 
 use super::builder::{Emitted, TraceBuilder};
 use super::energy::{read_energy, Energy};
+use super::spill::RECORD_BYTES;
 use super::table::{Row, Table};
 use super::{ImportOptions, TimeUnit};
 use crate::{Arch, TaskRecord, Timestamp, Trace, TraceError, WorkerId};
@@ -17,8 +18,8 @@ use crate::{Arch, TaskRecord, Timestamp, Trace, TraceError, WorkerId};
 /// Imports `tasks` (and the energy files `opts` names) into a [`Trace`] in memory.
 pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace, TraceError> {
     let path = tasks.as_ref();
-    let (b, energy) = read(path, opts)?;
-    Ok(b.build("csv", path, energy))
+    let (b, energy) = read(path, opts, None)?;
+    b.build("csv", path, energy)
 }
 
 /// What [`import_csv_to`] wrote.
@@ -36,11 +37,15 @@ pub struct ImportWritten {
     pub task_span: Option<(u64, u64)>,
     /// The samples' first and last time, ns on the trace's clock.
     pub sample_span: Option<(u64, u64)>,
+    /// Bytes of the temporary file the tasks beyond [`ImportOptions::task_memory`] were
+    /// sorted through (0 when they fitted; the file is gone once the import returns).
+    pub spilled_bytes: u64,
 }
 
-/// Imports `tasks` (and the energy files `opts` names) straight into the trace file `out`,
-/// never holding the whole trace: each task is kept in 32 bytes until the end of the
-/// input, and the chunks go to the file's writer one worker at a time as they are made
+/// Imports `tasks` (and the energy files `opts` names) straight into the trace file `out`
+/// in bounded memory: at most [`ImportOptions::task_memory`] bytes of tasks (32 bytes
+/// each) are held; past that they are sorted into runs in a temporary file in `out`'s
+/// directory and merged back, worker by worker, as the chunks go to the file's writer
 /// (BENCHMARKS.md, "Import at scale"). The file appears at `out` only once complete.
 pub fn import_csv_to(
     tasks: impl AsRef<Path>,
@@ -49,7 +54,11 @@ pub fn import_csv_to(
 ) -> Result<ImportWritten, TraceError> {
     let path = tasks.as_ref();
     crate::trace::check_dir_of(out.as_ref())?;
-    let (b, energy) = read(path, opts)?;
+    let dir = match out.as_ref().parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let (b, energy) = read(path, opts, Some(dir))?;
     let target = crate::AtomicPath::new(out.as_ref());
     let w = crate::TraceWriter::create(target.path())?;
     let sink = w.sink();
@@ -57,7 +66,7 @@ pub fn import_csv_to(
     let e: Emitted = b.emit("csv", path, energy, &mut |c| {
         tally.add(&c);
         sink.send(c);
-    });
+    })?;
     drop(sink);
     // No wall clock in the sources: the End records the counts and the span only.
     w.finish_with(tally.end(0))?;
@@ -69,11 +78,17 @@ pub fn import_csv_to(
         domains: e.domains,
         task_span: e.task_span,
         sample_span: e.sample_span,
+        spilled_bytes: e.spilled_bytes,
     })
 }
 
-/// Reads the tasks and the energy.
-fn read(path: &Path, opts: &ImportOptions) -> Result<(TraceBuilder, Option<Energy>), TraceError> {
+/// Reads the tasks and the energy; with `spill`, records beyond `opts.task_memory` go to a
+/// temporary file in that directory.
+fn read(
+    path: &Path,
+    opts: &ImportOptions,
+    spill: Option<&Path>,
+) -> Result<(TraceBuilder, Option<Energy>), TraceError> {
     let unit = opts.time_unit;
     let (mut t, format) = Table::open_counted(
         path,
@@ -103,6 +118,9 @@ fn read(path: &Path, opts: &ImportOptions) -> Result<(TraceBuilder, Option<Energ
     };
     let (c_id, c_arch) = (t.column("id"), t.column("arch"));
     let mut b = TraceBuilder::new();
+    if let Some(dir) = spill {
+        b.spill_to(dir, opts.task_memory / RECORD_BYTES, c_id.is_some());
+    }
     let mut rank = 0u64;
     let mut row = Row::default();
     // The last type name and its codelet, per architecture: rows of one type often
@@ -170,14 +188,11 @@ fn read(path: &Path, opts: &ImportOptions) -> Result<(TraceBuilder, Option<Energ
         b.push(
             TaskRecord::executed(id, codelet, arch, worker, Timestamp(start), Timestamp(end)),
             Vec::new(),
-        );
+        )?;
         rank += 1;
     }
     if c_id.is_some() {
-        let ids = b.sorted_ids();
-        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
-            let dup = w[0];
-            drop(ids);
+        if let Some(dup) = b.duplicate_id()? {
             let (first, second) = lines_of_id(path, c_id.unwrap_or(0), dup)?;
             return Err(Table::open_any(path, &[&["id"]])?.0.err(
                 second,
@@ -247,26 +262,67 @@ mod tests {
             "samples.csv",
             "time,domain,energy_j\n0,package-0,0\n50000,package-0,1\n100100,package-0,2.5\n",
         );
-        let opts = ImportOptions::new(TimeUnit::Ns).samples(&samples);
-        let out = d.path().join("streamed.twt");
-        let w = import_csv_to(&tasks, &opts, &out).unwrap();
-        assert_eq!((w.tasks, w.samples, w.domains), (10_000, 3, 1));
-        assert_eq!(w.sample_span, Some((0, 100_100)));
-        let streamed = crate::read_trace(&out).unwrap();
-        let mut whole = import_csv(&tasks, &opts).unwrap();
-        // The same content: the streamed file has its meters after the tasks, and its
-        // End chunk is the import's own (no wall clock), as the trace in memory has.
-        assert_eq!(streamed.end, whole.end);
-        whole.end = streamed.end.clone();
-        assert_eq!(streamed, whole);
-        // Each worker's records in end order.
-        for wk in 0..5 {
-            let ends: Vec<u64> = streamed
-                .tasks()
-                .filter(|(r, _)| r.worker == wk)
-                .map(|(r, _)| r.end.0)
-                .collect();
-            assert!(ends.windows(2).all(|p| p[0] <= p[1]), "worker {wk}");
+        let mut whole =
+            import_csv(&tasks, &ImportOptions::new(TimeUnit::Ns).samples(&samples)).unwrap();
+        // All in memory; then at most one chunk's records (4096) in memory: two runs in
+        // the temporary file and the rest merged from memory.
+        for (budget, spilled) in [
+            (ImportOptions::DEFAULT_TASK_MEMORY, 0),
+            (1, 8192 * 32 + 8191 * 8),
+        ] {
+            let opts = ImportOptions::new(TimeUnit::Ns)
+                .samples(&samples)
+                .task_memory(budget);
+            let out = d.path().join(format!("streamed-{budget}.twt"));
+            let w = import_csv_to(&tasks, &opts, &out).unwrap();
+            assert_eq!((w.tasks, w.samples, w.domains), (10_000, 3, 1));
+            assert_eq!(w.sample_span, Some((0, 100_100)));
+            // 32 bytes per record, and 8 per id from the second on: the ids decrease, so
+            // they are kept to be checked once they no longer count up one by one.
+            assert_eq!(w.spilled_bytes, spilled, "budget {budget}");
+            let streamed = crate::read_trace(&out).unwrap();
+            // The same content: the streamed file has its meters after the tasks, and its
+            // End chunk is the import's own (no wall clock), as the trace in memory has.
+            assert_eq!(streamed.end, whole.end);
+            whole.end = streamed.end.clone();
+            assert_eq!(streamed, whole, "budget {budget}");
+            // Each worker's records in end order.
+            for wk in 0..5 {
+                let ends: Vec<u64> = streamed
+                    .tasks()
+                    .filter(|(r, _)| r.worker == wk)
+                    .map(|(r, _)| r.end.0)
+                    .collect();
+                assert!(ends.windows(2).all(|p| p[0] <= p[1]), "worker {wk}");
+            }
+        }
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            4,
+            "the inputs and the two traces: no temporary file left"
+        );
+    }
+
+    #[test]
+    fn a_duplicate_id_is_found_across_the_sorted_runs() {
+        // 9000 rows, two runs of 4096 in the temporary file before the last; the id of row
+        // 10 comes again at row 8500. The ids count down (all kept), or count up one by one
+        // until that row (then only a range is kept of the first 8500).
+        for down in [true, false] {
+            let d = tempfile::tempdir().unwrap();
+            let mut text = String::from("id,type,worker,start,end\n");
+            let id = |i: u64| if down { 1_000_000 - i } else { i };
+            for i in 0..9000u64 {
+                let this = if i == 8500 { id(10) } else { id(i) };
+                text.push_str(&format!("{this},a,{},{i},{}\n", i % 2, i + 1));
+            }
+            let tasks = file(d.path(), "tasks.csv", &text);
+            let out = d.path().join("t.twt");
+            let opts = ImportOptions::new(TimeUnit::Ns).task_memory(1);
+            let e = import_csv_to(&tasks, &opts, &out).unwrap_err().to_string();
+            assert!(e.contains("tasks.csv:8502: id"), "{e}");
+            assert!(e.contains("line 12 has the same"), "{e}");
+            assert!(!out.exists());
         }
     }
 

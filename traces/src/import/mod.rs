@@ -15,6 +15,7 @@ use std::str::FromStr;
 mod builder;
 mod csv;
 mod energy;
+mod spill;
 mod starpu;
 mod table;
 
@@ -181,6 +182,11 @@ pub struct ImportOptions {
     /// Counts the bytes of the tasks file read so far (`tasks.csv`, after decompression),
     /// for a progress display on another thread.
     pub progress: Option<ReadProgress>,
+    /// Bytes of task records an import to a file ([`import_csv_to`]) holds in memory, 32
+    /// per task; past that, they are sorted into a temporary file in the output's directory
+    /// and merged back (default [`ImportOptions::DEFAULT_TASK_MEMORY`], about a million
+    /// tasks). Imports that return a [`crate::Trace`] hold it whole whatever this says.
+    pub task_memory: usize,
 }
 
 /// A count of the bytes an import has read of its tasks file, shared with the thread that
@@ -303,7 +309,17 @@ impl ImportOptions {
             resolution_j: None,
             wrap_range_j: None,
             progress: None,
+            task_memory: Self::DEFAULT_TASK_MEMORY,
         }
+    }
+
+    /// [`ImportOptions::task_memory`]'s default: 32 MiB.
+    pub const DEFAULT_TASK_MEMORY: usize = 32 << 20;
+
+    /// Holds at most `bytes` of task records in memory ([`ImportOptions::task_memory`]).
+    pub fn task_memory(mut self, bytes: usize) -> Self {
+        self.task_memory = bytes;
+        self
     }
 
     /// Counts the bytes of the tasks file read into `progress` as the import goes.

@@ -257,8 +257,7 @@ impl Parser {
                 preds_len: 0,
             },
             rec.depends,
-        );
-        Ok(())
+        )
     }
 }
 
@@ -361,7 +360,7 @@ pub fn import_starpu(
         )?),
         None => None,
     };
-    let trace = p.b.build("starpu tasks.rec", path, energy);
+    let trace = p.b.build("starpu tasks.rec", path, energy)?;
     Ok(StarpuImport {
         trace,
         skipped: p.skipped,
