@@ -199,8 +199,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     );
     println!(
-        "  reads {}  samples {} (in trace: {samples})  overruns {}  read errors {}",
-        stats.reads, stats.samples, stats.overruns, stats.read_errors
+        "  reads {}  samples {} (in trace: {samples})  overruns {}  left unread while idle {}  read errors {}",
+        stats.reads, stats.samples, stats.overruns, stats.idle_skipped, stats.read_errors
     );
     println!("  tasks run by the workers: {tasks}");
     println!(

@@ -40,10 +40,17 @@
 //! shorter than the period cost the thread one wake-up in eight, and longer ones keep the
 //! readings on the period's grid.
 //!
-//! Each reading keeps its own timestamp, wherever it was taken. The deadlines an idle
-//! spell's first wake-up comes late for (up to `TAP_SLEEP_PERIODS - 1`) are skipped and
-//! counted as overruns; the counters are cumulative, so that interval merely spans more
-//! time. A meter whose read may block ([`Meter::readable_from_workers`]: NVML's) keeps
+//! While no task runs the thread wakes as seldom: each worker counts its task starts and
+//! ends (odd while one runs) on a cache line of its own, and when the thread's reading
+//! finds no task running and none started or ended since its previous reading, it sleeps
+//! as in a streak. The first task to start then reads, so the idle interval ends where the
+//! work begins, and the deadline grid restarts a period after that reading. The deadlines
+//! slept through are counted apart ([`SamplerStats::idle_skipped`]).
+//!
+//! Each reading keeps its own timestamp, wherever it was taken. The deadlines a busy
+//! spell's end leaves before the thread's next wake-up (up to `TAP_SLEEP_PERIODS - 1`) are
+//! skipped and counted as overruns; the counters are cumulative, so that interval merely
+//! spans more time. A meter whose read may block ([`Meter::readable_from_workers`]: NVML's) keeps
 //! every reading on the thread. [`SamplerStats`] counts the readings taken by workers and
 //! the time they took, and [`SamplerStats::cpu_percent_of_one_core`] includes it.
 //!
@@ -52,18 +59,21 @@
 //! domains go on. Nothing is dropped silently.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use taskwatt_traces::{
-    Arch, Chunk, Clock, CodeletId, CodeletInfo, Domain, DomainId, DomainInfo, EnergySample,
-    ExecutionObserver, FrequencySample, MeterId, MeterInfo, Timestamp, TraceSink, WorkerId,
-    WorkerInfo,
+    Chunk, Clock, Domain, DomainId, DomainInfo, EnergySample, FrequencySample, MeterId, MeterInfo,
+    Timestamp, TraceSink, WorkerInfo,
 };
 
 use crate::freq::FrequencyReader;
+
+mod tap;
+pub use tap::SamplerTap;
+use tap::{Activity, Core, MAX_TRACKED_WORKERS};
 
 use crate::meter::{DomainRead, Meter, RawReading};
 use crate::wrap::Accumulator;
@@ -176,6 +186,9 @@ pub struct SamplerStats {
     pub worker_read_ns: u64,
     /// Times the sampler's thread woke up (its deadlines, and the stop).
     pub thread_wakeups: u64,
+    /// Deadlines left unread because no task ran (see "Readings taken by the workers" in
+    /// the module docs): the readings on each side of them span that idle time.
+    pub idle_skipped: u64,
 }
 
 impl SamplerStats {
@@ -299,149 +312,6 @@ impl Worker {
     }
 }
 
-/// What the sampler's thread and the workers' tap share.
-struct Core {
-    worker: parking_lot::Mutex<Worker>,
-    /// The next deadline on the trace clock, ns: `start + k·period`.
-    next_ns: AtomicU64,
-    period_ns: u64,
-    /// Readings in a row the workers took within [`Core::grace_ns`] of their deadline: from
-    /// [`TAP_STREAK`] on, the thread sleeps longer.
-    streak: AtomicU64,
-    /// Set to stop the thread (which is then unparked); no reading is taken after it.
-    stop: AtomicBool,
-    /// Whether workers may read every meter (see [`Meter::readable_from_workers`]).
-    tap: bool,
-}
-
-impl Core {
-    /// How long after a deadline the thread leaves the reading to a worker whose task
-    /// ends meanwhile: a quarter of the period.
-    fn grace_ns(&self) -> u64 {
-        self.period_ns / 4
-    }
-
-    /// Periods the thread sleeps while the workers take the readings: [`TAP_SLEEP_PERIODS`],
-    /// and no longer than [`TAP_SLEEP_MAX`] (a longer period gains little from it, and an
-    /// idle spell's first reading would come late by as much).
-    fn sleep_periods(&self) -> u64 {
-        let most = (TAP_SLEEP_MAX.as_nanos() as u64 / self.period_ns.max(1)).max(1);
-        TAP_SLEEP_PERIODS.min(most)
-    }
-
-    /// When the thread next wakes: a deadline's grace after it, or, while the workers take
-    /// every reading on time, [`TAP_SLEEP_PERIODS`] periods later.
-    fn wake_ns(&self) -> u64 {
-        let next = self.next_ns.load(Ordering::Relaxed);
-        if self.tap && self.streak.load(Ordering::Relaxed) >= TAP_STREAK {
-            // Never sooner than without the streak (a period of 8 ms or more sleeps one).
-            next + ((self.sleep_periods() - 1) * self.period_ns).max(self.grace_ns())
-        } else if self.tap {
-            next + self.grace_ns()
-        } else {
-            next
-        }
-    }
-
-    /// Moves the deadline past `now`, counting the deadlines skipped on the way.
-    fn advance(&self, w: &mut Worker, now: u64) {
-        let next = self.next_ns.load(Ordering::Relaxed);
-        if now >= next {
-            let missed = (now - next) / self.period_ns + 1;
-            w.stats.overruns += missed - 1;
-            self.next_ns
-                .store(next + missed * self.period_ns, Ordering::Relaxed);
-        }
-    }
-
-    /// A worker at the end of a task found the deadline past: reads, unless another
-    /// thread is reading (it never waits) or the sampler stops.
-    #[cold]
-    #[inline(never)]
-    fn read_from_worker(&self) {
-        let Some(mut w) = self.worker.try_lock() else {
-            return;
-        };
-        let before = Clock::now().as_ns();
-        let next = self.next_ns.load(Ordering::Relaxed);
-        if before < next || self.stop.load(Ordering::Acquire) {
-            return;
-        }
-        w.read_all();
-        let after = Clock::now().as_ns();
-        w.stats.worker_readings += 1;
-        w.stats.worker_read_ns += after.saturating_sub(before);
-        if before - next <= self.grace_ns() {
-            self.streak.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.streak.store(0, Ordering::Relaxed);
-        }
-        self.advance(&mut w, after);
-    }
-}
-
-/// An [`ExecutionObserver`] through which the runtime's workers take the sampler's
-/// readings between their tasks (see the module docs), handing every event on to `inner`
-/// (the simulated meter's observer, when there is one). Give it to the runtime when it is
-/// built and to [`Sampler::start_tapped`] when the sampler starts; before that, and after
-/// the sampler stops, it only hands events on.
-pub struct SamplerTap {
-    inner: Option<Arc<dyn ExecutionObserver>>,
-    core: OnceLock<Arc<Core>>,
-}
-
-impl std::fmt::Debug for SamplerTap {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SamplerTap")
-            .field("inner", &self.inner.is_some())
-            .field("attached", &self.core.get().is_some())
-            .finish()
-    }
-}
-
-impl SamplerTap {
-    /// A tap that hands the workers' events on to `inner`.
-    pub fn new(inner: Option<Arc<dyn ExecutionObserver>>) -> Arc<SamplerTap> {
-        Arc::new(SamplerTap {
-            inner,
-            core: OnceLock::new(),
-        })
-    }
-
-    /// Whether a sampler takes readings through it (not when one of its meters must be
-    /// read by the sampler's thread only).
-    pub fn is_attached(&self) -> bool {
-        self.core.get().is_some_and(|c| c.tap)
-    }
-}
-
-impl ExecutionObserver for SamplerTap {
-    fn codelet_registered(&self, info: &CodeletInfo) {
-        if let Some(o) = &self.inner {
-            o.codelet_registered(info);
-        }
-    }
-
-    #[inline]
-    fn task_started(&self, worker: WorkerId, codelet: CodeletId, arch: Arch, t: Timestamp) {
-        if let Some(o) = &self.inner {
-            o.task_started(worker, codelet, arch, t);
-        }
-    }
-
-    #[inline]
-    fn task_ended(&self, worker: WorkerId, codelet: CodeletId, arch: Arch, t: Timestamp) {
-        if let Some(o) = &self.inner {
-            o.task_ended(worker, codelet, arch, t);
-        }
-        if let Some(c) = self.core.get() {
-            if c.tap && t.as_ns() >= c.next_ns.load(Ordering::Relaxed) {
-                c.read_from_worker();
-            }
-        }
-    }
-}
-
 /// A running sampler; [`Sampler::stop`] it to get its statistics.
 pub struct Sampler {
     /// The state the thread shares with a tap; its `stop` stops the thread.
@@ -488,7 +358,9 @@ impl Sampler {
 
     /// As [`Sampler::start_with_frequency`], the workers taking the readings through
     /// `tap` between their tasks (see the module docs) when every meter allows it. A tap
-    /// serves one sampler: given a second time, it is left to the first.
+    /// serves one sampler: given a second time, it is left to the first. The runtime must
+    /// report its tasks to the same tap, with the ids of `workers`: a tap that sees no task
+    /// looks idle, and is then read only every [`TAP_SLEEP_MAX`].
     pub fn start_tapped(
         meters: Vec<Box<dyn Meter>>,
         frequency: Vec<Box<dyn FrequencyReader>>,
@@ -568,6 +440,12 @@ impl Sampler {
             streak: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             tap: tap.is_some() && tappable,
+            activity: (0..workers.iter().map(|w| w.id as usize + 1).max().unwrap_or(0))
+                .take(MAX_TRACKED_WORKERS)
+                .map(|_| Activity::default())
+                .collect(),
+            untracked: AtomicBool::new(false),
+            idle: AtomicBool::new(false),
         });
         if let Some(t) = tap {
             let _ = t.core.set(core.clone());
@@ -584,6 +462,8 @@ impl Sampler {
                 let cpu0 = thread_cpu_ns();
                 let start = Instant::now();
                 let mut wakeups = 0u64;
+                // The workers' activity at the thread's last reading.
+                let mut seen = core.activity().0;
                 loop {
                     // While the workers read, the thread only checks on them now and then.
                     let go_on = wait_until(core.wake_ns(), &core.stop);
@@ -598,8 +478,16 @@ impl Sampler {
                     }
                     w.read_all();
                     core.streak.store(0, Ordering::Relaxed);
-                    // Deadlines already past when the reading ends are skipped, counted.
-                    core.advance(&mut w, Clock::now().as_ns());
+                    // Deadlines already past when the reading ends are skipped, counted;
+                    // as left unread on purpose if this thread slept through an idle spell.
+                    let was_idle = core.idle.load(Ordering::Relaxed);
+                    core.advance(&mut w, Clock::now().as_ns(), was_idle);
+                    // No task runs, and none started or ended since the last reading here:
+                    // sleep longer; the first task to start reads.
+                    let (now_seen, running) = core.activity();
+                    core.idle
+                        .store(core.tap && !running && now_seen == seen, Ordering::Relaxed);
+                    seen = now_seen;
                 }
                 let mut w = core.worker.lock();
                 // Stop asked (or the Sampler dropped). Deadlines that passed while this
@@ -607,7 +495,12 @@ impl Sampler {
                 let now = Clock::now().as_ns();
                 let next = core.next_ns.load(Ordering::Relaxed);
                 if now >= next {
-                    w.stats.overruns += (now - next) / core.period_ns + 1;
+                    let missed = (now - next) / core.period_ns + 1;
+                    if core.idle.load(Ordering::Relaxed) {
+                        w.stats.idle_skipped += missed;
+                    } else {
+                        w.stats.overruns += missed;
+                    }
                 }
                 w.read_all();
                 let mut stats = w.finish();
@@ -728,6 +621,9 @@ mod tests {
             streak: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             tap,
+            activity: (0..2).map(|_| Activity::default()).collect(),
+            untracked: AtomicBool::new(false),
+            idle: AtomicBool::new(false),
         }
     }
 
@@ -744,6 +640,10 @@ mod tests {
         // A streak: 8 periods of 1 ms (7 after the deadline).
         c.streak.store(TAP_STREAK, Ordering::Relaxed);
         assert_eq!(c.wake_ns(), next + 7_000_000);
+        // No task running: as long, streak or not.
+        let c = core(1, true);
+        c.idle.store(true, Ordering::Relaxed);
+        assert_eq!(c.wake_ns(), next + 7_000_000);
         // Never more than TAP_SLEEP_MAX: 4 periods of 2 ms, 1 of 10 ms ...
         let c = core(2, true);
         c.streak.store(TAP_STREAK, Ordering::Relaxed);
@@ -757,20 +657,40 @@ mod tests {
     }
 
     #[test]
+    fn the_workers_activity_says_whether_a_task_runs() {
+        let c = core(1, true);
+        assert_eq!(c.activity(), (0, false));
+        c.touch(1);
+        assert_eq!(c.activity(), (1, true));
+        c.touch(1);
+        c.touch(0);
+        assert_eq!(c.activity(), (3, true));
+        c.touch(0);
+        assert_eq!(c.activity(), (4, false));
+        // A worker past the ones followed: a task may always be running.
+        c.touch(7);
+        assert_eq!(c.activity(), (4, true));
+    }
+
+    #[test]
     fn deadlines_passed_over_are_counted() {
         let c = core(1, true);
         let mut w = c.worker.lock();
         // Read on time: the next deadline, nothing skipped.
-        c.advance(&mut w, 1_000_100_000);
+        c.advance(&mut w, 1_000_100_000, false);
         assert_eq!(c.next_ns.load(Ordering::Relaxed), 1_001_000_000);
         assert_eq!(w.stats.overruns, 0);
         // Read 3.5 periods late: three deadlines skipped, the next one on the grid.
-        c.advance(&mut w, 1_004_500_000);
+        c.advance(&mut w, 1_004_500_000, false);
         assert_eq!(c.next_ns.load(Ordering::Relaxed), 1_005_000_000);
         assert_eq!(w.stats.overruns, 3);
         // Before the deadline: nothing moves.
-        c.advance(&mut w, 1_004_900_000);
+        c.advance(&mut w, 1_004_900_000, false);
         assert_eq!(c.next_ns.load(Ordering::Relaxed), 1_005_000_000);
+        // Slept through an idle spell: counted apart, and the grid moves to the reading.
+        c.advance(&mut w, 1_012_500_000, true);
+        assert_eq!(c.next_ns.load(Ordering::Relaxed), 1_013_500_000);
+        assert_eq!((w.stats.overruns, w.stats.idle_skipped), (3, 7));
     }
 
     #[test]

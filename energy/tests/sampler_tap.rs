@@ -60,6 +60,27 @@ fn tasks(tap: &SamplerTap, every: Duration, for_: Duration) -> u64 {
     n
 }
 
+/// A sampler at 1 ms on a fake powercap package in `dir`, tapped by a tap of its own.
+fn powercap_at_1ms(
+    dir: &Path,
+    workers: &[WorkerInfo],
+) -> (Sampler, Arc<SamplerTap>, taskwatt_traces::MemoryTrace) {
+    zone(&dir.join("intel-rapl:0"), "package-0", 1_000);
+    let meter = PowercapMeter::open(dir).unwrap();
+    let (sink, trace) = TraceSink::memory();
+    let tap = SamplerTap::new(None);
+    let sampler = Sampler::start_tapped(
+        vec![Box::new(meter) as Box<dyn Meter>],
+        Vec::new(),
+        workers,
+        sink,
+        SamplerConfig::with_period(Duration::from_millis(1)).unwrap(),
+        Some(&tap),
+    )
+    .unwrap();
+    (sampler, tap, trace)
+}
+
 #[test]
 fn workers_take_the_readings_and_an_idle_spell_is_still_sampled() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -94,7 +115,7 @@ fn workers_take_the_readings_and_an_idle_spell_is_still_sampled() {
     assert!(stats.worker_read_ns > 0, "{stats:?}");
     // Each deadline was read or counted as skipped (first and last readings are extra).
     let deadlines = stats.wall_ns / period.as_nanos() as u64;
-    let consumed = stats.reads - 2 + stats.overruns;
+    let consumed = stats.reads - 2 + stats.overruns + stats.idle_skipped;
     assert!(
         consumed.abs_diff(deadlines) <= 3,
         "{deadlines} deadlines, {stats:?}"
@@ -126,22 +147,52 @@ fn workers_take_the_readings_and_an_idle_spell_is_still_sampled() {
 }
 
 #[test]
+fn while_no_task_runs_the_thread_wakes_less_and_the_first_task_to_start_reads() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t = tempfile::tempdir().unwrap();
+    let (sampler, tap, trace) =
+        powercap_at_1ms(t.path(), &[WorkerInfo::cpu(0, 0), WorkerInfo::cpu(1, 1)]);
+    // 200 ms with no task: 200 deadlines.
+    std::thread::sleep(Duration::from_millis(200));
+    // Then one task on worker 1, started between two of the thread's wake-ups.
+    let start = Clock::now();
+    tap.task_started(1, 0, Arch::Cpu, start);
+    let busy_until = Instant::now() + Duration::from_micros(300);
+    while Instant::now() < busy_until {
+        std::hint::spin_loop();
+    }
+    let end = Clock::now();
+    tap.task_ended(1, 0, Arch::Cpu, end);
+    let stats = sampler.stop().unwrap();
+
+    // The thread woke about once per TAP_SLEEP_MAX (8 ms), not every period: 25 to 30
+    // times on a quiet machine; a loaded one wakes it late, so fewer.
+    assert!(stats.thread_wakeups <= 60, "{stats:?}");
+    // The deadlines it slept through are counted apart from overruns.
+    assert!(stats.idle_skipped >= 120, "{stats:?}");
+    assert!(stats.overruns <= 10, "{stats:?}");
+    // The task's start read the meters: the idle spell's interval ends where the task
+    // begins, not up to 8 ms later.
+    assert!(stats.worker_readings >= 1, "{stats:?}");
+    let s = trace.samples();
+    assert!(
+        s.iter().any(|x| x.t >= start && x.t <= end),
+        "no reading at the task's start ({start:?} to {end:?})"
+    );
+    // No interval of the idle spell is longer than the thread's longest sleep and a late
+    // wake-up.
+    let gaps: Vec<u64> = s
+        .windows(2)
+        .map(|w| w[1].t.as_ns() - w[0].t.as_ns())
+        .collect();
+    assert!(gaps.iter().all(|&g| g < 40_000_000), "{gaps:?}");
+}
+
+#[test]
 fn nothing_is_read_through_the_tap_after_the_stop() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let t = tempfile::tempdir().unwrap();
-    zone(&t.path().join("intel-rapl:0"), "package-0", 1_000);
-    let meter = PowercapMeter::open(t.path()).unwrap();
-    let (sink, trace) = TraceSink::memory();
-    let tap = SamplerTap::new(None);
-    let sampler = Sampler::start_tapped(
-        vec![Box::new(meter) as Box<dyn Meter>],
-        Vec::new(),
-        &[WorkerInfo::cpu(0, 0)],
-        sink,
-        SamplerConfig::with_period(Duration::from_millis(1)).unwrap(),
-        Some(&tap),
-    )
-    .unwrap();
+    let (sampler, tap, trace) = powercap_at_1ms(t.path(), &[WorkerInfo::cpu(0, 0)]);
     let stats = sampler.stop().unwrap();
     let before = trace.samples().len();
     assert_eq!(before as u64, stats.samples);

@@ -14,6 +14,7 @@ mod perfmodel;
 mod progress;
 mod report;
 mod run;
+mod run_outputs;
 mod signals;
 mod simulate;
 
