@@ -152,7 +152,7 @@ impl Core {
 /// An [`ExecutionObserver`] through which the runtime's workers take the sampler's
 /// readings between their tasks (see the module docs), handing every event on to `inner`
 /// (the simulated meter's observer, when there is one). Give it to the runtime when it is
-/// built and to [`Sampler::start_tapped`] when the sampler starts; before that, and after
+/// built and to [`Sampler::start_tapped`](super::Sampler::start_tapped) when the sampler starts; before that, and after
 /// the sampler stops, it only hands events on.
 pub struct SamplerTap {
     inner: Option<Arc<dyn ExecutionObserver>>,
