@@ -9,8 +9,12 @@
 //! taskwatt runs with dependency inference (STF handles) and with tracing off and on (a
 //! trace file written by the background writer). rayon runs the same shapes: `scope.spawn`
 //! for independent tasks, atomic dependency counters for the chain and the fan (the
-//! "rayon with counters" baseline of issue 3). Throughput is reported per task: ns/task is
-//! 1e9 / (elements per second).
+//! "rayon with counters" baseline of issue 3). A Taskflow-style executor (`taskflow_style.rs`:
+//! a static graph with join counters, work-stealing workers that run the first successor
+//! they make ready) runs them too, its graph built in the timed loop
+//! (`taskflow-style/build+run`, as a submission builds taskwatt's) and built once and
+//! rerun (`taskflow-style/run`, Taskflow's reuse of a taskflow). Throughput is reported per
+//! task: ns/task is 1e9 / (elements per second).
 //!
 //! Run: `cargo bench --bench overhead`
 
@@ -18,8 +22,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use taskflow_style::{Executor, Graph};
 use taskwatt::traces::{TraceSink, TraceWriter};
 use taskwatt::{Codelet, Runtime, Task};
+
+mod taskflow_style;
 
 const N: usize = 20_000;
 
@@ -105,6 +112,40 @@ fn rayon_graph(pool: &rayon::ThreadPool, shape: &str) {
     }
 }
 
+/// The same shapes as a static graph for the Taskflow-style executor.
+fn taskflow_graph(shape: &str) -> Graph {
+    let mut g = Graph::with_capacity(N);
+    match shape {
+        "independent" => {
+            for _ in 0..N {
+                g.node();
+            }
+        }
+        "chain" => {
+            let mut last = g.node();
+            for _ in 1..N {
+                let n = g.node();
+                g.precede(last, n);
+                last = n;
+            }
+        }
+        "fan" => {
+            let root = g.node();
+            let mids: Vec<u32> = (0..N / 2).map(|_| g.node()).collect();
+            for &m in &mids {
+                g.precede(root, m);
+            }
+            for w in mids.windows(2) {
+                let j = g.node();
+                g.precede(w[0], j);
+                g.precede(w[1], j);
+            }
+        }
+        _ => unreachable!(),
+    }
+    g
+}
+
 fn overhead(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let pool = rayon::ThreadPoolBuilder::new()
@@ -117,6 +158,15 @@ fn overhead(c: &mut Criterion) {
         g.throughput(Throughput::Elements(N as u64));
         g.sample_size(20);
         g.bench_function("rayon", |b| b.iter(|| rayon_graph(&pool, shape)));
+        let ex = Executor::new(2);
+        g.bench_function(BenchmarkId::new("taskflow-style", "build+run"), |b| {
+            b.iter(|| ex.run(&taskflow_graph(shape)))
+        });
+        let built = taskflow_graph(shape);
+        g.bench_function(BenchmarkId::new("taskflow-style", "run"), |b| {
+            b.iter(|| ex.run(&built))
+        });
+        drop(ex);
         for policy in ["eager", "ws", "lws", "prio"] {
             let rt = runtime(policy, TraceSink::null());
             g.bench_function(BenchmarkId::new("taskwatt-notrace", policy), |b| {
