@@ -200,8 +200,8 @@ impl ExecutionObserver for SamplerTap {
             if c.tap {
                 c.touch(worker);
                 // After an idle spell (the thread asleep), the first task's start reads.
-                // Not otherwise: a start just past a deadline that a late reading had only
-                // just moved would read the sensor twice within one of its updates.
+                // Not otherwise: while tasks run, their ends take the readings, and a
+                // worker's next start follows its end at once.
                 if c.idle.load(Ordering::Relaxed) && t.as_ns() >= c.next_ns.load(Ordering::Relaxed)
                 {
                     c.read_from_worker();
