@@ -245,7 +245,9 @@ impl TraceBuilder {
         if let Some(sp) = &mut self.spilling {
             if sp.check_ids {
                 match &mut sp.consecutive {
-                    Some((_, last)) if !sp.broken && *last + 1 == r.id => *last = r.id,
+                    Some((_, last)) if !sp.broken && last.checked_add(1) == Some(r.id) => {
+                        *last = r.id
+                    }
                     None => sp.consecutive = Some((r.id, r.id)),
                     _ => {
                         sp.broken = true;
