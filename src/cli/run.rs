@@ -443,7 +443,7 @@ fn print_table(o: &RunOutput<'_>) {
     if let Some(e) = &o.energy {
         let idle = if e.sampler.idle_skipped > 0 {
             format!(
-                "; {} deadlines left unread while no task ran",
+                "; {} deadline(s) left unread while no task ran",
                 e.sampler.idle_skipped
             )
         } else {
