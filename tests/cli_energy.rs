@@ -1085,4 +1085,16 @@ fn import_past_the_task_memory_sorts_through_a_temporary_file() {
     ]);
     assert!(!r.status.success());
     assert!(String::from_utf8_lossy(&r.stderr).contains("--task-memory"));
+    // --starpu builds its trace in memory: a budget for it is refused, not ignored.
+    let r = taskwatt(&[
+        "import",
+        "--starpu",
+        s(&tasks),
+        "--task-memory",
+        "1MiB",
+        "-o",
+        "x",
+    ]);
+    assert!(!r.status.success());
+    assert!(String::from_utf8_lossy(&r.stderr).contains("--task-memory"));
 }

@@ -43,10 +43,11 @@ pub(crate) struct ImportArgs {
     /// (RAPL: max_energy_range_uj / 1e6): each step back is undone.
     #[arg(long, value_name = "J")]
     counter_wrap: Option<f64>,
-    /// With --tasks: the most memory the tasks take while they are sorted (32 bytes
-    /// each; e.g. `256MiB`). Past it, they are sorted into a temporary file in the output's
-    /// directory and merged back, so that any number of tasks imports in bounded memory.
-    #[arg(long, value_name = "SIZE", value_parser = taskwatt::runtime::parse_size, default_value = "32MiB")]
+    /// With --tasks (--starpu builds its trace in memory): the most memory the tasks take
+    /// while they are sorted (32 bytes each; e.g. `256MiB`). Past it, they are sorted into a
+    /// temporary file in the output's directory and merged back, so that any number of
+    /// tasks imports in bounded memory.
+    #[arg(long, value_name = "SIZE", value_parser = taskwatt::runtime::parse_size, default_value = "32MiB", conflicts_with = "starpu")]
     task_memory: u64,
     /// The trace to write.
     #[arg(short, long)]
