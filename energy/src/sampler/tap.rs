@@ -120,6 +120,23 @@ impl Core {
         self.advance(&mut w, after, idle);
     }
 
+    /// A task started (`start`) or ended on `worker` at `t`: counted, and the reading
+    /// taken if its deadline passed. At a start, only after an idle spell (the thread
+    /// asleep): while tasks run, their ends take the readings, and a worker's next start
+    /// follows its end at once.
+    #[inline]
+    pub(super) fn event(&self, worker: WorkerId, t: Timestamp, start: bool) {
+        if !self.tap {
+            return;
+        }
+        self.touch(worker);
+        if (!start || self.idle.load(Ordering::Relaxed))
+            && t.as_ns() >= self.next_ns.load(Ordering::Relaxed)
+        {
+            self.read_from_worker();
+        }
+    }
+
     /// Counts a task's start or end on `worker`.
     #[inline]
     pub(super) fn touch(&self, worker: WorkerId) {
@@ -197,16 +214,7 @@ impl ExecutionObserver for SamplerTap {
             o.task_started(worker, codelet, arch, t);
         }
         if let Some(c) = self.core.get() {
-            if c.tap {
-                c.touch(worker);
-                // After an idle spell (the thread asleep), the first task's start reads.
-                // Not otherwise: while tasks run, their ends take the readings, and a
-                // worker's next start follows its end at once.
-                if c.idle.load(Ordering::Relaxed) && t.as_ns() >= c.next_ns.load(Ordering::Relaxed)
-                {
-                    c.read_from_worker();
-                }
-            }
+            c.event(worker, t, true);
         }
     }
 
@@ -216,12 +224,7 @@ impl ExecutionObserver for SamplerTap {
             o.task_ended(worker, codelet, arch, t);
         }
         if let Some(c) = self.core.get() {
-            if c.tap {
-                c.touch(worker);
-                if t.as_ns() >= c.next_ns.load(Ordering::Relaxed) {
-                    c.read_from_worker();
-                }
-            }
+            c.event(worker, t, false);
         }
     }
 }
