@@ -9,7 +9,8 @@
 #   scripts/whatif-workers.sh [RUNS=3] [DIR=/tmp/whatif-workers] [APPS="cholesky gemm stencil"]
 #
 # RUN_ARGS adds arguments to every `taskwatt run` (e.g. RUN_ARGS="--steps 80" for a longer
-# stencil, whose default 20 steps last 0.15 to 0.3 s here and spread widely).
+# stencil, whose default 20 steps last 0.15 to 0.3 s here and spread widely). RECORD=0
+# replays the recordings already in DIR (another build's simulator on the same runs).
 #
 # Needs a release build (`cargo build --release`) and python3. Meaningful only on a quiet
 # machine: the script prints how far the real runs of one configuration spread, and a
@@ -22,6 +23,7 @@ tw=${TASKWATT:-target/release/taskwatt}
 mkdir -p "$dir"
 sed 's/^cores_per_package = 2/cores_per_package = 1/; s/^name = .*/name = "this machine, one core"/' \
   whatif/platforms/this-machine.toml > "$dir/one-core.toml"
+[ "${RECORD:-1}" = 0 ] && runs=0
 for r in $(seq 1 "$runs"); do
   for app in $apps; do
     for w in 1 2; do

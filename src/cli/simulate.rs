@@ -272,6 +272,15 @@ pub(crate) fn simulate_policies(
                      replicas draw it, so the intervals hold a run on a faster or slower stretch",
                     100.0 * w
                 ),
+                None if graph.calibration_tasks() > 0 => format!(
+                    "the recording's calibration ({} tasks outside the graph) is too short \
+                     beside its graph to show how much the machine's speed moves between runs \
+                     (that takes {} stretches as long as the graph): the intervals hold the \
+                     tasks' variability only (record with a calibration at least three times \
+                     as long as the graph: --type-calibration with a duration)",
+                    graph.calibration_tasks(),
+                    taskwatt::whatif::MIN_WANDER_WINDOWS
+                ),
                 None => "the recording has no calibration around its graph to show how much \
                          the machine's speed moves between runs: the intervals hold the tasks' \
                          variability only (record with --type-calibration)"
@@ -290,15 +299,24 @@ pub(crate) fn simulate_policies(
                 "CPU durations follow the busy cores of their package, as recorded: {}",
                 fitted
                     .iter()
-                    .map(|l| format!(
-                        "{} {:+.1}% ± {:.1}% per extra busy core ({} tasks at {:.1}-{:.1})",
-                        l.codelet,
-                        l.percent_per_core(),
-                        196.0 * l.slope_se / l.alpha,
-                        l.tasks,
-                        l.k_min,
-                        l.k_max
-                    ))
+                    .map(|l| {
+                        let half = 196.0 * l.slope_se / l.alpha;
+                        format!(
+                            "{} {:+.1}% ± {half:.1}% per extra busy core ({} tasks at \
+                             {:.1}-{:.1}{})",
+                            l.codelet,
+                            l.percent_per_core(),
+                            l.tasks,
+                            l.k_min,
+                            l.k_max,
+                            if half > taskwatt::whatif::contention::MAX_HALF_WIDTH_PCT {
+                                "; imprecise, but a slowdown all the same: the intervals \
+                                 draw it within its error"
+                            } else {
+                                ""
+                            }
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join("; ")
             ),

@@ -14,9 +14,10 @@
 //!
 //! The law is fitted only where the trace shows a contrast. That needs at least
 //! [`MIN_TASKS`] CPU tasks whose occupancy spreads by at least [`MIN_SPREAD`] (standard
-//! deviation). It is applied only when precise: its slope's 95 % interval within
-//! ±[`MAX_HALF_WIDTH_PCT`] % of the duration alone per core. A run on one worker has no
-//! contrast, and its codelets are listed as unidentified, with the reason.
+//! deviation). It is applied when precise, its slope's 95 % interval within
+//! ±[`MAX_HALF_WIDTH_PCT`] % of the duration alone per core, or when it is a slowdown whose
+//! interval excludes none ([`applies`]). A run on one worker has no contrast, and its
+//! codelets are listed as unidentified, with the reason.
 //! The simulator divides each CPU task's duration by `g` at its recorded occupancy, and
 //! multiplies it by `g` at the occupancy the simulated package has when the task starts.
 //! A law is applied past the occupancies it was fitted on only up to
@@ -36,7 +37,8 @@ pub const BLOCKS: usize = 32;
 /// Least standard deviation of the tasks' occupancy to fit a law (busy cores).
 pub const MIN_SPREAD: f64 = 0.1;
 /// The widest 95 % interval of a law's slope, in percent of the duration alone per busy
-/// core, that is applied: a noisier law would move predictions by its noise.
+/// core, that is applied whatever its sign: a noisier law would move predictions by its
+/// noise, unless it is a slowdown its interval holds whole ([`applies`]).
 pub const MAX_HALF_WIDTH_PCT: f64 = 5.0;
 /// Busy cores past the largest recorded occupancy a law is extrapolated to; beyond, it
 /// is held at its value there.
@@ -330,13 +332,19 @@ pub(crate) fn fit<'a>(
             continue;
         }
         let half = 196.0 * se / alpha;
-        if half > MAX_HALF_WIDTH_PCT {
+        let pct = 100.0 * slope / alpha;
+        if !applies(pct, half) {
+            let why = if pct < 0.0 {
+                "too noisy to apply, and a speed-up beside busy cores is not one contention \
+                 makes"
+            } else {
+                "too noisy to apply, and its interval reaches no slowdown at all"
+            };
             out.unidentified.push((
                 name(c).to_owned(),
                 format!(
-                    "{:+.1}% ± {half:.1}% per extra busy core: too noisy to apply (more \
-                     tasks, or a quieter recording, narrow it)",
-                    100.0 * slope / alpha
+                    "{pct:+.1}% ± {half:.1}% per extra busy core: {why} (more tasks, or a \
+                     quieter recording, narrow it)"
                 ),
             ));
             continue;
@@ -355,6 +363,19 @@ pub(crate) fn fit<'a>(
         );
     }
     out
+}
+
+/// Whether a law of `pct` ± `half` % per extra busy core (its slope and 95 % half-width,
+/// relative to the duration alone) is applied: when precise (`half` within
+/// [`MAX_HALF_WIDTH_PCT`]), or when it is a slowdown that its interval holds whole (`pct >
+/// half`). Keeping the recorded durations is itself a law, of no slowdown: where the
+/// recording shows +22 % ± 7 %, that is the law its interval excludes, and the replicas
+/// draw the slope within its error, so the prediction's interval widens with it. A
+/// speed-up is applied only when precise: contention does not make a kernel faster, so a
+/// wide negative slope is the machine's drift, not a law (the README's Cholesky showed
+/// gemm −14.5 % ± 10.8 % in one recording and +2.1 % ± 8.1 % in the next).
+pub fn applies(pct: f64, half: f64) -> bool {
+    half <= MAX_HALF_WIDTH_PCT || pct > half
 }
 
 #[cfg(test)]
@@ -457,6 +478,52 @@ mod tests {
         // The graph alone: no contrast.
         let alone = fit(tasks.iter().copied().take(300), |_| "gemm");
         assert!(alone.laws.is_empty() && alone.unidentified[0].1.contains("hardly varied"));
+    }
+
+    #[test]
+    fn an_imprecise_slowdown_is_applied_and_an_imprecise_speed_up_is_not() {
+        // Precise laws apply whatever their sign; imprecise ones only as a slowdown that
+        // their interval holds whole.
+        assert!(applies(-3.0, 4.0) && applies(12.0, 1.0));
+        assert!(
+            applies(22.0, 7.1),
+            "+22 % ± 7.1 %: no slowdown is outside its interval"
+        );
+        assert!(
+            !applies(-14.5, 10.8),
+            "a wide speed-up is the machine's drift"
+        );
+        assert!(!applies(3.0, 8.0), "its interval holds no slowdown at all");
+        // The same through a fit: a machine whose speed wanders by stretches (12 %
+        // standard deviation) under a real 30 % slowdown per extra busy core, and the
+        // same machine under a speed-up.
+        let recording = |pct: f64| {
+            let mut rng = taskwatt_energy::SplitMix64::new(3);
+            let mut tasks = Vec::new();
+            for j in 0..24u64 {
+                let k = 1.0 + (j % 2) as f64;
+                let speed = 1.0 + 0.12 * rng.next_normal().clamp(-2.5, 2.5);
+                for i in 0..30u64 {
+                    let d = 1000.0 * (1.0 + pct / 100.0 * (k - 1.0)) * speed;
+                    tasks.push((0u32, 64u64, d, k, Group::Graph, (j * 30 + i) * 1_000_000));
+                }
+            }
+            fit(tasks.iter().copied(), |_| "heat_step")
+        };
+        let slow = recording(30.0);
+        let l = &slow.laws[&0];
+        let half = 196.0 * l.slope_se / l.alpha;
+        assert!(half > MAX_HALF_WIDTH_PCT, "imprecise, as meant: {l:?}");
+        assert!((l.percent_per_core() - 30.0).abs() < half, "{l:?}");
+        // Its replicas draw the slope within its error: their factors spread.
+        let draws: Vec<f64> = (0..16).map(|s| slow.perturbed(s).factor(0, 2.0)).collect();
+        let (lo, hi) = draws
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        assert!(hi - lo > 0.03, "{draws:?}");
+        let fast = recording(-30.0);
+        assert!(fast.laws.is_empty(), "{fast:?}");
+        assert!(fast.unidentified[0].1.contains("speed-up"), "{fast:?}");
     }
 
     #[test]

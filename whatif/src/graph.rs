@@ -64,8 +64,11 @@ pub struct Graph {
     /// Each codelet's duration against the busy cores, where the recording shows it.
     pub(crate) laws: crate::contention::ContentionLaws,
     /// How much the recording machine's speed moved between stretches as long as the
-    /// graph (relative standard deviation, `wander.rs`); `None` without calibration.
+    /// graph (relative standard deviation, `wander.rs`); `None` without calibration, or
+    /// with too little of it for a graph this long.
     pub(crate) wander: Option<f64>,
+    /// CPU tasks of the recording outside its graph (type calibration).
+    pub(crate) calibration_tasks: usize,
 }
 
 /// Strata an [`Overhead`] keeps.
@@ -384,6 +387,7 @@ impl Graph {
         // The machine's speed between stretches as long as the graph, each task relative
         // to its type, group and busy cores (calibration alternates alone and on every
         // core: a stretch that holds more of one must not read as slower).
+        g.calibration_tasks = calibration.len();
         if !calibration.is_empty() {
             let span = records.iter().map(|r| r.end.as_ns()).max().unwrap_or(0)
                 - records.iter().map(|r| r.start.as_ns()).min().unwrap_or(0);
@@ -445,6 +449,12 @@ impl Graph {
     /// (`None` without one). Replicas draw the machine's speed within it.
     pub fn speed_wander(&self) -> Option<f64> {
         self.wander
+    }
+
+    /// CPU tasks the recording ran outside its graph, to calibrate types: what
+    /// [`Graph::speed_wander`] is estimated from (0 without calibration).
+    pub fn calibration_tasks(&self) -> usize {
+        self.calibration_tasks
     }
 
     /// Each codelet's duration against the busy cores of its package, as the recording

@@ -31,3 +31,6 @@ pub use output::{
     TypeEnergy,
 };
 pub use platform::{Durations, Factors, Platform, BUILTIN};
+/// Stretches as long as the graph, each of enough tasks, that a recording's calibration
+/// must span for [`Graph::speed_wander`] to be estimated.
+pub use wander::MIN_WINDOWS as MIN_WANDER_WINDOWS;

@@ -22,7 +22,7 @@ use std::hash::Hash;
 const MIN_WINDOW_TASKS: usize = 30;
 
 /// Fewest windows to estimate a spread.
-const MIN_WINDOWS: usize = 4;
+pub const MIN_WINDOWS: usize = 4;
 
 /// The relative standard deviation of the machine's speed between windows of
 /// `window_ns`, from `tasks` as `(key, start_ns, duration_ns)`, `key` what a duration is

@@ -537,3 +537,52 @@ fn a_marker_that_selects_no_task_is_named() {
     let e = Graph::from_trace(&trace).unwrap_err().to_string();
     assert!(e.contains("`graph` marker") && e.contains("1 tasks"), "{e}");
 }
+
+/// A recording's calibration tasks are counted, and the machine's speed between runs is
+/// estimated only when the calibration spans enough stretches as long as the graph:
+/// `simulate` then says the calibration was too short, not that there was none.
+#[test]
+fn a_calibration_too_short_for_its_graph_is_told_from_none() {
+    use taskwatt_traces::{Marker, TaskChunk, TaskRecord, Timestamp, Trace};
+    // The graph: 100 tasks of 1 ms from 0; calibration: `n` tasks of 1 ms after it, on a
+    // machine whose speed moves by stretches of 100 ms.
+    let recording = |n: u64, marked: bool| {
+        let mut chunk = TaskChunk::default();
+        for i in 0..100 + n {
+            let speed = if (i / 100) % 2 == 0 { 1.0 } else { 1.1 };
+            let d = (MS as f64 * speed) as u64;
+            let start = i * 2 * MS;
+            chunk.push(
+                TaskRecord::executed(i, 1, Arch::Cpu, 0, Timestamp(start), Timestamp(start + d)),
+                &[],
+            );
+        }
+        Trace {
+            codelets: codelets(),
+            tasks: vec![chunk],
+            markers: if marked {
+                vec![Marker {
+                    name: "graph".into(),
+                    start: Timestamp(0),
+                    end: Timestamp(199 * MS),
+                }]
+            } else {
+                Vec::new()
+            },
+            ..Trace::default()
+        }
+    };
+    let none = Graph::from_trace(&recording(0, false)).unwrap();
+    assert_eq!((none.calibration_tasks(), none.speed_wander()), (0, None));
+    // 100 calibration tasks: two stretches as long as the graph, fewer than needed.
+    let short = Graph::from_trace(&recording(100, true)).unwrap();
+    assert_eq!(short.len(), 100);
+    assert_eq!(short.calibration_tasks(), 100);
+    assert_eq!(short.speed_wander(), None);
+    const { assert!(taskwatt_whatif::MIN_WANDER_WINDOWS > 2) };
+    // 700: eight stretches, alternately 10 % slower.
+    let long = Graph::from_trace(&recording(700, true)).unwrap();
+    assert_eq!(long.calibration_tasks(), 700);
+    let w = long.speed_wander().expect("estimated over eight stretches");
+    assert!((0.03..0.07).contains(&w), "{w}");
+}
