@@ -18,6 +18,9 @@
 //! independent task, also reads a handle the main thread has acquired for writing), and
 //! prints the submission's cost alone before the total: the difference is what running
 //! tasks on the other cores costs the submitting thread.
+//! `TASKWATT_EMPTY_TASKS_TRACE=<path>` keeps the trace there: `taskwatt export --format csv`
+//! then gives each task's submit, ready, start and end, from which the gaps between a
+//! worker's tasks and the submitter's own rate can be read.
 
 use std::time::Instant;
 
@@ -60,8 +63,12 @@ fn main() {
     }
 
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let writer = trace
-        .then(|| TraceWriter::create(dir.path().join("empty_tasks.twt")).expect("a trace file"));
+    // `TASKWATT_EMPTY_TASKS_TRACE=<path>` keeps the trace, to study the gaps between tasks.
+    let path = std::env::var_os("TASKWATT_EMPTY_TASKS_TRACE").map_or_else(
+        || dir.path().join("empty_tasks.twt"),
+        std::path::PathBuf::from,
+    );
+    let writer = trace.then(|| TraceWriter::create(&path).expect("a trace file"));
     let sink = writer
         .as_ref()
         .map_or_else(TraceSink::null, TraceWriter::sink);
