@@ -7,14 +7,16 @@
 #
 #   scripts/whatif-fidelity.sh [RUNS=3] [DIR=/tmp/whatif-fidelity]
 #
-# Needs a release build (`cargo build --release`) and python3.
+# RECORD=0 replays the recordings already in DIR (another build's simulator on the same
+# runs). Needs a release build (`cargo build --release`) and python3.
 set -euo pipefail
 runs=${1:-3}
 dir=${2:-/tmp/whatif-fidelity}
 tw=${TASKWATT:-target/release/taskwatt}
 mkdir -p "$dir"
+[ "${RECORD:-1}" = 0 ] && runs=0
 # dmda needs calibrated performance models: two runs first.
-for i in 1 2; do
+for i in $(seq 1 $((runs > 0 ? 2 : 0))); do
   "$tw" run cholesky --n 4096 --workers 2 --sched dmda --meter sim --no-energy \
     --perfmodel-dir "$dir/pm" >/dev/null
 done
