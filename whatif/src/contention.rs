@@ -335,10 +335,10 @@ pub(crate) fn fit<'a>(
         let pct = 100.0 * slope / alpha;
         if !applies(pct, half) {
             let why = if pct < 0.0 {
-                "too noisy to apply, and a speed-up beside busy cores is not one contention \
-                 makes"
+                "too noisy to apply, and a speed-up beside busy cores is not what contention \
+                 does"
             } else {
-                "too noisy to apply, and its interval reaches no slowdown at all"
+                "too noisy to apply, and 0 % (no slowdown) is within its interval"
             };
             out.unidentified.push((
                 name(c).to_owned(),
@@ -493,7 +493,7 @@ mod tests {
             !applies(-14.5, 10.8),
             "a wide speed-up is the machine's drift"
         );
-        assert!(!applies(3.0, 8.0), "its interval holds no slowdown at all");
+        assert!(!applies(3.0, 8.0), "0 % is within its interval");
         // The same through a fit: a machine whose speed wanders by stretches (12 %
         // standard deviation) under a real 30 % slowdown per extra busy core, and the
         // same machine under a speed-up.
