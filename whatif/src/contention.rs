@@ -16,7 +16,7 @@
 //! [`MIN_TASKS`] CPU tasks whose occupancy spreads by at least [`MIN_SPREAD`] (standard
 //! deviation). It is applied when precise, its slope's 95 % interval within
 //! ±[`MAX_HALF_WIDTH_PCT`] % of the duration alone per core, or when it is a slowdown whose
-//! interval excludes none ([`applies`]). A run on one worker has no contrast, and its
+//! whole interval lies above 0 % ([`applies`]). A run on one worker has no contrast, and its
 //! codelets are listed as unidentified, with the reason.
 //! The simulator divides each CPU task's duration by `g` at its recorded occupancy, and
 //! multiplies it by `g` at the occupancy the simulated package has when the task starts.
@@ -38,7 +38,7 @@ pub const BLOCKS: usize = 32;
 pub const MIN_SPREAD: f64 = 0.1;
 /// The widest 95 % interval of a law's slope, in percent of the duration alone per busy
 /// core, that is applied whatever its sign: a noisier law would move predictions by its
-/// noise, unless it is a slowdown its interval holds whole ([`applies`]).
+/// noise, unless it is a slowdown whose whole interval lies above 0 % ([`applies`]).
 pub const MAX_HALF_WIDTH_PCT: f64 = 5.0;
 /// Busy cores past the largest recorded occupancy a law is extrapolated to; beyond, it
 /// is held at its value there.
@@ -367,8 +367,8 @@ pub(crate) fn fit<'a>(
 
 /// Whether a law of `pct` ± `half` % per extra busy core (its slope and 95 % half-width,
 /// relative to the duration alone) is applied: when precise (`half` within
-/// [`MAX_HALF_WIDTH_PCT`]), or when it is a slowdown that its interval holds whole (`pct >
-/// half`). Keeping the recorded durations is itself a law, of no slowdown: where the
+/// [`MAX_HALF_WIDTH_PCT`]), or when it is a slowdown whose whole interval lies above 0 %
+/// (`pct > half`). Keeping the recorded durations is itself a law, of no slowdown: where the
 /// recording shows +22 % ± 7 %, that is the law its interval excludes, and the replicas
 /// draw the slope within its error, so the prediction's interval widens with it. A
 /// speed-up is applied only when precise: contention does not make a kernel faster, so a
@@ -483,11 +483,11 @@ mod tests {
     #[test]
     fn an_imprecise_slowdown_is_applied_and_an_imprecise_speed_up_is_not() {
         // Precise laws apply whatever their sign; imprecise ones only as a slowdown that
-        // their interval holds whole.
+        // their whole interval lies above 0 %.
         assert!(applies(-3.0, 4.0) && applies(12.0, 1.0));
         assert!(
             applies(22.0, 7.1),
-            "+22 % ± 7.1 %: no slowdown is outside its interval"
+            "+22 % ± 7.1 %: 0 % is outside its interval"
         );
         assert!(
             !applies(-14.5, 10.8),
