@@ -265,14 +265,26 @@ pub(crate) fn simulate_policies(
     // The machine's own speed between runs, which the replicas draw.
     if replicas >= 2 {
         notes.0.push((
-            match graph.speed_wander() {
-                Some(w) => format!(
+            match (graph.speed_wander(), graph.wander_window_ns()) {
+                (Some(w), None) => format!(
                     "the recording machine's speed moved by {:.1}% (standard deviation) between \
                      stretches as long as the graph, in the calibration around it: the \
                      replicas draw it, so the intervals hold a run on a faster or slower stretch",
                     100.0 * w
                 ),
-                None if graph.calibration_tasks() > 0 => format!(
+                (Some(w), Some(ns)) => format!(
+                    "the recording machine's speed moved by {:.1}% (standard deviation) between \
+                     stretches of {:.3} s, shorter than the graph: its calibration ({} tasks \
+                     outside the graph) is too short for stretches as long as the graph; the \
+                     replicas draw it, and the mean speed varies at least as much between \
+                     short stretches as between long ones, so the intervals may be wider than \
+                     the machine needs (a calibration three times as long as the graph \
+                     measures it on graph-long stretches)",
+                    100.0 * w,
+                    ns as f64 * 1e-9,
+                    graph.calibration_tasks()
+                ),
+                (None, _) if graph.calibration_tasks() > 0 => format!(
                     "the recording's calibration ({} tasks outside the graph) is too short \
                      beside its graph to show how much the machine's speed moves between runs \
                      (that takes {} stretches as long as the graph): the intervals hold the \
@@ -281,7 +293,7 @@ pub(crate) fn simulate_policies(
                     graph.calibration_tasks(),
                     taskwatt::whatif::MIN_WANDER_WINDOWS
                 ),
-                None => "the recording has no calibration around its graph to show how much \
+                (None, _) => "the recording has no calibration around its graph to show how much \
                          the machine's speed moves between runs: the intervals hold the tasks' \
                          variability only (record with --type-calibration)"
                     .to_owned(),

@@ -69,6 +69,9 @@ pub struct Graph {
     pub(crate) wander: Option<f64>,
     /// CPU tasks of the recording outside its graph (type calibration).
     pub(crate) calibration_tasks: usize,
+    /// When [`Graph::wander`] came from stretches shorter than the graph (too little
+    /// calibration for graph-long ones), their length in ns.
+    pub(crate) wander_window_ns: Option<u64>,
 }
 
 /// Strata an [`Overhead`] keeps.
@@ -399,6 +402,17 @@ impl Graph {
                 })
                 .collect();
             g.wander = crate::wander::speed_wander(&tasks, span);
+            if g.wander.is_none() {
+                // Too little calibration for stretches as long as the graph: shorter ones
+                // (`wander.rs`, "Shorter stretches"), said so by `simulate`.
+                let first = tasks.iter().map(|t| t.1).min().unwrap_or(0);
+                let last = cpu.iter().map(|(r, ..)| r.end.as_ns()).max().unwrap_or(0);
+                let short = last.saturating_sub(first) / crate::wander::SHORT_WINDOWS;
+                if short > 0 && short < span {
+                    g.wander = crate::wander::speed_wander(&tasks, short);
+                    g.wander_window_ns = g.wander.map(|_| short);
+                }
+            }
         }
         Ok(g)
     }
@@ -449,6 +463,13 @@ impl Graph {
     /// (`None` without one). Replicas draw the machine's speed within it.
     pub fn speed_wander(&self) -> Option<f64> {
         self.wander
+    }
+
+    /// The length of the stretches [`Graph::speed_wander`] was estimated on, when they
+    /// are shorter than the graph (its calibration was too short for graph-long ones);
+    /// `None` when they are as long as the graph, or nothing was estimated.
+    pub fn wander_window_ns(&self) -> Option<u64> {
+        self.wander_window_ns
     }
 
     /// CPU tasks the recording ran outside its graph, to calibrate types: what

@@ -14,6 +14,16 @@
 //! The replicas then also draw the machine's speed (engine.rs), so that the interval holds
 //! a run on a faster or slower stretch. Without calibration the recording is one window:
 //! nothing is estimated, and the docs say the interval does not hold this.
+//!
+//! # Shorter stretches
+//!
+//! `--type-calibration auto` stops once the powers are pinned down, which on a graph of a
+//! second or more is well before it spans four times the graph. The recording is then cut
+//! into [`SHORT_WINDOWS`] equal stretches instead, shorter than the graph. The mean speed
+//! varies at least as much between short stretches as between long ones (a speed that
+//! drifts slowly moves alike over both; quick swings average out over the long ones), so
+//! the spread is then overstated rather than understated: the intervals widen, and
+//! `simulate` says on what stretches the spread was measured.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -23,6 +33,10 @@ const MIN_WINDOW_TASKS: usize = 30;
 
 /// Fewest windows to estimate a spread.
 pub const MIN_WINDOWS: usize = 4;
+
+/// Equal stretches the whole recording is cut into when it holds too few as long as its
+/// graph (see "Shorter stretches").
+pub(crate) const SHORT_WINDOWS: u64 = 6;
 
 /// The relative standard deviation of the machine's speed between windows of
 /// `window_ns`, from `tasks` as `(key, start_ns, duration_ns)`, `key` what a duration is

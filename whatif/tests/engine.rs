@@ -538,18 +538,23 @@ fn a_marker_that_selects_no_task_is_named() {
     assert!(e.contains("`graph` marker") && e.contains("1 tasks"), "{e}");
 }
 
-/// A recording's calibration tasks are counted, and the machine's speed between runs is
-/// estimated only when the calibration spans enough stretches as long as the graph:
-/// `simulate` then says the calibration was too short, not that there was none.
+/// A recording's calibration tasks are counted. The machine's speed between runs is
+/// estimated on stretches as long as the graph when the calibration spans enough of them,
+/// else on shorter stretches (said so), else not at all: `simulate` then says the
+/// calibration was too short, not that there was none.
 #[test]
 fn a_calibration_too_short_for_its_graph_is_told_from_none() {
     use taskwatt_traces::{Marker, TaskChunk, TaskRecord, Timestamp, Trace};
-    // The graph: 100 tasks of 1 ms from 0; calibration: `n` tasks of 1 ms after it, on a
-    // machine whose speed moves by stretches of 100 ms.
-    let recording = |n: u64, marked: bool| {
+    // The graph: 100 tasks of 1 ms, one every 2 ms from 0; calibration: `n` tasks after
+    // it, on a machine 10 % slower every other `step` tasks.
+    let recording = |n: u64, marked: bool, step: u64| {
         let mut chunk = TaskChunk::default();
         for i in 0..100 + n {
-            let speed = if (i / 100) % 2 == 0 { 1.0 } else { 1.1 };
+            let speed = if (i / step).is_multiple_of(2) {
+                1.0
+            } else {
+                1.1
+            };
             let d = (MS as f64 * speed) as u64;
             let start = i * 2 * MS;
             chunk.push(
@@ -572,17 +577,29 @@ fn a_calibration_too_short_for_its_graph_is_told_from_none() {
             ..Trace::default()
         }
     };
-    let none = Graph::from_trace(&recording(0, false)).unwrap();
+    let none = Graph::from_trace(&recording(0, false, 100)).unwrap();
     assert_eq!((none.calibration_tasks(), none.speed_wander()), (0, None));
-    // 100 calibration tasks: two stretches as long as the graph, fewer than needed.
-    let short = Graph::from_trace(&recording(100, true)).unwrap();
-    assert_eq!(short.len(), 100);
-    assert_eq!(short.calibration_tasks(), 100);
-    assert_eq!(short.speed_wander(), None);
+    // 40 calibration tasks: too few for graph-long stretches, and for shorter ones too
+    // (six stretches of 23 tasks, fewer than a mean needs).
+    let few = Graph::from_trace(&recording(40, true, 100)).unwrap();
+    assert_eq!(few.len(), 100);
+    assert_eq!(few.calibration_tasks(), 40);
+    assert_eq!((few.speed_wander(), few.wander_window_ns()), (None, None));
+    // 100, the speed stepping every 25 tasks (50 ms): two stretches as long as the graph,
+    // fewer than needed; six of 67 ms instead, which see the steps.
     const { assert!(taskwatt_whatif::MIN_WANDER_WINDOWS > 2) };
-    // 700: eight stretches, alternately 10 % slower.
-    let long = Graph::from_trace(&recording(700, true)).unwrap();
+    let short = Graph::from_trace(&recording(100, true, 25)).unwrap();
+    assert_eq!(short.calibration_tasks(), 100);
+    let w = short
+        .speed_wander()
+        .expect("estimated over shorter stretches");
+    assert!((0.01..0.08).contains(&w), "{w}");
+    let ns = short.wander_window_ns().expect("said to be shorter");
+    assert!(ns < 199 * MS && ns > 50 * MS, "{ns}");
+    // 700: eight stretches as long as the graph, alternately 10 % slower.
+    let long = Graph::from_trace(&recording(700, true, 100)).unwrap();
     assert_eq!(long.calibration_tasks(), 700);
     let w = long.speed_wander().expect("estimated over eight stretches");
     assert!((0.03..0.07).contains(&w), "{w}");
+    assert_eq!(long.wander_window_ns(), None, "graph-long stretches");
 }
