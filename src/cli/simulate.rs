@@ -312,16 +312,16 @@ pub(crate) fn simulate_policies(
                 fitted
                     .iter()
                     .map(|l| {
-                        let half = 196.0 * l.slope_se / l.alpha;
                         format!(
-                            "{} {:+.1}% ± {half:.1}% per extra busy core ({} tasks at \
+                            "{} {:+.1}% ± {:.1}% per extra busy core ({} tasks at \
                              {:.1}-{:.1}{})",
                             l.codelet,
                             l.percent_per_core(),
+                            l.half_width_pct(),
                             l.tasks,
                             l.k_min,
                             l.k_max,
-                            if half > taskwatt::whatif::contention::MAX_HALF_WIDTH_PCT {
+                            if !l.is_precise() {
                                 "; imprecise, but a slowdown all the same: the intervals \
                                  draw it within its error"
                             } else {

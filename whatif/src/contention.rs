@@ -79,6 +79,17 @@ impl DurationLaw {
     pub fn percent_per_core(&self) -> f64 {
         100.0 * self.slope / self.alpha
     }
+
+    /// The half-width of the slope's 95 % interval, in the same percent.
+    pub fn half_width_pct(&self) -> f64 {
+        half_width_pct(self.slope_se, self.alpha)
+    }
+
+    /// Whether the law is precise (its interval within ±[`MAX_HALF_WIDTH_PCT`] %), rather
+    /// than applied as a slowdown whose whole interval lies above 0 % ([`applies`]).
+    pub fn is_precise(&self) -> bool {
+        self.half_width_pct() <= MAX_HALF_WIDTH_PCT
+    }
 }
 
 /// Every codelet's law, and the codelets without one.
@@ -331,7 +342,7 @@ pub(crate) fn fit<'a>(
             ));
             continue;
         }
-        let half = 196.0 * se / alpha;
+        let half = half_width_pct(se, alpha);
         let pct = 100.0 * slope / alpha;
         if !applies(pct, half) {
             let why = if pct < 0.0 {
@@ -376,6 +387,11 @@ pub(crate) fn fit<'a>(
 /// gemm −14.5 % ± 10.8 % in one recording and +2.1 % ± 8.1 % in the next).
 pub fn applies(pct: f64, half: f64) -> bool {
     half <= MAX_HALF_WIDTH_PCT || pct > half
+}
+
+/// A slope's 95 % half-width from its standard error, in percent of the duration alone.
+fn half_width_pct(se: f64, alpha: f64) -> f64 {
+    196.0 * se / alpha
 }
 
 #[cfg(test)]
@@ -512,8 +528,9 @@ mod tests {
         };
         let slow = recording(30.0);
         let l = &slow.laws[&0];
-        let half = 196.0 * l.slope_se / l.alpha;
+        let half = l.half_width_pct();
         assert!(half > MAX_HALF_WIDTH_PCT, "imprecise, as meant: {l:?}");
+        assert!(!l.is_precise());
         assert!((l.percent_per_core() - 30.0).abs() < half, "{l:?}");
         // Its replicas draw the slope within its error: their factors spread.
         let draws: Vec<f64> = (0..16).map(|s| slow.perturbed(s).factor(0, 2.0)).collect();
