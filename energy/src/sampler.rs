@@ -106,7 +106,7 @@ pub struct SamplerConfig {
     /// Time between readings, 1 ms ..= 1 s (default 10 ms).
     pub period: Duration,
     /// Samples per `Chunk::Samples` (default 1024); a partial batch is sent at least every
-    /// second.
+    /// 50 ms (`SAMPLE_FLUSH`).
     pub batch: usize,
 }
 

@@ -35,7 +35,7 @@ pub(crate) struct AppArgs {
     /// Run the app this many times back to back (fresh input each time; at least 1).
     #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub(crate) iterations: usize,
-    /// Number of workers (default: one per usable core).
+    /// Number of workers (default: one per usable CPU, that is per hardware thread).
     #[arg(long)]
     pub(crate) workers: Option<usize>,
     /// Do not record task durations into the performance models (`taskwatt perfmodel`).
