@@ -76,6 +76,7 @@ impl<'a> TaskCtx<'a> {
     ///
     /// # Panics
     /// If the task has no argument or it is not an `A`.
+    #[track_caller]
     pub fn arg<A: Any>(&self) -> &A {
         if !self.body.arg.is_some() {
             panic!(
@@ -84,13 +85,15 @@ impl<'a> TaskCtx<'a> {
                 std::any::type_name::<A>()
             )
         }
-        self.body.arg.get::<A>().unwrap_or_else(|| {
-            panic!(
+        // A match, not a closure: the panic's location is the codelet's call.
+        match self.body.arg.get::<A>() {
+            Some(a) => a,
+            None => panic!(
                 "codelet `{}` asked for an argument of type {}, which is not the type given to Task::arg",
                 self.codelet,
                 std::any::type_name::<A>()
-            )
-        })
+            ),
+        }
     }
 
     /// The task's argument if it has one of type `A`.
@@ -103,6 +106,7 @@ impl<'a> TaskCtx<'a> {
     /// # Panics
     /// If `i` is out of range, the buffer is not a `T`, it was already borrowed mutably,
     /// or the handle was unregistered.
+    #[track_caller]
     pub fn r<T: Any>(&self, i: usize) -> &T {
         let (core, mode) = self.slot(i);
         if mode == Access::Redux {
@@ -123,9 +127,10 @@ impl<'a> TaskCtx<'a> {
         if self.node != 0 {
             // SAFETY: as below; the worker made this node's copy valid for this task.
             return match unsafe { core.replica_ref(self.node) } {
-                Some(v) => v
-                    .downcast_ref::<T>()
-                    .unwrap_or_else(|| self.in_device_memory::<T>(i, v)),
+                Some(v) => match v.downcast_ref::<T>() {
+                    Some(t) => t,
+                    None => self.in_device_memory::<T>(i, v),
+                },
                 None => self.fail(i, "has no copy on this device (it was unregistered)"),
             };
         }
@@ -143,6 +148,7 @@ impl<'a> TaskCtx<'a> {
     /// # Panics
     /// As [`TaskCtx::r`], and if the buffer was declared R or was already borrowed.
     #[allow(clippy::mut_from_ref)]
+    #[track_caller]
     pub fn w<T: Any>(&self, i: usize) -> &mut T {
         let (core, mode) = self.slot(i);
         if !mode.writes() {
@@ -161,9 +167,10 @@ impl<'a> TaskCtx<'a> {
             // SAFETY: this is the REDUX task running on this worker, and the flag above
             // makes this the only reference to the slot handed out by this context.
             let slot = unsafe { red.slot(self.worker as usize) };
-            return slot
-                .downcast_mut::<T>()
-                .unwrap_or_else(|| self.wrong_type::<T>(i));
+            return match slot.downcast_mut::<T>() {
+                Some(t) => t,
+                None => self.wrong_type::<T>(i),
+            };
         }
         // SAFETY: the task holds write rights (a W/RW access runs with no other task
         // accessing the handle), and the flag above makes this the only reference to buffer
@@ -181,13 +188,16 @@ impl<'a> TaskCtx<'a> {
         if !data.is_some() {
             self.fail(i, "was unregistered");
         }
-        data.get_mut::<T>()
-            .unwrap_or_else(|| self.wrong_type::<T>(i))
+        match data.get_mut::<T>() {
+            Some(t) => t,
+            None => self.wrong_type::<T>(i),
+        }
     }
 
     /// Same as [`TaskCtx::w`]: exclusive access to a buffer declared RW (or W).
     #[allow(clippy::mut_from_ref)]
     #[inline]
+    #[track_caller]
     pub fn rw<T: Any>(&self, i: usize) -> &mut T {
         self.w(i)
     }
@@ -200,6 +210,7 @@ impl<'a> TaskCtx<'a> {
     /// # Panics
     /// If `i` is out of range, or the buffer is not in a device's own memory (on a CPU
     /// worker, or an emulated GPU: use [`TaskCtx::r`] and [`TaskCtx::w`]).
+    #[track_caller]
     pub fn device_ptr(&self, i: usize) -> (u64, usize) {
         let (core, _) = self.slot(i);
         if self.node != 0 {
@@ -227,6 +238,7 @@ impl<'a> TaskCtx<'a> {
     }
 
     #[cold]
+    #[track_caller]
     fn in_device_memory<T>(&self, i: usize, v: &(dyn Any + Send + Sync)) -> ! {
         if v.is::<crate::device::DeviceBuffer>() {
             self.fail(
@@ -238,6 +250,7 @@ impl<'a> TaskCtx<'a> {
         self.wrong_type::<T>(i)
     }
 
+    #[track_caller]
     fn slot(&self, i: usize) -> (&crate::handle::HandleCore, Access) {
         match self.body.accesses.get(i) {
             Some(slot) => slot,
@@ -249,16 +262,18 @@ impl<'a> TaskCtx<'a> {
         }
     }
 
+    #[track_caller]
     fn wrong_type<T>(&self, i: usize) -> ! {
         let (core, _) = self.slot(i);
         panic!(
-            "codelet `{}`: buffer {i} holds a {}, not a {}",
+            "codelet `{}`: buffer {i} holds `{}`, not `{}`",
             self.codelet,
             core.type_name,
             std::any::type_name::<T>()
         )
     }
 
+    #[track_caller]
     fn fail(&self, i: usize, why: &str) -> ! {
         panic!("codelet `{}`: buffer {i} {why}", self.codelet)
     }

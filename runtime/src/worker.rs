@@ -548,7 +548,18 @@ pub(crate) fn execute(
         (Ok(()), Err(m)) => Err(format!("the task's argument panicked when dropped: {m}")),
         (Ok(()), Ok(())) => Ok(()),
     };
-    let end = sh.now();
+    let end = match (&outcome, sh.timing) {
+        // A failed task ends when it panicked: the unwinding, and the backtrace the
+        // application's hook may print, are not its time (panics.rs).
+        (Err(_), true) => {
+            let now = sh.now();
+            // (One before `start` is another panic's, caught on this thread earlier.)
+            panics::take_panic_time()
+                .filter(|t| *t >= start)
+                .map_or(now, |t| t.min(now))
+        }
+        _ => sh.now(),
+    };
     drop(pins);
     drop(commute);
     if let Some(o) = &sh.observer {

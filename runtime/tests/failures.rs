@@ -182,7 +182,14 @@ fn wrong_buffer_use_fails_the_task_with_a_clear_message() {
     };
     let msgs: Vec<&str> = failures.iter().map(|f| f.message.as_str()).collect();
     assert!(msgs.iter().any(|m| m.contains("declared R")), "{msgs:?}");
-    assert!(msgs.iter().any(|m| m.contains("holds a u32")), "{msgs:?}");
+    assert!(msgs.iter().any(|m| m.contains("holds `u32`")), "{msgs:?}");
+    // Where: the codelet's own call, not the library's code.
+    assert!(
+        msgs.iter()
+            .filter(|m| m.contains("holds") || m.contains("declared R"))
+            .all(|m| m.contains("failures.rs:")),
+        "{msgs:?}"
+    );
     assert_eq!(*rt.acquire(&a).unwrap(), 0);
 }
 
@@ -196,5 +203,45 @@ fn unknown_policy_lists_the_known_ones() {
             && msg.contains("dmda")
             && msg.contains("lws"),
         "{msg}"
+    );
+}
+
+/// A failed task ends when it panicked: what runs while the panic unwinds (here a guard
+/// whose drop takes 60 ms; in a user's run, the backtrace `RUST_BACKTRACE` prints, 155 ms
+/// against the task's 120 µs) is not its recorded time, so neither is its energy.
+#[test]
+fn a_failed_task_ends_when_it_panicked_not_when_the_unwinding_is_over() {
+    use std::time::Duration;
+    use taskwatt_traces::{TaskStatus, TraceSink};
+    struct SlowToDrop;
+    impl Drop for SlowToDrop {
+        fn drop(&mut self) {
+            std::thread::sleep(Duration::from_millis(60));
+        }
+    }
+    let (sink, memory) = TraceSink::memory();
+    let rt = Runtime::builder().workers(1).trace(sink).build().unwrap();
+    let boom = Codelet::new("boom").cpu(|_| {
+        let _guard = SlowToDrop;
+        std::thread::sleep(Duration::from_millis(2));
+        panic!("after 2 ms of work");
+    });
+    let ok = Codelet::new("ok").cpu(|_| std::thread::sleep(Duration::from_millis(2)));
+    // A panic caught earlier on the worker's thread (a data drop) must not be taken for
+    // the task's: the successful task first, then the failing one.
+    rt.submit(Task::new(&ok)).unwrap();
+    let bad = rt.submit(Task::new(&boom)).unwrap();
+    assert!(rt.wait_all().is_err());
+    drop(rt);
+    let trace = memory.into_trace().unwrap();
+    let (r, _) = trace
+        .tasks()
+        .find(|(r, _)| r.id == bad.id())
+        .expect("the failed task is recorded");
+    assert_eq!(r.status, TaskStatus::Failed);
+    let d = r.end.as_ns() - r.start.as_ns();
+    assert!(
+        (2_000_000..50_000_000).contains(&d),
+        "recorded {d} ns: from its start to its panic (2 ms), not to the unwinding's end (62 ms)"
     );
 }
