@@ -240,7 +240,8 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
             departures.push(format!(
                 "the tasks' power depends on how many run at once {what} ({}): shared \
                  caches, memory or power limits; calibrate the types alone and together \
-                 (`--type-calibration`), or read these powers as averages over the run's \
+                 (`--type-calibration`, or `Measured::finish_calibrating` in the library), or \
+                 read these powers as averages over the run's \
                  occupancy",
                 found.join("; ")
             ));

@@ -64,6 +64,7 @@ pub mod scenario;
 mod solve;
 mod stack;
 mod system;
+mod text;
 mod units;
 
 #[cfg(test)]

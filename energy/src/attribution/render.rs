@@ -11,10 +11,8 @@ use super::diagnostics::fmt_ns;
 use super::estimate::Estimate;
 use super::predict::EnergyPrediction;
 use super::report::{AttributionReport, DomainReport, TruthComparison};
+use super::text::{pct, signed_pct, wrap, Table, WIDTH};
 use super::units::si;
-
-/// Line width the renderer keeps to.
-const WIDTH: usize = 80;
 
 /// How to render.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,7 +37,7 @@ pub fn render_report(report: &AttributionReport, opts: &RenderOptions) -> String
         &mut out,
         &format!(
             "a power is shown as a measurement when its 95% interval is within +-{}% of it \
-             (--measured-within); anything else is in (parentheses) with its interval and why",
+             (--measured-within, or precision_pct in the library's AttributionOptions); anything else is in (parentheses) with its interval and why",
             report.precision_pct
         ),
         "",
@@ -672,125 +670,6 @@ fn list(out: &mut String, title: &str, items: &[String]) {
     }
 }
 
-/// Whether `w` is a unit that must stay on the line of the number before it (`J`, `mW`,
-/// `ms`, `W)`...).
-fn is_unit(w: &str) -> bool {
-    let core = w.trim_end_matches([',', ';', '.', ')', ':']);
-    let base = core.trim_start_matches(['k', 'm', 'u', 'n', 'p', 'M', 'G', 'T']);
-    !core.is_empty() && matches!(base, "J" | "W" | "s" | "Hz") && core.len() <= base.len() + 1
-}
-
-/// Word-wraps `text` to [`WIDTH`], never splitting a number from its unit.
-fn wrap(out: &mut String, text: &str, first: &str, rest: &str) {
-    let mut words: Vec<String> = Vec::new();
-    for w in text.split_whitespace() {
-        match words.last_mut() {
-            Some(prev) if is_unit(w) && prev.ends_with(|c: char| c.is_ascii_digit()) => {
-                prev.push(' ');
-                prev.push_str(w);
-            }
-            _ => words.push(w.to_owned()),
-        }
-    }
-    let mut line = first.to_owned();
-    let mut empty = true;
-    for word in &words {
-        let word = word.as_str();
-        if !empty && line.len() + 1 + word.len() > WIDTH {
-            let _ = writeln!(out, "{line}");
-            line = rest.to_owned();
-            empty = true;
-        }
-        if !empty {
-            line.push(' ');
-        }
-        line.push_str(word);
-        empty = false;
-    }
-    let _ = writeln!(out, "{line}");
-}
-
-fn pct(v: f64) -> String {
-    format!("{v:.1}%")
-}
-
-fn signed_pct(v: f64) -> String {
-    format!("{v:+.2}%")
-}
-
-/// A table whose first column shrinks (with `~`) so that the whole fits [`WIDTH`].
-struct Table {
-    head: Vec<(&'static str, bool)>,
-    rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    fn new(head: &[(&'static str, bool)]) -> Table {
-        Table {
-            head: head.to_vec(),
-            rows: Vec::new(),
-        }
-    }
-
-    fn row(&mut self, cells: Vec<String>) {
-        debug_assert_eq!(cells.len(), self.head.len());
-        self.rows.push(cells);
-    }
-
-    fn render(&self, out: &mut String) {
-        let n = self.head.len();
-        let mut w: Vec<usize> = self.head.iter().map(|h| h.0.len()).collect();
-        for r in &self.rows {
-            for (i, c) in r.iter().enumerate() {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        let others: usize = w[1..].iter().sum::<usize>() + 2 * (n - 1);
-        w[0] = w[0].min(WIDTH.saturating_sub(others).max(8));
-        // Still too wide: the widest text column after the first gives up the rest.
-        let total = w.iter().sum::<usize>() + 2 * (n - 1);
-        if total > WIDTH {
-            if let Some(i) = (1..n).filter(|&i| !self.head[i].1).max_by_key(|&i| w[i]) {
-                w[i] = w[i].saturating_sub(total - WIDTH).max(8);
-            }
-        }
-        let line = |cells: &mut dyn Iterator<Item = (usize, String)>| {
-            let mut s = String::new();
-            for (i, c) in cells {
-                if i > 0 {
-                    s.push_str("  ");
-                }
-                let c = fit(&c, w[i]);
-                if self.head[i].1 {
-                    let _ = write!(s, "{c:>width$}", width = w[i]);
-                } else {
-                    let _ = write!(s, "{c:<width$}", width = w[i]);
-                }
-            }
-            s.trim_end().to_owned()
-        };
-        let _ = writeln!(
-            out,
-            "{}",
-            line(&mut self.head.iter().map(|h| h.0.to_owned()).enumerate())
-        );
-        for r in &self.rows {
-            let _ = writeln!(out, "{}", line(&mut r.iter().cloned().enumerate()));
-        }
-    }
-}
-
-/// Cuts `s` to `w` characters, marking the cut with `~`.
-fn fit(s: &str, w: usize) -> String {
-    if s.chars().count() <= w {
-        s.to_owned()
-    } else {
-        let mut t: String = s.chars().take(w.saturating_sub(1)).collect();
-        t.push('~');
-        t
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -808,65 +687,5 @@ mod tests {
         assert_eq!(si(999.0e12, "J"), "999 TJ");
         assert_eq!(si(1.689e302, "J"), "1.69e302 J");
         assert_eq!(si(f64::INFINITY, "J"), "inf J");
-    }
-
-    #[test]
-    fn tables_fit_80_columns_and_truncate_the_first_column() {
-        let mut t = Table::new(&[("type", false), ("a", true), ("b", true)]);
-        t.row(vec!["x".repeat(120), "1".into(), "22".into()]);
-        t.row(vec!["short".into(), "333".into(), "4".into()]);
-        let mut out = String::new();
-        t.render(&mut out);
-        for l in out.lines() {
-            assert!(l.len() <= WIDTH, "{l}");
-        }
-        assert!(out.contains("x~"));
-        assert!(out.lines().nth(2).unwrap().starts_with("short"));
-        // Number columns too wide for the first one to absorb: the text column gives way
-        // (a type's row of 81 characters, `imprecise +-106%` at its end, went past 80).
-        let mut t = Table::new(&[
-            ("type", false),
-            ("a", true),
-            ("b", true),
-            ("c", true),
-            ("why", false),
-        ]);
-        t.row(vec![
-            "gemm@cpu".into(),
-            "9".repeat(20),
-            "8".repeat(20),
-            "7".repeat(14),
-            "imprecise +-106%".into(),
-        ]);
-        let mut out = String::new();
-        t.render(&mut out);
-        for l in out.lines() {
-            assert!(l.chars().count() <= WIDTH, "{l}");
-        }
-        assert!(
-            out.contains(&"9".repeat(20)),
-            "numbers are never cut: {out}"
-        );
-    }
-
-    #[test]
-    fn wrapping_never_splits_a_number_from_its_unit() {
-        let mut out = String::new();
-        let text = format!("{} measured 36.7 J, fitted 36.5 J at 12 mW", "x".repeat(66));
-        wrap(&mut out, &text, "", "  ");
-        for l in out.lines() {
-            assert!(!l.trim_start().starts_with("J"), "{out}");
-            assert!(l.len() <= WIDTH);
-        }
-        assert!(out.contains("36.7 J"), "{out}");
-        assert!(is_unit("mJ,") && is_unit("W)") && !is_unit("Joules") && !is_unit("max"));
-    }
-
-    #[test]
-    fn wrapping_keeps_lines_short() {
-        let mut out = String::new();
-        wrap(&mut out, &"word ".repeat(60), "  - ", "    ");
-        assert!(out.lines().count() > 1);
-        assert!(out.lines().all(|l| l.len() <= WIDTH));
     }
 }

@@ -182,7 +182,8 @@ pub(crate) fn fit_stack(stack: &mut Stack<'_>, opts: &AttributionOptions) -> Dom
                 "contention cannot be separated from the powers: the number of tasks running \
                  at once hardly varied, so each power is the power at the run's occupancy, \
                  not alone (flagged `contention?`); run each type alone on one worker and on \
-                 every worker (`--type-calibration`) to separate them"
+                 every worker (`--type-calibration`, or `Measured::finish_calibrating` in the \
+                 library) to separate them"
                     .to_owned(),
             );
         }
