@@ -224,7 +224,8 @@ impl Platform {
     pub fn builtin(name: &str) -> Option<Result<Platform, WhatIfError>> {
         BUILTIN
             .iter()
-            .find(|(n, _)| *n == name)
+            // In any case, as policy names are (`--sched Eager`).
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(n, text)| Self::from_toml_str(text, &format!("built-in {n}")))
     }
 
@@ -414,7 +415,33 @@ impl Platform {
                 .map(|(c, _)| *c)
                 .filter(|c| c.eq_ignore_ascii_case(key) && self.factors_of(c).is_some())
                 .collect();
-            if by_case.is_empty() {
+            // Codelets two or more entries match ignoring case: neither is guessed.
+            let ambiguous: Vec<&str> = codelets
+                .iter()
+                .map(|(c, _)| *c)
+                .filter(|c| c.eq_ignore_ascii_case(key) && self.factors_of(c).is_none())
+                .collect();
+            if !ambiguous.is_empty() {
+                let mut keys: Vec<&str> = self
+                    .factors
+                    .keys()
+                    .map(String::as_str)
+                    .filter(|k| k.eq_ignore_ascii_case(key))
+                    .collect();
+                keys.sort_unstable();
+                // Said once, by the first of them.
+                if keys.first() == Some(&key.as_str()) {
+                    out.push(format!(
+                        "platform {}: {} all match codelet {} ignoring case, so none of them                          applies to it: keep one, or name it exactly",
+                        self.origin,
+                        keys.iter()
+                            .map(|k| format!("speed.factors.{k}"))
+                            .collect::<Vec<_>>()
+                            .join(" and "),
+                        ambiguous.join(", ")
+                    ));
+                }
+            } else if by_case.is_empty() {
                 // The built-in platforms name the codelets of every built-in app.
                 if self.origin.starts_with("built-in ") {
                     continue;
@@ -585,8 +612,15 @@ mod tests {
         // A StarPU trace's GEMM takes gemm's factor; its own name wins over a case match.
         assert_eq!(p.factor("GEMM", Arch::Gpu), Some(8.0));
         assert_eq!(p.factor("SYRK", Arch::Gpu), Some(3.0));
-        // Two entries that match ignoring case: neither is guessed.
+        // Two entries that match ignoring case: neither is guessed, and that is said.
         assert_eq!(p.factor("Syrk", Arch::Gpu), None);
+        let notes = p.name_notes(&[("Syrk", false)]).join("\n");
+        assert!(
+            notes.contains("speed.factors.SYRK and speed.factors.syrk all match codelet Syrk"),
+            "{notes}"
+        );
+        assert_eq!(notes.matches("all match").count(), 1, "{notes}");
+        assert!(!notes.contains("syrk matches no codelet"), "{notes}");
         let notes = p.name_notes(&[("GEMM", false), ("TRSM", false), ("POTRF", true)]);
         let all = notes.join("\n");
         assert!(all.contains("speed.factors.gemm applies to GEMM"), "{all}");
@@ -612,5 +646,8 @@ mod tests {
         assert_eq!(d[3].memory_node, 2);
         assert!(d[3].bus.is_some());
         assert_eq!(p.factor("gemm", Arch::Gpu), Some(8.0));
+        // Named in any case, as policies are.
+        assert!(Platform::builtin("2CPU-2GPU").is_some_and(|p| p.is_ok()));
+        assert!(Platform::builtin("This-Machine").is_some());
     }
 }
