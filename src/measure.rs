@@ -61,6 +61,7 @@ pub struct Measure {
     detect: DetectOptions,
     attribution: AttributionOptions,
     type_calibration: TypeCalibration,
+    accesses: bool,
 }
 
 impl Default for Measure {
@@ -80,6 +81,7 @@ impl Measure {
             detect: DetectOptions::default(),
             attribution: AttributionOptions::default(),
             type_calibration: TypeCalibration::auto(),
+            accesses: true,
         }
     }
 
@@ -98,6 +100,17 @@ impl Measure {
     /// Park every worker this long before and after the graph, to pin the base power.
     pub fn idle_calibration(mut self, d: Duration) -> Measure {
         self.idle_calibration = Some(d);
+        self
+    }
+
+    /// Whether the trace records each task's data accesses (on by default, as `taskwatt
+    /// run` records them): `taskwatt simulate` needs them to simulate the copies to and
+    /// from GPUs, and `taskwatt export --format csv` writes them beside the tasks. They
+    /// cost the submitting thread a lock and a copy per task (`RuntimeBuilder::
+    /// trace_accesses`, which this overrides): turn them off for graphs of tasks of a few
+    /// microseconds that no replay will read.
+    pub fn trace_accesses(mut self, on: bool) -> Measure {
+        self.accesses = on;
         self
     }
 
@@ -165,8 +178,11 @@ impl Measure {
             period: self.period,
             live_simulation: true,
         };
+        // The data accesses too, as `taskwatt run` records them: what `taskwatt simulate`
+        // needs to replay the graph with its copies.
+        let builder = builder.trace_accesses(self.accesses);
         let (recording, rt) = Recording::start(&path, builder, Some(&metering))?;
-        let m = Measured {
+        let mut m = Measured {
             rt: Some(rt),
             simulated: recording.is_simulated(),
             path: recording.path().to_path_buf(),
@@ -174,12 +190,11 @@ impl Measure {
             _temp: temp,
             app_start: Clock::now(),
             measure: self,
+            failed: (0, 0),
         };
         m.idle();
-        Ok(Measured {
-            app_start: Clock::now(),
-            ..m
-        })
+        m.app_start = Clock::now();
+        Ok(m)
     }
 }
 
@@ -194,6 +209,8 @@ pub struct Measured {
     _temp: Option<tempfile::TempPath>,
     app_start: Timestamp,
     measure: Measure,
+    /// Tasks failed and cancelled, read when the graph is done.
+    failed: (u64, u64),
 }
 
 impl std::fmt::Debug for Measured {
@@ -202,6 +219,31 @@ impl std::fmt::Debug for Measured {
             .field("trace", &self.path)
             .field("simulated", &self.simulated)
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Measured {
+    /// Dropped before [`Measured::finish`] (an early return on an error, a panic in the
+    /// application): shuts the runtime down, waiting for the tasks submitted, then stops
+    /// the sampler and finishes the trace with outcome `failed`, so that it is complete on
+    /// disk (`taskwatt report` reads it and says the run failed) instead of ending without
+    /// its End chunk.
+    fn drop(&mut self) {
+        let Some(recording) = self.recording.take() else {
+            return;
+        };
+        if let Some(rt) = self.rt.take() {
+            if let Err(e) = rt.shutdown() {
+                log::warn!("the measured run was dropped before finish: {e}");
+            }
+        }
+        if let Err(e) = recording.finish(false, true).trace {
+            log::warn!(
+                "the measured run was dropped before finish, and its trace {} could not be \
+                 finished: {e}",
+                self.path.display()
+            );
+        }
     }
 }
 
@@ -339,11 +381,31 @@ impl Measured {
             Some(make) if waited.is_ok() => Some(self.calibrate(&rt, make)),
             _ => None,
         };
+        // Failures the application already saw in its own `wait_all` count too: the
+        // trace's outcome and the report say the run failed.
+        let counts = rt.stats();
+        self.failed = (counts.failed, counts.cancelled);
         let stats = rt.shutdown();
         let recording = self.recording.take().expect("finish runs once");
-        let finished = recording.finish(false, waited.is_err() || stats.is_err());
-        waited?;
-        stats?;
+        let finished = recording.finish(
+            false,
+            waited.is_err() || stats.is_err() || counts.failed > 0,
+        );
+        let kept = || {
+            finished
+                .trace
+                .is_ok()
+                .then(|| self.measure.trace.clone())
+                .flatten()
+        };
+        waited.map_err(|source| MeasureError::TasksFailed {
+            source: Box::new(source),
+            trace: kept(),
+        })?;
+        stats.map_err(|source| MeasureError::TasksFailed {
+            source: Box::new(source),
+            trace: kept(),
+        })?;
         finished.sampler.transpose()?;
         finished.trace?;
         Ok(calibration)
@@ -360,6 +422,8 @@ impl Measured {
         Ok(EnergyReport {
             attribution,
             calibration,
+            failed_tasks: self.failed.0,
+            cancelled_tasks: self.failed.1,
             simulated: self.simulated,
             trace: self.measure.trace.clone(),
             _temp: self._temp.take(),
@@ -450,6 +514,12 @@ pub struct EnergyReport {
     pub attribution: Attribution,
     /// What type calibration did ([`Measured::finish_calibrating`]; `None` without it).
     pub calibration: Option<AutoCalibrationReport>,
+    /// Tasks that failed (their implementation panicked), and tasks cancelled because a
+    /// predecessor failed, whether or not the application's own `wait_all` reported them
+    /// first: the report covers what ran, and [`EnergyReport::text`] says so.
+    pub failed_tasks: u64,
+    /// See [`EnergyReport::failed_tasks`].
+    pub cancelled_tasks: u64,
     /// Whether the energies come from the simulated meter (every rendering says so).
     pub simulated: bool,
     /// The trace, when [`Measure::trace`] asked to keep it.
@@ -460,11 +530,19 @@ pub struct EnergyReport {
 impl EnergyReport {
     /// The 80-column text report.
     pub fn text(&self) -> String {
-        render_report(
+        let report = render_report(
             &self.attribution.report,
             &RenderOptions {
                 simulated: self.simulated,
             },
+        );
+        if self.failed_tasks + self.cancelled_tasks == 0 {
+            return report;
+        }
+        format!(
+            "warning: {} task(s) failed and {} were cancelled in this run: the report covers \
+             the tasks that ran (a failed task's time and energy up to its panic)\n{report}",
+            self.failed_tasks, self.cancelled_tasks
         )
     }
 
@@ -472,6 +550,8 @@ impl EnergyReport {
     pub fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "simulated": self.simulated,
+            "failed_tasks": self.failed_tasks,
+            "cancelled_tasks": self.cancelled_tasks,
             "report": self.attribution.report,
         })
     }
@@ -480,9 +560,29 @@ impl EnergyReport {
 /// Errors of a measured run.
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
-    /// The runtime failed to start, or a task failed.
+    /// The runtime failed to start, or failed otherwise.
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// Tasks failed (or the runtime failed) while [`Measured::finish`] waited for them:
+    /// the graph's results are wrong. The trace is finished all the same (outcome
+    /// `failed`), and `taskwatt report` attributes what ran.
+    #[error("{source}\n  {}", match trace {
+        Some(p) => format!(
+            "the trace {} is complete (outcome failed): `taskwatt report {}` attributes the \
+             energy of what ran",
+            p.display(),
+            p.display()
+        ),
+        None => "the trace was temporary and is removed: keep it with Measure::trace(path) to \
+                 attribute the energy of what ran"
+            .to_owned(),
+    })]
+    TasksFailed {
+        /// What the runtime reported.
+        source: Box<RuntimeError>,
+        /// The trace, when [`Measure::trace`] kept it.
+        trace: Option<PathBuf>,
+    },
     /// A meter could not be opened or read.
     #[error(transparent)]
     Energy(#[from] EnergyError),

@@ -87,6 +87,105 @@ fn a_graph_that_runs_nothing_is_warned_about() {
     );
 }
 
+/// A new user's run: a panicking task, the application's own `wait_all` reporting it,
+/// then `finish`. The report says tasks failed (it listed the failed type as an ordinary
+/// one), the trace's outcome is `failed`, and its accesses are recorded (`Measure`
+/// records them as `taskwatt run` does, for `taskwatt simulate`).
+#[test]
+fn a_run_with_a_failed_task_reports_it_and_keeps_its_accesses() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("failed.twt");
+    let m = Measure::new()
+        .meter(MeterChoice::Sim)
+        .period(Duration::from_millis(2))
+        .trace(&path)
+        .start(Runtime::builder().workers(2))
+        .unwrap();
+    let rt = m.runtime();
+    let work = Codelet::new("work").cpu(spin(200));
+    let boom = Codelet::new("boom").cpu(|_| panic!("a user's bug"));
+    let x = rt.register(vec![0.0f64; 16]);
+    let y = rt.register(vec![0.0f64; 16]);
+    for _ in 0..40 {
+        rt.submit(Task::new(&work).rw(&x)).unwrap();
+    }
+    rt.submit(Task::new(&boom).rw(&y)).unwrap();
+    for _ in 0..5 {
+        rt.submit(Task::new(&work).r(&y)).unwrap();
+    }
+    let err = rt.wait_all().unwrap_err();
+    assert!(err.to_string().contains("boom"), "{err}");
+    let report = m.finish().unwrap();
+    assert_eq!((report.failed_tasks, report.cancelled_tasks), (1, 5));
+    let text = report.text();
+    assert!(
+        text.starts_with("warning: 1 task(s) failed and 5 were cancelled"),
+        "{text}"
+    );
+    assert_eq!(report.json()["failed_tasks"], 1);
+    let trace = taskwatt::traces::read_trace(&path).unwrap();
+    let end = trace.end.as_ref().expect("an End chunk");
+    assert_eq!(end.outcome, taskwatt::traces::RunOutcome::Failed);
+    assert_eq!(end.failed, 1);
+    assert!(
+        !trace.accesses.is_empty(),
+        "Measure records the data accesses by default"
+    );
+}
+
+/// The same failure seen first by `finish`: an error, but one that names the trace, which
+/// is complete on disk; and a `Measured` dropped before `finish` (an early `?` return)
+/// leaves a finished trace too, instead of one without its End chunk.
+#[test]
+fn a_failed_finish_and_a_dropped_run_leave_a_finished_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = |name: &str| {
+        let path = dir.path().join(name);
+        let m = Measure::new()
+            .meter(MeterChoice::Sim)
+            .period(Duration::from_millis(2))
+            .trace_accesses(false)
+            .trace(&path)
+            .start(Runtime::builder().workers(2))
+            .unwrap();
+        (m, path)
+    };
+    let boom = Codelet::new("boom").cpu(|_| panic!("a user's bug"));
+    let work = Codelet::new("work").cpu(spin(200));
+
+    let (m, path) = start("finish.twt");
+    for _ in 0..20 {
+        m.runtime().submit(Task::new(&work)).unwrap();
+    }
+    m.runtime().submit(Task::new(&boom)).unwrap();
+    let err = m.finish().unwrap_err();
+    assert!(
+        matches!(err, taskwatt::MeasureError::TasksFailed { trace: Some(ref p), .. } if *p == path),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("boom") && msg.contains("taskwatt report"),
+        "{msg}"
+    );
+    let trace = taskwatt::traces::read_trace(&path).unwrap();
+    assert_eq!(
+        trace.end.as_ref().map(|e| e.outcome),
+        Some(taskwatt::traces::RunOutcome::Failed)
+    );
+    assert!(trace.accesses.is_empty(), "turned off");
+
+    let (m, path) = start("dropped.twt");
+    for _ in 0..20 {
+        m.runtime().submit(Task::new(&work)).unwrap();
+    }
+    drop(m);
+    let trace = taskwatt::traces::read_trace(&path).expect("a finished trace");
+    let end = trace.end.as_ref().expect("an End chunk");
+    assert_eq!(end.outcome, taskwatt::traces::RunOutcome::Failed);
+    assert_eq!(end.tasks, 20, "the tasks submitted ran and were recorded");
+}
+
 /// Issue 29: `idle_calibration(Duration::MAX)` parked the runtime for ever inside
 /// `start`. Longer than a week is now an error, before any file is created.
 #[test]

@@ -295,7 +295,8 @@ pub(crate) fn simulate_policies(
                 ),
                 (None, _) => "the recording has no calibration around its graph to show how much \
                          the machine's speed moves between runs: the intervals hold the tasks' \
-                         variability only (record with --type-calibration)"
+                         variability only (record with --type-calibration, or `Measured::finish_calibrating` \
+                         in the library)"
                     .to_owned(),
             },
             Vec::new(),
@@ -378,8 +379,9 @@ pub(crate) fn simulate_policies(
     }
     if platform.gpus > 0 && !graph.has_accesses() {
         notes.0.push((
-            "the trace has no data accesses (format 1.3, recorded by `taskwatt run`): no copy \
-             to or from the GPUs is simulated"
+            "the trace has no data accesses: no copy to or from the GPUs is simulated \
+             (`taskwatt run` and `Measure` record them; a runtime of your own does with \
+             `Runtime::builder().trace_accesses(true)`)"
                 .to_owned(),
             Vec::new(),
         ));
@@ -595,10 +597,22 @@ pub(crate) fn render_rows(
             _ => "",
         }
     );
+    // The graph's tasks, those replayed: calibration phases around it are left out.
+    let windows = taskwatt::whatif::graph::graph_windows(trace);
+    let all = trace.tasks().count();
+    let graph = trace
+        .tasks()
+        .filter(|(r, _)| taskwatt::whatif::graph::in_windows(&windows, r.start.as_ns()))
+        .count();
     let _ = writeln!(
         out,
-        "recorded: {} tasks under {} on {}: makespan {:.4} s, energy {}{}",
-        trace.tasks().count(),
+        "recorded: {} under {} on {}: makespan {:.4} s (the graph's first submission to its \
+         last task's end), energy {}{}",
+        if graph == all {
+            format!("{all} tasks")
+        } else {
+            format!("{graph} graph tasks (of the trace's {all}: its calibration is not replayed)")
+        },
         trace.meta.policy,
         trace.meta.host,
         recorded.makespan_s,
