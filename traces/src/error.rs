@@ -114,8 +114,9 @@ pub enum TraceError {
         reason: String,
     },
 
-    /// Every chunk is valid but there is no End chunk: the run was interrupted.
-    #[error("{}: the trace ends after {chunks} complete chunks without an End chunk: the run was interrupted (e.g. Ctrl-C) before TraceWriter::finish; read what it holds with `taskwatt export --recover` (recover_trace)", path.display())]
+    /// Every chunk is valid but there is no End chunk: the run stopped before its trace
+    /// was finished.
+    #[error("{}: the trace ends after {chunks} complete chunks without an End chunk: the run stopped before its trace was finished (killed, crashed, or a program that returned without TraceWriter::finish); read what it holds with --recover (`taskwatt report --recover`, `taskwatt export --recover`; recover_trace)", path.display())]
     CutShort {
         /// The file.
         path: PathBuf,
