@@ -27,8 +27,8 @@ pub use engine::{simulate, SimEnergy, SimOptions, SimRun, T0_NS};
 pub use error::WhatIfError;
 pub use graph::{Graph, GraphBuilder, GraphTask, Overhead};
 pub use output::{
-    figures, to_trace, to_trace_with, type_energy, window_energy, DomainEnergy, RunFigures,
-    TypeEnergy,
+    figures, sim_figures, to_trace, to_trace_with, type_energy, window_energy, DomainEnergy,
+    RunFigures, TypeEnergy,
 };
 pub use platform::{Durations, Factors, Platform, BUILTIN};
 /// Stretches as long as the graph, each of enough tasks, that a recording's calibration

@@ -264,6 +264,44 @@ pub fn figures(trace: &Trace) -> RunFigures {
     }
 }
 
+/// Makespan and energy of a simulated run: its energy per domain is the machine's,
+/// exactly ([`crate::SimEnergy::exact_j`]), not interpolated from its meters' readings as
+/// [`figures`] must for a recorded run; without meters, as [`figures`] of `trace` (its
+/// output trace).
+pub fn sim_figures(run: &SimRun, trace: &Trace) -> RunFigures {
+    let Some(e) = run
+        .energy
+        .as_ref()
+        .filter(|e| e.exact_j.len() == e.domains.len())
+    else {
+        return figures(trace);
+    };
+    let mut seen: Vec<&taskwatt_traces::DomainInfo> = Vec::new();
+    let mut domains = Vec::new();
+    for d in &e.domains {
+        let in_total = !seen.iter().any(|x| x.same_device(d));
+        seen.push(d);
+        domains.push(DomainEnergy {
+            domain: d.domain,
+            name: d.name.clone(),
+            energy_j: e.exact_j[d.id as usize],
+            in_total,
+        });
+    }
+    let total_j = (!domains.is_empty()).then(|| {
+        domains
+            .iter()
+            .filter(|d| d.in_total)
+            .map(|d| d.energy_j)
+            .sum()
+    });
+    RunFigures {
+        makespan_s: run.makespan_ns as f64 * 1e-9,
+        domains,
+        total_j,
+    }
+}
+
 /// Each type's count, busy time and dynamic energy under the meter's truth.
 pub fn type_energy(trace: &Trace, truth: &GroundTruth) -> Vec<TypeEnergy> {
     let names: HashMap<u32, &str> = trace

@@ -335,6 +335,45 @@ fn a_gpu_counter_is_read_past_the_end_of_the_run() {
     );
 }
 
+/// A graph shorter than its GPU counter's refresh (33 ms against 50 ms): interpolating
+/// the readings spread the GPU's energy over the idle time to the next refresh, and put the
+/// run 16 % low with an interval that excluded the truth (a user's imported StarPU
+/// Cholesky on `2cpu-2gpu`). The run's figure is the machine's exact energy.
+#[test]
+fn a_graph_shorter_than_a_gpu_refresh_gets_its_exact_energy() {
+    let mut b = GraphBuilder::new(codelets());
+    // 3 gemms of 11 ms, one after the other: the GPU busy all of its 33 ms.
+    let a = b.task(task(0, 1, 11), &[]);
+    let c = b.task(task(1, 1, 11), &[a]);
+    b.task(task(2, 1, 11), &[c]);
+    let g = b.build();
+    let p = Platform::from_toml_str(
+        "name = \"g\"\n[cpu]\ncores_per_package = 0\n[gpu]\ncount = 1\n[runtime]\noverhead_us = 0\n[speed.factors]\ngemm = { gpu = 1.0 }\n[meter]\nprofile = \"ideal\"\n[meter.gpu]\nupdate_interval_ms = 50\nnoise_sigma_w = 0.0\n",
+        "g",
+    )
+    .unwrap();
+    let r = simulate(&g, &p, &SimOptions::new("eager")).unwrap();
+    assert_eq!(r.makespan_ns, 33 * MS);
+    let out = to_trace(&r, &g, &p, None);
+    let gpu = |f: &taskwatt_whatif::RunFigures| {
+        f.domains
+            .iter()
+            .find(|d| d.name.contains("GPU"))
+            .unwrap()
+            .energy_j
+    };
+    // 60 W base and 180 W per gemm, over 33 ms busy throughout.
+    let truth = (60.0 + 180.0) * 0.033;
+    let exact = gpu(&taskwatt_whatif::sim_figures(&r, &out));
+    assert!(
+        (exact - truth).abs() < 1e-6 * truth,
+        "{exact} J against {truth} J"
+    );
+    // Interpolated between the refreshes at 0 and 50 ms, it was a third low.
+    let interpolated = gpu(&figures(&out));
+    assert!(interpolated < 0.8 * truth, "{interpolated} J");
+}
+
 #[test]
 fn platform_limits_are_enforced_with_the_field_named() {
     for (extra, field) in [

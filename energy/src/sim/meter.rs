@@ -501,6 +501,26 @@ impl SimMeter {
         self.stale
     }
 
+    /// Each domain's energy from the start to the clock's now, exactly: the machine's
+    /// energy, without the sensors' quantisation, update interval, averaging window or
+    /// noise (a what-if's figure for its simulated run; the readings keep all of them).
+    /// Exact only at or after the latest reading: call it before reading past `now`.
+    pub fn exact_energy_j(&mut self) -> Vec<f64> {
+        let t = self.clock.now().as_ns();
+        let observer = self.observer.clone();
+        let mut integ = observer.integrator.lock();
+        integ.drain(observer.logs());
+        (0..self.domains.len())
+            .map(|i| {
+                if t <= self.t0 {
+                    return 0.0;
+                }
+                let dynamic = integ.domains[i].energy_at(t).unwrap_or_else(|stale| stale);
+                self.domains[i].base_energy((t - self.t0) as f64 * 1e-9) + dynamic
+            })
+            .collect()
+    }
+
     /// The energy of domain `i` at boundary `b`, before quantisation.
     fn energy_at(&mut self, integ: &Integrator, i: usize, b: u64) -> f64 {
         if b <= self.t0 {
