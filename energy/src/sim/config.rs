@@ -428,10 +428,22 @@ impl SimConfig {
     }
 
     /// The extra power of a task of codelet `name` running alone on `arch`: the codelet's
-    /// entry, else the default task's, else none.
+    /// entry (its own name's, else the one entry whose name differs in ASCII case only,
+    /// as a what-if platform's speed factors match: an imported StarPU trace names its
+    /// codelets `GEMM`, the built-in platforms `gemm`), else the default task's, else none.
     pub fn task_power(&self, name: &str, arch: Arch) -> TaskPower {
         self.codelets
             .get(name)
+            .or_else(|| {
+                let mut same = self
+                    .codelets
+                    .iter()
+                    .filter(|(k, _)| k.eq_ignore_ascii_case(name));
+                match (same.next(), same.next()) {
+                    (Some((_, p)), None) => Some(p),
+                    _ => None,
+                }
+            })
             .and_then(|p| p.get(arch))
             .or_else(|| self.default_task.get(arch))
             .unwrap_or(TaskPower::ZERO)
@@ -753,6 +765,12 @@ mod tests {
         assert_eq!(c.task_power("nope", Arch::Cpu), c.default_power(Arch::Cpu));
         assert!(c.task_power("gemm", Arch::Gpu).gpu_w > 100.0);
         assert_eq!(c.task_power("potrf", Arch::Gpu), c.default_power(Arch::Gpu));
+        // An imported StarPU trace's GEMM is gemm (names that differ in case only).
+        assert_eq!(
+            c.task_power("GEMM", Arch::Gpu),
+            c.task_power("gemm", Arch::Gpu)
+        );
+        assert_ne!(c.task_power("GEMM", Arch::Cpu), c.default_power(Arch::Cpu));
     }
 
     #[test]
