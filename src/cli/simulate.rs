@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use taskwatt::energy::attribution::{predict_trace, EnergyModel};
+use taskwatt::energy::attribution::{predict, trace_tasks, EnergyModel, TraceParts};
 use taskwatt::traces::read_trace;
 use taskwatt::whatif::{
-    figures, simulate, to_trace_with, type_energy, Graph, Platform, RunFigures, SimOptions,
-    TypeEnergy,
+    figures, sim_figures, simulate, to_trace_with, type_energy, Graph, Platform, RunFigures,
+    SimOptions, TypeEnergy,
 };
 
 use super::CliResult;
@@ -418,7 +418,7 @@ pub(crate) fn simulate_policies(
         let took = t0.elapsed().as_secs_f64();
         // The data accesses only for the trace kept (the figures do not read them).
         let out = to_trace_with(&run, &graph, platform, Some(trace), keep_last);
-        let figs = figures(&out);
+        let figs = sim_figures(&run, &out);
         let types = out
             .truth
             .as_ref()
@@ -426,7 +426,14 @@ pub(crate) fn simulate_policies(
             .unwrap_or_default();
         let predicted_j = match model {
             Some(m) if energy => {
-                let pred = predict_trace(m, &out)?;
+                // Over the run's tasks' span, as the energy column: without the readings,
+                // whose window runs past the end to the meters' next refresh (and a
+                // prediction over it grew with the sampling period).
+                let parts = TraceParts {
+                    samples: &[],
+                    ..TraceParts::from_trace(&out)
+                };
+                let pred = predict(m, &parts, trace_tasks(&out))?;
                 for w in &pred.warnings {
                     notes.add(
                         format!("on {}: the model's prediction: {w}", platform.name),
@@ -447,15 +454,10 @@ pub(crate) fn simulate_policies(
                 o.replica_seed = Some(0x5EED_0000 + k as u64);
                 let rr = simulate(&graph, platform, &o)?;
                 spans.push(rr.makespan_ns as f64 * 1e-9);
-                if let Some(e) = &rr.energy {
-                    let t = taskwatt::traces::Trace {
-                        domains: e.domains.clone(),
-                        samples: e.samples.clone(),
-                        ..Default::default()
-                    };
-                    let end = taskwatt::whatif::T0_NS + rr.makespan_ns;
-                    let w = taskwatt::whatif::window_energy(&t, taskwatt::whatif::T0_NS, end);
-                    joules.push(w.iter().filter(|d| d.in_total).map(|d| d.energy_j).sum());
+                if rr.energy.is_some() {
+                    if let Some(j) = sim_figures(&rr, &taskwatt::traces::Trace::default()).total_j {
+                        joules.push(j);
+                    }
                 }
             }
         }
