@@ -94,6 +94,8 @@ pub struct AtomicFile {
 impl AtomicFile {
     /// Creates the temporary file for `target`.
     pub fn create(target: impl AsRef<Path>) -> Result<AtomicFile, TraceError> {
+        // A missing directory said as such, as for traces (`check_dir_of`).
+        crate::trace::check_dir_of(target.as_ref())?;
         let path = AtomicPath::new(target);
         let file = if path.tmp.is_some() {
             OpenOptions::new()

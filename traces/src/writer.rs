@@ -92,6 +92,7 @@ impl TraceWriter {
     /// Creates (or truncates) `path`, writes the file header and starts the writer thread.
     pub fn create(path: impl AsRef<Path>) -> Result<TraceWriter, TraceError> {
         let path = path.as_ref().to_path_buf();
+        crate::trace::check_dir_of(&path)?;
         let file = File::create(&path).map_err(|e| TraceError::io(&path, e))?;
         TraceWriter::spawn(path, Box::new(file))
     }
@@ -735,5 +736,10 @@ mod tests {
     fn create_in_a_missing_directory_names_the_path() {
         let e = TraceWriter::create("/nonexistent-dir/x/t.twt").unwrap_err();
         assert!(e.to_string().contains("/nonexistent-dir/x/t.twt"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("its directory /nonexistent-dir/x does not exist"),
+            "{e}"
+        );
     }
 }
