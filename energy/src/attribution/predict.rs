@@ -473,10 +473,12 @@ fn predict_domain(
     let unknown_contention_j = below(dc);
     if unknown_contention_j > 0.0 && unknown_contention_j >= 1e-3 * (base_j + dynamic_j).abs() {
         warnings.push(format!(
-            "{}: the model knows no contention (fitted on one worker, or with contention off) \
-             and this run ran tasks side by side: it may be high by up to {} ({:.1} %), what a \
-             contention of {UNKNOWN_CONTENTION_MAX} would take off; its intervals reach down \
-             that far. Fit on a run with as many workers as this one",
+            "{}: the model has no contention term (its fit did not identify one: a run on one \
+             worker, contention off, or tasks whose number at once hardly varied) and this run \
+             ran tasks side by side: it may be high by up to {} ({:.1} %), what a contention \
+             of {UNKNOWN_CONTENTION_MAX} would take off; its intervals reach down that far. Fit \
+             on a run with type calibration (each type alone and on every worker), which \
+             identifies it",
             s.domain(),
             super::units::si(unknown_contention_j, "J"),
             100.0 * unknown_contention_j / (base_j + dynamic_j)
