@@ -405,6 +405,38 @@ fn compare_refuses_an_svg_path_that_is_a_file_before_running() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a directory");
 }
 
+/// `run --svg FILE` likewise: it ran the app, printed the report and saved its models,
+/// then failed on the plots.
+#[test]
+fn run_refuses_an_svg_path_that_is_a_file_before_running() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("chol.twt");
+    std::fs::write(&file, "not a directory").unwrap();
+    let models = d.path().join("pm");
+    let out = taskwatt(&[
+        "run",
+        "cholesky",
+        "--n",
+        "256",
+        "--tile",
+        "64",
+        "--meter",
+        "sim",
+        "--perfmodel-dir",
+        s(&models),
+        "--svg",
+        s(&file),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--svg") && err.contains("not a directory"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "nothing ran");
+    assert!(!models.exists(), "no model was saved");
+}
+
 /// An empty StarPU file is refused, as an empty tasks CSV is (it imported as a 0-task
 /// trace).
 #[test]

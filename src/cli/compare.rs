@@ -218,7 +218,16 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
             [g] => Some(*g),
             _ => None,
         };
-        let powers = a.app.task_powers(Some("dmdae"))?;
+        // Only when a simulated row runs dmdae: its note named a model no row used.
+        let powers = if a
+            .simulate
+            .iter()
+            .any(|p| p.trim().eq_ignore_ascii_case("dmdae"))
+        {
+            a.app.task_powers(Some("dmdae"))?
+        } else {
+            Vec::new()
+        };
         let policy_options = a.app.policy_options(Some("dmdae"), gamma)?;
         for platform in &platforms {
             let (sims, _, notes) = super::simulate::simulate_policies(

@@ -170,13 +170,18 @@ pub(crate) fn main() -> ExitCode {
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("taskwatt: {e}");
+            let top = e.to_string();
+            eprintln!("taskwatt: {top}");
             if let Some(i) = e.downcast_ref::<signals::Interrupted>() {
                 return ExitCode::from(u8::try_from(128 + i.signal).unwrap_or(1));
             }
             let mut src = e.source();
             while let Some(s) = src {
-                eprintln!("  caused by: {s}");
+                // A cause the message already says in full is not said twice.
+                let cause = s.to_string();
+                if !top.contains(&cause) {
+                    eprintln!("  caused by: {cause}");
+                }
                 src = s.source();
             }
             ExitCode::FAILURE

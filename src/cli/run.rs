@@ -414,7 +414,12 @@ fn print_table(o: &RunOutput<'_>) {
         o.policy,
         o.kernels
     );
-    println!("  {:<10} {:.3} s", "makespan", o.makespan_s);
+    // Milliseconds below a second: a small run's "0.000 s" said nothing.
+    if o.makespan_s < 1.0 {
+        println!("  {:<10} {:.3} ms", "makespan", o.makespan_s * 1e3);
+    } else {
+        println!("  {:<10} {:.3} s", "makespan", o.makespan_s);
+    }
     println!("  {:<10} {}", "tasks", o.app.tasks);
     if gpus > 0 {
         println!(

@@ -74,6 +74,15 @@ pub(super) fn refuse_trace_over_inputs(a: &RunArgs) -> CliResult {
         }
     }
     if let Some(dir) = &a.svg {
+        // Before the run: a file given for the directory failed only after the whole app
+        // had run and its report was printed.
+        if dir.exists() && !dir.is_dir() {
+            return Err(format!(
+                "--svg {} is not a directory: --svg takes a directory to write its plots into",
+                dir.display()
+            )
+            .into());
+        }
         super::refuse_dir_over_inputs(dir, "--svg", &[], Some("svg"), &inputs)?;
     }
     Ok(())

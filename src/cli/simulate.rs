@@ -509,6 +509,8 @@ pub(crate) fn run(a: SimulateArgs) -> CliResult {
     let trace = read_trace(&a.trace)?;
     let model = match (&a.energy_model, a.platform_powers) {
         (Some(p), _) => Some(EnergyModel::load(p)?),
+        // No energy asked for: no saved model to load (and announce).
+        (None, _) if a.no_energy => None,
         (None, true) => None,
         // The model the recorded app's last measured run saved beside the performance
         // models, if any.
@@ -616,7 +618,11 @@ pub(crate) fn render_rows(
             format!("{graph} graph tasks (of the trace's {all}: its calibration is not replayed)")
         },
         trace.meta.policy,
-        trace.meta.host,
+        if trace.meta.host.is_empty() {
+            "an unknown host"
+        } else {
+            trace.meta.host.as_str()
+        },
         recorded.makespan_s,
         j(recorded.total_j),
         if trace.is_simulated() {
