@@ -389,6 +389,27 @@ fn simulate_predicts_energy_with_the_app_s_saved_model() {
         (predicted[0] - predicted[1]).abs() < 1e-6 * predicted[0],
         "{predicted:?}"
     );
+    // A run too short to pin down any power (4 tasks) keeps that model, and says so.
+    let before = std::fs::read(pm.join("energy-model-cholesky.json")).unwrap();
+    let out = taskwatt(&[
+        "run",
+        "cholesky",
+        "--n",
+        "128",
+        "--tile",
+        "64",
+        "--meter",
+        "sim",
+        "--perfmodel-dir",
+        s(&pm),
+    ]);
+    assert!(out.status.success());
+    let note = String::from_utf8_lossy(&out.stderr);
+    assert!(note.contains("pinned down no task type's power"), "{note}");
+    assert_eq!(
+        std::fs::read(pm.join("energy-model-cholesky.json")).unwrap(),
+        before
+    );
     let (text, err) = sim(&dir.path().join("none"), &[]);
     assert!(text.contains("no fitted model"), "{text}");
     assert!(!err.contains("energy model:"), "{err}");

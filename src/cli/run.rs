@@ -263,7 +263,26 @@ fn save_energy_model(a: &RunArgs, att: &taskwatt::energy::attribution::Attributi
             )
             .map_err(|e| e.to_string())
         })
-        .and_then(|f| f.model.save(&path).map_err(|e| e.to_string()));
+        .and_then(|f| {
+            // A run too short to pin down any power (a 4-task graph) does not replace a
+            // model that dmdae and `simulate` would otherwise go on using.
+            let reliable = f
+                .model
+                .domains
+                .iter()
+                .flat_map(|d| &d.types)
+                .filter(|t| t.power.reliable)
+                .count();
+            if reliable == 0 && path.exists() {
+                eprintln!(
+                    "note: the run's energy model was not saved: its fit pinned down no task \
+                     type's power, and {} (an earlier run's) is kept",
+                    path.display()
+                );
+                return Ok(());
+            }
+            f.model.save(&path).map_err(|e| e.to_string())
+        });
     if let Err(e) = saved {
         eprintln!(
             "note: the run's energy model was not saved to {}: {e}",
