@@ -377,10 +377,15 @@ fn compare_runs_a_user_graph_under_several_policies() {
     }
     let text = c.text();
     assert!(
-        text.contains("SIMULATED") && text.contains("least energy:"),
+        text.contains("SIMULATED") && text.contains("least energy over "),
         "{text}"
     );
     assert!(c.json()["policies"].as_array().unwrap().len() == 2);
+    // The verdict compares the graphs (the application region every run marks), not the
+    // whole runs with their idle calibration and sampler window, and is in the JSON too.
+    let verdict = c.verdict().unwrap();
+    assert!(verdict.contains("over the application"), "{verdict}");
+    assert_eq!(c.json()["verdict"], verdict.as_str());
 
     let err = Compare::new()
         .policies(["dmda"])

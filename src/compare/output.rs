@@ -13,17 +13,50 @@ macro_rules! outln {
 impl Comparison {
     /// Which policy used least energy, and whether the others are measurably different:
     /// a policy whose runs' range of measured energy overlaps the best one's is within the
-    /// runs' spread of it (with one run per policy nothing can be told apart). `None`
-    /// with fewer than two policies.
+    /// runs' spread of it (with one run per policy nothing can be told apart). The energy
+    /// is the application region's (the graph alone) where every run marks it: the whole
+    /// run's adds the idle calibration and the sampler's window, the same under every
+    /// policy, which only dilute the difference. `None` with fewer than two policies.
     pub fn verdict(&self) -> Option<String> {
         if self.policies.len() < 2 {
             return None;
         }
+        let app = self
+            .runs
+            .iter()
+            .all(|r| r.application.and_then(|a| a.measured_j).is_some())
+            && self
+                .policies
+                .iter()
+                .all(|p| p.application.and_then(|a| a.measured_j).is_some());
+        let of_run = |r: &CompareRun| {
+            if app {
+                r.application
+                    .and_then(|a| a.measured_j)
+                    .unwrap_or(r.measured_j)
+            } else {
+                r.measured_j
+            }
+        };
+        let of_policy = |p: &PolicySummary| {
+            if app {
+                p.application
+                    .and_then(|a| a.measured_j)
+                    .unwrap_or(p.measured_j)
+            } else {
+                p.measured_j
+            }
+        };
+        let what = if app {
+            "the application (the graph alone)"
+        } else {
+            "the whole run"
+        };
         let range = |p: &str| {
             self.runs
                 .iter()
                 .filter(|r| r.policy == p)
-                .map(|r| r.measured_j)
+                .map(of_run)
                 .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), e| {
                     (lo.min(e), hi.max(e))
                 })
@@ -31,16 +64,19 @@ impl Comparison {
         let best = self
             .policies
             .iter()
-            .min_by(|a, b| a.measured_j.total_cmp(&b.measured_j))?;
+            .min_by(|a, b| of_policy(a).total_cmp(&of_policy(b)))?;
+        let best_j = of_policy(best);
         if self.repeat < 2 {
             return Some(format!(
-                "least energy: {} ({:.2} J), from one run per policy: the runs' spread is \
-                 unknown, so small differences cannot be told from noise (repeat at least 3)",
-                best.policy, best.measured_j
+                "least energy over {what}: {} ({best_j:.3} J), from one run per policy: the \
+                 runs' spread is unknown, so small differences cannot be told from noise \
+                 (repeat at least 3)",
+                best.policy
             ));
         }
         let (lo, hi) = range(&best.policy);
-        let close: Vec<&str> = self
+        // Nearest first.
+        let mut close: Vec<&PolicySummary> = self
             .policies
             .iter()
             .filter(|p| p.policy != best.policy)
@@ -48,28 +84,36 @@ impl Comparison {
                 let (l, h) = range(&p.policy);
                 l <= hi && h >= lo
             })
-            .map(|p| p.policy.as_str())
             .collect();
+        close.sort_by(|a, b| of_policy(a).total_cmp(&of_policy(b)));
         Some(if close.is_empty() {
             format!(
-                "least energy: {} ({:.2} J); every other policy's runs measured more than all \
-                 of its runs",
-                best.policy, best.measured_j
+                "least energy over {what}: {} ({best_j:.3} J); every other policy's runs \
+                 measured more than all of its runs",
+                best.policy
             )
         } else {
             format!(
-                "least energy: {} ({:.2} J); within its runs' spread, so not measurably \
-                 different: {}",
+                "least energy over {what}: {} ({best_j:.3} J); within its runs' spread, so \
+                 not measurably different: {}",
                 best.policy,
-                best.measured_j,
-                close.join(", ")
+                close
+                    .iter()
+                    .map(|p| format!("{} ({:.3} J)", p.policy, of_policy(p)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         })
     }
 
-    /// The comparison as JSON (what `taskwatt compare --json` prints).
+    /// The comparison as JSON (what `taskwatt compare --json` prints), with its
+    /// [`verdict`](Self::verdict).
     pub fn json(&self) -> serde_json::Value {
-        serde_json::to_value(self).unwrap_or_default()
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let (Some(o), Some(verdict)) = (v.as_object_mut(), self.verdict()) {
+            o.insert("verdict".to_owned(), serde_json::Value::String(verdict));
+        }
+        v
     }
 
     /// The terminal table (the CLI's `compare` output).
