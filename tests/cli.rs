@@ -437,6 +437,50 @@ fn run_refuses_an_svg_path_that_is_a_file_before_running() {
     assert!(!models.exists(), "no model was saved");
 }
 
+/// `export --recover` of a trace cut inside its first chunk has nothing to export: an
+/// error, not a Chrome file of one event and exit 0; an empty file says it is empty.
+#[test]
+fn recovering_a_trace_without_a_complete_chunk_is_an_error() {
+    let d = tempfile::tempdir().unwrap();
+    let (full, cut, out) = (
+        d.path().join("t.twt"),
+        d.path().join("cut.twt"),
+        d.path().join("cut.json"),
+    );
+    ok(&[
+        "run",
+        "cholesky",
+        "--n",
+        "256",
+        "--tile",
+        "64",
+        "--no-energy",
+        "--trace",
+        s(&full),
+    ]);
+    std::fs::write(&cut, &std::fs::read(&full).unwrap()[..100]).unwrap();
+    let o = taskwatt(&[
+        "export",
+        "--recover",
+        "--format",
+        "chrome",
+        "-o",
+        s(&out),
+        s(&cut),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("nothing to recover"), "{err}");
+    assert!(!out.exists());
+    std::fs::write(&cut, b"").unwrap();
+    let o = taskwatt(&["report", s(&cut)]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("the file is empty") && !err.contains("--recover"),
+        "{err}"
+    );
+}
+
 /// An empty StarPU file is refused, as an empty tasks CSV is (it imported as a 0-task
 /// trace).
 #[test]

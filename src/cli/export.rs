@@ -133,6 +133,17 @@ pub(crate) fn export(a: ExportArgs) -> CliResult {
     }
     if a.recover {
         let r = recover_trace(&a.file)?;
+        if r.complete_chunks == 0 {
+            // An empty export (a Chrome file of one event) would read as a success.
+            return Err(format!(
+                "{}: nothing to recover: the file holds no complete chunk{}",
+                a.file.display(),
+                r.problem
+                    .as_ref()
+                    .map_or(String::new(), |p| format!(" ({p})"))
+            )
+            .into());
+        }
         if let Some(p) = &r.problem {
             eprintln!(
                 "warning: {p}\n  exporting the {} complete chunks ({} tasks, {} energy readings) before byte {}",

@@ -88,6 +88,13 @@ pub enum TraceError {
         supported: FormatVersion,
     },
 
+    /// The file is empty: nothing was ever written to it.
+    #[error("{}: the file is empty (0 bytes): no trace was written to it (a run that failed before it started, or not the file meant)", path.display())]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+
     /// The file ends in the middle of a header or chunk.
     #[error("{}: truncated at byte {offset}: the {what} needs {needed} bytes but the file has only {have} left; the run was probably cut short: `taskwatt export --recover` (recover_trace) keeps every complete chunk before byte {offset}", path.display())]
     Truncated {

@@ -74,6 +74,9 @@ impl TraceReader {
         let mut src = BufReader::with_capacity(1 << 16, file);
         let mut h = [0u8; FILE_HEADER_LEN];
         let n = read_full(&mut src, &mut h).map_err(|e| TraceError::io(&path, e))?;
+        if n == 0 {
+            return Err(TraceError::Empty { path });
+        }
         let magic_len = n.min(FILE_MAGIC.len());
         if h[..magic_len] != FILE_MAGIC[..magic_len] {
             return Err(TraceError::NotATrace { path });

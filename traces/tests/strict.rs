@@ -156,6 +156,22 @@ fn concatenated_duplicated_dropped_and_header_only_files_are_refused_everywhere(
     }
 }
 
+/// An empty file is said to be empty, not "truncated at byte 0: the run was probably cut
+/// short", and nothing is recovered from it.
+#[test]
+fn an_empty_file_is_said_to_be_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.twt");
+    std::fs::write(&empty, b"").unwrap();
+    let e = read_trace(&empty).unwrap_err();
+    assert!(
+        matches!(e, taskwatt_traces::TraceError::Empty { .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("the file is empty (0 bytes)"), "{e}");
+    assert!(recover_trace(&empty).is_err());
+}
+
 #[test]
 fn saving_a_trace_writes_counts_that_match_its_chunks() {
     let dir = tempfile::tempdir().unwrap();
