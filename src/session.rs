@@ -185,8 +185,9 @@ pub struct AutoCalibrationReport {
     pub rounds: Vec<(Vec<String>, f64)>,
     /// Time spent, fits included, s.
     pub spent_s: f64,
-    /// Types still not shown as measurements after the last fit (budget spent, or types
-    /// the app cannot run alone).
+    /// Types not yet within the calibration's target after the last fit
+    /// ([`CALIBRATION_TARGET`] times the report's threshold: the report may still show them
+    /// as measurements), the budget spent or the app unable to run them alone.
     pub still_flagged: Vec<String>,
     /// Why it stopped early, if a fit failed.
     pub error: Option<String>,

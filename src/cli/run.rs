@@ -543,7 +543,14 @@ fn print_table(o: &RunOutput<'_>) {
             if auto.still_flagged.is_empty() {
                 "every type precise".to_owned()
             } else {
-                format!("still imprecise: {}", auto.still_flagged.join(", "))
+                // Not "imprecise": the report may show them as measurements, within its
+                // threshold; calibration aims tighter.
+                format!(
+                    "not yet within the calibration's target ({} times the report's \
+                     threshold): {}",
+                    taskwatt::session::CALIBRATION_TARGET,
+                    auto.still_flagged.join(", ")
+                )
             }
         );
         if let Some(e) = &auto.error {
