@@ -124,6 +124,16 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
     if let Some(p) = &a.platform {
         return run_on_platform(&a, p);
     }
+    // More workers than CPUs runs (StarPU's workers would too), but they share cores: the
+    // figures are then those of an oversubscribed machine.
+    if let (Some(w), Ok(cpus)) = (a.app.workers, std::thread::available_parallelism()) {
+        if w > cpus.get() {
+            eprintln!(
+                "warning: {w} workers on {cpus} usable CPUs: workers share cores, so the \
+                 makespan and the per-task powers are those of an oversubscribed machine"
+            );
+        }
+    }
     if a.no_energy && (a.svg.is_some() || a.energy.idle_calibration.is_some()) {
         eprintln!(
             "warning: --no-energy samples no meter, so --svg writes no energy plots and \
