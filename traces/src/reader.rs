@@ -522,7 +522,7 @@ impl Recovered {
 pub fn recover_trace(path: impl AsRef<Path>) -> Result<Recovered, TraceError> {
     let mut r = match TraceReader::open(path) {
         Ok(r) => r,
-        Err(e @ TraceError::Truncated { .. }) => {
+        Err(e @ (TraceError::Truncated { .. } | TraceError::Empty { .. })) => {
             return Ok(Recovered {
                 trace: Trace::default(),
                 complete_chunks: 0,
