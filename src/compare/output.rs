@@ -29,24 +29,15 @@ impl Comparison {
                 .policies
                 .iter()
                 .all(|p| p.application.and_then(|a| a.measured_j).is_some());
-        let of_run = |r: &CompareRun| {
-            if app {
-                r.application
-                    .and_then(|a| a.measured_j)
-                    .unwrap_or(r.measured_j)
-            } else {
-                r.measured_j
-            }
+        let pick = |region: Option<RegionEnergy>, whole: f64| match region {
+            Some(RegionEnergy {
+                measured_j: Some(j),
+                ..
+            }) if app => j,
+            _ => whole,
         };
-        let of_policy = |p: &PolicySummary| {
-            if app {
-                p.application
-                    .and_then(|a| a.measured_j)
-                    .unwrap_or(p.measured_j)
-            } else {
-                p.measured_j
-            }
-        };
+        let of_run = |r: &CompareRun| pick(r.application, r.measured_j);
+        let of_policy = |p: &PolicySummary| pick(p.application, p.measured_j);
         let what = if app {
             "the application (the graph alone)"
         } else {

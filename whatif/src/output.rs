@@ -249,18 +249,24 @@ pub fn figures(trace: &Trace) -> RunFigures {
     if a > b {
         (a, b) = (0, 0);
     }
-    let domains = window_energy(trace, a, b);
-    let total_j = (!domains.is_empty()).then(|| {
-        domains
-            .iter()
-            .filter(|d| d.in_total)
-            .map(|d| d.energy_j)
-            .sum()
-    });
-    RunFigures {
-        makespan_s: (b - a) as f64 * 1e-9,
-        domains,
-        total_j,
+    RunFigures::new((b - a) as f64 * 1e-9, window_energy(trace, a, b))
+}
+
+impl RunFigures {
+    /// The figures of `domains` over a run of `makespan_s`: the total sums those that count.
+    fn new(makespan_s: f64, domains: Vec<DomainEnergy>) -> RunFigures {
+        let total_j = (!domains.is_empty()).then(|| {
+            domains
+                .iter()
+                .filter(|d| d.in_total)
+                .map(|d| d.energy_j)
+                .sum()
+        });
+        RunFigures {
+            makespan_s,
+            domains,
+            total_j,
+        }
     }
 }
 
@@ -288,18 +294,7 @@ pub fn sim_figures(run: &SimRun, trace: &Trace) -> RunFigures {
             in_total,
         });
     }
-    let total_j = (!domains.is_empty()).then(|| {
-        domains
-            .iter()
-            .filter(|d| d.in_total)
-            .map(|d| d.energy_j)
-            .sum()
-    });
-    RunFigures {
-        makespan_s: run.makespan_ns as f64 * 1e-9,
-        domains,
-        total_j,
-    }
+    RunFigures::new(run.makespan_ns as f64 * 1e-9, domains)
 }
 
 /// Each type's count, busy time and dynamic energy under the meter's truth.
