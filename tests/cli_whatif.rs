@@ -307,13 +307,13 @@ fn simulate_predicts_energy_with_the_app_s_saved_model() {
     // A measured run with its report saves the app's model beside the performance models.
     let (trace, pm) = (record_with(dir.path(), "lws", &[]), dir.path().join("pm"));
     assert!(pm.join("energy-model-cholesky.json").exists());
-    let sim = |models: &std::path::Path, extra: &[&str]| {
+    let sim_on = |platform: &str, models: &std::path::Path, extra: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_taskwatt"))
             .args([
                 "simulate",
                 s(&trace),
                 "--platform",
-                "this-machine",
+                platform,
                 "--replicas",
                 "0",
             ])
@@ -331,6 +331,7 @@ fn simulate_predicts_energy_with_the_app_s_saved_model() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
+    let sim = |models: &std::path::Path, extra: &[&str]| sim_on("this-machine", models, extra);
     let (text, err) = sim(&pm, &[]);
     assert!(err.contains("energy-model-cholesky.json"), "{err}");
     assert!(
@@ -364,25 +365,8 @@ fn simulate_predicts_energy_with_the_app_s_saved_model() {
             .join("\n");
         assert!(text.contains(&format!("period_ms = {period}")), "{text}");
         std::fs::write(&p, text).unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_taskwatt"))
-            .args([
-                "simulate",
-                s(&trace),
-                "--platform",
-                s(&p),
-                "--replicas",
-                "0",
-            ])
-            .args(["--json"])
-            .env("TASKWATT_PERFMODEL_DIR", &pm)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (out, _) = sim_on(s(&p), &pm, &["--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         predicted.push(v["runs"][0]["predicted_j"].as_f64().unwrap());
     }
     assert!(

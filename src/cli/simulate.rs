@@ -454,10 +454,9 @@ pub(crate) fn simulate_policies(
                 o.replica_seed = Some(0x5EED_0000 + k as u64);
                 let rr = simulate(&graph, platform, &o)?;
                 spans.push(rr.makespan_ns as f64 * 1e-9);
-                if rr.energy.is_some() {
-                    if let Some(j) = sim_figures(&rr, &taskwatt::traces::Trace::default()).total_j {
-                        joules.push(j);
-                    }
+                // The simulated machine's exact energy (none without meters).
+                if let Some(j) = sim_figures(&rr, &taskwatt::traces::Trace::default()).total_j {
+                    joules.push(j);
                 }
             }
         }
