@@ -530,6 +530,21 @@ impl GroundTruth {
     pub fn realised_of(&self, domain: DomainId) -> Option<&RealisedDomain> {
         self.realised.iter().find(|r| r.domain == domain)
     }
+
+    /// The name under which [`GroundTruth::task_w`] lists codelet `name`, as the
+    /// simulator resolves it: its own, else the one entry whose name differs in ASCII case
+    /// only (an imported StarPU trace's `GEMM` is configured as `gemm`). `None` when it
+    /// has no entry of its own: the default, `*`, applies.
+    pub fn codelet_entry<'a>(&'a self, name: &'a str) -> Option<&'a str> {
+        let names = || self.task_w.iter().map(|e| e.codelet.as_str());
+        if names().any(|c| c == name) {
+            return Some(name);
+        }
+        let mut same = names().filter(|c| *c != "*" && c.eq_ignore_ascii_case(name));
+        let first = same.next()?;
+        // Entries repeat per domain and architecture: one name, however often.
+        same.all(|c| c == first).then_some(first)
+    }
 }
 
 /// What a simulated domain realised over a run.
@@ -673,6 +688,43 @@ pub enum Chunk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_codelet_is_found_in_the_truth_in_another_case_when_one_entry_fits() {
+        let entry = |codelet: &str, domain: DomainId, arch: Arch| TruthEntry {
+            domain,
+            codelet: codelet.into(),
+            arch,
+            extra_w: 1.0,
+        };
+        let truth = GroundTruth {
+            task_w: vec![
+                entry("gemm", 0, Arch::Cpu),
+                entry("gemm", 1, Arch::Gpu),
+                entry("syrk", 0, Arch::Cpu),
+                entry("SYRK", 0, Arch::Cpu),
+                entry("*", 0, Arch::Cpu),
+            ],
+            ..GroundTruth::default()
+        };
+        assert_eq!(truth.codelet_entry("gemm"), Some("gemm"));
+        assert_eq!(
+            truth.codelet_entry("GEMM"),
+            Some("gemm"),
+            "entries repeat per domain"
+        );
+        assert_eq!(
+            truth.codelet_entry("SYRK"),
+            Some("SYRK"),
+            "its own name first"
+        );
+        assert_eq!(
+            truth.codelet_entry("Syrk"),
+            None,
+            "two fit: neither is guessed"
+        );
+        assert_eq!(truth.codelet_entry("potrf"), None);
+    }
 
     #[test]
     fn prefault_keeps_an_empty_chunk_with_its_capacity() {

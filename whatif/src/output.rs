@@ -313,7 +313,11 @@ pub fn type_energy(trace: &Trace, truth: &GroundTruth) -> Vec<TypeEnergy> {
                 .find(|e| e.domain == domain && e.codelet == name && e.arch == arch)
                 .map(|e| e.extra_w)
         };
-        pick(codelet).or_else(|| pick("*")).unwrap_or(0.0)
+        truth
+            .codelet_entry(codelet)
+            .and_then(pick)
+            .or_else(|| pick("*"))
+            .unwrap_or(0.0)
     };
     let mut covers: HashMap<u32, Vec<u16>> = HashMap::new();
     let mut seen: Vec<&taskwatt_traces::DomainInfo> = Vec::new();

@@ -539,10 +539,12 @@ fn compare_truth(fit: &DomainFit, id: DomainId, truth: &GroundTruth) -> TruthCom
         let mut row = truth_row(key.to_string(), est, type_truth(truth, id, key));
         // A codelet the simulator's configuration does not name draws its default power:
         // the truth is a placeholder, not something anyone configured for this type.
-        row.truth_is_default = !truth
-            .task_w
-            .iter()
-            .any(|t| t.domain == id && t.codelet == key.codelet);
+        row.truth_is_default = !truth.codelet_entry(&key.codelet).is_some_and(|name| {
+            truth
+                .task_w
+                .iter()
+                .any(|t| t.domain == id && t.codelet == name)
+        });
         rows.push(row);
     }
     // What the run realised: each type's mean power at the occupancy it ran at, and the
@@ -591,7 +593,10 @@ fn type_truth(truth: &GroundTruth, id: DomainId, key: &TypeKey) -> Option<f64> {
             .map(|t| (t.arch, t.extra_w))
             .collect()
     };
-    let (named, default) = (entries(&key.codelet), entries("*"));
+    let named = truth
+        .codelet_entry(&key.codelet)
+        .map_or_else(Vec::new, entries);
+    let default = entries("*");
     // One value for an arch, or None if the entries disagree.
     let agree = |v: &[(Arch, f64)], arch: Arch| -> Option<Option<f64>> {
         let mut it = v.iter().filter(|(a, _)| *a == arch).map(|&(_, w)| w);
