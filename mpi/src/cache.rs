@@ -139,6 +139,7 @@ impl DistRuntime {
             return Ok(());
         }
         let t0 = Instant::now();
+        let _waiting = self.waits.enter();
         let mut spins = 0u32;
         while over() && pending.load(Ordering::SeqCst) > 0 {
             self.check()?;

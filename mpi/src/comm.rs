@@ -5,15 +5,19 @@
 //!
 //! # Hangs against long tasks
 //! A rank waiting for a message cannot tell a peer that hangs (dead, or a different task
-//! flow) from one that computes for long before it sends. So each rank whose workers are
-//! not all parked sends every other rank a beat every quarter of the limit
-//! ([`Transport::send_beat`]), and a pending message is given up only when no message of
-//! this rank completed, and no beat came from its peer, for the whole limit. A peer that
-//! computes a task for an hour keeps its waiters waiting; one whose workers all wait (for
-//! a message that will never come, or nothing) is given up after the limit. Computing
-//! outside tasks (between submissions) sends no beat: raise `TASKWATT_MPI_TIMEOUT` for
-//! that.
+//! flow) from one that computes for long before it sends, nor from one that waits for a
+//! third rank that computes. So each rank that computes sends every other rank a beat
+//! every quarter of the limit ([`Transport::send_beat`]): a rank computes while one of its
+//! workers is not parked, or while its application's thread runs code of its own
+//! (generating its data, say) rather than waiting in taskwatt (`wait_all`, `unregister`,
+//! a rendezvous, the memory limit). A pending message is given up only when no message of
+//! this rank completed, and no beat came from any rank, for the whole limit: the job as a
+//! whole stalled. A task that computes for an hour keeps its waiters waiting; a job whose
+//! ranks all wait (for a message that will never come, or nothing) ends after the limit.
+//! A rank blocked in an MPI call of the application's own counts as computing: a deadlock
+//! between the application's messages and taskwatt's is not detected.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -66,8 +70,38 @@ pub(crate) struct CommLog {
     pub(crate) events: Vec<CommRecord>,
 }
 
-/// Whether this rank's runtime is computing (a worker not parked).
+/// Whether this rank computes (a worker not parked, or the application's thread outside
+/// taskwatt's waits).
 pub(crate) type Busy = Box<dyn Fn() -> bool + Send>;
+
+/// How many of the application's calls wait in taskwatt now: a rank whose application
+/// runs code of its own computes (the module's "Hangs against long tasks").
+#[derive(Clone, Default)]
+pub(crate) struct AppWaits(Arc<AtomicUsize>);
+
+impl AppWaits {
+    /// Whether this rank computes: `awake` (a worker not parked), or the application's
+    /// thread outside taskwatt's waits.
+    pub(crate) fn busy(&self, awake: impl Fn() -> bool + Send + 'static) -> Busy {
+        let w = self.0.clone();
+        Box::new(move || awake() || w.load(Ordering::SeqCst) == 0)
+    }
+
+    /// Marks the application's thread as waiting in taskwatt until the guard drops.
+    pub(crate) fn enter(&self) -> Waiting {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Waiting(self.0.clone())
+    }
+}
+
+/// The application's thread waits in taskwatt while this lives ([`AppWaits::enter`]).
+pub(crate) struct Waiting(Arc<AtomicUsize>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 pub(crate) struct CommThread {
     pub(crate) tx: Sender<Cmd>,
@@ -206,8 +240,8 @@ fn run(
     let limit_d = Duration::from_secs(limit);
     let beat_every = (limit_d / 4).max(Duration::from_millis(100));
     let mut last_beat: Option<Instant> = None;
-    // When each peer's last beat came (it was computing then).
-    let mut alive: Vec<Option<Instant>> = vec![None; size];
+    // When the last beat came from any peer (it was computing then).
+    let mut alive: Option<Instant> = None;
     let mut beats_from = Vec::new();
     let mut last_look = Instant::now();
     let mut streamer = Streamer {
@@ -310,10 +344,8 @@ fn run(
             last_look = Instant::now();
             beats_from.clear();
             let _ = net.take_beats(&mut beats_from);
-            for &p in &beats_from {
-                if let Some(a) = alive.get_mut(p) {
-                    *a = Some(last_look);
-                }
+            if !beats_from.is_empty() {
+                alive = Some(last_look);
             }
         }
         // Free (or make) the copies whose earlier accesses are done.
@@ -457,7 +489,7 @@ fn run(
                     let waited = moved
                         .elapsed()
                         .min(p.since.elapsed())
-                        .min(alive[p.op.peer].map_or(Duration::MAX, |t| t.elapsed()));
+                        .min(alive.map_or(Duration::MAX, |t| t.elapsed()));
                     if waited > limit_d {
                         if std::env::var_os("TASKWATT_MPI_DEBUG").is_some() {
                             eprintln!("{}", pending(rank, &posted, &waiting, &next_seq));

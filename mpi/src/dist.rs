@@ -312,6 +312,8 @@ pub struct DistRuntime {
     pub(crate) cache_limit: Option<u64>,
     /// This rank's copies' memory, and its limit (see `crate::memory`).
     pub(crate) memory: crate::memory::Memory,
+    /// The application's calls that wait in taskwatt now (`crate::comm`'s beats).
+    pub(crate) waits: crate::comm::AppWaits,
 }
 
 impl std::fmt::Debug for DistRuntime {
@@ -360,7 +362,8 @@ impl DistRuntime {
     ) -> Result<DistRuntime, DistError> {
         let (rank, size) = (net.rank(), net.size());
         let stats = rt.stats_probe();
-        let busy: crate::comm::Busy = Box::new(move || stats().awake_workers > 0);
+        let waits = crate::comm::AppWaits::default();
+        let busy = waits.busy(move || stats().awake_workers > 0);
         Ok(DistRuntime {
             rt: Some(rt),
             rank,
@@ -373,6 +376,7 @@ impl DistRuntime {
             submitted: 0,
             cache_limit: None,
             memory: crate::memory::Memory::default(),
+            waits,
         })
     }
 
@@ -506,6 +510,7 @@ impl DistRuntime {
         &self,
         rx: &crossbeam_channel::Receiver<Result<T, String>>,
     ) -> Result<T, DistError> {
+        let _waiting = self.waits.enter();
         match rx.recv() {
             Ok(r) => r.map_err(|message| DistError::CommThread {
                 rank: self.rank,
@@ -711,7 +716,9 @@ impl DistRuntime {
         let rx = self.ask(Cmd::Flush)?;
         // The tasks first (some wait for messages), then the messages (some wait for tasks
         // of their own rank, all submitted by now).
+        let waiting = self.waits.enter();
         let tasks = self.runtime().wait_all();
+        drop(waiting);
         let comms = self.answer(&rx);
         // The reductions' folds have run: their contributions' buffers can go.
         self.temps.clear();
@@ -750,6 +757,7 @@ impl DistRuntime {
         {
             freed();
         }
+        let _waiting = self.waits.enter();
         self.runtime()
             .unregister(h.local)
             .map_err(|source| DistError::Runtime {

@@ -16,10 +16,9 @@ pub enum DistError {
     /// submit the same task flow.
     #[error(
         "rank {rank}: no {what} rank {peer} for handle {handle}, no message of this rank \
-         completed, and rank {peer} ran no task, for {waited_s:.1} s: that rank died, hangs, \
-         or did not register the same data in the same order and submit the same sequence \
-         of tasks (every rank must); TASKWATT_MPI_TIMEOUT sets the limit (now {limit_s} s; \
-         raise it for phases that compute outside tasks longer than that)"
+         completed, and no rank computed, for {waited_s:.1} s: rank {peer} died, or the ranks \
+         did not register the same data in the same order and submit the same sequence of \
+         tasks (every rank must); TASKWATT_MPI_TIMEOUT sets the limit (now {limit_s} s)"
     )]
     Timeout {
         /// This rank.

@@ -57,10 +57,12 @@ impl DistRuntime {
         let want = self.handles[id].bytes;
         let parts = {
             // This rank's copy, once what was submitted to it before is done here.
+            let waiting = self.waits.enter();
             let mut g = self
                 .runtime()
                 .acquire_mut(&h.local)
                 .map_err(|source| DistError::Runtime { rank, source })?;
+            drop(waiting);
             let have = std::mem::size_of_val(g.as_slice()) as u64;
             if have != want {
                 return Err(DistError::BadPartition {

@@ -387,20 +387,40 @@ fn a_message_that_never_comes_ends_with_an_error_naming_the_rank() {
 
 #[test]
 fn a_peer_computing_longer_than_the_timeout_is_waited_for() {
-    // Rank 0 computes the datum rank 1 needs for 2.5 s; the limit is 1 s. Rank 0's beats
-    // say it computes, so rank 1 waits for it instead of ending the job.
-    let out = two_ranks(1, |rank, d| {
+    // Rank 0 computes the datum rank 1 needs for 2.5 s in a task; the limit is 1 s. Rank
+    // 0's beats say it computes, so rank 1 waits for it instead of ending the job.
+    a_slow_owner_is_waited_for(true);
+}
+
+#[test]
+fn a_peer_generating_its_data_longer_than_the_timeout_is_waited_for() {
+    // Rank 0's application computes outside tasks (it generates its datum) for 2.5 s
+    // before it submits; the limit is 1 s. Until stop 53 only a worker's work counted, so
+    // rank 1 ended the job as hung (a slower CI machine did so on Cholesky 8192).
+    a_slow_owner_is_waited_for(false);
+}
+
+/// Rank 0 spends 2.5 s on the datum rank 1 copies, in its task (`in_task`) or before it
+/// submits; the limit is 1 s.
+fn a_slow_owner_is_waited_for(in_task: bool) {
+    let slowly = || std::thread::sleep(std::time::Duration::from_millis(2500));
+    let out = two_ranks(1, move |rank, d| {
         let a = d.register(0, vec![0u8; 4]).unwrap();
         let b = d.register(1, vec![0u8; 4]).unwrap();
-        let slow = Codelet::new("slow").cpu(|ctx| {
-            std::thread::sleep(std::time::Duration::from_millis(2500));
+        if rank == 0 && !in_task {
+            slowly();
+        }
+        let make = Codelet::new("make").cpu(move |ctx| {
+            if in_task {
+                slowly();
+            }
             ctx.w::<Vec<u8>>(0).fill(9);
         });
         let copy = Codelet::new("copy").cpu(|ctx| {
             let v = ctx.r::<Vec<u8>>(0).clone();
             *ctx.w::<Vec<u8>>(1) = v;
         });
-        d.submit(DistTask::new(&slow).rw(&a)).unwrap();
+        d.submit(DistTask::new(&make).rw(&a)).unwrap();
         d.submit(DistTask::new(&copy).r(&a).rw(&b)).unwrap();
         let r = d.wait_all().map_err(|e| e.to_string());
         let got = d.unregister(b).ok();
@@ -411,6 +431,39 @@ fn a_peer_computing_longer_than_the_timeout_is_waited_for() {
         assert!(r.is_ok(), "rank {rank}: {r:?}");
         if *rank == 1 {
             assert_eq!(got.as_deref(), Some(&[9u8; 4][..]));
+        }
+    }
+}
+
+#[test]
+fn a_rank_waiting_on_a_peer_that_waits_on_a_computing_rank_waits_too() {
+    // A chain: rank 2 computes for 2.5 s (limit 1 s), rank 1 waits for it with its
+    // workers parked, rank 0 waits for rank 1. Rank 1 sends no beat, rank 2 does: the job
+    // computes, so rank 0 waits.
+    let out = ranks(3, 1, |rank, d| {
+        let a = d.register(2, vec![0u8; 4]).unwrap();
+        let b = d.register(1, vec![0u8; 4]).unwrap();
+        let c = d.register(0, vec![0u8; 4]).unwrap();
+        let slow = Codelet::new("slow").cpu(|ctx| {
+            std::thread::sleep(std::time::Duration::from_millis(2500));
+            ctx.w::<Vec<u8>>(0).fill(7);
+        });
+        let copy = Codelet::new("copy").cpu(|ctx| {
+            let v = ctx.r::<Vec<u8>>(0).clone();
+            *ctx.w::<Vec<u8>>(1) = v;
+        });
+        d.submit(DistTask::new(&slow).rw(&a)).unwrap();
+        d.submit(DistTask::new(&copy).r(&a).rw(&b)).unwrap();
+        d.submit(DistTask::new(&copy).r(&b).rw(&c)).unwrap();
+        let r = d.wait_all().map_err(|e| e.to_string());
+        let got = d.unregister(c).ok();
+        drop((a, b));
+        (rank, r, got)
+    });
+    for (rank, r, got) in &out {
+        assert!(r.is_ok(), "rank {rank}: {r:?}");
+        if *rank == 0 {
+            assert_eq!(got.as_deref(), Some(&[7u8; 4][..]));
         }
     }
 }
@@ -479,8 +532,17 @@ fn two_ranks<R: Send + 'static>(
     timeout_s: u64,
     f: impl Fn(usize, &mut DistRuntime) -> R + Send + Sync + 'static,
 ) -> Vec<R> {
+    ranks(2, timeout_s, f)
+}
+
+/// [`two_ranks`] on `size` ranks.
+fn ranks<R: Send + 'static>(
+    size: usize,
+    timeout_s: u64,
+    f: impl Fn(usize, &mut DistRuntime) -> R + Send + Sync + 'static,
+) -> Vec<R> {
     let f = std::sync::Arc::new(f);
-    let threads: Vec<_> = ThreadNet::new(2)
+    let threads: Vec<_> = ThreadNet::new(size)
         .into_iter()
         .map(|net| {
             let f = f.clone();
