@@ -18,6 +18,38 @@ pub struct PlotError {
     pub message: String,
 }
 
+/// File names for plots named after task types, domains or policies: each name made safe
+/// for a file (letters, digits, `-` and `_`; anything else, spaces and `/` included, as
+/// `_`), and kept apart from those already given (`a b` and `a_b` get `a_b` and `a_b-2`).
+#[derive(Debug, Default)]
+pub struct FileNames {
+    used: std::collections::HashSet<String>,
+}
+
+impl FileNames {
+    /// `{prefix}{name}.svg`, safe and not given before.
+    pub fn svg(&mut self, prefix: &str, name: &str) -> String {
+        let safe: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let safe = if safe.is_empty() { "_".into() } else { safe };
+        let mut file = format!("{prefix}{safe}.svg");
+        let mut k = 2;
+        while !self.used.insert(file.clone()) {
+            file = format!("{prefix}{safe}-{k}.svg");
+            k += 1;
+        }
+        file
+    }
+}
+
 /// Turns plotters' errors into a [`PlotError`] naming the file.
 trait OrPlot<T> {
     fn or_plot(self, path: &Path) -> Result<T, PlotError>;
@@ -441,6 +473,16 @@ impl ParetoPoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plot_file_names_are_safe_and_distinct() {
+        let mut n = FileNames::default();
+        assert_eq!(n.svg("energy-", "GPU 0/dram"), "energy-GPU_0_dram.svg");
+        assert_eq!(n.svg("", "a b"), "a_b.svg");
+        assert_eq!(n.svg("", "a_b"), "a_b-2.svg");
+        assert_eq!(n.svg("", "a/b"), "a_b-3.svg");
+        assert_eq!(n.svg("power-", ""), "power-_.svg");
+    }
 
     #[test]
     fn every_plot_writes_an_svg() {

@@ -221,6 +221,7 @@ fn show(
 fn write_svg(m: &PerfModels, out: &std::path::Path) -> CliResult {
     super::output_dir(out, "--svg")?;
     let mut files = Vec::new();
+    let mut names = taskwatt::plots::FileNames::default();
     for (name, entries) in &m.codelets {
         let series: Vec<taskwatt::plots::SizeSeries> = Arch::ALL
             .into_iter()
@@ -241,17 +242,7 @@ fn write_svg(m: &PerfModels, out: &std::path::Path) -> CliResult {
                 (arch.name().to_string(), points, law)
             })
             .collect();
-        let safe: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let path = out.join(format!("{safe}.svg"));
+        let path = out.join(names.svg("", name));
         taskwatt::plots::time_vs_size(
             &path,
             &format!("{name}: duration against footprint"),

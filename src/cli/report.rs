@@ -591,6 +591,7 @@ fn write_svg(
         ""
     };
     let mut files = Vec::new();
+    let mut names = plots::FileNames::default();
     for (fit, sys) in fits_with_systems(att) {
         let t = sys.sample_times_ns();
         let t0 = t.first().copied().unwrap_or(0);
@@ -602,14 +603,14 @@ fn write_svg(
             power.push((mid, e / dt, (e - r) / dt));
             resid.push((mid, r / dt));
         }
-        let p = dir.join(format!("power-{}.svg", fit.name));
+        let p = dir.join(names.svg("power-", &fit.name));
         plots::power_over_time(
             &p,
             &format!("{}: measured and model power{sim}", fit.name),
             &power,
         )?;
         files.push(p.display().to_string());
-        let r = dir.join(format!("residuals-{}.svg", fit.name));
+        let r = dir.join(names.svg("residuals-", &fit.name));
         plots::residuals(
             &r,
             &format!("{}: residuals per interval{sim}", fit.name),
@@ -627,7 +628,7 @@ fn write_svg(
             })
             .collect();
         rows.push(("idle".into(), d.idle_j, 0.0));
-        let b = dir.join(format!("energy-{}.svg", d.name));
+        let b = dir.join(names.svg("energy-", &d.name));
         plots::bars(
             &b,
             &format!("{}: energy per task type (incl. base share){sim}", d.name),
