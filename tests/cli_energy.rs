@@ -165,6 +165,17 @@ fn import_starpu_and_reject_malformed_csv_with_the_line() {
         .join("traces/tests/data/starpu-1.4.12-cholesky-lws/tasks.rec");
     let out = d.path().join("starpu.twt");
     ok(&["import", "--starpu", s(&rec), "-o", s(&out)]);
+    // Without samples there is nothing to attribute: the error says how to import some or
+    // to predict instead (it said to record the run with a meter).
+    let r = taskwatt(&["report", s(&out)]);
+    assert!(!r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("without energy samples")
+            && err.contains("--samples")
+            && err.contains("taskwatt predict"),
+        "{err}"
+    );
     let csv = d.path().join("tasks.csv");
     ok(&["export", s(&out), "--format", "csv", "-o", s(&csv)]);
     assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 817);

@@ -187,7 +187,8 @@ pub(crate) fn report(a: ReportArgs) -> CliResult {
     }
     let opts = a.attribution.options();
     let source = (!a.recover).then_some(a.trace.as_path());
-    let att = attribute_from(source, &trace, &opts)?;
+    let att =
+        attribute_from(source, &trace, &opts).map_err(|e| no_samples_hint(&a.trace, &trace, e))?;
     emit(&trace, &att, a.json, a.csv.as_deref(), a.svg.as_deref())?;
     if !a.json {
         print!("{}", sensor_check(source, &trace, &att, &opts)?);
@@ -552,6 +553,35 @@ fn write_csv(dir: &Path, att: &Attribution) -> CliResult {
     write("types.csv", &types)?;
     write("intervals.csv", &rows)?;
     Ok(())
+}
+
+/// An imported trace without energy samples: how to give it some, or predict its energy
+/// (the attribution's own hint says to record with a meter, which an import cannot).
+fn no_samples_hint(
+    path: &Path,
+    trace: &Trace,
+    e: Box<dyn std::error::Error>,
+) -> Box<dyn std::error::Error> {
+    use taskwatt::energy::attribution::AttributionError;
+    let imported = trace.meta.params.get("import.source");
+    match (e.downcast_ref::<AttributionError>(), imported) {
+        (Some(AttributionError::NoEnergyData { .. }), Some(from)) => format!(
+            "{}: imported from {} ({from}) without energy samples: nothing to attribute. \
+                 Import it again with the meter's readings (`taskwatt import ... --samples \
+                 samples.csv`, and --domains or --workers to say what each domain covers: \
+                 docs/import.md), or predict its energy with a model fitted on a measured \
+                 run (`taskwatt predict MODEL {}`)",
+            path.display(),
+            trace
+                .meta
+                .params
+                .get("import.file")
+                .map_or("another runtime's trace", String::as_str),
+            path.display()
+        )
+        .into(),
+        _ => e,
+    }
 }
 
 fn csv_field(s: &str) -> String {
