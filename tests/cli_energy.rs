@@ -464,6 +464,11 @@ fn export_csv_then_import_then_report_reproduces_the_powers() {
         s(&back),
     ]);
     let r = json(&["report", s(&back), "--json"]);
+    // The samples' `simulated` column keeps the label through the round trip.
+    assert_eq!(
+        r["simulated"], true,
+        "the re-imported run lost its SIMULATED label"
+    );
     let powers = |report: &serde_json::Value| -> Vec<(String, f64)> {
         let mut out = Vec::new();
         for dom in report["domains"].as_array().unwrap() {

@@ -20,7 +20,8 @@ use super::{read_metadata, stream};
 const TASKS_HEADER: &str =
     "id,codelet,arch,worker,status,priority,footprint,submit_ns,ready_ns,start_ns,end_ns,preds\n";
 /// Header row of the samples CSV.
-const SAMPLES_HEADER: &str = "domain,domain_name,domain_key,t_ns,wall_unix_ns,energy_j,raw\n";
+const SAMPLES_HEADER: &str =
+    "domain,domain_name,domain_key,t_ns,wall_unix_ns,energy_j,raw,simulated\n";
 const TRANSFERS_HEADER: &str =
     "handle,src_node,dst_node,bytes,worker,task,start_ns,end_ns,handle_name,kind\n";
 const ACCESSES_HEADER: &str = "task,handle,mode,bytes,handle_name\n";
@@ -148,8 +149,9 @@ struct Csv<W: Write> {
     what: &'static str,
     rows: u64,
     codelets: HashMap<u32, String>,
-    /// Per domain id: its sensor name and what it measures (`package-0`: what `import` reads).
-    domains: HashMap<u16, (String, String)>,
+    /// Per domain id: its sensor name, what it measures (`package-0`: what `import` reads),
+    /// and whether its meter is the simulated one (`import` keeps the label).
+    domains: HashMap<u16, (String, String, bool)>,
     /// Named handles' names by id, as CSV fields.
     handles: HashMap<u64, String>,
     line: Vec<u8>,
@@ -169,7 +171,10 @@ impl<W: Write> Csv<W> {
             domains: meta
                 .domains
                 .iter()
-                .map(|d| (d.id, (field(&d.name), d.domain.to_string())))
+                .map(|d| {
+                    let simulated = meta.meters.iter().any(|m| m.id == d.meter && m.simulated);
+                    (d.id, (field(&d.name), d.domain.to_string(), simulated))
+                })
                 .collect(),
             handles: meta
                 .handles
@@ -236,13 +241,15 @@ impl<W: Write> Csv<W> {
         for s in samples {
             let l = &mut self.line;
             l.clear();
-            let (name, key) = self
+            let (name, key, sim) = self
                 .domains
                 .get(&s.domain)
-                .map_or(("", ""), |(n, k)| (n.as_str(), k.as_str()));
+                .map_or(("", "", false), |(n, k, sim)| {
+                    (n.as_str(), k.as_str(), *sim)
+                });
             let _ = writeln!(
                 l,
-                "{},{name},{key},{},{},{},{}",
+                "{},{name},{key},{},{},{},{},{sim}",
                 s.domain, s.t.0, s.wall_unix_ns, s.energy_j, s.raw
             );
             self.out.write_all(&self.line).map_err(|e| self.err(e))?;
@@ -334,7 +341,12 @@ mod tests {
                 archs: vec![Arch::Gpu],
             }]),
             Chunk::Meters {
-                meters: vec![],
+                meters: vec![crate::MeterInfo {
+                    id: 0,
+                    backend: "sim".into(),
+                    simulated: true,
+                    description: "the simulated meter".into(),
+                }],
                 domains: vec![DomainInfo {
                     id: 2,
                     meter: 0,
@@ -383,7 +395,7 @@ mod tests {
         let s = String::from_utf8(out.clone()).unwrap();
         assert_eq!(
             s,
-            format!("{SAMPLES_HEADER}2,NVIDIA A100,gpu-0,5,6,0.1,NaN\n")
+            format!("{SAMPLES_HEADER}2,NVIDIA A100,gpu-0,5,6,0.1,NaN,true\n")
         );
 
         let dir = tempfile::tempdir().unwrap();

@@ -302,6 +302,10 @@ pub(super) fn read_energy(
         c_dom
     };
     let (c_e, c_p) = (t.column("energy_j"), t.column("power_w"));
+    // taskwatt's export says whether its readings came from the simulated meter; the
+    // import keeps the label (a simulated run re-imported is still one).
+    let c_sim = t.column("simulated");
+    let mut simulated = false;
     let mut domains: Vec<DomainInfo> = Vec::new();
     let mut ids: HashMap<String, DomainId> = HashMap::new();
     // Every reading as (domain, time, line, value): rows may come in any order; they are
@@ -321,6 +325,14 @@ pub(super) fn read_energy(
                 time,
             )
         })?;
+        if let Some(c) = c_sim {
+            let v = row.get(c).trim();
+            if v.eq_ignore_ascii_case("true") {
+                simulated = true;
+            } else if !(v.is_empty() || v.eq_ignore_ascii_case("false")) {
+                return Err(t.err(row.line, "simulated", "true, false or nothing", v));
+            }
+        }
         let label = row.get(c_label);
         let id = match ids.get(label) {
             Some(&id) => id,
@@ -535,8 +547,16 @@ pub(super) fn read_energy(
         meter: MeterInfo {
             id: 0,
             backend: "import".to_string(),
-            simulated: false,
-            description: format!("imported from {} ({source})", samples.display()),
+            simulated,
+            description: if simulated {
+                format!(
+                    "imported from {} ({source}); SIMULATED readings, as its `simulated` \
+                     column says (taskwatt's simulated meter)",
+                    samples.display()
+                )
+            } else {
+                format!("imported from {} ({source})", samples.display())
+            },
         },
         domains,
         samples: out,
@@ -639,6 +659,25 @@ mod tests {
         assert!(!e.meter.simulated && e.meter.backend == "import");
         let e = read(s.path(), None, None, &all).unwrap();
         assert_eq!(e.domains[1].workers, [0, 1, 2]);
+    }
+
+    #[test]
+    fn an_export_s_simulated_column_keeps_the_label() {
+        let all = BTreeSet::from([0]);
+        let head = "t_ns,domain_key,domain_name,energy_j,simulated\n";
+        let sim = file(&format!(
+            "{head}0,package-0,p,0,true\n5,package-0,p,1,true\n"
+        ));
+        let e = read(sim.path(), None, None, &all).unwrap();
+        assert!(e.meter.simulated && e.meter.description.contains("SIMULATED"));
+        let real = file(&format!("{head}0,package-0,p,0,false\n5,package-0,p,1,\n"));
+        assert!(!read(real.path(), None, None, &all).unwrap().meter.simulated);
+        let bad = file(&format!("{head}0,package-0,p,0,yes\n"));
+        let e = read(bad.path(), None, None, &all).unwrap_err().to_string();
+        assert!(
+            e.contains(":2: simulated: expected true, false or nothing"),
+            "{e}"
+        );
     }
 
     #[test]
