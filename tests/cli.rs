@@ -122,6 +122,7 @@ fn every_app_checks_its_result_beside_emulated_gpus_under_every_policy() {
                 .map(|w| w["arch"].as_str().unwrap())
                 .collect();
             assert_eq!(archs, ["cpu", "cpu", "gpu", "gpu"]);
+            assert_eq!(v["gpu_backend"], "emulated");
         }
     }
     // The copies are in the trace: Chrome tracks, a CSV file beside the tasks, a report line.

@@ -297,6 +297,8 @@ fn type_calibration_on_fewer_workers_than_cores_uses_the_free_cores_too() {
     let v = json(&[&args[..], &["--json"]].concat());
     let reserved = v["reserved_workers"].as_array().unwrap();
     assert!(!reserved.is_empty(), "{}", v["workers"]);
+    // No GPU worker: no GPU backend either (it said `emulated` until stop 53).
+    assert!(v["gpu_backend"].is_null(), "{}", v["gpu_backend"]);
     assert_eq!(
         v["workers"].as_array().unwrap().len(),
         1 + reserved.len(),

@@ -29,8 +29,8 @@ struct RunOutput<'a> {
     /// The workers reserved for type calibration (last in `workers`): no graph task ran
     /// on them.
     reserved_workers: &'a [u32],
-    /// What drives the GPU workers (`emulated` or `cuda`; emulated when there are none).
-    gpu_backend: taskwatt::runtime::GpuBackend,
+    /// What drives the GPU workers (`emulated` or `cuda`; null when there are none).
+    gpu_backend: Option<taskwatt::runtime::GpuBackend>,
     kernels: &'static str,
     stats: StatsJson,
     trace: TraceOut,
@@ -320,7 +320,11 @@ fn output<'a>(a: &RunArgs, run: &'a MeasuredRun) -> RunOutput<'a> {
         policy: &run.policy,
         workers: &run.workers,
         reserved_workers: &run.reserved_workers,
-        gpu_backend: a.app.gpu_backend.into(),
+        gpu_backend: run
+            .workers
+            .iter()
+            .any(|w| w.device.is_some())
+            .then(|| a.app.gpu_backend.into()),
         kernels: taskwatt::kernels::backend(),
         type_calibration_auto: run.auto_calibration.as_ref(),
         stats: StatsJson {
@@ -425,9 +429,8 @@ fn print_table(o: &RunOutput<'_>) {
         format!(
             "{cpus} CPU workers + {gpus} {}",
             match o.gpu_backend {
-                taskwatt::runtime::GpuBackend::Emulated =>
-                    "emulated GPU(s) (CPU kernels on copies of the data)",
-                taskwatt::runtime::GpuBackend::Cuda => "CUDA GPU(s)",
+                Some(taskwatt::runtime::GpuBackend::Cuda) => "CUDA GPU(s)",
+                _ => "emulated GPU(s) (CPU kernels on copies of the data)",
             }
         )
     };
