@@ -289,7 +289,26 @@ impl PerfModels {
 
     /// `(a, b, executions)` of `t = a · size^b`, least squares in log-log space over the
     /// calibrated footprints of `arch` (weighted by their counts), if there are two sizes.
+    /// A fitted exponent below 0 (larger data ran shorter: sizes too close for the noise,
+    /// or a size-independent task) is not extrapolated: the law is then one duration for
+    /// every size, the executions' geometric mean (`b = 0`;
+    /// [`PerfModels::fitted_exponent`] keeps the fitted one).
     pub fn regression(&self, codelet: &str, arch: Arch) -> Option<(f64, f64, u64)> {
+        let (mx, my, b, w) = self.log_log_fit(codelet, arch)?;
+        if b < 0.0 {
+            return Some((my.exp(), 0.0, w as u64));
+        }
+        Some(((my - b * mx).exp(), b, w as u64))
+    }
+
+    /// The exponent the log-log least squares gives, before [`PerfModels::regression`]
+    /// takes a negative one for 0.
+    pub fn fitted_exponent(&self, codelet: &str, arch: Arch) -> Option<f64> {
+        self.log_log_fit(codelet, arch).map(|f| f.2)
+    }
+
+    /// `(mean ln size, mean ln t, slope, executions)`, weighted by the counts.
+    fn log_log_fit(&self, codelet: &str, arch: Arch) -> Option<(f64, f64, f64, f64)> {
         let pts: Vec<(f64, f64, f64)> = self
             .codelets
             .get(codelet)?
@@ -319,9 +338,7 @@ impl PerfModels {
             return None;
         }
         let sxy: f64 = pts.iter().map(|p| p.2 * (p.0 - mx) * (p.1 - my)).sum();
-        let b = sxy / sxx;
-        let a = (my - b * mx).exp();
-        Some((a, b, w as u64))
+        Some((mx, my, sxy / sxx, w))
     }
 
     /// Whether `codelet` still needs executions on `arch` at `footprint` before its
@@ -477,6 +494,25 @@ mod tests {
         assert!(m.predict("k", Arch::Gpu, 400).is_none());
         assert!(m.needs_calibration("k", Arch::Gpu, 400));
         assert!(!m.needs_calibration("k", Arch::Cpu, 100));
+    }
+
+    #[test]
+    fn a_law_whose_larger_data_ran_shorter_is_one_duration_for_every_size() {
+        // A stencil's halo tiles and inner tiles: noise makes the larger ones faster. The
+        // fitted exponent (-0.5 here) would predict ever shorter tasks for larger data.
+        let mut m = PerfModels::new();
+        for (size, ns) in [(100u64, 1000.0), (400, 500.0)] {
+            for _ in 0..CALIBRATED {
+                m.add("heat", Arch::Cpu, size, ns);
+            }
+        }
+        assert!((m.fitted_exponent("heat", Arch::Cpu).unwrap() + 0.5).abs() < 1e-9);
+        let (a, b, _) = m.regression("heat", Arch::Cpu).unwrap();
+        assert_eq!(b, 0.0);
+        // The geometric mean of the two sizes' durations, whatever the size.
+        assert!((a - (1000.0f64 * 500.0).sqrt()).abs() < 1e-6, "{a}");
+        let p = m.predict("heat", Arch::Cpu, 1_000_000).unwrap();
+        assert!((p.mean_ns - a).abs() < 1e-6);
     }
 
     #[test]

@@ -207,10 +207,14 @@ fn show(
         }
         for arch in Arch::ALL {
             if let Some((a, b, _)) = m.regression(name, arch) {
-                println!(
-                    "  {}: t = {a:.4e} ns * size^{b:.3} (fitted on its calibrated footprints)",
-                    arch.name()
-                );
+                let how = match m.fitted_exponent(name, arch) {
+                    Some(f) if f < 0.0 => format!(
+                        "its calibrated footprints fit exponent {f:.3}: larger data did not \
+                         run longer, so one duration for every size"
+                    ),
+                    _ => "fitted on its calibrated footprints".to_string(),
+                };
+                println!("  {}: t = {a:.4e} ns * size^{b:.3} ({how})", arch.name());
             }
         }
     }
