@@ -296,6 +296,11 @@ fn run_on_a_platform_without_executing_takes_durations_from_the_models() {
         .sum();
     assert_eq!(tasks, 20);
     assert!(v["run"]["figures"]["makespan_s"].as_f64().unwrap() > 0.0);
+    // Each duration is drawn from its model's spread, so the replicas' interval has one
+    // (every task at its type's mean gave an interval of zero width).
+    let ci = &v["run"]["makespan_ci_s"];
+    let (lo, hi) = (ci[0].as_f64().unwrap(), ci[1].as_f64().unwrap());
+    assert!(hi > lo, "{ci}");
 }
 
 /// Without --energy-model, `simulate` predicts with the model the recorded app's last

@@ -694,7 +694,8 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
         if a.no_exec {
             println!(
                 "recorded the graph of {} without executing it (--no-exec: no result, no \
-                 check); task durations from the performance models",
+                 check); each task's duration drawn from its type's performance model \
+                 (mean and spread of the recorded executions)",
                 a.app.app.name()
             );
             // The recording's own times are those of tasks that did nothing.
@@ -723,6 +724,19 @@ fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
 
 /// `run --platform --no-exec`: each task of a recording whose tasks did nothing gets its
 /// codelet's mean duration (on a CPU, at its footprint) from the performance models.
+/// One task's duration from its type's model: log-normal with the model's mean and
+/// standard deviation (the recorded executions' spread, so that the replicas' interval
+/// shows it; a duration from the size law has none), drawn reproducibly per task id.
+fn model_draw(p: &taskwatt::runtime::DurationPrediction, id: u64) -> f64 {
+    let mean = p.mean_ns.max(0.0);
+    if mean == 0.0 || p.std_ns <= 0.0 {
+        return mean;
+    }
+    let s2 = (1.0 + (p.std_ns / mean).powi(2)).ln();
+    let z = taskwatt::energy::SplitMix64::new(id ^ 0x0E5E_C0DE).next_normal();
+    (mean.ln() - s2 / 2.0 + s2.sqrt() * z).exp()
+}
+
 fn durations_from_models(
     a: &RunArgs,
     trace: &mut taskwatt::traces::Trace,
@@ -753,7 +767,7 @@ fn durations_from_models(
                         a.app.tile
                     )
                 })?;
-            r.end = taskwatt::traces::Timestamp(r.start.as_ns() + p.mean_ns.max(0.0) as u64);
+            r.end = taskwatt::traces::Timestamp(r.start.as_ns() + model_draw(&p, r.id) as u64);
         }
     }
     Ok(())
