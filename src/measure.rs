@@ -302,7 +302,10 @@ impl Measured {
     /// once), which separates it. `make(codelet, slot)` gives one task of the codelet,
     /// on data of its own (scratch handles you registered for this; `slot` is in
     /// `0..calibration_slots()`, so that tasks run at once use distinct data), or `None`
-    /// for a type it cannot make. With [`TypeCalibration::auto`] (the default) only the
+    /// for a type it cannot make. The parts of a partitioned handle borrow the runtime,
+    /// and so this `Measured`: unpartition them before finishing (`rt.unpartition(parts)`)
+    /// and give the calibration scratch handles of its own, as below; a closure that
+    /// borrows the parts does not compile. With [`TypeCalibration::auto`] (the default) only the
     /// types whose power the fit of the trace so far does not show within a share of the
     /// precision threshold are calibrated, round after round, within the budget;
     /// [`EnergyReport::calibration`] says what was done.
