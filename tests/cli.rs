@@ -525,3 +525,44 @@ fn an_n_the_tile_does_not_divide_is_padded_for_every_app() {
         assert_eq!(v["app"]["check"]["passed"], true, "{app}");
     }
 }
+
+#[test]
+fn ranks_of_an_mpi_launcher_without_mpi_are_refused() {
+    // `mpirun -np 2 taskwatt run ... --trace t.twt` without --mpi: two whole runs wrote one
+    // trace over each other (a CRC error on reading), and both said they succeeded.
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.twt");
+    let rank_of = |size: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_taskwatt"))
+            .args([
+                "run",
+                "cholesky",
+                "--n",
+                "256",
+                "--tile",
+                "64",
+                "--no-energy",
+            ])
+            .args(["--trace", trace.to_str().unwrap()])
+            .env("OMPI_COMM_WORLD_SIZE", size)
+            .env("TASKWATT_PERFMODEL_DIR", d.path().join("pm"))
+            .output()
+            .unwrap()
+    };
+    let out = rank_of("2");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("--mpi") && err.contains("OMPI_COMM_WORLD_SIZE=2"),
+        "{err}"
+    );
+    assert!(!trace.exists(), "nothing is written");
+    // One rank (mpirun -np 1) is a plain run.
+    let out = rank_of("1");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(trace.exists());
+}

@@ -153,6 +153,12 @@ fn compare_fits_on_one_policy_and_predicts_the_others() {
         assert!(r["measured_j"].as_f64().unwrap() > 0.0);
         assert!(r["error_pct"].as_f64().unwrap().abs() < 5.0, "{r}");
     }
+    // The verdict the text ends with is in the JSON too; the traces, temporary without
+    // --keep, are not named.
+    assert!(v["verdict"].as_str().is_some_and(|s| !s.is_empty()), "{v}");
+    for r in v["runs"].as_array().unwrap() {
+        assert!(r["trace"].is_null(), "{r}");
+    }
     let out = taskwatt(&["compare", "gemm", "--policies", "ws,fifo"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("fifo"));

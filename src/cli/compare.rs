@@ -187,7 +187,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
             let label = format!("{} {policy} ({}/{})", a.app.app.name(), r + 1, repeat);
             let run = match measured_run(&opts, |b| b, |rt| Progress::start(rt, label)) {
                 Err(e @ SessionError::Interrupted { .. }) => {
-                    return Err(super::run::interrupted(&watch, &e, a.keep.is_some()).into())
+                    return Err(super::run_table::interrupted(&watch, &e, a.keep.is_some()).into())
                 }
                 r => r?,
             };
@@ -258,7 +258,16 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
         }
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        let mut v = out.json();
+        // Without --keep the traces are in a temporary directory, gone once this returns.
+        if a.keep.is_none() {
+            if let Some(runs) = v.get_mut("runs").and_then(|r| r.as_array_mut()) {
+                for r in runs {
+                    r["trace"] = serde_json::Value::Null;
+                }
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", out.text());
     }

@@ -15,6 +15,8 @@ mod progress;
 mod report;
 mod run;
 mod run_outputs;
+mod run_platform;
+mod run_table;
 mod signals;
 mod simulate;
 
