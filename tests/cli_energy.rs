@@ -122,6 +122,25 @@ fn measured_run_report_fit_and_predict() {
     let p = json(&["predict", s(&model), s(&trace), "--json"]);
     let err = p[0]["prediction"]["total_error_pct"].as_f64().unwrap();
     assert!(err.abs() < 2.0, "in-sample prediction error {err}%");
+    // The model remembers it was fitted on the simulated meter: its prediction of a trace
+    // without any meter is still labelled SIMULATED (it was shown as a measurement).
+    assert_eq!(m["simulated"], true);
+    let plain = d.path().join("plain.twt");
+    ok(&[
+        "run",
+        "cholesky",
+        "--n",
+        "256",
+        "--tile",
+        "64",
+        "--no-energy",
+        "--trace",
+        s(&plain),
+    ]);
+    let p = json(&["predict", s(&model), s(&plain), "--json"]);
+    assert_eq!(p[0]["simulated"], true, "{p}");
+    let text = ok(&["predict", s(&model), s(&plain)]);
+    assert!(text.contains("SIMULATED"), "{text}");
 }
 
 #[test]

@@ -35,7 +35,8 @@ pub(crate) fn fit(a: FitArgs) -> CliResult {
         simulated |= t.is_simulated();
         systems.push(TraceSystems::from_trace(&t, opts.key)?);
     }
-    let fit = fit_model(&systems, None, &opts)?;
+    let mut fit = fit_model(&systems, None, &opts)?;
+    fit.model.simulated = simulated;
     fit.model.save(&a.output)?;
     let report = AttributionReport {
         key: opts.key,
@@ -74,23 +75,26 @@ pub(crate) fn predict(a: PredictArgs) -> CliResult {
     for p in &a.traces {
         let t = read_trace(p)?;
         let pred = predict_trace(&model, &t)?;
+        // A model of simulated readings predicts simulated energy, whatever the trace's
+        // own meter (a trace without one, or an import).
+        let simulated = t.is_simulated() || model.simulated;
         if a.json {
             out.push(serde_json::json!({
                 "trace": p,
-                "simulated": t.is_simulated(),
+                "simulated": simulated,
+                "model_simulated": model.simulated,
                 "prediction": pred,
             }));
         } else {
             println!("{}", p.display());
-            print!(
-                "{}",
-                render_prediction(
-                    &pred,
-                    &RenderOptions {
-                        simulated: t.is_simulated()
-                    }
-                )
-            );
+            if model.simulated && !t.is_simulated() {
+                println!(
+                    "SIMULATED: the model was fitted on readings of taskwatt's simulated \
+                     meter ({}), so these are the simulation's powers, not this machine's",
+                    a.model.display()
+                );
+            }
+            print!("{}", render_prediction(&pred, &RenderOptions { simulated }));
         }
     }
     if a.json {

@@ -204,7 +204,8 @@ pub fn compare_runs(
             systems.push(TraceSystems::from_trace(&t, opts.key)?);
         }
     }
-    let model = fit_model(&systems, None, opts)?.model;
+    let mut model = fit_model(&systems, None, opts)?.model;
+    model.simulated = simulated;
 
     // Predict every run from its trace.
     let mut rows = Vec::new();

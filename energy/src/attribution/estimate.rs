@@ -24,7 +24,12 @@ pub struct Estimate {
     pub se_w: Option<f64>,
     /// 95% confidence interval `[low, high]`, W: the unconstrained fit's Student-t
     /// interval, intersected with `[0, ∞)` under NNLS (powers are physical) and widened,
-    /// if needed, to contain `value_w`. See docs/attribution.md, "Intervals".
+    /// if needed, to contain `value_w`. Where the fit flags a departure from its model
+    /// ([`Flag::ModelInDoubt`]) it is widened again to the range the power took over the
+    /// run, so it can be much wider than `t95 · se_w`: `se_w` (and a model file's
+    /// `covariance_w2`, whose diagonal is `se_w²`) stays the fitted average power's, which
+    /// is what a prediction of a whole run multiplies. See docs/attribution.md,
+    /// "Intervals".
     #[serde(default)]
     pub ci95_w: Option<[f64; 2]>,
     /// Held at zero by the non-negativity constraint.

@@ -42,6 +42,11 @@ pub struct EnergyModel {
     pub solver: Solver,
     /// Number of traces the model was fitted on.
     pub traces: usize,
+    /// Fitted on readings of taskwatt's simulated meter (in one trace at least): its
+    /// powers are those the simulation was configured with, and what it predicts is
+    /// labelled SIMULATED. Set by whoever fits ([`fit_model`] does not see the traces).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
     /// One entry per domain.
     pub domains: Vec<DomainModel>,
 }
@@ -340,6 +345,7 @@ pub fn fit_model(
             key,
             solver: opts.solver,
             traces: traces.len(),
+            simulated: false,
             domains: Vec::new(),
         },
         fits: Vec::new(),
@@ -431,6 +437,7 @@ mod tests {
             key: KeyKind::CodeletArch,
             solver: Solver::Nnls,
             traces: 2,
+            simulated: false,
             domains: vec![DomainModel {
                 domain: Domain::CpuPackage { id: 0 },
                 name: "package-0".into(),
