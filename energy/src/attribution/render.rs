@@ -91,7 +91,6 @@ pub fn render_prediction(pred: &EnergyPrediction, opts: &RenderOptions) -> Strin
         ("error", true),
         ("iMAPE", true),
     ]);
-    let half = |iv: Option<[f64; 2]>| iv.map_or("-".into(), |[lo, hi]| si((hi - lo) / 2.0, "J"));
     for d in &pred.domains {
         let mut name = d.domain.to_string();
         if !d.in_total {
@@ -102,10 +101,8 @@ pub fn render_prediction(pred: &EnergyPrediction, opts: &RenderOptions) -> Strin
             format!("{:.2} s", d.window_s),
             si(d.base_j, "J"),
             si(d.predicted_j, "J"),
-            d.half_width_j
-                .or(d.interval_j.map(|[lo, hi]| (hi - lo) / 2.0))
-                .map_or("-".into(), |h| si(h, "J")),
-            half(d.measurement_interval_j),
+            around(d.predicted_j, d.interval_j),
+            around(d.predicted_j, d.measurement_interval_j),
             d.measured_j.map_or("-".into(), |m| si(m, "J")),
             d.error_pct.map_or("-".into(), signed_pct),
             d.interval_mape_pct.map_or("-".into(), pct),
@@ -116,8 +113,8 @@ pub fn render_prediction(pred: &EnergyPrediction, opts: &RenderOptions) -> Strin
         String::new(),
         String::new(),
         si(pred.total_predicted_j, "J"),
-        half(pred.total_interval_j),
-        half(pred.total_measurement_interval_j),
+        around(pred.total_predicted_j, pred.total_interval_j),
+        around(pred.total_predicted_j, pred.total_measurement_interval_j),
         pred.total_measured_j.map_or("-".into(), |m| si(m, "J")),
         pred.total_error_pct.map_or("-".into(), signed_pct),
         String::new(),
@@ -130,6 +127,12 @@ pub fn render_prediction(pred: &EnergyPrediction, opts: &RenderOptions) -> Strin
         out.push_str(
             "+-95%: the model's uncertainty; meas+-: where a measurement is expected (that\n\
              uncertainty, the meter's noise and the tasks' own variation, 95%)\n",
+        );
+    }
+    if has_lopsided(pred) {
+        out.push_str(
+            "-a/+b: an interval that reaches further down than up (a contention the model\n\
+             does not know, or a power's bound at 0)\n",
         );
     }
     if pred.domains.iter().any(|d| !d.regions.is_empty()) {
@@ -151,8 +154,8 @@ pub fn render_prediction(pred: &EnergyPrediction, opts: &RenderOptions) -> Strin
                     r.name.clone(),
                     format!("{:.3} s", r.window_s),
                     si(r.predicted_j, "J"),
-                    half(r.interval_j),
-                    half(r.measurement_interval_j),
+                    around(r.predicted_j, r.interval_j),
+                    around(r.predicted_j, r.measurement_interval_j),
                     r.measured_j.map_or("-".into(), |m| si(m, "J")),
                     r.error_pct.map_or("-".into(), signed_pct),
                 ]);
@@ -162,6 +165,46 @@ pub fn render_prediction(pred: &EnergyPrediction, opts: &RenderOptions) -> Strin
     }
     list(&mut out, "warnings", &pred.warnings);
     out
+}
+
+/// An interval around `centre` as its half-width (`12.3 mJ`), or as `-a/+b` where its
+/// sides differ by more than 5 % (a contention the model does not know reaches down only).
+fn around(centre: f64, iv: Option<[f64; 2]>) -> String {
+    let Some([lo, hi]) = iv else {
+        return "-".into();
+    };
+    let (down, up) = ((centre - lo).max(0.0), (hi - centre).max(0.0));
+    if lopsided(down, up) {
+        let (d, u) = (si(down, "J"), si(up, "J"));
+        // One unit for both where they share it: `-87.8/+36.6 mJ`.
+        match (d.split_once(' '), u.split_once(' ')) {
+            (Some((dv, du)), Some((uv, uu))) if du == uu => format!("-{dv}/+{uv} {uu}"),
+            _ => format!("-{d}/+{u}"),
+        }
+    } else {
+        si((hi - lo) / 2.0, "J")
+    }
+}
+
+fn lopsided(down: f64, up: f64) -> bool {
+    (down - up).abs() > 0.05 * down.max(up)
+}
+
+/// Whether a row of the prediction shows an interval as `-a/+b`.
+fn has_lopsided(pred: &EnergyPrediction) -> bool {
+    let side = |c: f64, iv: Option<[f64; 2]>| {
+        iv.is_some_and(|[lo, hi]| lopsided((c - lo).max(0.0), (hi - c).max(0.0)))
+    };
+    side(pred.total_predicted_j, pred.total_interval_j)
+        || side(pred.total_predicted_j, pred.total_measurement_interval_j)
+        || pred.domains.iter().any(|d| {
+            side(d.predicted_j, d.interval_j)
+                || side(d.predicted_j, d.measurement_interval_j)
+                || d.regions.iter().any(|r| {
+                    side(r.predicted_j, r.interval_j)
+                        || side(r.predicted_j, r.measurement_interval_j)
+                })
+        })
 }
 
 fn banner(out: &mut String, opts: &RenderOptions) {
@@ -389,10 +432,9 @@ fn domain(out: &mut String, d: &DomainReport) {
             .filter_map(|r| r.alone.as_ref().map(|a| (r, a)))
             .collect();
         if !alone.is_empty() {
-            let _ = writeln!(
-                out,
-                "measured alone (a region where one type ran alone here: its power from the \
-                 meter, less the base, over its busy time) against the fit:"
+            out.push_str(
+                "measured alone (a region where one type ran alone here: its power from the\n\
+                 meter, less the base, over its busy time) against the fit:\n",
             );
             for (r, a) in alone {
                 let diff = if a.measured_w != 0.0 {
@@ -604,7 +646,8 @@ fn truth(out: &mut String, tr: &TruthComparison) {
     if tr.rows.iter().any(|r| r.truth_is_default) {
         out.push_str(
             "* the simulator's default power: its configuration does not name this codelet\n\
-             (give it one in --sim-config to test the attribution against a chosen truth)\n",
+             (give it one in --sim-config, or in the library SimConfig's task powers, to test\n\
+             the attribution against a chosen truth)\n",
         );
     }
 }
@@ -687,5 +730,16 @@ mod tests {
         assert_eq!(si(999.0e12, "J"), "999 TJ");
         assert_eq!(si(1.689e302, "J"), "1.69e302 J");
         assert_eq!(si(f64::INFINITY, "J"), "inf J");
+    }
+
+    #[test]
+    fn an_interval_that_reaches_further_down_shows_both_sides() {
+        // Symmetric: its half-width, as before.
+        assert_eq!(around(3.72, Some([3.68, 3.76])), "40.0 mJ");
+        // A contention the model does not know reaches down only: `3.72 J +-36.6 mJ`
+        // hid the 87.8 mJ below.
+        assert_eq!(around(3.72, Some([3.6322, 3.7566])), "-87.8/+36.6 mJ");
+        assert_eq!(around(3.72, Some([2.52, 3.7566])), "-1.20 J/+36.6 mJ");
+        assert_eq!(around(3.72, None), "-");
     }
 }
