@@ -192,6 +192,16 @@ pub fn merge_any_jobs(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeRepor
             .filter(|c| c.partial)
             .flat_map(|c| c.events.iter().copied())
             .collect();
+        let mut of_ranks: Vec<u32> = t.comms.iter().map(|c| c.rank).collect();
+        of_ranks.sort_unstable();
+        of_ranks.dedup();
+        if of_ranks.len() > 1 {
+            return Err(format!(
+                "{name}: already a merged job's trace (ranks {of_ranks:?}): `taskwatt report` \
+                 and `export` read it as it is; to merge again, give the ranks' own traces \
+                 (t.rank0.twt, t.rank1.twt, ...)"
+            ));
+        }
         let c = match t.comms.iter().rev().find(|c| !c.partial).cloned() {
             Some(mut c) => {
                 if c.events.is_empty() {
@@ -231,6 +241,23 @@ pub fn merge_any_jobs(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeRepor
         .filter(|r| !have.contains(r))
         .map(|r| r.to_string())
         .collect();
+    let twice: Vec<String> = ranks
+        .windows(2)
+        .filter(|w| w[0].1.rank == w[1].1.rank)
+        .map(|w| w[0].1.rank.to_string())
+        .collect();
+    if !twice.is_empty() {
+        return Err(format!(
+            "rank(s) {} given more than once: give each rank's trace once (the job had \
+             {size} ranks{})",
+            twice.join(", "),
+            if missing.is_empty() {
+                String::new()
+            } else {
+                format!("; missing: {}", missing.join(", "))
+            }
+        ));
+    }
     if !missing.is_empty() || have.len() != size {
         return Err(format!(
             "the job had {size} ranks; the traces given are of ranks {have:?} (missing: {}): give \

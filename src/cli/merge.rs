@@ -46,8 +46,9 @@ pub(crate) fn merge(a: MergeArgs) -> CliResult {
             r.trace
         } else {
             read_trace(p).map_err(|e| {
-                format!(
-                    "{e}\n  the traces of a job that ended on a failure: merge them with --recover"
+                super::report::recover_hint(
+                    e,
+                    "the traces of a job that ended on a failure: merge them with --recover",
                 )
             })?
         };

@@ -301,13 +301,21 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     let out = out?;
     last?;
     let line = format!(
-        "rank {rank}/{size}: {} {} n={} tile={} grid {}x{}, {}, policy {policy}: {} tasks \
+        "rank {rank}/{size}: {} {} n={} tile={}{} grid {}x{}, {}, policy {policy}: {} tasks \
          run, {} skipped; sent {} messages ({:.1} MiB), received {} ({:.1} MiB), {} cache hits, \
          {} evicted{}; makespan {:.3} s; clock offset to rank 0 {} ns (round trip {} ns)",
         out.app.name(),
         cfg.precision.name(),
         out.n,
         out.nb,
+        if out.nb > 0 && !out.n.is_multiple_of(out.nb) {
+            format!(
+                " (padded to {}: its work is in the makespan)",
+                out.n.div_ceil(out.nb) * out.nb
+            )
+        } else {
+            String::new()
+        },
         out.grid.p,
         out.grid.q,
         match a.app.gpus {

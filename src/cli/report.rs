@@ -198,12 +198,19 @@ pub(crate) fn report(a: ReportArgs) -> CliResult {
 
 /// A fault in the file, with how to report on what it holds.
 fn with_recover_hint(e: taskwatt::traces::TraceError) -> Box<dyn std::error::Error> {
+    recover_hint(e, "rerun with --recover to report on its complete chunks")
+}
+
+/// `e`, with `hint` on --recover where the file is cut short or corrupt (not where it is
+/// missing or unreadable, which --recover does not help).
+pub(crate) fn recover_hint(
+    e: taskwatt::traces::TraceError,
+    hint: &str,
+) -> Box<dyn std::error::Error> {
     match e {
         e @ (taskwatt::traces::TraceError::Truncated { .. }
         | taskwatt::traces::TraceError::Corrupt { .. }
-        | taskwatt::traces::TraceError::CutShort { .. }) => {
-            format!("{e}\n  rerun with --recover to report on its complete chunks").into()
-        }
+        | taskwatt::traces::TraceError::CutShort { .. }) => format!("{e}\n  {hint}").into(),
         e => e.into(),
     }
 }
@@ -313,8 +320,14 @@ pub(crate) fn warn_outcome(path: &Path, trace: &Trace) {
             path.display()
         ),
         Some(RunOutcome::Failed) => eprintln!(
-            "warning: {} is the trace of a failed run (a task or the result check failed): the report covers what ran",
-            path.display()
+            "warning: {} is the trace of a failed run ({}): the report covers what ran",
+            path.display(),
+            if trace.comms.is_empty() {
+                "a task or the result check failed, or the program dropped its measurement \
+                 before finishing it"
+            } else {
+                "a rank of the job failed or was killed, or a task or the check failed"
+            }
         ),
         Some(RunOutcome::Complete) | None => {}
     }
@@ -339,12 +352,16 @@ pub(crate) fn emit(
             /// Copies between memory nodes (runs with GPUs only).
             #[serde(skip_serializing_if = "Option::is_none")]
             transfers: Option<taskwatt::traces::TransferSummary>,
+            /// A merged distributed run's energy per node and per type over the nodes.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            job: Option<Job>,
         }
         let out = Out {
             simulated: trace.is_simulated(),
             run: virtual_time(trace).map(|_| "virtual time"),
             report: &att.report,
             transfers: (!trace.transfers.is_empty()).then(|| trace.transfer_summary()),
+            job: job_of(trace, att),
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -383,16 +400,42 @@ pub(crate) fn emit(
     Ok(())
 }
 
-/// Writes only the SVG plots.
-/// For the merged trace of a distributed run: each node's energy and the job's, and each
-/// type's energy summed over the nodes (its 95 % interval from the nodes' power intervals,
-/// taken as independent).
-pub(crate) fn job_summary(trace: &Trace, att: &Attribution) -> String {
+/// A merged job's summary (`report` on the trace `taskwatt merge` writes): its energy per
+/// node and per type over every node; `None` for a trace without ranks.
+#[derive(serde::Serialize)]
+pub(crate) struct Job {
+    ranks: usize,
+    measured_j: f64,
+    nodes: Vec<JobNode>,
+    types: Vec<JobType>,
+}
+
+#[derive(serde::Serialize)]
+struct JobNode {
+    node: String,
+    measured_j: f64,
+    /// (domain, J measured).
+    domains: Vec<(String, f64)>,
+}
+
+#[derive(serde::Serialize)]
+struct JobType {
+    key: String,
+    count: u64,
+    energy_j: f64,
+    /// Half-width of the 95 % interval, J (the nodes' power intervals, taken as
+    /// independent); `None` where a node's power has none (not identifiable).
+    half95_j: Option<f64>,
+    /// Every domain's power of the type is shown as a measurement; otherwise its energy
+    /// rests on a flagged power (collinear, imprecise...), and the text puts it in
+    /// parentheses as the domains' tables do.
+    reliable: bool,
+}
+
+pub(crate) fn job_of(trace: &Trace, att: &Attribution) -> Option<Job> {
     use std::collections::BTreeMap;
-    use std::fmt::Write;
-    let mut out = String::new();
     if trace.comms.is_empty() {
-        return out;
+        return None;
     }
     let node_of_worker: std::collections::HashMap<u32, &str> = trace
         .comms
@@ -409,7 +452,9 @@ pub(crate) fn job_summary(trace: &Trace, att: &Attribution) -> String {
             .map_or_else(|| "?".to_owned(), |n| (*n).to_owned())
     };
     let mut nodes: BTreeMap<String, Vec<(String, f64)>> = BTreeMap::new();
-    let mut types: BTreeMap<String, (u64, f64, f64)> = BTreeMap::new();
+    // Per type: count, J, variance of the J (`None` once a power has no interval), every
+    // power reliable.
+    let mut types: BTreeMap<String, (u64, f64, Option<f64>, bool)> = BTreeMap::new();
     // A node's domains see the same tasks: a type's count per node is its largest.
     let mut counts: BTreeMap<(String, String), u64> = BTreeMap::new();
     for d in &att.report.domains {
@@ -421,16 +466,17 @@ pub(crate) fn job_summary(trace: &Trace, att: &Attribution) -> String {
         for t in &d.types {
             let c = counts.entry((node.clone(), t.key.to_string())).or_default();
             *c = (*c).max(t.count);
-            let e = types.entry(t.key.to_string()).or_default();
+            let e = types
+                .entry(t.key.to_string())
+                .or_insert((0, 0.0, Some(0.0), true));
             e.1 += t.total_j;
-            if let Some([lo, hi]) = t.power.ci95_w {
-                let h = 0.5 * (hi - lo) * t.busy_s;
-                e.2 += h * h;
-            }
+            e.3 &= t.power.reliable;
+            let h = t.power.ci95_w.map(|[lo, hi]| 0.5 * (hi - lo) * t.busy_s);
+            e.2 = e.2.zip(h).map(|(v, h)| v + h * h);
         }
     }
     for ((_, k), c) in counts {
-        types.entry(k).or_default().0 += c;
+        types.entry(k).or_insert((0, 0.0, Some(0.0), true)).0 += c;
     }
     // A rank's own trace holds its start's Comms chunk and its end's: count ranks once.
     let ranks = trace
@@ -439,31 +485,77 @@ pub(crate) fn job_summary(trace: &Trace, att: &Attribution) -> String {
         .map(|c| c.rank)
         .collect::<std::collections::BTreeSet<_>>()
         .len();
-    let job: f64 = nodes.values().flatten().map(|(_, j)| j).sum();
+    let nodes: Vec<JobNode> = nodes
+        .into_iter()
+        .map(|(node, domains)| JobNode {
+            node,
+            measured_j: domains.iter().map(|(_, j)| j).sum(),
+            domains,
+        })
+        .collect();
+    Some(Job {
+        ranks,
+        measured_j: nodes.iter().map(|n| n.measured_j).sum(),
+        nodes,
+        types: types
+            .into_iter()
+            .map(|(key, (count, energy_j, var, reliable))| JobType {
+                key,
+                count,
+                energy_j,
+                half95_j: var.map(f64::sqrt),
+                reliable,
+            })
+            .collect(),
+    })
+}
+
+/// The job's summary as text (empty for a trace without ranks).
+pub(crate) fn job_summary(trace: &Trace, att: &Attribution) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let Some(job) = job_of(trace, att) else {
+        return out;
+    };
     let _ = writeln!(
         out,
-        "\njob: {ranks} rank(s) on {} node(s), {:.2} J measured in all",
-        nodes.len(),
-        job
+        "\njob: {} rank(s) on {} node(s), {:.2} J measured in all",
+        job.ranks,
+        job.nodes.len(),
+        job.measured_j
     );
-    for (n, ds) in &nodes {
-        let total: f64 = ds.iter().map(|(_, j)| j).sum();
-        let parts: Vec<String> = ds.iter().map(|(d, j)| format!("{d} {j:.2} J")).collect();
-        let _ = writeln!(out, "  node {n}: {total:.2} J ({})", parts.join(", "));
+    for n in &job.nodes {
+        let parts: Vec<String> = n
+            .domains
+            .iter()
+            .map(|(d, j)| format!("{d} {j:.2} J"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  node {}: {:.2} J ({})",
+            n.node,
+            n.measured_j,
+            parts.join(", ")
+        );
     }
     let _ = writeln!(
         out,
         "  {:<20} {:>8} {:>12} {:>12}",
         "type (all nodes)", "count", "energy", "+-95%"
     );
-    for (k, (count, j, var)) in &types {
-        let _ = writeln!(
-            out,
-            "  {:<20} {:>8} {:>10.2} J {:>10.2} J",
-            k,
-            count,
-            j,
-            var.sqrt()
+    for t in &job.types {
+        let j = if t.reliable {
+            format!("{:.2} J", t.energy_j)
+        } else {
+            format!("({:.2} J)", t.energy_j)
+        };
+        let h = t.half95_j.map_or("-".to_owned(), |h| format!("{h:.2} J"));
+        let _ = writeln!(out, "  {:<20} {:>8} {:>12} {:>12}", t.key, t.count, j, h);
+    }
+    if job.types.iter().any(|t| !t.reliable) {
+        out.push_str(
+            "  (J): rests on a power not shown as a measurement on some node (see its \
+             domain's table)\n",
         );
     }
     out
@@ -564,6 +656,19 @@ fn no_samples_hint(
 ) -> Box<dyn std::error::Error> {
     use taskwatt::energy::attribution::AttributionError;
     let imported = trace.meta.params.get("import.source");
+    let no_data = matches!(
+        e.downcast_ref::<AttributionError>(),
+        Some(AttributionError::NoEnergyData { .. })
+    );
+    if let Some(rank) = trace.meta.params.get("mpi_rank").filter(|_| no_data) {
+        return format!(
+            "{}: the trace of rank {rank} of a distributed run, whose energy is read (or \
+             simulated) for the whole node when the ranks' traces are merged: `taskwatt merge \
+             STEM.rank*.twt -o job.twt`, then `taskwatt report job.twt` (docs/mpi.md)",
+            path.display()
+        )
+        .into();
+    }
     match (e.downcast_ref::<AttributionError>(), imported) {
         (Some(AttributionError::NoEnergyData { .. }), Some(from)) => format!(
             "{}: imported from {} ({from}) without energy samples: nothing to attribute. \
