@@ -266,6 +266,11 @@ impl<'e, W: Write> Chrome<'e, W> {
         if !m.host.is_empty() {
             label += &format!(" on {}", m.host);
         }
+        // A screenshot of the timeline says where its joules came from, not only the
+        // metadata.
+        if meta.is_simulated() {
+            label += " (SIMULATED energy)";
+        }
         w.event(|o| {
             write!(
                 o,
@@ -282,7 +287,12 @@ impl<'e, W: Write> Chrome<'e, W> {
             w.name_worker(info.id, Some(info))?;
         }
         for d in &meta.domains {
-            let mut name = format!("power {}", d.domain);
+            let simulated = meta.meters.iter().any(|m| m.id == d.meter && m.simulated);
+            let mut name = format!(
+                "power {}{}",
+                d.domain,
+                if simulated { " (SIMULATED)" } else { "" }
+            );
             if w.counters.values().any(|n| n[1..n.len() - 1] == name) {
                 name += &format!(" #{}", d.id);
             }
@@ -808,6 +818,18 @@ mod tests {
             .map(|e| e["args"]["W"].as_f64().unwrap())
             .collect();
         assert_eq!(c, [2000.0, 1000.0]);
+        // The simulated meter's figures say so where one looks: the process and the
+        // counters' names (not only the metadata).
+        let counter = ev.iter().find(|e| e["ph"] == "C").unwrap();
+        assert_eq!(counter["name"], "power package-0 (SIMULATED)");
+        let process = ev.iter().find(|e| e["name"] == "process_name").unwrap();
+        assert!(
+            process["args"]["name"]
+                .as_str()
+                .unwrap()
+                .ends_with("(SIMULATED energy)"),
+            "{process}"
+        );
         // The frequency: one value, from the first sample's time, named after the domain.
         let f: Vec<(&str, f64, f64)> = ev
             .iter()
@@ -820,7 +842,7 @@ mod tests {
                 )
             })
             .collect();
-        assert_eq!(f, [("frequency package-0", 1000.0, 3100.0)]);
+        assert_eq!(f, [("frequency package-0 (SIMULATED)", 1000.0, 3100.0)]);
         let names: Vec<&str> = ev
             .iter()
             .filter(|e| e["name"] == "thread_name")
