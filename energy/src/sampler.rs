@@ -20,7 +20,9 @@
 //!    With [`Sampler::start_with_frequency`], each reading also reads the CPU packages'
 //!    frequency right after the meters ([`crate::freq`]) and sends it as
 //!    `Chunk::Frequencies` with the samples, against each package's energy domain.
-//! 4. [`Sampler::stop`] wakes the thread at once; it takes a last reading, flushes, sends
+//! 4. [`Sampler::stop`] wakes the thread at once; it takes a last reading (and, for a
+//!    counter that refreshes slowly, as NVML's, one after its first refresh past the
+//!    stop: `FINAL_UPDATE_MIN`), flushes, sends
 //!    each simulated meter's truth again with what the run realised, measures its own CPU
 //!    time and returns [`SamplerStats`].
 //!
@@ -189,7 +191,19 @@ pub struct SamplerStats {
     /// Deadlines left unread because no task ran (see "Readings taken by the workers" in
     /// the module docs): the readings on each side of them span that idle time.
     pub idle_skipped: u64,
+    /// How long the stop waited for the slow counters' refresh after it, ns: a counter
+    /// that refreshes every 5 ms or less often (NVML's) is read again after its first
+    /// refresh past the stop, for at most 250 ms, so that its record covers the run.
+    pub final_update_ns: u64,
 }
+
+/// Counters refreshing this often or less get a reading after their first refresh past
+/// the stop: their record then covers the whole run (NVML's refreshes every 20 to 100 ms;
+/// RAPL's, every millisecond, needs none).
+pub(crate) const FINAL_UPDATE_MIN: Duration = Duration::from_millis(5);
+
+/// The longest the stop waits for a slow counter's refresh.
+pub(crate) const FINAL_UPDATE_MAX: Duration = Duration::from_millis(250);
 
 impl SamplerStats {
     /// The sampling's cost, in % of one core, where known: the thread's CPU time and the
@@ -209,6 +223,8 @@ struct MeterState {
     acc: Vec<Accumulator>,
     out: Vec<DomainRead>,
     fails: Vec<(u64, Option<String>)>,
+    /// Each domain's energy at the last reading (NaN before one).
+    last_j: Vec<f64>,
 }
 
 /// Everything the sampler thread owns.
@@ -243,6 +259,7 @@ impl Worker {
                         // each read shows from the readings themselves (align.rs).
                         let t = m.meter.value_time(i).unwrap_or(Timestamp(mid));
                         let energy_j = m.acc[i].update(t, reading);
+                        m.last_j[i] = energy_j;
                         self.batch.push(EnergySample {
                             domain: m.ids[i],
                             t,
@@ -279,6 +296,52 @@ impl Worker {
                 .send(Chunk::Frequencies(std::mem::take(&mut self.fbatch)));
         }
         self.last_flush = Instant::now();
+    }
+
+    /// After the stop's reading: a slow counter (one that refreshes every `FINAL_UPDATE_MIN`
+    /// or more, as NVML's every 20 to 100 ms) shows the energy of its last refresh
+    /// before the stop, not of the run's end, so its record would end up to one refresh
+    /// before the graph does, and a region's measured energy would miss that much. Reads
+    /// again, every millisecond, until each such counter has moved (a refresh after the
+    /// stop), for at most its refresh interval and 5 ms more (a counter that no longer
+    /// moves, at 0 W, ends it). Returns how long it waited.
+    fn final_update(&mut self) -> Duration {
+        let t0 = Instant::now();
+        let slow = |m: &MeterState| -> Vec<(usize, u64)> {
+            m.meter
+                .domains()
+                .iter()
+                .enumerate()
+                .filter_map(|(i, d)| d.update_interval_ns.map(|u| (i, u)))
+                .filter(|&(_, u)| u >= FINAL_UPDATE_MIN.as_nanos() as u64)
+                .collect()
+        };
+        let at_stop: Vec<Vec<(usize, f64)>> = self
+            .meters
+            .iter()
+            .map(|m| slow(m).into_iter().map(|(i, _)| (i, m.last_j[i])).collect())
+            .collect();
+        let longest = self
+            .meters
+            .iter()
+            .flat_map(|m| slow(m).into_iter().map(|(_, u)| u))
+            .max();
+        let Some(longest) = longest else {
+            return Duration::ZERO;
+        };
+        let limit = Duration::from_nanos(longest.min(FINAL_UPDATE_MAX.as_nanos() as u64))
+            + Duration::from_millis(5);
+        let moved = |w: &Worker| {
+            w.meters.iter().zip(&at_stop).all(|(m, stop)| {
+                stop.iter()
+                    .all(|&(i, j)| !j.is_finite() || m.last_j[i] != j)
+            })
+        };
+        while !moved(self) && t0.elapsed() < limit {
+            std::thread::sleep(Duration::from_millis(1));
+            self.read_all();
+        }
+        t0.elapsed()
     }
 
     fn finish(&mut self) -> SamplerStats {
@@ -398,6 +461,7 @@ impl Sampler {
                     .collect(),
                 out: (0..n).map(|_| Ok(RawReading::Power(f64::NAN))).collect(),
                 fails: vec![(0, None); n],
+                last_j: vec![f64::NAN; n],
                 simulated: desc.simulated,
                 backend: desc.backend,
                 ids,
@@ -503,7 +567,9 @@ impl Sampler {
                     }
                 }
                 w.read_all();
+                let waited = w.final_update();
                 let mut stats = w.finish();
+                stats.final_update_ns = waited.as_nanos() as u64;
                 stats.thread_wakeups = wakeups;
                 stats.wall_ns = start.elapsed().as_nanos() as u64;
                 stats.thread_cpu_ns = match (cpu0, thread_cpu_ns()) {
@@ -725,6 +791,62 @@ mod tests {
             })
             .sum();
         assert_eq!(samples, 4, "first and last reading of 2 domains");
+    }
+
+    #[test]
+    fn a_slow_counter_is_read_again_after_its_refresh_past_the_stop() {
+        // An NVML-like GPU counter refreshing every 50 ms: the stop's reading shows its
+        // last refresh before the stop, up to 50 ms early. Without a reading after the
+        // next refresh, the GPU's record ended before the run did, and a region ending
+        // at the run's end measured up to 50 ms of its energy less than it drew.
+        use crate::{Meter, SimConfig, SimMeter};
+        use taskwatt_traces::{Arch, WorkerInfo};
+        let mut c = SimConfig::default();
+        c.gpu.update_interval_ms = 50;
+        let gpu = WorkerInfo {
+            arch: Arch::Gpu,
+            device: Some(0),
+            ..WorkerInfo::cpu(1, 0)
+        };
+        let meter = SimMeter::new(c, &[WorkerInfo::cpu(0, 0), gpu.clone()]).unwrap();
+        let (sink, trace) = TraceSink::memory();
+        let config = SamplerConfig {
+            period: Duration::from_secs(1),
+            batch: 1_000_000,
+        };
+        let sampler = Sampler::start(
+            vec![Box::new(meter) as Box<dyn Meter>],
+            &[WorkerInfo::cpu(0, 0), gpu],
+            sink,
+            config,
+        )
+        .unwrap();
+        let gpu_id = sampler
+            .domains()
+            .iter()
+            .find(|d| matches!(d.domain, taskwatt_traces::Domain::Gpu { .. }))
+            .unwrap()
+            .id;
+        std::thread::sleep(Duration::from_millis(20));
+        let stop_at = Clock::now();
+        let stats = sampler.stop().unwrap();
+        let last = trace
+            .chunks()
+            .iter()
+            .flat_map(|c| match c {
+                Chunk::Samples(s) => s.clone(),
+                _ => Vec::new(),
+            })
+            .filter(|s| s.domain == gpu_id)
+            .map(|s| s.t)
+            .max()
+            .unwrap();
+        assert!(
+            last >= stop_at,
+            "the GPU's record ends at {last:?}, before the stop"
+        );
+        let waited = Duration::from_nanos(stats.final_update_ns);
+        assert!(waited <= Duration::from_millis(250), "{waited:?}");
     }
 
     #[test]
