@@ -403,3 +403,36 @@ fn simulate_predicts_energy_with_the_app_s_saved_model() {
     assert!(text.contains("no fitted model"), "{text}");
     assert!(!err.contains("energy model:"), "{err}");
 }
+
+#[test]
+fn a_recording_with_emulated_gpus_says_its_cpu_durations_include_their_threads() {
+    // Emulated GPUs are threads on the CPUs' cores: a user's CPU tasks ran 20 % slower
+    // beside them, and simulating the trace on a CPU-only platform kept those durations
+    // without a word.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = record_with(dir.path(), "lws", &["--no-report", "--gpus", "1"]);
+    let out = taskwatt(&[
+        "simulate",
+        s(&trace),
+        "--platform",
+        "this-machine",
+        "--replicas",
+        "0",
+        "--no-energy",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("1 emulated GPU(s)"), "{err}");
+    // A recording without them gets no such note.
+    let plain = record(dir.path(), "eager");
+    let out = taskwatt(&[
+        "simulate",
+        s(&plain),
+        "--platform",
+        "this-machine",
+        "--replicas",
+        "0",
+        "--no-energy",
+    ]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("emulated GPU"));
+}

@@ -480,6 +480,12 @@ impl RuntimeBuilder {
         for (knob, value) in policy.knobs() {
             self.params.push((format!("sched.{knob}"), value));
         }
+        // What drives the GPU workers (`1 emulated`: threads on the CPUs' cores, which a
+        // what-if of the trace on another machine must know), as `taskwatt run` says it.
+        if self.gpus > 0 && !self.params.iter().any(|(k, _)| k == "gpus") {
+            self.params
+                .push(("gpus".into(), format!("{} {}", self.gpus, self.gpu_backend)));
+        }
 
         let meta = RunMeta {
             taskwatt_version: env!("CARGO_PKG_VERSION").to_string(),

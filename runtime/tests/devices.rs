@@ -416,3 +416,26 @@ fn device_misuse_ends_in_errors_and_the_workers_go_on() {
     rt.wait_all().unwrap();
     assert_eq!(rt.unregister(z).unwrap(), vec![11u32; 8]);
 }
+
+#[test]
+fn the_trace_says_what_drives_the_gpu_workers() {
+    // A what-if of the trace on another machine must know that emulated GPUs were threads
+    // on the CPUs' cores; a library run's trace did not say so (only the CLI's did).
+    let (sink, trace) = taskwatt_traces::TraceSink::memory();
+    let rt = Runtime::builder()
+        .workers(1)
+        .emulated_gpus(1)
+        .trace(sink)
+        .build()
+        .unwrap();
+    rt.shutdown().unwrap();
+    let params = trace
+        .chunks()
+        .into_iter()
+        .find_map(|c| match c {
+            taskwatt_traces::Chunk::Meta(m) => Some(m.params),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(params.get("gpus").map(String::as_str), Some("1 emulated"));
+}

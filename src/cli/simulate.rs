@@ -249,6 +249,27 @@ pub(crate) fn simulate_policies(
     } = *req;
     let graph = Graph::from_trace(trace)?;
     let mut notes = Notes::default();
+    // Emulated GPUs are threads on the recording machine's cores: its CPU tasks ran beside
+    // them, slower than on a machine without (a user's stencil: 20 % slower than its
+    // CPU-only runs), and the simulation keeps their durations.
+    let emulated = trace
+        .meta
+        .params
+        .get("gpus")
+        .and_then(|g| g.strip_suffix(" emulated"))
+        .and_then(|n| n.trim().parse::<u32>().ok())
+        .filter(|&n| n > 0);
+    if let Some(n) = emulated {
+        notes.0.push((
+            format!(
+                "the recording ran {n} emulated GPU(s), threads on the same cores as its CPU \
+                 workers: its CPU tasks' durations include that competition, which a platform \
+                 without those threads would not have (record without --gpus to simulate a \
+                 CPU-only machine)"
+            ),
+            Vec::new(),
+        ));
+    }
     // Replicas for the intervals, within a budget of simulated tasks.
     let asked = replicas;
     let replicas = replicas.min(REPLICA_TASKS / graph.len().max(1));
