@@ -254,6 +254,12 @@ fn metg_sweep_json_is_complete() {
     ]);
     // 3 iteration counts x 2 repetitions x (lws, rayon, sequential).
     assert_eq!(v["samples"].as_array().unwrap().len(), 18);
+    // The pattern by the name the CLI takes (it was `stencil1d`), and whether the min
+    // and median are bounds only.
+    assert_eq!(v["config"]["pattern"], "stencil_1d", "{}", v["config"]);
+    for s in v["summary"].as_array().unwrap() {
+        assert!(s["at_most"].is_boolean(), "{s}");
+    }
     let systems = summary_systems(&v);
     assert_eq!(systems, ["taskwatt/lws", "rayon", "sequential"]);
     assert!(v["peak"]["flops_per_core"].as_f64().unwrap() > 1e8);
@@ -277,6 +283,17 @@ fn metg_sweep_json_is_complete() {
         assert!(s["repeats"].as_u64().unwrap() <= 3, "{s}");
         assert!(s["steal"].as_f64().is_some(), "{s}");
     }
+}
+
+#[test]
+fn metg_refuses_a_kernel_without_flops_and_names_the_flag_at_fault() {
+    let e = common::taskwatt(&["bench", "metg", "--kernel", "empty"]);
+    let err = String::from_utf8_lossy(&e.stderr);
+    assert!(!e.status.success());
+    assert!(err.contains("empty") && err.contains("compute_bound"), "{err}");
+    let e = common::taskwatt(&["bench", "metg", "--min-log2", "12", "--max-log2", "8"]);
+    let err = String::from_utf8_lossy(&e.stderr);
+    assert!(err.contains("--min-log2 12 is above --max-log2 8"), "{err}");
 }
 
 #[test]

@@ -201,8 +201,37 @@ fn metg(a: MetgArgs) -> CliResult {
     let workers = a
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if a.repeat == 0 || a.min_log2 > a.max_log2 || a.max_log2 > 30 {
-        return Err("--repeat must be >= 1 and --min-log2 <= --max-log2 <= 30".into());
+    if a.repeat == 0 {
+        return Err("--repeat must be >= 1 (sweeps per system)".into());
+    }
+    // METG's efficiency is FLOP/s against the machine's peak: a kernel without FLOPs is
+    // 0 % efficient at every size, and its sweep says nothing.
+    let probe = taskwatt_taskbench::Kernel {
+        kind: a.kernel,
+        iterations: 1,
+        ..Default::default()
+    };
+    if probe.flops_per_task(0, 0, 0) == 0 {
+        return Err(format!(
+            "--kernel {} does no floating-point work, and METG measures efficiency in \
+             FLOP/s: use compute_bound (the default), compute_bound2 or load_imbalance",
+            a.kernel.name()
+        )
+        .into());
+    }
+    if a.max_log2 > 30 {
+        return Err(format!(
+            "--max-log2 {} is over 30 (2^30 iterations per task)",
+            a.max_log2
+        )
+        .into());
+    }
+    if a.min_log2 > a.max_log2 {
+        return Err(format!(
+            "--min-log2 {} is above --max-log2 {}: the sweep goes from the first to the second",
+            a.min_log2, a.max_log2
+        )
+        .into());
     }
     let tracings: &[Tracing] = match a.tracing.as_str() {
         "off" => &[Tracing::Off],
@@ -388,8 +417,10 @@ fn metg(a: MetgArgs) -> CliResult {
         "{:<w$} {:>10} {:>12} {:>16}",
         "system", "min", "median", "Task Bench mean"
     );
-    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
     for s in &summary {
+        // A repetition whose finest point was still efficient gives only a bound.
+        let bound = if s.at_most { "<= " } else { "" };
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{bound}{v:.3}"));
         println!(
             "{:<w$} {:>10} {:>12} {:>16}",
             s.system,

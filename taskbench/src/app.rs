@@ -247,8 +247,8 @@ impl App {
                     g.kernel.iterations = a.number(
                         flag,
                         |v: i64| (0..=MAX_ITERATIONS).contains(&v),
-                        ">= 0 and <= 2^30 (seconds of kernel per task; more steps make a \
-                         longer run)",
+                        ">= 0 and <= 2^30 (the kernel's iterations per task: more make \
+                         longer tasks)",
                     )?
                 }
                 "-output" => {
@@ -290,6 +290,31 @@ impl App {
             check_memory(g)?;
         }
         let mut system = System::from_name(&system, sched.as_deref())?;
+        // Checked here, before the configuration is printed and anything runs.
+        if let System::Taskwatt { policy, .. } = &system {
+            let base = policy.strip_suffix("+submitter").unwrap_or(policy);
+            taskwatt_runtime::scheduler::check_policy_name(base).map_err(|e| {
+                TaskBenchError::InvalidValue {
+                    flag: "--sched".into(),
+                    value: policy.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+        }
+        if let Some(dir) = trace
+            .as_deref()
+            .and_then(std::path::Path::parent)
+            .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+        {
+            return Err(TaskBenchError::InvalidValue {
+                flag: "--trace".into(),
+                value: trace.as_deref().unwrap_or(dir).display().to_string(),
+                reason: format!(
+                    "its directory {} does not exist (make it first)",
+                    dir.display()
+                ),
+            });
+        }
         if let Some(path) = trace {
             match &mut system {
                 System::Taskwatt { tracing, .. } => *tracing = Tracing::File(path),
@@ -596,6 +621,17 @@ mod tests {
         assert!(parse("--system rayon --sched ws").is_err());
         assert!(parse("--system mpi").is_err());
         assert!(parse("-type stencil_1d -period 2").is_err());
+        // Refused while parsing, before the configuration is printed.
+        let e = parse("--sched bogus").unwrap_err().to_string();
+        assert!(e.contains("bogus") && e.contains("lws"), "{e}");
+        assert!(parse("--sched lws+submitter").is_ok());
+        let e = parse("--trace /nonexistent/x.twt").unwrap_err().to_string();
+        assert!(
+            e.contains("/nonexistent") && e.contains("does not exist"),
+            "{e}"
+        );
+        let e = parse("-iter -5").unwrap_err().to_string();
+        assert!(e.contains("iterations per task"), "{e}");
     }
 
     /// Audit defects 4 and 13: every count that multiplies the run has a bound, an

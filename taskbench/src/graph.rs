@@ -16,8 +16,8 @@ use super::kernel::Kernel;
 use super::random::random_uniform;
 
 /// A dependence pattern: which points of timestep `t - 1` a point of timestep `t` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// Serialised by its Task Bench name ([`Dependence::name`]: `stencil_1d`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dependence {
     /// No dependencies at all.
     Trivial,
@@ -41,6 +41,12 @@ pub enum Dependence {
     Spread,
     /// As `Nearest`, keeping each dependency with probability `fraction_connected`.
     RandomNearest,
+}
+
+impl Serialize for Dependence {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
 }
 
 impl Dependence {

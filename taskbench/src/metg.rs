@@ -375,6 +375,9 @@ pub struct SystemMetg {
     pub min_us: Option<f64>,
     /// Median over repetitions (of the numeric ones).
     pub median_us: Option<f64>,
+    /// Some repetition's METG is only an upper bound (its finest point was still
+    /// efficient): `min_us` and `median_us` are then at most these values.
+    pub at_most: bool,
     /// Task Bench's: from the mean elapsed time of each point.
     pub taskbench: Metg,
 }
@@ -424,6 +427,7 @@ pub fn summarise(
             cores: mine.first().map_or(sys.cores(1), |s| s.cores),
             min_us: values.first().copied(),
             median_us: median(&values),
+            at_most: per_rep.iter().any(|m| matches!(m, Metg::AtMost(_))),
             per_rep,
             taskbench: metg(&mean_pts, threshold),
         });
