@@ -566,3 +566,29 @@ fn ranks_of_an_mpi_launcher_without_mpi_are_refused() {
     );
     assert!(trace.exists());
 }
+
+#[test]
+fn a_trace_recorded_without_a_meter_says_how_to_get_energy() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.twt");
+    ok(&[
+        "run",
+        "cholesky",
+        "--n",
+        "256",
+        "--tile",
+        "64",
+        "--no-energy",
+        "--no-perfmodel",
+        "--trace",
+        s(&trace),
+    ]);
+    // It said "record the run with a meter enabled", which `bench` has no flag for.
+    let out = taskwatt(&["report", s(&trace)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("recorded without an energy meter") && err.contains("taskwatt predict"),
+        "{err}"
+    );
+}

@@ -290,7 +290,10 @@ fn metg_refuses_a_kernel_without_flops_and_names_the_flag_at_fault() {
     let e = common::taskwatt(&["bench", "metg", "--kernel", "empty"]);
     let err = String::from_utf8_lossy(&e.stderr);
     assert!(!e.status.success());
-    assert!(err.contains("empty") && err.contains("compute_bound"), "{err}");
+    assert!(
+        err.contains("empty") && err.contains("compute_bound"),
+        "{err}"
+    );
     let e = common::taskwatt(&["bench", "metg", "--min-log2", "12", "--max-log2", "8"]);
     let err = String::from_utf8_lossy(&e.stderr);
     assert!(err.contains("--min-log2 12 is above --max-log2 8"), "{err}");

@@ -170,6 +170,16 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         .param("mpi_rank", rank)
         .param(taskwatt_mpi::merge::JOB_PARAM, &job)
         .param("mpi_size", size);
+    // dmdae's task powers: the energy model given or the app's saved one, as without
+    // --mpi (a note says which, or that it places tasks as dmda without one).
+    if policy.eq_ignore_ascii_case("dmdae") {
+        b = b
+            .task_powers(a.app.task_powers(Some(&policy))?)
+            .policy_options(
+                a.app
+                    .policy_options(Some(&policy), super::run_table::one_gamma(&a.app.gamma)?)?,
+            );
+    }
     // GPUs on each rank (`--gpus`): the apps' codelets are the built-in ones, with their
     // cuBLAS implementations (taskwatt_apps::codelets); the data is device data.
     let backend = taskwatt::runtime::GpuBackend::from(a.app.gpu_backend);

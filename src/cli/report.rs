@@ -669,6 +669,17 @@ fn no_samples_hint(
         )
         .into();
     }
+    if no_data && imported.is_none() && trace.domains.is_empty() {
+        return format!(
+            "{}: recorded without an energy meter (`taskwatt bench`, `run --no-energy`, or a \
+             runtime of your own without `Measure`): nothing to attribute. Record with \
+             `taskwatt run` (a meter by default) or the library's `Measure`, or predict its \
+             energy with a model fitted on a measured run (`taskwatt predict MODEL {}`)",
+            path.display(),
+            path.display()
+        )
+        .into();
+    }
     match (e.downcast_ref::<AttributionError>(), imported) {
         (Some(AttributionError::NoEnergyData { .. }), Some(from)) => format!(
             "{}: imported from {} ({from}) without energy samples: nothing to attribute. \
