@@ -189,6 +189,7 @@ impl Measure {
             recording: Some(recording),
             _temp: temp,
             app_start: Clock::now(),
+            app_end: None,
             measure: self,
             failed: (0, 0),
         };
@@ -208,6 +209,8 @@ pub struct Measured {
     path: PathBuf,
     _temp: Option<tempfile::TempPath>,
     app_start: Timestamp,
+    /// Where [`Measured::end_application`] ended the `application` region.
+    app_end: Option<Timestamp>,
     measure: Measure,
     /// Tasks failed and cancelled, read when the graph is done.
     failed: (u64, u64),
@@ -251,6 +254,19 @@ impl Measured {
     /// The runtime to submit to.
     pub fn runtime(&self) -> &Runtime {
         self.rt.as_ref().expect("the runtime lives until finish")
+    }
+
+    /// Waits for the tasks submitted so far and ends the `application` region now, so that
+    /// what the program does before [`Measured::finish`] (checking its result on the main
+    /// thread, say) is not counted as the application's idle energy. Tasks submitted later
+    /// still run and are measured, outside that region; a second call moves the end.
+    ///
+    /// # Errors
+    /// A task that failed, as [`Runtime::wait_all`] (the region ends all the same).
+    pub fn end_application(&mut self) -> Result<(), RuntimeError> {
+        let waited = self.runtime().wait_all();
+        self.app_end = Some(Clock::now());
+        waited
     }
 
     /// Opens a named region (closed when the guard drops): the report gives its energy per
@@ -377,8 +393,8 @@ impl Measured {
     ) -> Result<Option<AutoCalibrationReport>, MeasureError> {
         let rt = self.rt.take().expect("finish runs once");
         let waited = rt.wait_all();
-        self.recording()
-            .mark(GRAPH, &[(self.app_start, Clock::now())]);
+        let end = self.app_end.unwrap_or_else(Clock::now);
+        self.recording().mark(GRAPH, &[(self.app_start, end)]);
         self.idle();
         let calibration = match make {
             Some(make) if waited.is_ok() => Some(self.calibrate(&rt, make)),

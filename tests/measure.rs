@@ -67,6 +67,49 @@ fn a_three_codelet_graph_gets_its_report_per_type_and_region() {
 }
 
 #[test]
+fn the_application_region_ends_where_the_program_says() {
+    // A user checked the result on the main thread before `finish`: 0.5 s counted as the
+    // application's idle energy. `end_application` ends the region at the graph's end.
+    let m_of = || {
+        Measure::new()
+            .meter(MeterChoice::Sim)
+            .period(Duration::from_millis(2))
+            .start(Runtime::builder().workers(1))
+            .unwrap()
+    };
+    let graph = |m: &taskwatt::Measured| {
+        let rt = m.runtime();
+        let a = Codelet::new("a").cpu(spin(200));
+        let x = rt.register(0u8);
+        for _ in 0..50 {
+            rt.submit(Task::new(&a).rw(&x)).unwrap();
+        }
+    };
+    let window = |m: taskwatt::Measured| {
+        let r = m.finish().unwrap();
+        let d = &r.attribution.report.domains[0];
+        d.regions
+            .iter()
+            .find(|r| r.name == "application")
+            .unwrap()
+            .window_s
+    };
+    let mut m = m_of();
+    graph(&m);
+    m.end_application().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let ended = window(m);
+    assert!(ended < 0.25, "the application region lasted {ended} s");
+    // Without it, the region runs to `finish`, the main thread's check included.
+    let m = m_of();
+    graph(&m);
+    m.runtime().wait_all().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let whole = window(m);
+    assert!(whole >= 0.3, "{whole}");
+}
+
+#[test]
 fn a_graph_that_runs_nothing_is_warned_about() {
     let m = Measure::new()
         .meter(MeterChoice::Sim)
