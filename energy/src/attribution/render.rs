@@ -445,15 +445,33 @@ fn domain(out: &mut String, d: &DomainReport) {
                 } else {
                     "-".into()
                 };
-                let _ = writeln!(
-                    out,
-                    "  {:<14} {}: {} alone over {:.2} s busy, fitted {} ({diff})",
-                    r.name,
-                    a.key,
+                let figures = format!(
+                    "{} alone over {:.2} s busy, fitted {} ({diff})",
                     si(a.measured_w, "W"),
                     a.busy_s,
                     si(a.fitted_w, "W"),
                 );
+                let line = format!("  {:<14} {}: {figures}", r.name, a.key);
+                if line.chars().count() <= WIDTH {
+                    let _ = writeln!(out, "{line}");
+                } else {
+                    // A long region or type name: the figures on a line of their own.
+                    let _ = writeln!(out, "  {} {}:\n    {figures}", r.name, a.key);
+                }
+                // The check's own 95 % uncertainty, where it is wide: the base's error over
+                // the region, magnified by window / busy for a type busy a small share.
+                if let Some(se) = a
+                    .measured_se_w
+                    .filter(|&se| a.measured_w != 0.0 && 1.96 * se > 0.05 * a.measured_w.abs())
+                {
+                    let _ = writeln!(
+                        out,
+                        "    alone +-{} (busy {:.0}% of it: the base's error weighs {:.0}x)",
+                        si(1.96 * se, "W"),
+                        100.0 * a.busy_s / r.window_s.max(f64::MIN_POSITIVE),
+                        r.window_s / a.busy_s.max(f64::MIN_POSITIVE),
+                    );
+                }
             }
             out.push('\n');
         }

@@ -149,6 +149,12 @@ pub struct AloneCheck {
     pub busy_s: f64,
     /// `(measured - P_base · window) / effective busy time`, W.
     pub measured_w: f64,
+    /// Standard error of `measured_w`, W: the base's over the region and the meter's noise
+    /// there, both over the busy time. A type busy a small share of its region (tasks of
+    /// a microsecond) magnifies the base's error by `window / busy`, so that a check
+    /// agreeing with the fit then proves little; `None` without a base error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_se_w: Option<f64>,
     /// The fit's power of the type, W.
     pub fitted_w: f64,
 }
@@ -485,12 +491,22 @@ fn region_reports(fit: &DomainFit, sys: &DomainSystem, workers: usize) -> Vec<Re
             };
             let drift_j = fit.drift.as_ref().map_or(0.0, |d| d.value_w * drift_s);
             let alone = match (ran, last, measured_j) {
-                (1, Some((key, busy_s, x, fitted_w)), Some(m)) if x > 0.0 => Some(AloneCheck {
-                    key,
-                    busy_s,
-                    measured_w: (m - base_j - drift_j) / x,
-                    fitted_w,
-                }),
+                (1, Some((key, busy_s, x, fitted_w)), Some(m)) if x > 0.0 => {
+                    // The base's error over the window and the reading's own noise, per
+                    // second of the type's (effective) busy time.
+                    let base_var = fit.base.se_w.map(|se| (se * window_s).powi(2));
+                    let noise_var = fit
+                        .noise
+                        .map(|n| n.variance_j2(sys.intervals_in(&r.spans), window_s, 0.0));
+                    Some(AloneCheck {
+                        key,
+                        busy_s,
+                        measured_w: (m - base_j - drift_j) / x,
+                        measured_se_w: base_var
+                            .map(|b| (b + noise_var.unwrap_or(0.0)).max(0.0).sqrt() / x),
+                        fitted_w,
+                    })
+                }
                 _ => None,
             };
             RegionReport {

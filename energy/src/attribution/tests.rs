@@ -898,3 +898,65 @@ fn a_counter_that_never_advances_is_named_not_reported_as_zero_power() {
     let a = attribute_systems(&s.parts(), sys, &AttributionOptions::default()).unwrap();
     assert!(!a.report.warnings.join("\n").contains("never advanced"));
 }
+
+#[test]
+fn a_check_alone_on_a_type_busy_a_small_share_says_how_loose_it_is() {
+    // A user's 0.4 µs `pack`, busy 6 % of its own calibration region: the check
+    // "measured alone" agreed with a fit 22 % off the truth, because the base's error
+    // over the region, read over so little busy time, is many times the type's power.
+    let c = |name, p: f64, lo, hi| SynthCodelet {
+        name,
+        power_w: vec![p],
+        dur_ns: (lo, hi),
+        weight: 1.0,
+        arch: Arch::Cpu,
+    };
+    let cfg = SynthConfig {
+        seed: 3,
+        domains: vec![(Domain::CpuPackage { id: 0 }, vec![0])],
+        base_w: vec![30.0],
+        codelets: vec![
+            c("work", 12.0, 500_000, 1_500_000),
+            c("pack", 8.0, 2_000, 2_000),
+        ],
+        period_ns: 1_000_000,
+        run_ns: 1_000_000_000,
+        gap_ns: (0, 400_000),
+        noise_w: 0.5,
+        idle_ns: 0,
+    };
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    // 0.4 s of both types at random, then 0.6 s of `pack` alone, 2 µs every 200 µs.
+    let mut tasks: Vec<TaskRecord> = Synth::tasks(&cfg, &mut rng)
+        .into_iter()
+        .filter(|t| t.end.0 <= 400_000_000)
+        .collect();
+    let mut t = 400_000_000;
+    while t + 2_000 <= cfg.run_ns {
+        tasks.push(task(1, 0, t, t + 2_000));
+        t += 200_000;
+    }
+    for (i, r) in tasks.iter_mut().enumerate() {
+        r.id = i as u64;
+    }
+    let mut s = Synth::with_tasks(&cfg, tasks, &mut rng);
+    s.markers.push(taskwatt_traces::Marker {
+        name: "type-calibration:pack".into(),
+        start: taskwatt_traces::Timestamp(400_000_000),
+        end: taskwatt_traces::Timestamp(cfg.run_ns),
+    });
+    let sys = TraceSystems::build(&s.parts(), &s.tasks, KeyKind::CodeletArch).unwrap();
+    let a = attribute_systems(&s.parts(), sys, &AttributionOptions::default()).unwrap();
+    let d = &a.report.domains[0];
+    let check = d
+        .regions
+        .iter()
+        .find_map(|r| r.alone.as_ref().filter(|_| r.name == "calibration:pack"))
+        .expect("pack ran alone in its region");
+    let se = check.measured_se_w.expect("the base has an error");
+    // 1 % busy: the base's error weighs about 100 times; the check is loose, and says so.
+    assert!(1.96 * se > 0.05 * check.measured_w.abs(), "{check:?}");
+    let text = render_report(&a.report, &RenderOptions::default());
+    assert!(text.contains("the base's error weighs"), "{text}");
+    assert_fits_80(&text);
+}
