@@ -299,8 +299,26 @@ impl Measured {
     /// A failed task or runtime error, a sampler or trace error, or an attribution error
     /// (for instance no energy sample at all: a graph shorter than one period).
     pub fn finish(mut self) -> Result<EnergyReport, MeasureError> {
-        let calibration = self.record(None)?;
-        self.report(calibration)
+        match self.record(None) {
+            Ok(calibration) => self.report(calibration),
+            Err(e) => Err(self.with_report(e)),
+        }
+    }
+
+    /// A failed graph's error, with the report of what ran where the trace attributes.
+    fn with_report(self, e: MeasureError) -> MeasureError {
+        match e {
+            MeasureError::TasksFailed {
+                source,
+                trace,
+                report: None,
+            } => MeasureError::TasksFailed {
+                source,
+                trace,
+                report: self.report(None).ok().map(Box::new),
+            },
+            e => e,
+        }
     }
 
     /// As [`Measured::finish`] without the attribution: the trace is complete on disk
@@ -375,8 +393,10 @@ impl Measured {
         make: impl Fn(&str, usize) -> Option<Task<'a>>,
     ) -> Result<EnergyReport, MeasureError> {
         let mut this = self;
-        let calibration = this.record(Some(&make))?;
-        this.report(calibration)
+        match this.record(Some(&make)) {
+            Ok(calibration) => this.report(calibration),
+            Err(e) => Err(this.with_report(e)),
+        }
     }
 
     /// How many tasks of one type a calibration runs at once (two per worker): the
@@ -420,10 +440,12 @@ impl Measured {
         waited.map_err(|source| MeasureError::TasksFailed {
             source: Box::new(source),
             trace: kept(),
+            report: None,
         })?;
         stats.map_err(|source| MeasureError::TasksFailed {
             source: Box::new(source),
             trace: kept(),
+            report: None,
         })?;
         finished.sampler.transpose()?;
         finished.trace?;
@@ -601,6 +623,10 @@ pub enum MeasureError {
         source: Box<RuntimeError>,
         /// The trace, when [`Measure::trace`] kept it.
         trace: Option<PathBuf>,
+        /// The energy report of what ran (its warning names the failed and cancelled
+        /// tasks), when the trace could be attributed: the graph's results are wrong, its
+        /// energy is still measured.
+        report: Option<Box<EnergyReport>>,
     },
     /// A meter could not be opened or read.
     #[error(transparent)]

@@ -209,6 +209,10 @@ impl Recording {
     /// Parks the caller for `d` (every worker idles when nothing is submitted) through
     /// `sleep`, then marks the window `idle-calibration`.
     pub fn idle(&self, d: Duration, sleep: impl FnOnce(Duration)) {
+        // None asked (a duration of 0): no region of no length in the report.
+        if d.is_zero() {
+            return;
+        }
         let start = Clock::now();
         sleep(d);
         self.mark(IDLE_CALIBRATION, &[(start, Clock::now())]);

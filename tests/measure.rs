@@ -74,6 +74,8 @@ fn the_application_region_ends_where_the_program_says() {
         Measure::new()
             .meter(MeterChoice::Sim)
             .period(Duration::from_millis(2))
+            // None: no empty `calibration` row in the report (there was one).
+            .idle_calibration(Duration::ZERO)
             .start(Runtime::builder().workers(1))
             .unwrap()
     };
@@ -88,6 +90,11 @@ fn the_application_region_ends_where_the_program_says() {
     let window = |m: taskwatt::Measured| {
         let r = m.finish().unwrap();
         let d = &r.attribution.report.domains[0];
+        assert!(
+            d.regions.iter().all(|r| r.name != "calibration"),
+            "{:?}",
+            d.regions
+        );
         d.regions
             .iter()
             .find(|r| r.name == "application")
@@ -211,6 +218,16 @@ fn a_failed_finish_and_a_dropped_run_leave_a_finished_trace() {
         msg.contains("boom") && msg.contains("taskwatt report"),
         "{msg}"
     );
+    // The energy of what ran comes with the error (it could only be had from the CLI).
+    let taskwatt::MeasureError::TasksFailed {
+        report: Some(ref report),
+        ..
+    } = err
+    else {
+        panic!("no report with the error: {err}");
+    };
+    assert_eq!(report.failed_tasks, 1);
+    assert!(report.text().contains("failed"), "{}", report.text());
     let trace = taskwatt::traces::read_trace(&path).unwrap();
     assert_eq!(
         trace.end.as_ref().map(|e| e.outcome),
