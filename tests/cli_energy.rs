@@ -621,6 +621,9 @@ fn paje_export_parses_with_pj_dump() {
         .count();
     assert_eq!(busy, 120, "{dump}");
     assert!(dump.lines().any(|l| l.starts_with("Variable,")));
+    // The simulated meter's power says so in ViTE's legend.
+    let paje = std::fs::read_to_string(trace.with_extension("paje")).unwrap();
+    assert!(paje.contains("Power package-0 (W, SIMULATED)"), "{paje}");
 
     // With emulated GPUs the copies are links between memory nodes, named by tile.
     let trace = d.path().join("g.twt");

@@ -226,11 +226,14 @@ fn write(trace: &Trace, out: impl Write) -> io::Result<u64> {
             Domain::Psys => "psys".to_owned(),
             other => other.to_string(),
         };
+        // A simulated meter's power says so in ViTE's legend too.
+        let simulated = trace.meters.iter().any(|m| m.id == d.meter && m.simulated);
+        let unit = if simulated { "W, SIMULATED" } else { "W" };
         writeln!(
             o,
             "6 VT_d{} CT_Meter {} \"0.8 0.2 0.2\"",
             d.id,
-            quoted(&format!("Power {name} (W)"))
+            quoted(&format!("Power {name} ({unit})"))
         )?;
     }
     let mut marks: Vec<(u64, bool, String)> = Vec::new();
