@@ -57,7 +57,13 @@ struct Dot<W: Write> {
     /// Codelet id -> (escaped name, colour).
     codelets: HashMap<u32, (String, &'static str)>,
     tasks: u64,
+    /// A merged job's trace (ranks in its Comms chunks): task ids are `rank << 40 | id`,
+    /// shown as `#id r<rank>`.
+    ranks: bool,
 }
+
+/// Bits of a merged job's task id below its rank (`taskwatt merge`).
+const RANK_SHIFT: u32 = 40;
 
 impl<W: Write> Dot<W> {
     fn begin(meta: &Trace, out: W) -> io::Result<Dot<W>> {
@@ -70,6 +76,7 @@ impl<W: Write> Dot<W> {
                 .map(|(i, c)| (c.id, (escape(&c.name), PALETTE[i % PALETTE.len()])))
                 .collect(),
             tasks: 0,
+            ranks: meta.comms.iter().any(|c| c.rank != meta.comms[0].rank),
         };
         let title = escape(&format!(
             "{} ({})",
@@ -93,10 +100,16 @@ impl<W: Write> Dot<W> {
                 .map_or((format!("codelet {}", r.codelet), "#ffffff"), |(n, c)| {
                     (n.clone(), *c)
                 });
+            let id = if self.ranks {
+                let local = r.id & ((1 << RANK_SHIFT) - 1);
+                format!("#{local} r{}", r.id >> RANK_SHIFT)
+            } else {
+                format!("#{}", r.id)
+            };
             writeln!(
                 self.out,
-                "  t{} [label=\"{name}\\n#{} w{}\", fillcolor=\"{colour}\"];",
-                r.id, r.id, r.worker
+                "  t{} [label=\"{name}\\n{id} w{}\", fillcolor=\"{colour}\"];",
+                r.id, r.worker
             )?;
             for p in preds {
                 writeln!(self.out, "  t{p} -> t{};", r.id)?;
@@ -162,5 +175,34 @@ mod tests {
         assert!(text.trim_end().ends_with('}'));
         // Balanced braces and one statement per line: what dot's parser needs.
         assert_eq!(text.matches('{').count(), text.matches('}').count());
+    }
+
+    #[test]
+    fn a_merged_job_s_tasks_are_labelled_with_their_rank() {
+        // `taskwatt merge` numbers rank r's task id as `r << 40 | id`: the label showed
+        // `#1099511627781`.
+        let mut chunk = TaskChunk::default();
+        let id = (1u64 << RANK_SHIFT) | 5;
+        chunk.push(
+            TaskRecord::executed(id, 0, Arch::Cpu, 3, Timestamp(1), Timestamp(2)),
+            &[],
+        );
+        let rank = |rank| crate::CommChunk {
+            rank,
+            size: 2,
+            ..crate::CommChunk::default()
+        };
+        let trace = Trace {
+            tasks: vec![chunk],
+            comms: vec![rank(0), rank(1)],
+            ..Trace::default()
+        };
+        let mut out = Vec::new();
+        write_dot(&trace, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(&format!("t{id} [label=\"codelet 0\\n#5 r1 w3\"")),
+            "{text}"
+        );
     }
 }
