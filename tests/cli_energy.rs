@@ -924,6 +924,10 @@ fn compare_sweeps_dmdae_over_gamma_and_draws_the_pareto_plot() {
         plot.contains("dmdae:100000") && plot.contains("makespan"),
         "{plot}"
     );
+    // The bars are the application's energy, which the verdict compares (they were the
+    // whole runs', mostly the calibration around the graphs).
+    let bars = std::fs::read_to_string(svg.join("compare.svg")).unwrap();
+    assert!(bars.contains("the application"), "{bars}");
 }
 
 /// NVML-style GPU data brought to `import` with its sensors declared (`--domains`): power

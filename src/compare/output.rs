@@ -258,16 +258,31 @@ impl Comparison {
         let (out, simulated, fit_on) = (self, self.simulated, &self.fit_on);
         let mut written = Vec::new();
         let p = dir.join("compare.svg");
-        let bars: Vec<(String, f64, f64)> = out
+        // The application region's energy where every policy has it, as the verdict
+        // compares (the whole runs are mostly the calibration around the graphs).
+        let app: Option<Vec<(String, f64, f64)>> = out
             .policies
             .iter()
-            .map(|r| (r.policy.clone(), r.measured_j, r.predicted_j))
+            .map(|r| {
+                let a = r.application.as_ref()?;
+                Some((r.policy.clone(), a.measured_j?, a.predicted_j))
+            })
             .collect();
+        let (bars, what) = match app {
+            Some(bars) => (bars, "the application's energy (its graph)"),
+            None => (
+                out.policies
+                    .iter()
+                    .map(|r| (r.policy.clone(), r.measured_j, r.predicted_j))
+                    .collect(),
+                "energy of the whole runs",
+            ),
+        };
         let sim = if simulated { " (SIMULATED meter)" } else { "" };
         crate::plots::measured_vs_predicted(
             &p,
             &format!(
-                "{}: energy measured and predicted by a model fitted on {fit_on}{sim}",
+                "{}: {what}, measured and predicted by a model fitted on {fit_on}{sim}",
                 out.app
             ),
             "energy (J)",
