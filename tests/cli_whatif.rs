@@ -423,6 +423,9 @@ fn a_recording_with_emulated_gpus_says_its_cpu_durations_include_their_threads()
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("1 emulated GPU(s)"), "{err}");
+    // The recorded energy includes the GPU's, which a CPU-only platform has not.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("which this platform does not have"), "{text}");
     // A recording without them gets no such note.
     let plain = record(dir.path(), "eager");
     let out = taskwatt(&[

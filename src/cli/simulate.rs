@@ -651,6 +651,21 @@ pub(crate) fn render_rows(
             ""
         }
     );
+    // Unlike totals: the recording's GPUs' energy, where the platform has none.
+    let gpu_j: f64 = recorded
+        .domains
+        .iter()
+        .filter(|d| d.in_total && matches!(d.domain, taskwatt::traces::Domain::Gpu { .. }))
+        .map(|d| d.energy_j)
+        .sum();
+    if platform.gpus == 0 && gpu_j > 0.0 {
+        let _ = writeln!(
+            out,
+            "  ({gpu_j:.2} J of that on its GPUs, which this platform does not have: compare \
+             the rest, {:.2} J, with the simulated energy)",
+            recorded.total_j.unwrap_or(0.0) - gpu_j
+        );
+    }
     let _ = writeln!(out);
     // With a fitted model its prediction comes first; the platform's configured powers
     // beside it, labelled as such.
