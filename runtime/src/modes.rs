@@ -61,6 +61,8 @@ pub(crate) struct HandleExt {
         crate::handle::MAX_MEMORY_NODES - 1],
     /// Held while a copy between nodes is made.
     pub(crate) transfer: parking_lot::Mutex<()>,
+    /// The name [`crate::Runtime::set_name`] gave it (its parts are named after it).
+    pub(crate) name: parking_lot::Mutex<Option<String>>,
 }
 
 struct CommuteLock(parking_lot::RawMutex);

@@ -497,7 +497,7 @@ impl Runtime {
             Some(_) => T::part_copier(),
             None => None,
         };
-        let parts = parts
+        let parts: Vec<Handle<T::Part>> = parts
             .into_iter()
             .map(|(p, bytes)| {
                 let h = match &copier {
@@ -510,6 +510,13 @@ impl Runtime {
                 h
             })
             .collect();
+        // Named after their parent (`grid[3]`), so that exports name them too.
+        let parent_name = handle.core.ext().and_then(|e| e.name.lock().clone());
+        if let Some(name) = parent_name {
+            for (i, p) in parts.iter().enumerate() {
+                self.set_name(p, format!("{name}[{i}]"));
+            }
+        }
         Ok(Partitioned {
             rt: self,
             parent: Some(parent),

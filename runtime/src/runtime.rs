@@ -207,6 +207,7 @@ impl Runtime {
             );
             name.truncate(end);
         }
+        *handle.core.ext_or_init().name.lock() = Some(name.clone());
         self.shared
             .name_log
             .lock()

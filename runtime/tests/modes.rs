@@ -562,3 +562,32 @@ fn redux_misused_ends_in_errors_or_right_results() {
     }
     assert_eq!(rt.unregister(h).unwrap(), vec![17.0; 4]);
 }
+
+#[test]
+fn a_named_handle_s_parts_are_named_after_it() {
+    // Exports named a partitioned grid's blocks `h34` (a user named the grid).
+    let (sink, trace) = taskwatt_traces::TraceSink::memory();
+    let rt = Runtime::builder().workers(1).trace(sink).build().unwrap();
+    let v = rt.register(vec![0u8; 12]);
+    rt.set_name(&v, "grid");
+    let parts = rt.partition(&v, Filter::Blocks(3)).unwrap();
+    let ids: Vec<u64> = parts.iter().map(|p| p.id()).collect();
+    rt.unpartition(parts).unwrap();
+    drop(v);
+    rt.shutdown().unwrap();
+    let names: Vec<(u64, String)> = trace
+        .chunks()
+        .into_iter()
+        .flat_map(|c| match c {
+            taskwatt_traces::Chunk::Handles(h) => h,
+            _ => Vec::new(),
+        })
+        .map(|h| (h.handle, h.name))
+        .collect();
+    for (i, id) in ids.iter().enumerate() {
+        assert!(
+            names.contains(&(*id, format!("grid[{i}]"))),
+            "part {i} ({id}) unnamed: {names:?}"
+        );
+    }
+}
