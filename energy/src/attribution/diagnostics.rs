@@ -74,14 +74,36 @@ impl FitDiagnostics {
             rows,
             cv_folds: 1,
             idle_calibration_rows: stack.systems.iter().map(|s| s.idle_rows).sum(),
-            alignment: stack
-                .systems
-                .iter()
-                .filter_map(|s| s.alignment.as_ref().map(|a| a.describe()))
-                .collect(),
+            alignment: once_each(
+                stack
+                    .systems
+                    .iter()
+                    .filter_map(|s| s.alignment.as_ref().map(|a| a.describe())),
+            ),
             ..FitDiagnostics::default()
         }
     }
+}
+
+/// Each line once, in first-seen order, with how many traces said it when several did
+/// (a model fitted on three traces said each alignment three times).
+fn once_each(lines: impl Iterator<Item = String>) -> Vec<String> {
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for l in lines {
+        match seen.iter_mut().find(|(s, _)| *s == l) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((l, 1)),
+        }
+    }
+    seen.into_iter()
+        .map(|(l, n)| {
+            if n > 1 {
+                format!("{l} ({n} traces)")
+            } else {
+                l
+            }
+        })
+        .collect()
 }
 
 /// What [`analyse`] returns to the fit.
@@ -654,6 +676,12 @@ pub(crate) fn fmt_ns(ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_said_by_several_traces_is_said_once() {
+        let lines = ["aligned", "open", "aligned", "aligned"].map(String::from);
+        assert_eq!(once_each(lines.into_iter()), ["aligned (3 traces)", "open"]);
+    }
 
     #[test]
     fn durations_print_in_readable_units() {
