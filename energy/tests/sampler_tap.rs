@@ -149,6 +149,22 @@ fn workers_take_the_readings_and_an_idle_spell_is_still_sampled() {
 #[test]
 fn while_no_task_runs_the_thread_wakes_less_and_the_first_task_to_start_reads() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The worker reads only if no other thread is reading (it never waits): on a loaded
+    // machine the sampler's thread can be mid-reading, descheduled, when the task starts
+    // (seen once in a full test run beside two builds). The property must hold in one of
+    // three tries; the figures that do not race are checked in every one.
+    let mut missed = Vec::new();
+    for _ in 0..3 {
+        match idle_spell_then_one_task() {
+            Ok(()) => return,
+            Err(e) => missed.push(e),
+        }
+    }
+    panic!("in none of three tries: {missed:#?}");
+}
+
+/// 200 ms with no task, then one task: the thread's wake-ups and the task's reading.
+fn idle_spell_then_one_task() -> Result<(), String> {
     let t = tempfile::tempdir().unwrap();
     let (sampler, tap, trace) =
         powercap_at_1ms(t.path(), &[WorkerInfo::cpu(0, 0), WorkerInfo::cpu(1, 1)]);
@@ -171,21 +187,25 @@ fn while_no_task_runs_the_thread_wakes_less_and_the_first_task_to_start_reads() 
     // The deadlines it slept through are counted apart from overruns.
     assert!(stats.idle_skipped >= 120, "{stats:?}");
     assert!(stats.overruns <= 10, "{stats:?}");
-    // The task's start read the meters: the idle spell's interval ends where the task
-    // begins, not up to 8 ms later.
-    assert!(stats.worker_readings >= 1, "{stats:?}");
-    let s = trace.samples();
-    assert!(
-        s.iter().any(|x| x.t >= start && x.t <= end),
-        "no reading at the task's start ({start:?} to {end:?})"
-    );
     // No interval of the idle spell is longer than the thread's longest sleep and a late
     // wake-up.
+    let s = trace.samples();
     let gaps: Vec<u64> = s
         .windows(2)
         .map(|w| w[1].t.as_ns() - w[0].t.as_ns())
         .collect();
     assert!(gaps.iter().all(|&g| g < 40_000_000), "{gaps:?}");
+    // The task's start read the meters: the idle spell's interval ends where the task
+    // begins, not up to 8 ms later.
+    if stats.worker_readings == 0 {
+        return Err(format!("the task read nothing: {stats:?}"));
+    }
+    if !s.iter().any(|x| x.t >= start && x.t <= end) {
+        return Err(format!(
+            "no reading at the task's start ({start:?} to {end:?})"
+        ));
+    }
+    Ok(())
 }
 
 #[test]
