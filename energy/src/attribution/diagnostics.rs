@@ -429,6 +429,10 @@ impl Ape {
     }
 }
 
+/// Rows in which some type ran, per type power (and contention) they pin, below which the
+/// types' powers are flagged [`Flag::FewActiveRows`].
+pub(crate) const MIN_ACTIVE_ROWS_PER_UNKNOWN: usize = 3;
+
 /// Base then type estimates, each with its interval and the flags that keep it from being
 /// shown as a measurement.
 fn estimates(
@@ -440,6 +444,17 @@ fn estimates(
     opts: &AttributionOptions,
 ) -> Vec<Estimate> {
     let p = stack.unknowns();
+    // The rows where some type ran pin the types' powers (and the contention), whatever
+    // the idle rows around them add to the degrees of freedom.
+    let types = stack.keys.len();
+    let mut active = 0usize;
+    stack.visit(0..stack.rows(), |_, x, _, _| {
+        if x[1..=types].iter().any(|&t| t > 0.0) {
+            active += 1;
+        }
+    });
+    let type_unknowns = types + usize::from(stack.occupancy);
+    let few_rows = types > 0 && active < MIN_ACTIVE_ROWS_PER_UNKNOWN * type_unknowns;
     (0..p)
         .map(|j| {
             let label = stack.label(j);
@@ -473,6 +488,12 @@ fn estimates(
             }
             if value < 0.0 {
                 flags.push(Flag::Negative);
+            }
+            if few_rows && (1..=types).contains(&j) {
+                flags.push(Flag::FewActiveRows {
+                    rows: active,
+                    unknowns: type_unknowns,
+                });
             }
             let interval = ci[j];
             match interval {
@@ -532,6 +553,11 @@ fn pct_above(pct: f64, threshold: f64) -> String {
 }
 
 /// A flag in words.
+/// [`describe`] for a flag added after the fit (no unconstrained value at hand).
+pub(crate) fn describe_flag(f: &Flag, ci: Option<[f64; 2]>) -> String {
+    describe(f, ci, f64::NAN)
+}
+
 fn describe(f: &Flag, ci: Option<[f64; 2]>, unconstrained: f64) -> String {
     let range = ci.map_or(String::new(), |[lo, hi]| {
         format!(" (95% interval {} to {})", w(lo), w(hi))
@@ -563,6 +589,11 @@ fn describe(f: &Flag, ci: Option<[f64; 2]>, unconstrained: f64) -> String {
         Flag::TooFewTasks { count, minimum } => {
             format!("only {count} task(s) in the sampled window (minimum {minimum})")
         }
+        Flag::FewActiveRows { rows, unknowns } => format!(
+            "the types ran in only {rows} interval(s) for {unknowns} power(s) they share \
+             (fewer than {MIN_ACTIVE_ROWS_PER_UNKNOWN} each): the fit is nearly exact there \
+             and its interval too narrow to trust; run the graph longer or sample more often"
+        ),
         Flag::NoTimeInWindow => "never ran inside the sampled window".to_owned(),
         Flag::NoInterval => {
             "no interval (not identifiable, or no residual degree of freedom)".to_owned()

@@ -149,6 +149,18 @@ pub(crate) fn fit_stack(stack: &mut Stack<'_>, opts: &AttributionOptions) -> Dom
             mean_k,
         }
     });
+    // The rows that pin the types pin the contention too.
+    let mut contention = contention;
+    let few = types
+        .iter()
+        .flat_map(|t| &t.flags)
+        .find(|f| matches!(f, Flag::FewActiveRows { .. }))
+        .cloned();
+    if let (Some(f), Some(c)) = (few, contention.as_mut()) {
+        c.c.issues.push(diagnostics::describe_flag(&f, c.c.ci95_w));
+        c.c.flags.push(f);
+        c.c.reliable = false;
+    }
     let mut types_at_run = vec![None; k];
     if stack.occupancy {
         for (j, est) in types.iter_mut().enumerate() {

@@ -960,3 +960,36 @@ fn a_check_alone_on_a_type_busy_a_small_share_says_how_loose_it_is() {
     assert!(text.contains("the base's error weighs"), "{text}");
     assert_fits_80(&text);
 }
+
+#[test]
+fn a_graph_in_a_few_intervals_beside_a_long_idle_calibration_is_not_quoted() {
+    // A 60 ms graph in 7 of 184 intervals, the rest an idle calibration: the idle rows gave
+    // the fit its degrees of freedom, the 7 rows where the types ran fitted them nearly
+    // exactly, and four powers 50 to 94 % off the truth were shown with ±1 % intervals.
+    let flagged = |run_ns: u64| {
+        let cfg = SynthConfig {
+            idle_ns: 900_000_000,
+            run_ns,
+            noise_w: 0.5,
+            ..SynthConfig::two_packages(11)
+        };
+        let s = Synth::generate(&cfg);
+        let sys = TraceSystems::build(&s.parts(), &s.tasks, KeyKind::CodeletArch).unwrap();
+        let a = attribute_systems(&s.parts(), sys, &AttributionOptions::default()).unwrap();
+        a.report
+            .domains
+            .iter()
+            .flat_map(|d| &d.types)
+            .filter(|t| {
+                t.power
+                    .flags
+                    .iter()
+                    .any(|f| matches!(f, Flag::FewActiveRows { .. }))
+            })
+            .count()
+    };
+    // 8 ms of tasks at 1 ms intervals: every type of both packages is flagged.
+    assert_eq!(flagged(908_000_000), 8);
+    // 300 ms of them: none is.
+    assert_eq!(flagged(1_200_000_000), 0);
+}
