@@ -243,6 +243,9 @@ fn compare_adds_simulated_rows_and_plots_them_beside_the_runs() {
         assert!(r["makespan_s"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["meter_j"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["predicted_j"].as_f64().unwrap() > 0.0, "{r}");
+        // A CPU-only model predicts no GPU: the rows with GPUs say what they leave out.
+        let gpus = r["platform"].as_str().unwrap().contains("GPU");
+        assert_eq!(r["unpredicted_domains"].is_array(), gpus, "{r}");
     }
     let plot = std::fs::read_to_string(svg.join("whatif.svg")).unwrap();
     assert!(plot.contains("(simulated)") && plot.contains("(run)"));
@@ -378,6 +381,17 @@ fn simulate_predicts_energy_with_the_app_s_saved_model() {
         (predicted[0] - predicted[1]).abs() < 1e-6 * predicted[0],
         "{predicted:?}"
     );
+    // On two sockets the model (fitted on one) predicts the first only: the table marks
+    // its figure and names what it leaves out (only a note on stderr said so).
+    let (out, _) = sim_on("2x16", &pm, &[]);
+    assert!(
+        out.contains("J*") && out.contains("no fit of simulated package-1"),
+        "{out}"
+    );
+    let (out, _) = sim_on("2x16", &pm, &["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let left = v["runs"][0]["unpredicted_domains"].as_array().unwrap();
+    assert!(left.iter().any(|d| d == "simulated package-1"), "{left:?}");
     // A run too short to pin down any power (4 tasks) keeps that model, and says so.
     let before = std::fs::read(pm.join("energy-model-cholesky.json")).unwrap();
     let out = taskwatt(&[

@@ -164,6 +164,10 @@ pub(crate) struct SimRow {
     pub(crate) figures: RunFigures,
     pub(crate) types: Vec<TypeEnergy>,
     pub(crate) predicted_j: Option<f64>,
+    /// The simulated machine's domains the model has no fit of: `predicted_j` leaves them
+    /// out (the platform's powers count them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) unpredicted_domains: Vec<String>,
     pub(crate) tasks_per_worker: Vec<u64>,
     pub(crate) copies: u64,
     pub(crate) copied_bytes: u64,
@@ -477,6 +481,15 @@ pub(crate) fn simulate_policies(
             }
             _ => None,
         };
+        let unpredicted_domains: Vec<String> = match model {
+            Some(m) if predicted_j.is_some() => out
+                .domains
+                .iter()
+                .filter(|d| m.domain(d.domain).is_none())
+                .map(|d| d.name.clone())
+                .collect(),
+            _ => Vec::new(),
+        };
         // The replicas: each task's deviation from its type's mean drawn afresh from the
         // recorded ones (time and meters, no records).
         let (mut spans, mut joules) = (Vec::new(), Vec::new());
@@ -503,6 +516,7 @@ pub(crate) fn simulate_policies(
             figures: figs,
             types,
             predicted_j,
+            unpredicted_domains,
             tasks_per_worker: run.per_worker.clone(),
             copies: run.copies.0,
             copied_bytes: run.copies.1,
@@ -693,7 +707,15 @@ pub(crate) fn render_rows(
     );
     for r in rows {
         let (first, second) = if model {
-            (j(r.predicted_j), j(r.figures.total_j))
+            let partial = if r.unpredicted_domains.is_empty() {
+                ""
+            } else {
+                "*"
+            };
+            (
+                format!("{}{partial}", j(r.predicted_j)),
+                j(r.figures.total_j),
+            )
         } else {
             (j(r.figures.total_j), String::new())
         };
@@ -725,6 +747,14 @@ pub(crate) fn render_rows(
                 "", r.replicas
             );
         }
+    }
+    if let Some(r) = rows.iter().find(|r| !r.unpredicted_domains.is_empty()) {
+        let _ = writeln!(
+            out,
+            "* the model has no fit of {}: its energy leaves them out (the platform powers \
+             count them), so compare it with the other column's domains it has",
+            r.unpredicted_domains.join(", ")
+        );
     }
     for line in verdicts(rows) {
         let _ = writeln!(out, "{line}");

@@ -164,6 +164,10 @@ pub struct SimulatedRow {
     pub makespan_ci_s: Option<[f64; 2]>,
     /// The simulated meter's, J.
     pub meter_ci_j: Option<[f64; 2]>,
+    /// The simulated machine's domains the model has no fit of (left out of
+    /// `predicted_j`; the meter counts them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpredicted_domains: Vec<String>,
 }
 
 /// A run to compare: its policy (`dmdae:1000` for dmdae at a gamma), its repeat, its

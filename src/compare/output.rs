@@ -190,6 +190,11 @@ impl Comparison {
             );
             let j = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2} J"));
             for v in &o.virtual_rows {
+                let partial = if v.unpredicted_domains.is_empty() {
+                    ""
+                } else {
+                    "*"
+                };
                 outln!(
                     out,
                     "{:<14} {:<34} {:>8.3} s {:>12} {:>12}",
@@ -197,7 +202,20 @@ impl Comparison {
                     v.platform,
                     v.makespan_s,
                     j(v.meter_j),
-                    j(v.predicted_j)
+                    format!("{}{partial}", j(v.predicted_j))
+                );
+            }
+            if let Some(v) = o
+                .virtual_rows
+                .iter()
+                .find(|v| !v.unpredicted_domains.is_empty())
+            {
+                outln!(
+                    out,
+                    "* the model has no fit of {} on {}: left out of its figure, counted by \
+                     the meter's",
+                    v.unpredicted_domains.join(", "),
+                    v.platform
                 );
             }
         }
