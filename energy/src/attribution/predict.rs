@@ -353,6 +353,33 @@ fn predict_domain(
             ));
         }
     }
+    // A contention fitted on a few workers, applied to many: beyond the occupancies it was
+    // fitted on (a model of 2 cores predicting 16 busy ones put a package's dynamic power
+    // near 0 and the prediction 74 % low, without a word).
+    if let Some(c) = m.contention.as_ref().filter(|c| c.value_w > 0.0) {
+        let max_k = s
+            .occupancy()
+            .time_by_k_ns
+            .iter()
+            .rposition(|&t| t > 0)
+            .unwrap_or(0);
+        if max_k > m.workers.max(1) {
+            let left = 1.0 - c.value_w * (max_k - 1) as f64;
+            warnings.push(format!(
+                "{}: the model's contention (c = {:.3} per extra busy task) was fitted on {} \
+                 worker(s), and this run had up to {max_k} tasks at once, where it leaves each \
+                 task {}: an extrapolation, and its dynamic energy may be far off",
+                s.domain(),
+                c.value_w,
+                m.workers,
+                if left > 0.0 {
+                    format!("{:.0} % of its power alone", 100.0 * left)
+                } else {
+                    "no dynamic power at all".to_owned()
+                }
+            ));
+        }
+    }
     let mut coef = Vec::with_capacity(s.columns.len());
     let (mut missing, mut unreliable) = (Vec::new(), Vec::new());
     let flag_of = |e: &Estimate| e.flags.first().map_or("unreliable", |f| f.short());

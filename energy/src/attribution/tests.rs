@@ -993,3 +993,32 @@ fn a_graph_in_a_few_intervals_beside_a_long_idle_calibration_is_not_quoted() {
     // 300 ms of them: none is.
     assert_eq!(flagged(1_200_000_000), 0);
 }
+
+#[test]
+fn a_contention_applied_beyond_the_workers_it_was_fitted_on_is_warned_about() {
+    // A model of 2 cores predicting 16 busy ones put a package's dynamic power near 0 and
+    // its prediction 74 % low, without a word.
+    let s = Synth::generate(&SynthConfig::two_packages(21));
+    let sys = TraceSystems::build(&s.parts(), &s.tasks, KeyKind::CodeletArch).unwrap();
+    let mut m = fit_model(&[sys], None, &AttributionOptions::default())
+        .unwrap()
+        .model;
+    let d = &mut m.domains[0];
+    d.workers = 2;
+    d.contention = Some(Estimate {
+        value_w: 0.1,
+        ..d.base.clone()
+    });
+    d.covariance_w2 = None;
+    let p = predict(&m, &s.parts(), &s.tasks).unwrap();
+    let w = p.warnings.join("\n");
+    assert!(
+        w.contains("fitted on 2 worker(s)") && w.contains("up to 4 tasks at once"),
+        "{w}"
+    );
+    assert!(w.contains("70 % of its power alone"), "{w}");
+    // Within the workers it was fitted on: no such warning.
+    m.domains[0].workers = 4;
+    let p = predict(&m, &s.parts(), &s.tasks).unwrap();
+    assert!(!p.warnings.join("\n").contains("extrapolation"));
+}
