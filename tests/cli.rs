@@ -592,3 +592,61 @@ fn a_trace_recorded_without_a_meter_says_how_to_get_energy() {
         "{err}"
     );
 }
+
+#[test]
+fn an_import_says_the_unit_it_read_the_times_in() {
+    // A user's times in ms, read as s (the default), imported as a 100 s run silently.
+    let d = tempfile::tempdir().unwrap();
+    let csv = d.path().join("t.csv");
+    std::fs::write(
+        &csv,
+        "type,worker,start,end\na,0,0,10\nb,0,10,30\na,0,30,100\n",
+    )
+    .unwrap();
+    let out = taskwatt(&[
+        "import",
+        "--tasks",
+        s(&csv),
+        "-o",
+        s(&d.path().join("t.twt")),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("spanning 100.000 s") && err.contains("read in s (--time-unit"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_simulated_meter_s_defaults_can_be_printed() {
+    // A sim-config error pointed at energy/src/sim/default.toml, a source file a user of
+    // the binary does not have.
+    let text = ok(&["meters", "--sim-defaults"]);
+    assert!(
+        text.contains("[package]") && text.contains("base_w"),
+        "{text}"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let bad = d.path().join("bad.toml");
+    // A misspelt field: the error names it and where the defaults are.
+    std::fs::write(&bad, "[package]\nbase_watts = 45.0\n").unwrap();
+    let out = taskwatt(&[
+        "run",
+        "cholesky",
+        "--n",
+        "256",
+        "--tile",
+        "64",
+        "--meter",
+        "sim",
+        "--sim-config",
+        s(&bad),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("base_w") && err.contains("--sim-defaults"),
+        "{err}"
+    );
+}

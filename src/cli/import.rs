@@ -121,8 +121,17 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
             } else {
                 String::new()
             };
+            // The span the times give, in the unit they were read in: a file of ms read
+            // as s (the default) imported as a 100 s run without a word.
+            let spans = w.task_span.map_or(String::new(), |(a, b)| {
+                format!(
+                    " spanning {:.3} s, their times read in {unit} (--time-unit; ns in \
+                     taskwatt's own export)",
+                    (b - a) as f64 * 1e-9
+                )
+            });
             eprintln!(
-                "wrote {} ({} tasks, {} energy samples, {} domains{sorted})",
+                "wrote {} ({} tasks{spans}, {} energy samples, {} domains{sorted})",
                 w.path.display(),
                 w.tasks,
                 w.samples,

@@ -16,9 +16,17 @@ pub(crate) struct MetersArgs {
     /// The meter choice to resolve (as `run --meter`).
     #[arg(long, default_value = "auto")]
     meter: MeterChoice,
+    /// Print the simulated meter's default configuration (TOML, documented line by line):
+    /// what `--sim-config` files override
+    #[arg(long, conflicts_with = "json")]
+    sim_defaults: bool,
 }
 
 pub(crate) fn meters(a: MetersArgs) -> CliResult {
+    if a.sim_defaults {
+        print!("{}", taskwatt::energy::SimConfig::DEFAULT_TOML);
+        return Ok(());
+    }
     let workers = Runtime::builder().worker_plan()?;
     let detected = detect(a.meter, &workers, &DetectOptions::default())?;
     if a.json {

@@ -360,7 +360,8 @@ impl SimConfig {
         EnergyError::SimConfig {
             origin: origin.to_owned(),
             message: format!(
-                "{e} (the documented default is energy/src/sim/default.toml; see docs/energy.md)"
+                "{e} (`taskwatt meters --sim-defaults` prints the defaults, documented line by \
+                 line; docs/energy.md)"
             ),
         }
     }
