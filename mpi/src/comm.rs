@@ -74,6 +74,9 @@ pub(crate) struct CommLog {
 /// taskwatt's waits).
 pub(crate) type Busy = Box<dyn Fn() -> bool + Send>;
 
+/// The first task failure of this rank not yet reported (`Runtime::failure_probe`).
+pub(crate) type FailedTask = Box<dyn Fn() -> Option<String> + Send>;
+
 /// How many of the application's calls wait in taskwatt now: a rank whose application
 /// runs code of its own computes (the module's "Hangs against long tasks").
 #[derive(Clone, Default)]
@@ -112,11 +115,21 @@ pub(crate) struct CommThread {
 /// How long a rank may wait with messages pending and none completing:
 /// `TASKWATT_MPI_TIMEOUT` seconds, default 300.
 pub(crate) fn timeout_s() -> u64 {
-    std::env::var("TASKWATT_MPI_TIMEOUT")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|s| *s > 0)
-        .unwrap_or(300)
+    let Ok(v) = std::env::var("TASKWATT_MPI_TIMEOUT") else {
+        return 300;
+    };
+    match v.trim().parse::<u64>() {
+        Ok(s) if (1..=u64::from(u32::MAX)).contains(&s) => s,
+        // Said, not ignored: `0.5` read as half a second, and the job then waited 300 s.
+        _ => {
+            eprintln!(
+                "taskwatt-mpi: TASKWATT_MPI_TIMEOUT={v:?} is not a whole number of seconds \
+                 from 1 to {}: the limit stays 300 s",
+                u32::MAX
+            );
+            300
+        }
+    }
 }
 
 impl CommThread {
@@ -128,6 +141,7 @@ impl CommThread {
         limit: u64,
         stream: Option<TraceSink>,
         busy: Busy,
+        failed_task: FailedTask,
     ) -> Result<CommThread, DistError> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let failed = Arc::new(Mutex::new(None));
@@ -139,7 +153,7 @@ impl CommThread {
                 // A panic here would unwind past requests MPI still writes into: end the
                 // process instead (mpirun then ends the job and names the rank).
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    run(&mut *net, &rx, &f, limit, stream, &busy)
+                    run(&mut *net, &rx, &f, limit, stream, &busy, &failed_task)
                 }));
                 r.unwrap_or_else(|_| {
                     eprintln!("taskwatt-mpi: rank {rank}: the communication thread panicked");
@@ -234,6 +248,7 @@ fn run(
     limit: u64,
     stream: Option<TraceSink>,
     busy: &Busy,
+    failed_task: &FailedTask,
 ) -> CommLog {
     let rank = net.rank();
     let size = net.size();
@@ -342,6 +357,12 @@ fn run(
         };
         if last_look.elapsed() >= look_every {
             last_look = Instant::now();
+            // A task failed here: its data must not reach the other ranks as if right.
+            if let Some(failure) = failed_task() {
+                let e = DistError::TaskFailed { rank, failure };
+                end_job(net, failed, &mut error, e, posted, waiting, flushes);
+                return log;
+            }
             beats_from.clear();
             let _ = net.take_beats(&mut beats_from);
             if !beats_from.is_empty() {
@@ -400,6 +421,12 @@ fn run(
                 });
                 progressed = true;
                 continue;
+            }
+            // Never send what a failed task left (or a task it cancelled): end the job.
+            if let Some(failure) = failed_task() {
+                let e = DistError::TaskFailed { rank, failure };
+                end_job(net, failed, &mut error, e, posted, waiting, flushes);
+                return log;
             }
             let Some((ptr, len)) = waiting[i].access.bytes() else {
                 i += 1;

@@ -364,11 +364,14 @@ impl DistRuntime {
         let stats = rt.stats_probe();
         let waits = crate::comm::AppWaits::default();
         let busy = waits.busy(move || stats().awake_workers > 0);
+        let failure = rt.failure_probe();
+        let failed_task: crate::comm::FailedTask =
+            Box::new(move || failure().map(|f| f.to_string()));
         Ok(DistRuntime {
             rt: Some(rt),
             rank,
             size,
-            comm: CommThread::start(net, timeout_s.max(1), trace, busy)?,
+            comm: CommThread::start(net, timeout_s.max(1), trace, busy, failed_task)?,
             handles: Vec::new(),
             stats: DistStats::default(),
             temps: Vec::new(),
@@ -758,12 +761,17 @@ impl DistRuntime {
             freed();
         }
         let _waiting = self.waits.enter();
-        self.runtime()
+        let value = self
+            .runtime()
             .unregister(h.local)
             .map_err(|source| DistError::Runtime {
                 rank: self.rank,
                 source,
-            })
+            })?;
+        // A value the job's end left short (a message that never came, a reduction's
+        // contribution missing) is not handed out as if right.
+        self.check()?;
+        Ok(value)
     }
 
     /// Counts so far.

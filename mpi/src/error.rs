@@ -44,6 +44,18 @@ pub enum DistError {
         /// What failed.
         message: String,
     },
+    /// A task failed on this rank: what it should have written would reach the other ranks
+    /// wrong (a failed task's data is sent as it stands), so the job ends.
+    #[error(
+        "rank {rank}: {failure}; the data it should have written would reach the other ranks \
+         wrong, so the job ends (every rank: MPI_Abort; docs/mpi.md)"
+    )]
+    TaskFailed {
+        /// This rank.
+        rank: usize,
+        /// The failure (task, codelet, worker, message).
+        failure: String,
+    },
     /// A REDUX access to a datum without a reduction.
     #[error(
         "task {codelet} contributes to handle {handle} (REDUX), which has no reduction: call \

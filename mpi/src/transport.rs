@@ -196,6 +196,11 @@ impl Transport for ThreadNet {
     }
 
     fn test(&mut self, req: Req) -> Result<bool, String> {
+        // Another rank ended the job (as MPI_Abort ends every process): what this rank
+        // waits for will not come.
+        if self.aborted() {
+            return Err("another rank ended the job (its error says why)".into());
+        }
         let Some(&(src, tag, ptr, len)) = self.pending.get(&req) else {
             return Ok(true); // a send: buffered
         };

@@ -550,6 +550,7 @@ impl RuntimeBuilder {
             failed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
             report: Mutex::new(Report::default()),
+            first_failure: std::sync::OnceLock::new(),
             codelets: Mutex::new(CodeletRegistry::default()),
             epoch: next_epoch(),
             sink: self.sink,

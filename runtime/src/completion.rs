@@ -174,6 +174,7 @@ impl Shared {
 
     pub(crate) fn record_failure(&self, node: &Arc<TaskNode>, failure: TaskFailure) {
         self.failed.fetch_add(1, Ordering::Relaxed);
+        let _ = self.first_failure.set(failure.clone());
         let mut r = self.report.lock();
         r.failures.push(failure);
         r.nodes.push(node.clone());

@@ -40,7 +40,7 @@ use std::thread::JoinHandle;
 use taskwatt_traces::{TaskId, WorkerId, WorkerInfo};
 
 use crate::device::GpuBackend;
-use crate::error::RuntimeError;
+use crate::error::{RuntimeError, TaskFailure};
 use crate::handle::Handle;
 use crate::helper::{Check, Helper};
 use crate::pool::NodePool;
@@ -367,6 +367,14 @@ impl Runtime {
     pub fn stats_probe(&self) -> impl Fn() -> RuntimeStats + Send + 'static {
         let sh = self.shared.clone();
         move || sh.stats()
+    }
+
+    /// A function, for another thread, that gives the run's first task failure, reported
+    /// by [`Runtime::wait_all`] or not (a distributed rank ends its job on it, rather than
+    /// send what a failed task left to the other ranks); `None` while none failed.
+    pub fn failure_probe(&self) -> impl Fn() -> Option<TaskFailure> + Send + 'static {
+        let sh = self.shared.clone();
+        move || sh.first_failure.get().cloned()
     }
 
     /// Id the next submitted task will get.

@@ -106,6 +106,9 @@ pub(crate) struct Shared {
     pub(crate) failed: AtomicU64,
     pub(crate) cancelled: AtomicU64,
     pub(crate) report: Mutex<Report>,
+    /// The run's first task failure, kept after `wait_all` reports it
+    /// (`Runtime::failure_probe`).
+    pub(crate) first_failure: std::sync::OnceLock<crate::error::TaskFailure>,
     pub(crate) codelets: Mutex<CodeletRegistry>,
     pub(crate) epoch: u32,
     pub(crate) sink: TraceSink,

@@ -18,6 +18,7 @@ mod run_outputs;
 mod run_platform;
 mod run_table;
 mod signals;
+mod sim_interval;
 mod simulate;
 
 use std::process::ExitCode;
