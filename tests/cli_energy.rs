@@ -262,8 +262,10 @@ fn type_calibration_runs_each_codelet_alone_and_marks_it() {
         "sim",
         "--period",
         "5ms",
+        // Long enough for 20 tasks of each type on a machine loaded by other tests and
+        // builds (60 ms left one type at 20 once, beside a CI run and a build).
         "--type-calibration",
-        "60ms",
+        "200ms",
         "--trace",
         s(&trace),
         "--json",

@@ -16,6 +16,9 @@
 //! | [`gather`](DistRuntime::gather)`(hs, root)` | each owner's value to `root` | `root`'s copies |
 //! | [`scatter`](DistRuntime::scatter)`(hs, root)` | `root`'s copy of each to its owner | the owners' and `root`'s |
 //! | [`barrier`](DistRuntime::barrier) | nothing: this rank's tasks and messages done, then every rank's | |
+//!
+//! The clock rendezvous ([`DistRuntime::clock_sample`]) and the node names
+//! ([`DistRuntime::node_names`]) are rendezvous of every rank too.
 
 use taskwatt_runtime::DeviceData;
 
@@ -24,6 +27,35 @@ use crate::dist::{DistAccess, DistHandle, DistRuntime};
 use crate::DistError;
 
 impl DistRuntime {
+    /// A clock offset against rank 0 (ns) and the round trip it came from; a rendezvous of
+    /// every rank.
+    pub fn clock_offset(&mut self) -> Result<(i64, u64), DistError> {
+        let rx = self.ask(Cmd::Clock)?;
+        self.answer(&rx)
+    }
+
+    /// [`DistRuntime::clock_offset`] with the time it holds at (this rank's clock): the
+    /// rendezvous's, read when it returns, not before it. A time read before the call is
+    /// off by however long rank 0 took to arrive (a rank 0 checking its result for seconds
+    /// gave its peers end estimates seconds early, and merges that failed on receives before
+    /// their sends). What a rank's trace keeps, at its start and its end, for `merge`.
+    pub fn clock_sample(&mut self) -> Result<taskwatt_traces::ClockSample, DistError> {
+        let (offset_ns, rtt_ns) = self.clock_offset()?;
+        Ok(taskwatt_traces::ClockSample {
+            at: taskwatt_traces::Clock::now(),
+            offset_ns,
+            rtt_ns,
+        })
+    }
+
+    /// Every rank's node name, indexed by rank; a rendezvous of every rank. The ranks of a
+    /// node share its energy domains (the first of them samples, or the merge simulates
+    /// them).
+    pub fn node_names(&mut self) -> Result<Vec<String>, DistError> {
+        let rx = self.ask(Cmd::Names)?;
+        self.answer(&rx)
+    }
+
     /// Sends rank `from`'s copy of `h` to rank `to`, into its copy (StarPU-MPI's
     /// `starpu_mpi_isend_detached` on `from` paired with `starpu_mpi_irecv_detached` on
     /// `to`; here every rank calls it, at the same point of the flow).

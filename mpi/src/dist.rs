@@ -733,21 +733,6 @@ impl DistRuntime {
         comms
     }
 
-    /// A clock offset against rank 0 (ns) and the round trip it came from; a rendezvous of
-    /// every rank.
-    pub fn clock_offset(&mut self) -> Result<(i64, u64), DistError> {
-        let rx = self.ask(Cmd::Clock)?;
-        self.answer(&rx)
-    }
-
-    /// Every rank's node name, indexed by rank; a rendezvous of every rank. The ranks of a
-    /// node share its energy domains (the first of them samples, or the merge simulates
-    /// them).
-    pub fn node_names(&mut self) -> Result<Vec<String>, DistError> {
-        let rx = self.ask(Cmd::Names)?;
-        self.answer(&rx)
-    }
-
     /// Takes a handle's value back (every rank: its own copy).
     pub fn unregister<T: DeviceData>(&mut self, h: DistHandle<T>) -> Result<T, DistError> {
         self.not_partitioned(h.id, "unregistered")?;

@@ -300,7 +300,10 @@ pub fn merge_any_jobs(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeRepor
         }
     }
     let comms = mapped(&maps);
-    let after = violations(&comms, &pairs).len();
+    let left = violations(&comms, &pairs);
+    let after = left.len();
+    // The worst of them, for the error: which rank, and by how much.
+    let worst = left.iter().max_by_key(|(_, d)| *d).copied();
 
     // Ids unique in the job.
     let mut out = Trace::default();
@@ -490,8 +493,15 @@ pub fn merge_any_jobs(inputs: Vec<(String, Trace)>) -> Result<(Trace, MergeRepor
         nodes,
     };
     if after > 0 {
+        let (rank, by) = worst.unwrap_or((0, 0));
         return Err(format!(
-            "{after} receive(s) still precede their send after the merge"
+            "{after} receive(s) still precede their send after the merge (the worst on rank \
+             {}, {:.3} ms before its send): the ranks' clock estimates are off, or the traces \
+             are of different runs. Check that every rank's trace is of this job; a rank \
+             that read its clock long before a clock rendezvous (taken with \
+             DistRuntime::clock_sample, as `run --mpi` does) records estimates that far off",
+            comms.get(rank).map_or(rank as u32, |c| c.rank),
+            by as f64 * 1e-6
         ));
     }
     Ok((out, report))

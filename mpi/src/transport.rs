@@ -234,7 +234,9 @@ impl Transport for ThreadNet {
     }
 
     fn clock_offset(&mut self, now_ns: &dyn Fn() -> u64) -> Result<(i64, u64), String> {
-        // One process, one clock: the offset is 0; still a rendezvous, as MPI's is.
+        // One process, one clock: the offset is 0; still a rendezvous, as MPI's is (a
+        // rank that arrives first waits for the others, as for rank 0's answers).
+        self.barrier()?;
         let t0 = Instant::now();
         if self.rank == 0 {
             self.clock.lock().map_err(|e| e.to_string())?[0] = Some(now_ns());

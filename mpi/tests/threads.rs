@@ -709,3 +709,22 @@ fn a_partitioned_vector_moves_only_its_parts_and_comes_back_whole() {
         }
     }
 }
+
+#[test]
+fn a_clock_sample_holds_the_rendezvous_time_not_the_call_s() {
+    // Ranks read their clock, then waited for rank 0 (checking its result for seconds):
+    // their end estimates were seconds early, and merges failed on receives before sends.
+    let out = two_ranks(5, |rank, d| {
+        if rank == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        let called = taskwatt_traces::Clock::now();
+        let sample = d.clock_sample().unwrap();
+        (rank, sample.at.as_ns().saturating_sub(called.as_ns()))
+    });
+    let waited = out.iter().find(|(r, _)| *r == 1).unwrap().1;
+    assert!(
+        waited >= 250_000_000,
+        "rank 1's sample is {waited} ns after its call"
+    );
+}

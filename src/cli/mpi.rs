@@ -235,16 +235,8 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
         Some(s) => DistRuntime::with_trace(rt, Box::new(net), s.clone())?,
         None => DistRuntime::new(rt, Box::new(net))?,
     };
-    let clock =
-        |d: &mut DistRuntime| -> Result<taskwatt::traces::ClockSample, taskwatt_mpi::DistError> {
-            let at = taskwatt::traces::Clock::now();
-            let (offset_ns, rtt_ns) = d.clock_offset()?;
-            Ok(taskwatt::traces::ClockSample {
-                at,
-                offset_ns,
-                rtt_ns,
-            })
-        };
+    // The time of the rendezvous, not of the call (rank 0 may arrive seconds later).
+    let clock = |d: &mut DistRuntime| d.clock_sample();
     let first = clock(&mut d)?;
     // What `merge --recover` needs of a rank that dies before its end, written now: its
     // rank, node and workers, the first clock estimate and the simulated meter's

@@ -357,11 +357,68 @@ impl<'e, W: Write> Chrome<'e, W> {
 
     /// A distributed run's ranks as processes, their messages on a track of each, and an
     /// arrow from each send to its receive.
+    /// One comm chunk's messages: a slice each on its rank's track; the sends and the
+    /// receives noted for the arrows.
+    fn comm_events(
+        &mut self,
+        pid: u32,
+        c: &crate::CommChunk,
+        sends: &mut HashMap<(u32, u32, u32), Vec<(Timestamp, Timestamp)>>,
+        recvs: &mut HashMap<(u32, u32, u32), Vec<(Timestamp, Timestamp)>>,
+    ) -> io::Result<()> {
+        for e in &c.events {
+            let (dir, arrow) = if e.send {
+                ("send", "→")
+            } else {
+                ("recv", "←")
+            };
+            self.event(|o| {
+                write!(
+                    o,
+                    "{{\"ph\":\"X\",\"pid\":{pid},\"tid\":{COMM_TID},\"cat\":\"message\",\"name\":\"{dir} h{} {arrow} {}\",\"ts\":",
+                    e.handle, e.peer
+                )?;
+                us(o, e.start.0)?;
+                o.write_all(b",\"dur\":")?;
+                us(o, e.end.saturating_sub(e.start))?;
+                write!(
+                    o,
+                    ",\"args\":{{\"bytes\":{},\"handle\":{},\"peer\":{}}}}}",
+                    e.bytes, e.handle, e.peer
+                )
+            })?;
+            let key = if e.send {
+                (c.rank, e.peer, e.handle)
+            } else {
+                (e.peer, c.rank, e.handle)
+            };
+            let to = if e.send { &mut *sends } else { &mut *recvs };
+            to.entry(key).or_default().push((e.start, e.end));
+        }
+        Ok(())
+    }
+
     fn comms(&mut self, comms: &[crate::CommChunk]) -> io::Result<()> {
         let mut sends: HashMap<(u32, u32, u32), Vec<(Timestamp, Timestamp)>> = HashMap::new();
         let mut recvs: HashMap<(u32, u32, u32), Vec<(Timestamp, Timestamp)>> = HashMap::new();
+        // A rank's own trace holds its messages twice: in the partial chunks written as
+        // they completed, and in the whole chunk of its end. The whole one, where there is
+        // one (a rank killed mid-run has only the partial ones).
+        let whole: std::collections::HashSet<u32> = comms
+            .iter()
+            .filter(|c| !c.partial && !c.events.is_empty())
+            .map(|c| c.rank)
+            .collect();
+        let mut named = std::collections::HashSet::new();
         for c in comms {
             let pid = PID + 1 + c.rank;
+            if c.partial && whole.contains(&c.rank) {
+                continue;
+            }
+            if !named.insert(c.rank) {
+                self.comm_events(pid, c, &mut sends, &mut recvs)?;
+                continue;
+            }
             self.event(|o| {
                 write!(
                     o,
@@ -376,35 +433,7 @@ impl<'e, W: Write> Chrome<'e, W> {
                 )
             })?;
             self.thread_meta(pid, COMM_TID, "messages")?;
-            for e in &c.events {
-                let (dir, arrow) = if e.send {
-                    ("send", "→")
-                } else {
-                    ("recv", "←")
-                };
-                self.event(|o| {
-                    write!(
-                        o,
-                        "{{\"ph\":\"X\",\"pid\":{pid},\"tid\":{COMM_TID},\"cat\":\"message\",\"name\":\"{dir} h{} {arrow} {}\",\"ts\":",
-                        e.handle, e.peer
-                    )?;
-                    us(o, e.start.0)?;
-                    o.write_all(b",\"dur\":")?;
-                    us(o, e.end.saturating_sub(e.start))?;
-                    write!(
-                        o,
-                        ",\"args\":{{\"bytes\":{},\"handle\":{},\"peer\":{}}}}}",
-                        e.bytes, e.handle, e.peer
-                    )
-                })?;
-                let key = if e.send {
-                    (c.rank, e.peer, e.handle)
-                } else {
-                    (e.peer, c.rank, e.handle)
-                };
-                let to = if e.send { &mut sends } else { &mut recvs };
-                to.entry(key).or_default().push((e.start, e.end));
-            }
+            self.comm_events(pid, c, &mut sends, &mut recvs)?;
         }
         // The k-th send of a handle between two ranks is the k-th receive's.
         let mut keys: Vec<_> = sends.keys().copied().collect();
@@ -871,6 +900,59 @@ mod tests {
         assert_eq!(v["otherData"]["policy"], "lws");
         assert_eq!(v["otherData"]["simulated_energy"], "true");
         assert_eq!(v["metadata"]["run"]["host"], "h\"1");
+    }
+
+    #[test]
+    fn a_rank_s_own_trace_shows_each_message_once() {
+        // A rank writes its messages in partial chunks as they complete and again in the
+        // whole chunk of its end: the export of one rank's trace showed each twice.
+        let msg = |handle, t| crate::CommRecord {
+            peer: 1,
+            send: true,
+            handle,
+            bytes: 8,
+            start: Timestamp(t),
+            end: Timestamp(t + 10),
+        };
+        let chunk = |partial, events| crate::CommChunk {
+            rank: 0,
+            size: 2,
+            partial,
+            events,
+            ..crate::CommChunk::default()
+        };
+        let count = |comms: Vec<crate::CommChunk>| {
+            let mut t = trace();
+            t.comms = comms;
+            let mut out = Vec::new();
+            write_chrome(&t, &mut out).unwrap();
+            let v: Value = serde_json::from_slice(&out).unwrap();
+            let ev = events_of(&v);
+            let n = ev
+                .iter()
+                .filter(|e| e["cat"] == "message" && e["ph"] == "X")
+                .count();
+            let names = ev
+                .iter()
+                .filter(|e| e["name"] == "process_name" && e["args"]["name"] == "rank 0")
+                .count();
+            (n, names)
+        };
+        let (a, b) = (msg(1, 100), msg(2, 200));
+        let whole = vec![
+            chunk(false, vec![]),
+            chunk(true, vec![a]),
+            chunk(true, vec![b]),
+            chunk(false, vec![a, b]),
+        ];
+        assert_eq!(count(whole), (2, 1));
+        // Killed mid-run: no whole chunk with messages, the partial ones are all there is.
+        let cut = vec![
+            chunk(false, vec![]),
+            chunk(true, vec![a]),
+            chunk(true, vec![b]),
+        ];
+        assert_eq!(count(cut), (2, 1));
     }
 
     #[test]
