@@ -74,7 +74,8 @@ pub(crate) struct CommLog {
 /// taskwatt's waits).
 pub(crate) type Busy = Box<dyn Fn() -> bool + Send>;
 
-/// The first task failure of this rank not yet reported (`Runtime::failure_probe`).
+/// The first task failure of this rank, reported by its `wait_all` or not
+/// (`Runtime::failure_probe`).
 pub(crate) type FailedTask = Box<dyn Fn() -> Option<String> + Send>;
 
 /// How many of the application's calls wait in taskwatt now: a rank whose application
