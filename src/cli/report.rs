@@ -655,49 +655,41 @@ fn no_samples_hint(
     e: Box<dyn std::error::Error>,
 ) -> Box<dyn std::error::Error> {
     use taskwatt::energy::attribution::AttributionError;
-    let imported = trace.meta.params.get("import.source");
-    let no_data = matches!(
+    if !matches!(
         e.downcast_ref::<AttributionError>(),
         Some(AttributionError::NoEnergyData { .. })
-    );
-    if let Some(rank) = trace.meta.params.get("mpi_rank").filter(|_| no_data) {
-        return format!(
-            "{}: the trace of rank {rank} of a distributed run, whose energy is read (or \
+    ) {
+        return e;
+    }
+    let p = &trace.meta.params;
+    let path = path.display();
+    let msg = if let Some(rank) = p.get("mpi_rank") {
+        format!(
+            "{path}: the trace of rank {rank} of a distributed run, whose energy is read (or \
              simulated) for the whole node when the ranks' traces are merged: `taskwatt merge \
-             STEM.rank*.twt -o job.twt`, then `taskwatt report job.twt` (docs/mpi.md)",
-            path.display()
+             STEM.rank*.twt -o job.twt`, then `taskwatt report job.twt` (docs/mpi.md)"
         )
-        .into();
-    }
-    if no_data && imported.is_none() && trace.domains.is_empty() {
-        return format!(
-            "{}: recorded without an energy meter (`taskwatt bench`, `run --no-energy`, or a \
-             runtime of your own without `Measure`): nothing to attribute. Record with \
-             `taskwatt run` (a meter by default) or the library's `Measure`, or predict its \
-             energy with a model fitted on a measured run (`taskwatt predict MODEL {}`)",
-            path.display(),
-            path.display()
-        )
-        .into();
-    }
-    match (e.downcast_ref::<AttributionError>(), imported) {
-        (Some(AttributionError::NoEnergyData { .. }), Some(from)) => format!(
-            "{}: imported from {} ({from}) without energy samples: nothing to attribute. \
-                 Import it again with the meter's readings (`taskwatt import ... --samples \
-                 samples.csv`, and --domains or --workers to say what each domain covers: \
-                 docs/import.md), or predict its energy with a model fitted on a measured \
-                 run (`taskwatt predict MODEL {}`)",
-            path.display(),
-            trace
-                .meta
-                .params
-                .get("import.file")
+    } else if let Some(from) = p.get("import.source") {
+        format!(
+            "{path}: imported from {} ({from}) without energy samples: nothing to attribute. \
+             Import it again with the meter's readings (`taskwatt import ... --samples \
+             samples.csv`, and --domains or --workers to say what each domain covers: \
+             docs/import.md), or predict its energy with a model fitted on a measured run \
+             (`taskwatt predict MODEL {path}`)",
+            p.get("import.file")
                 .map_or("another runtime's trace", String::as_str),
-            path.display()
         )
-        .into(),
-        _ => e,
-    }
+    } else if trace.domains.is_empty() {
+        format!(
+            "{path}: recorded without an energy meter (`taskwatt bench`, `run --no-energy`, or \
+             a runtime of your own without `Measure`): nothing to attribute. Record with \
+             `taskwatt run` (a meter by default) or the library's `Measure`, or predict its \
+             energy with a model fitted on a measured run (`taskwatt predict MODEL {path}`)"
+        )
+    } else {
+        return e;
+    };
+    msg.into()
 }
 
 fn csv_field(s: &str) -> String {
