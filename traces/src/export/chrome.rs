@@ -36,6 +36,9 @@ use crate::{
 
 use super::{read_metadata, stream};
 
+/// Per (sender, receiver, handle): each message's start and end.
+type Messages = HashMap<(u32, u32, u32), Vec<(Timestamp, Timestamp)>>;
+
 const PID: u32 = 1;
 /// Marker lanes use tids from here, above any worker id a run will have.
 const MARKER_TID: u64 = 1_000_000;
@@ -363,8 +366,8 @@ impl<'e, W: Write> Chrome<'e, W> {
         &mut self,
         pid: u32,
         c: &crate::CommChunk,
-        sends: &mut HashMap<(u32, u32, u32), Vec<(Timestamp, Timestamp)>>,
-        recvs: &mut HashMap<(u32, u32, u32), Vec<(Timestamp, Timestamp)>>,
+        sends: &mut Messages,
+        recvs: &mut Messages,
     ) -> io::Result<()> {
         for e in &c.events {
             let (dir, arrow) = if e.send {
@@ -399,8 +402,8 @@ impl<'e, W: Write> Chrome<'e, W> {
     }
 
     fn comms(&mut self, comms: &[crate::CommChunk]) -> io::Result<()> {
-        let mut sends: HashMap<(u32, u32, u32), Vec<(Timestamp, Timestamp)>> = HashMap::new();
-        let mut recvs: HashMap<(u32, u32, u32), Vec<(Timestamp, Timestamp)>> = HashMap::new();
+        let mut sends: Messages = HashMap::new();
+        let mut recvs: Messages = HashMap::new();
         // A rank's own trace holds its messages twice: in the partial chunks written as
         // they completed, and in the whole chunk of its end. The whole one, where there is
         // one (a rank killed mid-run has only the partial ones).
