@@ -109,7 +109,8 @@ impl Drop for Waiting {
 
 pub(crate) struct CommThread {
     pub(crate) tx: Sender<Cmd>,
-    join: Option<JoinHandle<CommLog>>,
+    /// The thread gives its transport back with its log when it stops.
+    join: Option<JoinHandle<(CommLog, Box<dyn Transport>)>>,
     pub(crate) failed: Arc<Mutex<Option<DistError>>>,
 }
 
@@ -156,10 +157,11 @@ impl CommThread {
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     run(&mut *net, &rx, &f, limit, stream, &busy, &failed_task)
                 }));
-                r.unwrap_or_else(|_| {
+                let log = r.unwrap_or_else(|_| {
                     eprintln!("taskwatt-mpi: rank {rank}: the communication thread panicked");
                     std::process::abort()
-                })
+                });
+                (log, net)
             })
             .map_err(|e| DistError::CommThread {
                 rank,
@@ -172,12 +174,13 @@ impl CommThread {
         })
     }
 
-    pub(crate) fn stop(&mut self) -> CommLog {
+    /// Stops the thread: its log, and its transport (`None` if the thread is gone).
+    pub(crate) fn stop(&mut self) -> (CommLog, Option<Box<dyn Transport>>) {
         let _ = self.tx.send(Cmd::Stop);
-        self.join
-            .take()
-            .and_then(|j| j.join().ok())
-            .unwrap_or_default()
+        match self.join.take().and_then(|j| j.join().ok()) {
+            Some((log, net)) => (log, Some(net)),
+            None => (CommLog::default(), None),
+        }
     }
 }
 

@@ -24,7 +24,7 @@ use taskwatt_runtime::{Access, Codelet, DeferredAccess, DeviceData, Handle, Runt
 use crate::comm::{Cmd, CommThread, Op};
 use crate::transport::Transport;
 use crate::DistError;
-use taskwatt_traces::{CommRecord, TraceSink};
+use taskwatt_traces::TraceSink;
 
 /// A datum of a distributed run: its owner, and this rank's copy.
 #[derive(Debug)]
@@ -296,10 +296,10 @@ pub(crate) struct Meta {
 
 /// One rank of a distributed run.
 pub struct DistRuntime {
-    rt: Option<Runtime>,
+    pub(crate) rt: Option<Runtime>,
     pub(crate) rank: usize,
     pub(crate) size: usize,
-    comm: CommThread,
+    pub(crate) comm: CommThread,
     pub(crate) handles: Vec<Meta>,
     pub(crate) stats: DistStats,
     /// Buffers of reductions' contributions, dropped once their folds have run.
@@ -762,24 +762,5 @@ impl DistRuntime {
     /// Counts so far.
     pub fn stats(&self) -> &DistStats {
         &self.stats
-    }
-
-    /// Waits for everything, stops the communication thread and the runtime; returns the
-    /// counts and every message of this rank.
-    pub fn shutdown(mut self) -> Result<(DistStats, Vec<CommRecord>), DistError> {
-        let waited = self.wait_all();
-        let log = self.comm.stop();
-        let rt = self.rt.take().expect("shutdown runs once");
-        let stats = rt.shutdown();
-        waited?;
-        stats.map_err(|source| DistError::Runtime {
-            rank: self.rank,
-            source,
-        })?;
-        // The bytes as they went (a handle's footprint may not count a value's heap).
-        let mut s = self.stats.clone();
-        s.sent.1 = log.events.iter().filter(|e| e.send).map(|e| e.bytes).sum();
-        s.received.1 = log.events.iter().filter(|e| !e.send).map(|e| e.bytes).sum();
-        Ok((s, log.events))
     }
 }

@@ -25,6 +25,7 @@ pub mod merge;
 mod mpi_transport;
 mod partition;
 mod redux;
+mod shutdown;
 pub mod transport;
 
 pub use dist::{DistAccess, DistHandle, DistRuntime, DistStats, DistTask};
@@ -36,6 +37,7 @@ pub use mpi as rsmpi;
 #[cfg(feature = "mpi")]
 pub use mpi_transport::{abort_job, MpiTransport, MpiUniverse};
 pub use partition::DistParts;
+pub use shutdown::Ended;
 pub use transport::{ThreadNet, Transport};
 
 /// The CPUs of the `local`-th of `ranks` ranks on one node: a contiguous share of the CPUs

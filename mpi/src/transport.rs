@@ -224,6 +224,10 @@ impl Transport for ThreadNet {
     }
 
     fn ready(&mut self, src: usize, tag: u32) -> Result<bool, String> {
+        // As in `test`: a receive not yet posted waits for a message that will not come.
+        if self.aborted() {
+            return Err("another rank ended the job (its error says why)".into());
+        }
         let boxes = self
             .boxes
             .lock()
@@ -245,20 +249,20 @@ impl Transport for ThreadNet {
     }
 
     fn gather_names(&mut self, mine: &str) -> Result<Vec<String>, String> {
+        // Between two barriers, so that a second gather (the job's identity after the
+        // node names) neither reads the first one's names nor overwrites them before
+        // every rank has read them.
         self.names.lock().map_err(|e| e.to_string())?[self.rank] = Some(mine.to_owned());
-        let t = Instant::now();
-        loop {
-            {
-                let n = self.names.lock().map_err(|e| e.to_string())?;
-                if n.iter().all(Option::is_some) {
-                    return Ok(n.iter().flatten().cloned().collect());
-                }
-            }
-            if t.elapsed().as_secs() > 60 {
-                return Err("not every rank gave its node name within 60 s".into());
-            }
-            std::thread::sleep(std::time::Duration::from_micros(100));
-        }
+        self.barrier()?;
+        let names = self
+            .names
+            .lock()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|n| n.clone().unwrap_or_default())
+            .collect();
+        self.barrier()?;
+        Ok(names)
     }
 
     fn barrier(&mut self) -> Result<(), String> {
@@ -271,11 +275,20 @@ impl Transport for ThreadNet {
             arrived.notify_all();
             return Ok(());
         }
-        let (g, _) = arrived
-            .wait_timeout_while(g, std::time::Duration::from_secs(60), |g| g.0 == generation)
-            .map_err(|e| e.to_string())?;
-        if g.0 == generation {
-            return Err("not every rank reached the barrier within 60 s".into());
+        // Woken every 50 ms to see whether another rank ended the job (it will not come).
+        let t = Instant::now();
+        let mut g = g;
+        while g.0 == generation {
+            if self.aborted() {
+                return Err("another rank ended the job (its error says why)".into());
+            }
+            if t.elapsed().as_secs() >= 60 {
+                return Err("not every rank reached the barrier within 60 s".into());
+            }
+            g = arrived
+                .wait_timeout(g, std::time::Duration::from_millis(50))
+                .map_err(|e| e.to_string())?
+                .0;
         }
         Ok(())
     }
