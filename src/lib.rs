@@ -26,6 +26,7 @@
 //! ```
 
 pub mod compare;
+mod dist_measure;
 mod measure;
 #[cfg(feature = "plots")]
 pub mod plots;
@@ -38,6 +39,8 @@ pub use taskwatt_apps as apps;
 pub use taskwatt_energy as energy;
 #[doc(inline)]
 pub use taskwatt_kernels as kernels;
+#[doc(inline)]
+pub use taskwatt_mpi as mpi;
 #[doc(inline)]
 pub use taskwatt_runtime as runtime;
 #[doc(inline)]
@@ -52,6 +55,9 @@ pub use taskwatt_whatif as whatif;
 pub use taskwatt_energy::attribution::{attribute_trace, AttributionOptions, AttributionReport};
 pub use taskwatt_traces::{Clock, Marker, Trace, TraceSink};
 
+pub use dist_measure::{
+    rank_path, DistMeasure, DistMeasureError, DistMeasured, DistReport, NodeShare,
+};
 pub use measure::{EnergyReport, Measure, MeasureError, Measured, MAX_IDLE_CALIBRATION};
 pub use session::{AutoCalibrationReport, TypeCalibration};
 pub use taskwatt_energy::MeterChoice;

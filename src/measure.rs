@@ -569,6 +569,19 @@ pub struct EnergyReport {
 }
 
 impl EnergyReport {
+    /// The report of a trace kept at `trace` (a distributed run's merged trace).
+    pub(crate) fn of_trace(attribution: Attribution, simulated: bool, trace: PathBuf) -> Self {
+        EnergyReport {
+            attribution,
+            calibration: None,
+            failed_tasks: 0,
+            cancelled_tasks: 0,
+            simulated,
+            trace: Some(trace),
+            _temp: None,
+        }
+    }
+
     /// The 80-column text report.
     pub fn text(&self) -> String {
         let report = render_report(

@@ -2,34 +2,9 @@
 //! model (crate `taskwatt-mpi`, feature `mpi`), each rank writing its own trace.
 
 #[cfg(feature = "mpi")]
-use std::path::{Path, PathBuf};
-
-#[cfg(feature = "mpi")]
 use taskwatt::apps::App;
 
 use super::CliResult;
-
-/// `out.twt` for rank 3 of a job: `out.rank3.twt`.
-#[cfg(feature = "mpi")]
-pub(crate) fn rank_path(path: &Path, rank: usize) -> PathBuf {
-    let stem = path
-        .file_stem()
-        .map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned());
-    let ext = path
-        .extension()
-        .map_or_else(|| "twt".into(), |s| s.to_string_lossy().into_owned());
-    path.with_file_name(format!("{stem}.rank{rank}.{ext}"))
-}
-
-/// A job identity: the wall clock in ns and the process id, in hex (two `mpirun`s started
-/// in the same nanosecond by the same process id do not happen).
-#[cfg(feature = "mpi")]
-fn job_draw() -> String {
-    let ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    format!("{ns:016x}-{:x}", std::process::id())
-}
 
 /// On the first SIGINT or SIGTERM: finishes this rank's trace (if it still has it) with an
 /// End chunk saying the run was interrupted, says so naming the rank, and exits with 128 +
@@ -63,6 +38,24 @@ fn on_signal_end_trace(
                 std::process::exit(128 + sig);
             }
         })
+}
+
+/// A rank, recorded into its trace (`--trace`) or not.
+#[cfg(feature = "mpi")]
+#[allow(clippy::large_enum_variant)] // one, made once per process
+enum Rank {
+    Measured(taskwatt::DistMeasured),
+    Plain(taskwatt_mpi::DistRuntime),
+}
+
+#[cfg(feature = "mpi")]
+impl Rank {
+    fn dist(&mut self) -> &mut taskwatt_mpi::DistRuntime {
+        match self {
+            Rank::Measured(m) => m.runtime(),
+            Rank::Plain(d) => d,
+        }
+    }
 }
 
 /// The distributed app of `app`.
@@ -136,127 +129,97 @@ pub(crate) fn run(a: &super::args::RunArgs) -> CliResult {
 
 #[cfg(feature = "mpi")]
 fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> CliResult {
-    use taskwatt::recording::{Metering, Recording};
     use taskwatt::runtime::Runtime;
-    use taskwatt_mpi::{DistRuntime, Transport};
+    use taskwatt::{DistMeasure, NodeShare};
+    use taskwatt_mpi::DistRuntime;
 
-    let (rank, size) = (net.rank(), net.size());
-    // The ranks of a node share its cores (each takes its share) and its energy domains
-    // (the first of them measures).
-    let names = net.gather_names(&net.node_name())?;
-    // The job's identity: rank 0's draw, which every rank records, so that `merge` can
-    // refuse the traces of two jobs.
-    let job = net.gather_names(&job_draw())?.swap_remove(0);
-    let node = names[rank].clone();
-    let on_node: Vec<usize> = (0..size).filter(|&r| names[r] == node).collect();
-    let local = on_node.iter().position(|&r| r == rank).unwrap_or(0);
-    let leader = local == 0;
-    let share = taskwatt_mpi::cpu_share(local, on_node.len());
     let cfg = a.app_config();
     let policy = a
         .sched()
         .unwrap_or(taskwatt::scheduler::DEFAULT_POLICY)
         .to_owned();
     taskwatt::scheduler::check_policy_name(&policy)?;
-    // One worker per core of the rank's share of its node, as without --mpi.
-    let nworkers = a.workers().unwrap_or(share.len().max(1));
-    let mut b = Runtime::builder()
-        .workers(nworkers)
-        .cpus(share)
-        .policy(&policy)
-        .app(a.app_name())
-        .param("n", cfg.n)
-        .param("tile", cfg.tile)
-        .param("mpi_rank", rank)
-        .param(taskwatt_mpi::merge::JOB_PARAM, &job)
-        .param("mpi_size", size);
+    let backend = taskwatt::runtime::GpuBackend::from(a.app.gpu_backend);
     // dmdae's task powers: the energy model given or the app's saved one, as without
     // --mpi (a note says which, or that it places tasks as dmda without one).
-    if policy.eq_ignore_ascii_case("dmdae") {
-        b = b
-            .task_powers(a.app.task_powers(Some(&policy))?)
-            .policy_options(
-                a.app
-                    .policy_options(Some(&policy), super::run_table::one_gamma(&a.app.gamma)?)?,
-            );
-    }
-    // GPUs on each rank (`--gpus`): the apps' codelets are the built-in ones, with their
-    // cuBLAS implementations (taskwatt_apps::codelets); the data is device data.
-    let backend = taskwatt::runtime::GpuBackend::from(a.app.gpu_backend);
-    if a.app.gpus > 0 {
-        b = b
-            .gpus(a.app.gpus as usize, backend)
-            .param("gpus", format!("{} {backend}", a.app.gpus));
-        if let Some(l) = a.app.gpu_memory_limit {
-            b = b.gpu_memory_limit(l).param("gpu_memory_limit", l);
+    let dmdae = match policy.eq_ignore_ascii_case("dmdae") {
+        true => Some((
+            a.app.task_powers(Some(&policy))?,
+            a.app
+                .policy_options(Some(&policy), super::run_table::one_gamma(&a.app.gamma)?)?,
+        )),
+        false => None,
+    };
+    // The ranks of a node share its cores (each takes its share) and its energy domains
+    // (the first of them measures: taskwatt::DistMeasure).
+    let builder = |share: &NodeShare| {
+        // One worker per core of the rank's share of its node, as without --mpi.
+        let nworkers = a.workers().unwrap_or(share.cpus.len().max(1));
+        let mut b = Runtime::builder()
+            .workers(nworkers)
+            .cpus(share.cpus.clone())
+            .policy(&policy)
+            .app(a.app_name())
+            .param("n", cfg.n)
+            .param("tile", cfg.tile);
+        if let Some((powers, options)) = dmdae.clone() {
+            b = b.task_powers(powers).policy_options(options);
         }
-    }
-    // The rank's recording (crate::recording), when it keeps a trace. Energy per node: the
-    // first rank of each node measures it. A real meter (RAPL, NVML) is sampled by that
-    // rank for the whole node; the simulated one cannot see the other ranks' tasks live,
-    // so that rank leaves its configuration in its trace and `taskwatt merge` runs it over
-    // all of the node's tasks.
-    let metering = match leader && !a.no_energy_flag() {
-        true => Some(Metering {
-            meter: a.energy_args().meter,
-            detect: taskwatt::energy::DetectOptions {
-                emulated_gpus: a.app.gpus > 0 && backend == taskwatt::runtime::GpuBackend::Emulated,
-                cuda_uuids: (a.app.gpus > 0 && backend == taskwatt::runtime::GpuBackend::Cuda)
+        // GPUs on each rank (`--gpus`): the apps' codelets are the built-in ones, with
+        // their cuBLAS implementations (taskwatt_apps::codelets); the data is device data.
+        if a.app.gpus > 0 {
+            b = b
+                .gpus(a.app.gpus as usize, backend)
+                .param("gpus", format!("{} {backend}", a.app.gpus));
+            if let Some(l) = a.app.gpu_memory_limit {
+                b = b.gpu_memory_limit(l).param("gpu_memory_limit", l);
+            }
+        }
+        b
+    };
+    // The rank's recording when it keeps a trace (DistMeasure: the node's first rank
+    // meters the node; the simulated meter is run by `taskwatt merge`); the traces are
+    // merged by `taskwatt merge`, not here.
+    let mut this = match a.trace_path() {
+        Some(p) => {
+            let gpus = a.app.gpus > 0;
+            let detect = taskwatt::energy::DetectOptions {
+                emulated_gpus: gpus && backend == taskwatt::runtime::GpuBackend::Emulated,
+                cuda_uuids: (gpus && backend == taskwatt::runtime::GpuBackend::Cuda)
                     .then(|| taskwatt::session::cuda_uuids(a.app.gpus as usize))
                     .flatten(),
                 ..a.energy_args().detect_options()?
-            },
-            period: a.energy_args().period,
-            live_simulation: false,
-        }),
-        false => None,
-    };
-    let (recording, rt) = match a.trace_path() {
-        Some(p) => {
-            b = b.trace_accesses(true);
-            let (r, rt) = Recording::start(&rank_path(p, rank), b, metering.as_ref())?;
-            (Some(r), rt)
+            };
+            let m = DistMeasure::new(p)
+                .meter(a.energy_args().meter)
+                .detect_options(detect)
+                .period(a.energy_args().period)
+                .energy(!a.no_energy_flag())
+                .merge(false)
+                .start(Box::new(net), builder)?;
+            Rank::Measured(m)
         }
-        None => (None, b.build()?),
-    };
-    let sink = recording.as_ref().map(|r| r.sink().clone());
-    let sim_meter = match recording.as_ref().and_then(Recording::simulated_config) {
-        Some(d) => Some(serde_json::to_value(&d.sim)?),
-        None => None,
+        None => {
+            let share = NodeShare::gather(&mut net)?;
+            let rt = builder(&share).build()?;
+            Rank::Plain(DistRuntime::new(rt, Box::new(net))?)
+        }
     };
     // SIGINT or SIGTERM (mpirun forwards them to every rank): this rank ends its trace
     // with an End chunk that says so, names itself, and exits; mpirun ends the others.
-    let slot = recording
-        .as_ref()
-        .map_or_else(Default::default, Recording::writer_slot);
-    let _signals = on_signal_end_trace(rank, size, slot)?;
-    // With a trace, each message goes to it as it completes.
-    let mut d = match &sink {
-        Some(s) => DistRuntime::with_trace(rt, Box::new(net), s.clone())?,
-        None => DistRuntime::new(rt, Box::new(net))?,
+    let slot = match &this {
+        Rank::Measured(m) => m.writer_slot(),
+        Rank::Plain(_) => Default::default(),
     };
     // The time of the rendezvous, not of the call (rank 0 may arrive seconds later).
-    let clock = |d: &mut DistRuntime| d.clock_sample();
-    let first = clock(&mut d)?;
-    // What `merge --recover` needs of a rank that dies before its end, written now: its
-    // rank, node and workers, the first clock estimate and the simulated meter's
-    // configuration. Its messages follow as they complete (`DistRuntime::with_trace`), and
-    // the chunk at its end, this one with both clock estimates and every message,
-    // supersedes it.
-    let start_chunk = taskwatt::traces::CommChunk {
-        rank: rank as u32,
-        size: size as u32,
-        clock: vec![first],
-        workers: d.runtime().workers().iter().map(|w| w.id).collect(),
-        node: node.clone(),
-        sim_meter,
-        sim_period_ns: a.energy_args().period.as_nanos() as u64,
-        events: Vec::new(),
-        partial: false,
+    let first = match &mut this {
+        Rank::Measured(m) => m.first_clock(),
+        Rank::Plain(d) => d.clock_sample()?,
     };
-    if let Some(trace) = &sink {
-        trace.send(taskwatt::traces::Chunk::Comms(start_chunk.clone()));
-    }
+    let d = this.dist();
+    let (rank, size) = (d.rank(), d.size());
+    let _signals = on_signal_end_trace(rank, size, slot)?;
+    let nworkers = d.runtime().workers().len();
     let app = dist_app(a.app());
     // `--no-check`: no gather of the result to rank 0, so that no rank holds more than
     // its share (the memory a distributed run saves).
@@ -264,44 +227,30 @@ fn run_rank(a: &super::args::RunArgs, mut net: taskwatt_mpi::MpiTransport) -> Cl
     d.set_cache_limit(a.cache_limit_mib.map(|m| m << 20));
     d.set_memory_limit(a.memory_limit_mib.map(|m| m << 20));
     let out = match cfg.precision {
-        taskwatt::apps::Precision::F32 => taskwatt_mpi::apps::run_with::<f32>(
-            &mut d, app, cfg.n, cfg.tile, cfg.steps, cfg.seed, check,
-        ),
-        taskwatt::apps::Precision::F64 => taskwatt_mpi::apps::run_with::<f64>(
-            &mut d, app, cfg.n, cfg.tile, cfg.steps, cfg.seed, check,
-        ),
+        taskwatt::apps::Precision::F32 => {
+            taskwatt_mpi::apps::run_with::<f32>(d, app, cfg.n, cfg.tile, cfg.steps, cfg.seed, check)
+        }
+        taskwatt::apps::Precision::F64 => {
+            taskwatt_mpi::apps::run_with::<f64>(d, app, cfg.n, cfg.tile, cfg.steps, cfg.seed, check)
+        }
     };
-    let last = clock(&mut d);
-    let shut = d.shutdown();
     // The trace ends with its End chunk whatever failed (`failed` then), before the error
     // ends the job.
-    let failed = out.is_err() || last.is_err() || shut.is_err();
-    let (stats, events) = match shut {
-        Ok((stats, events)) => (Ok(stats), Some(events)),
-        Err(e) => (Err(e), None),
+    let stats = match this {
+        Rank::Measured(mut m) => {
+            if out.is_err() {
+                m.mark_failed();
+            }
+            m.finish().map(|r| r.stats).map_err(|e| e.to_string())
+        }
+        Rank::Plain(mut d) => d
+            .clock_sample()
+            .and_then(|_| d.shutdown())
+            .map(|(stats, _)| stats)
+            .map_err(|e| e.to_string()),
     };
-    if let (Some(r), Some(sink)) = (recording, sink) {
-        // Without the shutdown's list of messages, the ones streamed as they completed
-        // stand (the start chunk is not superseded).
-        if let (Ok(last), Some(events)) = (&last, events) {
-            sink.send(taskwatt::traces::Chunk::Comms(
-                taskwatt::traces::CommChunk {
-                    clock: vec![first, *last],
-                    events,
-                    ..start_chunk
-                },
-            ));
-        }
-        drop(sink);
-        let finished = r.finish(false, failed);
-        if !failed {
-            finished.sampler.transpose()?;
-            finished.trace?;
-        }
-    }
     let stats = stats?;
     let out = out?;
-    last?;
     let line = format!(
         "rank {rank}/{size}: {} {} n={} tile={}{} grid {}x{}, {}, policy {policy}: {} tasks \
          run, {} skipped; sent {} messages ({:.1} MiB), received {} ({:.1} MiB), {} cache hits, \
