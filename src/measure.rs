@@ -192,6 +192,8 @@ impl Measure {
             app_end: None,
             measure: self,
             failed: (0, 0),
+            regions: Default::default(),
+            closed_at_finish: Vec::new(),
         };
         m.idle();
         m.app_start = Clock::now();
@@ -214,6 +216,10 @@ pub struct Measured {
     measure: Measure,
     /// Tasks failed and cancelled, read when the graph is done.
     failed: (u64, u64),
+    /// The regions opened with [`Measured::region`] and not closed yet.
+    regions: taskwatt_traces::OpenRegions,
+    /// Those still open when `finish` began, closed there.
+    closed_at_finish: Vec<String>,
 }
 
 impl std::fmt::Debug for Measured {
@@ -270,9 +276,11 @@ impl Measured {
     }
 
     /// Opens a named region (closed when the guard drops): the report gives its energy per
-    /// domain, split into task types and base.
+    /// domain, split into task types and base. A region still open when
+    /// [`Measured::finish`] begins is closed there (the report's warning names it), so
+    /// that a guard kept to the end of its scope, past `finish`, loses nothing.
     pub fn region(&self, name: &str) -> Region {
-        Region::open(self.recording().sink(), name)
+        self.regions.open(self.recording().sink(), name)
     }
 
     /// Whether the energies come from the simulated meter.
@@ -413,6 +421,7 @@ impl Measured {
     ) -> Result<Option<AutoCalibrationReport>, MeasureError> {
         let rt = self.rt.take().expect("finish runs once");
         let waited = rt.wait_all();
+        self.closed_at_finish = self.regions.close_all(self.recording().sink());
         let end = self.app_end.unwrap_or_else(Clock::now);
         self.recording().mark(GRAPH, &[(self.app_start, end)]);
         self.idle();
@@ -465,6 +474,7 @@ impl Measured {
             calibration,
             failed_tasks: self.failed.0,
             cancelled_tasks: self.failed.1,
+            closed_at_finish: std::mem::take(&mut self.closed_at_finish),
             simulated: self.simulated,
             trace: self.measure.trace.clone(),
             _temp: self._temp.take(),
@@ -561,6 +571,10 @@ pub struct EnergyReport {
     pub failed_tasks: u64,
     /// See [`EnergyReport::failed_tasks`].
     pub cancelled_tasks: u64,
+    /// Regions ([`Measured::region`]) still open when `finish` began, closed there: their
+    /// guards lived past the graph (the end of a scope after `finish`, say), so the
+    /// regions end where `finish` began.
+    pub closed_at_finish: Vec<String>,
     /// Whether the energies come from the simulated meter (every rendering says so).
     pub simulated: bool,
     /// The trace, when [`Measure::trace`] asked to keep it.
@@ -576,6 +590,7 @@ impl EnergyReport {
             calibration: None,
             failed_tasks: 0,
             cancelled_tasks: 0,
+            closed_at_finish: Vec::new(),
             simulated,
             trace: Some(trace),
             _temp: None,
@@ -590,14 +605,26 @@ impl EnergyReport {
                 simulated: self.simulated,
             },
         );
-        if self.failed_tasks + self.cancelled_tasks == 0 {
-            return report;
+        let mut head = String::new();
+        if !self.closed_at_finish.is_empty() {
+            head += &format!(
+                "note: region(s) {} were still open when finish began: they end there (drop \
+                 a region's guard where its phase ends)\n",
+                self.closed_at_finish
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
         }
-        format!(
-            "warning: {} task(s) failed and {} were cancelled in this run: the report covers \
-             the tasks that ran (a failed task's time and energy up to its panic)\n{report}",
-            self.failed_tasks, self.cancelled_tasks
-        )
+        if self.failed_tasks + self.cancelled_tasks > 0 {
+            head += &format!(
+                "warning: {} task(s) failed and {} were cancelled in this run: the report \
+                 covers the tasks that ran (a failed task's time and energy up to its panic)\n",
+                self.failed_tasks, self.cancelled_tasks
+            );
+        }
+        format!("{head}{report}")
     }
 
     /// The report as JSON (with `simulated`).
@@ -606,6 +633,7 @@ impl EnergyReport {
             "simulated": self.simulated,
             "failed_tasks": self.failed_tasks,
             "cancelled_tasks": self.cancelled_tasks,
+            "closed_at_finish": self.closed_at_finish,
             "report": self.attribution.report,
         })
     }

@@ -113,6 +113,20 @@ impl Recording {
         metering: Option<&Metering>,
     ) -> Result<(Recording, Runtime), RecordingError> {
         let writer = TraceWriter::create(path)?;
+        // A run that could not start (an unknown policy, a meter missing) leaves no trace
+        // of 16 bytes that `taskwatt report` would take for a crashed run: the writer is
+        // dropped within `start_with`, then its file removed.
+        Self::start_with(writer, path, builder, metering).inspect_err(|_| {
+            let _ = std::fs::remove_file(path);
+        })
+    }
+
+    fn start_with(
+        writer: TraceWriter,
+        path: &Path,
+        builder: RuntimeBuilder,
+        metering: Option<&Metering>,
+    ) -> Result<(Recording, Runtime), RecordingError> {
         let sink = writer.sink();
         let mut b = builder.trace(sink.clone());
         let workers = b.worker_plan()?;
@@ -321,6 +335,18 @@ mod tests {
         let names: Vec<&str> = t.markers.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, [IDLE_CALIBRATION, GRAPH]);
         assert_eq!(t.end.unwrap().outcome, RunOutcome::Complete);
+    }
+
+    #[test]
+    fn a_recording_that_cannot_start_leaves_no_trace_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.twt");
+        let b = Runtime::builder().workers(1).policy("fifo");
+        let Err(e) = Recording::start(&path, b, Some(&sim(true))) else {
+            panic!("an unknown policy started");
+        };
+        assert!(e.to_string().contains("fifo"), "{e}");
+        assert!(!path.exists(), "a stub trace was left");
     }
 
     #[test]

@@ -117,6 +117,43 @@ fn the_application_region_ends_where_the_program_says() {
 }
 
 #[test]
+fn a_region_whose_guard_outlives_finish_is_closed_there_not_lost() {
+    // The README's snippet, copied as is: `let _phase = m.region(..)` lives to the end of
+    // the scope, after `finish`; its marker went to a finished trace and the region was
+    // missing from the report, without a word.
+    let mut m = Measure::new()
+        .meter(MeterChoice::Sim)
+        .period(Duration::from_millis(2))
+        .start(Runtime::builder().workers(1))
+        .unwrap();
+    let rt = m.runtime();
+    let a = Codelet::new("a").cpu(spin(200));
+    let x = rt.register(0u8);
+    let _phase = m.region("assembly");
+    for _ in 0..50 {
+        rt.submit(Task::new(&a).rw(&x)).unwrap();
+    }
+    {
+        let _inner = m.region("closed-before");
+        rt.wait_all().unwrap();
+    }
+    m.end_application().unwrap();
+    let report = m.finish().unwrap();
+    assert_eq!(report.closed_at_finish, ["assembly"]);
+    let d = &report.attribution.report.domains[0];
+    let names: Vec<&str> = d.regions.iter().map(|r| r.name.as_str()).collect();
+    assert!(names.contains(&"assembly"), "{names:?}");
+    assert!(names.contains(&"closed-before"), "{names:?}");
+    let text = report.text();
+    assert!(
+        text.contains("`assembly` were still open when finish began"),
+        "{text}"
+    );
+    assert!(!text.contains("`closed-before`"), "{text}");
+    drop(_phase); // records nothing more
+}
+
+#[test]
 fn a_graph_that_runs_nothing_is_warned_about() {
     let m = Measure::new()
         .meter(MeterChoice::Sim)

@@ -91,6 +91,6 @@ pub use observe::ExecutionObserver;
 pub use reader::{
     read_trace, read_trace_without_tasks, recover_trace, Recovered, TaskStream, TraceReader,
 };
-pub use region::{Region, REGION_PREFIX};
+pub use region::{OpenRegions, Region, REGION_PREFIX};
 pub use trace::{Trace, TransferSummary, UNKNOWN_CODELET};
 pub use writer::{MemoryTrace, TraceSink, TraceWriter, WriteSummary, WRITER_FLUSH};

@@ -8,7 +8,9 @@
 //! `application` region) and `idle-calibration` / `type-calibration:<codelet>` (reported
 //! together as `calibration`).
 
-use crate::{Chunk, Clock, Marker, TraceSink};
+use std::sync::{Arc, Mutex};
+
+use crate::{Chunk, Clock, Marker, Timestamp, TraceSink};
 
 /// Marker names starting with this are user regions: `region:solve`.
 pub const REGION_PREFIX: &str = "region:";
@@ -29,6 +31,71 @@ pub struct Region {
     name: String,
     start: crate::Timestamp,
     closed: bool,
+    /// The registry it was opened in, and its number there.
+    registry: Option<(OpenRegions, u64)>,
+}
+
+/// The regions a run opened and has not closed yet, so that the run's end can close them
+/// ([`OpenRegions::close_all`]) rather than lose them: a region guard still alive when its
+/// trace is finished would send its marker to a trace that has ended.
+#[derive(Clone, Debug, Default)]
+pub struct OpenRegions(Arc<Mutex<OpenList>>);
+
+#[derive(Debug, Default)]
+struct OpenList {
+    next: u64,
+    open: Vec<(u64, String, Timestamp)>,
+}
+
+impl OpenRegions {
+    /// Opens the region `name` now, in this registry.
+    pub fn open(&self, sink: &TraceSink, name: impl Into<String>) -> Region {
+        let name = name.into();
+        let start = Clock::now();
+        let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let id = list.next;
+        list.next += 1;
+        list.open.push((id, name.clone(), start));
+        drop(list);
+        Region {
+            sink: sink.clone(),
+            name,
+            start,
+            closed: false,
+            registry: Some((self.clone(), id)),
+        }
+    }
+
+    /// Closes every region still open now, into `sink`; returns their names. Their guards
+    /// then record nothing more when they drop.
+    pub fn close_all(&self, sink: &TraceSink) -> Vec<String> {
+        let open = std::mem::take(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()).open);
+        let end = Clock::now();
+        if !open.is_empty() {
+            sink.send(Chunk::Markers(
+                open.iter()
+                    .map(|(_, name, start)| Marker {
+                        name: format!("{REGION_PREFIX}{name}"),
+                        start: *start,
+                        end,
+                    })
+                    .collect(),
+            ));
+        }
+        open.into_iter().map(|(_, name, _)| name).collect()
+    }
+
+    /// Takes region `id` off the list; false if `close_all` closed it already.
+    fn take(&self, id: u64) -> bool {
+        let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match list.open.iter().position(|(i, _, _)| *i == id) {
+            Some(k) => {
+                list.open.swap_remove(k);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl Region {
@@ -39,6 +106,7 @@ impl Region {
             name: name.into(),
             start: Clock::now(),
             closed: false,
+            registry: None,
         }
     }
 
@@ -50,6 +118,11 @@ impl Region {
     fn finish(&mut self) {
         if !self.closed {
             self.closed = true;
+            if let Some((registry, id)) = &self.registry {
+                if !registry.take(*id) {
+                    return; // closed by the run's end
+                }
+            }
             self.sink.send(Chunk::Markers(vec![Marker {
                 name: format!("{REGION_PREFIX}{}", self.name),
                 start: self.start,
