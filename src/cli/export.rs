@@ -10,6 +10,15 @@ use taskwatt_traces::{
 
 use super::CliResult;
 
+fn name_of(f: Format) -> &'static str {
+    match f {
+        Format::Chrome => "chrome",
+        Format::Csv => "csv",
+        Format::Dot => "dot",
+        Format::Paje => "paje",
+    }
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub(crate) enum Format {
     /// Chrome trace event JSON: open it in https://ui.perfetto.dev or chrome://tracing.
@@ -27,8 +36,12 @@ pub(crate) enum Format {
 pub(crate) struct ExportArgs {
     /// The trace (.twt) to export.
     file: PathBuf,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "chrome")]
+    /// Output format (default: from the output's extension, `.csv`, `.dot`/`.gv`,
+    /// `.paje`, else chrome).
+    #[arg(long = "format", value_enum)]
+    format_arg: Option<Format>,
+    /// The format used: `--format`, or the one the extension names.
+    #[arg(skip = Format::Chrome)]
     format: Format,
     /// Output file.
     #[arg(short, long)]
@@ -123,7 +136,35 @@ fn create(path: &Path) -> Result<AtomicFile, TraceError> {
     AtomicFile::create(path)
 }
 
-pub(crate) fn export(a: ExportArgs) -> CliResult {
+/// The format an output's extension names, if any.
+fn format_of_extension(out: &Path) -> Option<Format> {
+    let ext = out.extension()?.to_str()?.to_ascii_lowercase();
+    match ext.as_str() {
+        "json" => Some(Format::Chrome),
+        "csv" => Some(Format::Csv),
+        "dot" | "gv" => Some(Format::Dot),
+        "paje" | "trace" => Some(Format::Paje),
+        _ => None,
+    }
+}
+
+pub(crate) fn export(mut a: ExportArgs) -> CliResult {
+    // `-o x.csv` without `--format` wrote Chrome JSON into x.csv.
+    let named = format_of_extension(&a.output);
+    a.format = match (a.format_arg, named) {
+        (Some(f), Some(n)) if std::mem::discriminant(&f) != std::mem::discriminant(&n) => {
+            eprintln!(
+                "warning: writing {} as --format {} although its extension names {}",
+                a.output.display(),
+                name_of(f),
+                name_of(n)
+            );
+            f
+        }
+        (Some(f), _) => f,
+        (None, Some(n)) => n,
+        (None, None) => Format::Chrome,
+    };
     // Before anything is opened: `-o` naming the input would destroy it.
     refuse_output_over_input(&a.output, &[&a.file])?;
     if matches!(a.format, Format::Csv) {
