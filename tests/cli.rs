@@ -60,12 +60,17 @@ fn run_cholesky_then_export_chrome_and_csv() {
     assert_eq!(std::fs::read_to_string(&csv2).unwrap(), text);
     let dot = dir.path().join("g.dot");
     ok(&["export", s(&trace), "-o", s(&dot)]);
-    assert!(std::fs::read_to_string(&dot).unwrap().starts_with("digraph"));
+    assert!(std::fs::read_to_string(&dot)
+        .unwrap()
+        .starts_with("digraph"));
     // A format named against the extension is written, and said.
     let out = taskwatt(&["export", s(&trace), "--format", "chrome", "-o", s(&csv2)]);
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("as --format chrome although its extension names csv"), "{err}");
+    assert!(
+        err.contains("as --format chrome although its extension names csv"),
+        "{err}"
+    );
 }
 
 #[test]
