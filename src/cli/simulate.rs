@@ -124,6 +124,9 @@ pub(crate) struct SimRow {
     /// out (the platform's powers count them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) unpredicted_domains: Vec<String>,
+    /// Task types the energy model lacks: predicted at the base power alone (the
+    /// prediction is then a lower bound).
+    pub(crate) unpredicted_types: Vec<String>,
     pub(crate) tasks_per_worker: Vec<u64>,
     pub(crate) copies: u64,
     pub(crate) copied_bytes: u64,
@@ -417,6 +420,7 @@ pub(crate) fn simulate_policies(
             .as_ref()
             .map(|t| type_energy(&out, t))
             .unwrap_or_default();
+        let mut unpredicted_types: Vec<String> = Vec::new();
         let predicted_j = match model {
             Some(m) if energy => {
                 // Over the run's tasks' span, as the energy column: without the readings,
@@ -427,6 +431,13 @@ pub(crate) fn simulate_policies(
                     ..TraceParts::from_trace(&out)
                 };
                 let pred = predict(m, &parts, trace_tasks(&out))?;
+                for d in &pred.domains {
+                    for t in &d.missing_types {
+                        if !unpredicted_types.contains(t) {
+                            unpredicted_types.push(t.clone());
+                        }
+                    }
+                }
                 for w in &pred.warnings {
                     notes.add(
                         format!("on {}: the model's prediction: {w}", platform.name),
@@ -473,6 +484,7 @@ pub(crate) fn simulate_policies(
             types,
             predicted_j,
             unpredicted_domains,
+            unpredicted_types,
             tasks_per_worker: run.per_worker.clone(),
             copies: run.copies.0,
             copied_bytes: run.copies.1,
@@ -663,7 +675,7 @@ pub(crate) fn render_rows(
     );
     for r in rows {
         let (first, second) = if model {
-            let partial = if r.unpredicted_domains.is_empty() {
+            let partial = if r.unpredicted_domains.is_empty() && r.unpredicted_types.is_empty() {
                 ""
             } else {
                 "*"
@@ -710,6 +722,15 @@ pub(crate) fn render_rows(
             "* the model has no fit of {}: its energy leaves them out (the platform powers \
              count them), so compare it with the other column's domains it has",
             r.unpredicted_domains.join(", ")
+        );
+    }
+    if let Some(r) = rows.iter().find(|r| !r.unpredicted_types.is_empty()) {
+        let _ = writeln!(
+            out,
+            "* the model has no power for {}: their tasks count at the base power alone, so \
+             its energy is a lower bound (fit the model on a run of these types; names are \
+             matched by codelet and architecture, ignoring case)",
+            r.unpredicted_types.join(", ")
         );
     }
     for line in verdicts(rows) {

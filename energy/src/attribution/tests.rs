@@ -532,9 +532,40 @@ fn a_model_fitted_on_two_traces_predicts_a_third() {
         p.domains[0].error_pct.unwrap() < 0.0,
         "fft energy is missing"
     );
+    // A lower bound, without an interval that would look tight around it.
+    assert!(p.domains[0].half_width_j.is_none() && p.domains[0].interval_j.is_none());
+    assert!(p.total_interval_j.is_none());
+    assert!(p.warnings.iter().any(|w| w.contains("a lower bound")));
+
     let text = render_prediction(&p, &RenderOptions { simulated: true });
     assert_fits_80(&text);
-    assert!(text.contains("SIMULATED") && text.contains("fft@cpu"));
+    assert!(
+        text.contains("SIMULATED") && text.contains("fft@cpu"),
+        "{text}"
+    );
+    // The same codelets named in upper case (StarPU's GEMM for taskwatt's gemm): matched.
+    let mut upper = cfg(12);
+    for c in &mut upper.codelets {
+        c.name = match c.name {
+            "gemm" => "GEMM",
+            n => n,
+        };
+    }
+    assert!(upper.codelets.iter().any(|c| c.name == "GEMM"));
+    let shouting = Synth::generate(&upper);
+    let p = predict(m, &shouting.parts(), &shouting.tasks).unwrap();
+    for d in &p.domains {
+        assert!(d.missing_types.is_empty(), "{d:?}");
+        assert!(d.error_pct.unwrap().abs() < 1e-6, "{d:?}");
+        assert!(d.half_width_j.is_some());
+    }
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("GEMM@cpu as the model's gemm@cpu")),
+        "{:?}",
+        p.warnings
+    );
 
     // Without samples the window is the run's task span and tasks are not clipped.
     let mut unsampled = third.clone();
