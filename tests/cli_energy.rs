@@ -115,6 +115,40 @@ fn measured_run_report_fit_and_predict() {
         .collect();
     assert_eq!(svgs.len(), 6, "power, residuals and energy per domain");
 
+    // The same readings without their `simulated` column: imported as a real meter's.
+    // Fitted together with the simulated trace, they are refused (a user's fit of an
+    // imported StarPU run beside a simulated one went through without a word).
+    let csv = d.path().join("t.csv");
+    ok(&["export", s(&trace), "-o", s(&csv)]);
+    let samples = std::fs::read_to_string(d.path().join("t.samples.csv")).unwrap();
+    let unlabelled: String = samples
+        .lines()
+        .map(|l| l.rsplit_once(',').unwrap().0.to_owned() + "\n")
+        .collect();
+    assert!(unlabelled.starts_with("domain,") && !unlabelled.contains("simulated\n"));
+    let real_samples = d.path().join("real.samples.csv");
+    std::fs::write(&real_samples, unlabelled).unwrap();
+    let real = d.path().join("real.twt");
+    ok(&[
+        "import",
+        "--tasks",
+        s(&csv),
+        "--samples",
+        s(&real_samples),
+        "-o",
+        s(&real),
+    ]);
+    let mixed = d.path().join("mixed.json");
+    let r = taskwatt(&["fit", s(&trace), s(&real), "-o", s(&mixed)]);
+    assert!(!r.status.success() && !mixed.exists());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("simulated meter in") && err.contains("--force"),
+        "{err}"
+    );
+    let r = taskwatt(&["fit", s(&trace), s(&real), "-o", s(&mixed), "--force"]);
+    assert!(r.status.success() && mixed.exists());
+
     let model = d.path().join("m.json");
     ok(&["fit", s(&trace), "-o", s(&model)]);
     let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&model).unwrap()).unwrap();

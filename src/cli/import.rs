@@ -125,9 +125,16 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
             // as s (the default) imported as a 100 s run without a word.
             let spans = w.task_span.map_or(String::new(), |(a, b)| {
                 format!(
-                    " spanning {:.3} s, their times read in {unit} (--time-unit; ns in \
-                     taskwatt's own export)",
-                    (b - a) as f64 * 1e-9
+                    " spanning {:.3} s, their times read in {}",
+                    (b - a) as f64 * 1e-9,
+                    if w.time_unit == unit {
+                        format!("{unit} (--time-unit; ns in taskwatt's own export)")
+                    } else {
+                        format!(
+                            "{} (taskwatt's own export: its start_ns and end_ns)",
+                            w.time_unit
+                        )
+                    }
                 )
             });
             eprintln!(

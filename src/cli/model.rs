@@ -20,8 +20,54 @@ pub(crate) struct FitArgs {
     /// The model file to write (JSON).
     #[arg(short, long)]
     output: PathBuf,
+    /// Fit traces of a simulated meter together with traces of real meters (refused
+    /// otherwise: the model would blend the simulation's powers with the machine's).
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     attribution: AttributionArgs,
+}
+
+/// Refuses to stack traces of the simulated meter with traces of real meters (`force`:
+/// says it and goes on), and says when the traces come from different hosts.
+fn check_one_machine(traces: &[(PathBuf, bool, String)], force: bool) -> CliResult {
+    let (sim, real): (Vec<_>, Vec<_>) = traces.iter().partition(|(_, s, _)| *s);
+    if !sim.is_empty() && !real.is_empty() {
+        let names = |v: &[&(PathBuf, bool, String)]| {
+            v.iter()
+                .map(|(p, _, _)| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let msg = format!(
+            "readings of taskwatt's simulated meter in {}, of real (or imported) meters in \
+             {}: one model of both would blend the simulation's powers with the machine's",
+            names(&sim),
+            names(&real)
+        );
+        if !force {
+            return Err(
+                format!("{msg}; fit them apart, or pass --force to fit them together").into(),
+            );
+        }
+        eprintln!("warning (--force): {msg}");
+    }
+    let mut hosts: Vec<&str> = traces
+        .iter()
+        .map(|(_, _, h)| h.as_str())
+        .filter(|h| !h.is_empty())
+        .collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    if hosts.len() > 1 {
+        eprintln!(
+            "warning: the traces come from {} hosts ({}): one model assumes one machine's \
+             powers",
+            hosts.len(),
+            hosts.join(", ")
+        );
+    }
+    Ok(())
 }
 
 pub(crate) fn fit(a: FitArgs) -> CliResult {
@@ -30,11 +76,14 @@ pub(crate) fn fit(a: FitArgs) -> CliResult {
     let opts = a.attribution.options();
     let mut systems = Vec::new();
     let mut simulated = false;
+    let mut origins = Vec::new();
     for p in &a.traces {
         let t = read_trace(p)?;
         simulated |= t.is_simulated();
+        origins.push((p.clone(), t.is_simulated(), t.meta.host.clone()));
         systems.push(TraceSystems::from_trace(&t, opts.key)?);
     }
+    check_one_machine(&origins, a.force)?;
     let mut fit = fit_model(&systems, None, &opts)?;
     fit.model.simulated = simulated;
     fit.model.save(&a.output)?;

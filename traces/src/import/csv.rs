@@ -18,7 +18,7 @@ use crate::{Arch, TaskRecord, Timestamp, Trace, TraceError, WorkerId};
 /// Imports `tasks` (and the energy files `opts` names) into a [`Trace`] in memory.
 pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace, TraceError> {
     let path = tasks.as_ref();
-    let (b, energy) = read(path, opts, None)?;
+    let (b, energy, _) = read(path, opts, None)?;
     b.build("csv", path, energy)
 }
 
@@ -40,6 +40,9 @@ pub struct ImportWritten {
     /// Bytes of the temporary file the tasks beyond [`ImportOptions::task_memory`] were
     /// sorted through (0 when they fitted; the file is gone once the import returns).
     pub spilled_bytes: u64,
+    /// The unit the tasks' times were read in: the options', or ns for taskwatt's own
+    /// export (its `start_ns` and `end_ns` columns).
+    pub time_unit: TimeUnit,
 }
 
 /// Imports `tasks` (and the energy files `opts` names) straight into the trace file `out`
@@ -58,7 +61,7 @@ pub fn import_csv_to(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let (b, energy) = read(path, opts, Some(dir))?;
+    let (b, energy, time_unit) = read(path, opts, Some(dir))?;
     let target = crate::AtomicPath::new(out.as_ref());
     let w = crate::TraceWriter::create(target.path())?;
     let sink = w.sink();
@@ -79,6 +82,7 @@ pub fn import_csv_to(
         task_span: e.task_span,
         sample_span: e.sample_span,
         spilled_bytes: e.spilled_bytes,
+        time_unit,
     })
 }
 
@@ -88,7 +92,7 @@ fn read(
     path: &Path,
     opts: &ImportOptions,
     spill: Option<&Path>,
-) -> Result<(TraceBuilder, Option<Energy>), TraceError> {
+) -> Result<(TraceBuilder, Option<Energy>, TimeUnit), TraceError> {
     let unit = opts.time_unit;
     let (mut t, format) = Table::open_counted(
         path,
@@ -206,7 +210,7 @@ fn read(
         Some(s) => Some(read_energy(s, opts, unit, &b.workers(), "csv")?),
         None => None,
     };
-    Ok((b, energy))
+    Ok((b, energy, unit))
 }
 
 /// The lines of the first two rows whose column `c_id` is `id`: read again only to name
