@@ -178,6 +178,48 @@ fn measured_run_report_fit_and_predict() {
 }
 
 #[test]
+fn compare_passes_on_the_warnings_of_a_model_it_could_not_pin_down() {
+    // 20 tasks: the fit leaves the types collinear. `predict` said so; `compare` printed
+    // its errors of 0.02 to 1 % and a verdict without a word.
+    let args = [
+        "compare",
+        "cholesky",
+        "--n",
+        "512",
+        "--tile",
+        "128",
+        "--policies",
+        "lws,eager",
+        "--meter",
+        "sim",
+    ];
+    let mut with_json = args.to_vec();
+    with_json.push("--json");
+    let v = json(&with_json);
+    let w: Vec<&str> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        w.iter()
+            .any(|w| w.contains("are flagged, not measurements")),
+        "{w:?}"
+    );
+    // Each kind once per domain, whatever the number of runs.
+    let flagged = |d: &str| {
+        w.iter()
+            .filter(|w| w.starts_with(d) && w.contains("are flagged"))
+            .count()
+    };
+    assert_eq!(flagged("package-0"), 1, "{w:?}");
+    let text = ok(&args);
+    assert!(text.contains("warnings (the model's predictions"), "{text}");
+    assert!(text.contains("the whole runs ("), "{text}");
+}
+
+#[test]
 fn compare_fits_on_one_policy_and_predicts_the_others() {
     let v = json(&[
         "compare",

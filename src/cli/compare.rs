@@ -40,7 +40,8 @@ pub(crate) struct CompareArgs {
     /// Print JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Write the comparison plot (compare.svg) into this directory.
+    /// Write the plots into this directory: compare.svg (measured and predicted energy per
+    /// policy), whatif.svg with --simulate, pareto.svg with --gamma.
     #[arg(long)]
     svg: Option<PathBuf>,
     /// Simulated rows beside the measured ones: these policies, replayed in virtual time

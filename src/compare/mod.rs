@@ -142,6 +142,10 @@ pub struct Comparison {
     /// Rows simulated in virtual time (`--simulate`), not run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub virtual_rows: Vec<SimulatedRow>,
+    /// The predictions' warnings, each kind once (with the figures of the first run that
+    /// gave it): the model's flagged powers (collinear, held at 0, imprecise) every
+    /// prediction rests on, types it lacks, contention beyond it.
+    pub warnings: Vec<String>,
     /// The model fitted on `fit_on`'s runs.
     #[serde(skip)]
     pub model: EnergyModel,
@@ -213,10 +217,27 @@ pub fn compare_runs(
 
     // Predict every run from its trace.
     let mut rows = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
     for run in runs {
         let (policy, r, makespan, path) = (&run.policy, &run.repeat, &run.makespan_s, &run.trace);
         let t = read_trace(path)?;
         let pred = predict_trace(&model, &t)?;
+        // Each kind once: the same warning of another run differs in its figures, units
+        // and the order of its types; its domain and first words name its kind.
+        let kind = |w: &str| -> String {
+            w.split_whitespace()
+                .take(4)
+                .collect::<Vec<_>>()
+                .join(" ")
+                .chars()
+                .filter(|c| !c.is_ascii_digit())
+                .collect()
+        };
+        for w in &pred.warnings {
+            if !warnings.iter().any(|x| kind(x) == kind(w)) {
+                warnings.push(w.clone());
+            }
+        }
         let measured = pred
             .total_measured_j
             .ok_or_else(|| CompareError::NoEnergy(path.clone()))?;
@@ -283,6 +304,7 @@ pub fn compare_runs(
         runs: rows,
         policies: per_policy,
         virtual_rows: Vec::new(),
+        warnings,
         model,
     })
 }

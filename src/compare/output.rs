@@ -127,6 +127,10 @@ impl Comparison {
         );
         outln!(
             out,
+            "the whole runs (the graph, and the calibration and sampling around it):"
+        );
+        outln!(
+            out,
             "{:<14} {:>10} {:>12} {:>12} {:>9} {:>9} {:>7}",
             "policy",
             "makespan",
@@ -157,9 +161,6 @@ impl Comparison {
                 if r.fitted_on { "  (fitted on)" } else { "" }
             );
         }
-        if let Some(v) = o.verdict() {
-            outln!(out, "{v}");
-        }
         let all = count_covered(o.runs.iter().map(|r| r.covered));
         let app = count_covered(o.runs.iter().map(|r| r.application.and_then(|a| a.covered)));
         if all.1 + app.1 > 0 {
@@ -170,6 +171,12 @@ impl Comparison {
                  totals, {} of their application regions",
                 frac(all),
                 frac(app)
+            );
+        } else {
+            outln!(
+                out,
+                "covers: - (the predictions have no 95% interval: a fit that left powers unidentified,\n\
+                 or a type the model lacks; see the warnings below)"
             );
         }
         if !o.virtual_rows.is_empty() {
@@ -254,6 +261,18 @@ impl Comparison {
                     )),
                     frac(covered)
                 );
+            }
+        }
+        if let Some(v) = o.verdict() {
+            outln!(out, "{v}");
+        }
+        if !o.warnings.is_empty() {
+            outln!(
+                out,
+                "warnings (the model's predictions; figures of the first run that gave each):"
+            );
+            for w in &o.warnings {
+                out += &taskwatt_energy::attribution::wrap_text(w, "  - ", "    ");
             }
         }
         out

@@ -65,6 +65,14 @@ mod solve;
 mod stack;
 mod system;
 mod text;
+
+/// Word-wraps `text` to the reports' 80 columns (a number never split from its unit), the
+/// first line starting with `first`, the others with `rest`; each line ends with `\n`.
+pub fn wrap_text(text: &str, first: &str, rest: &str) -> String {
+    let mut out = String::new();
+    text::wrap(&mut out, text, first, rest);
+    out
+}
 mod units;
 
 #[cfg(test)]
