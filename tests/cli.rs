@@ -286,6 +286,18 @@ fn truncated_trace_is_an_error_that_names_the_offset_and_recovers() {
         "recovered {rows} of {} tasks",
         40 * 64
     );
+
+    // `report --recover` of a metered trace cut before its readings: cut short, not a
+    // run without a meter (which it said, with the advice to record with one).
+    let early = dir.path().join("early.twt");
+    std::fs::write(&early, &bytes[..bytes.len().min(5000)]).unwrap();
+    let out = taskwatt(&["report", s(&early), "--recover"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cut short") && !err.contains("without an energy meter"),
+        "{err}"
+    );
 }
 
 #[test]

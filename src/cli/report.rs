@@ -154,8 +154,11 @@ pub(crate) struct ReportArgs {
 }
 
 pub(crate) fn report(a: ReportArgs) -> CliResult {
+    // Where a recovered trace was cut (its readings may be past it).
+    let mut cut_at = None;
     let trace = if a.recover {
         let r = taskwatt::traces::recover_trace(&a.trace)?;
+        cut_at = r.problem.as_ref().map(|_| r.valid_bytes);
         if let Some(p) = &r.problem {
             eprintln!(
                 "warning: {p}\n  reporting on the {} complete chunks ({} tasks, {} energy readings) before byte {}",
@@ -187,8 +190,8 @@ pub(crate) fn report(a: ReportArgs) -> CliResult {
     }
     let opts = a.attribution.options();
     let source = (!a.recover).then_some(a.trace.as_path());
-    let att =
-        attribute_from(source, &trace, &opts).map_err(|e| no_samples_hint(&a.trace, &trace, e))?;
+    let att = attribute_from(source, &trace, &opts)
+        .map_err(|e| no_samples_hint(&a.trace, &trace, e, cut_at))?;
     emit(&trace, &att, a.json, a.csv.as_deref(), a.svg.as_deref())?;
     if !a.json {
         print!("{}", sensor_check(source, &trace, &att, &opts)?);
@@ -653,6 +656,7 @@ fn no_samples_hint(
     path: &Path,
     trace: &Trace,
     e: Box<dyn std::error::Error>,
+    cut_at: Option<u64>,
 ) -> Box<dyn std::error::Error> {
     use taskwatt::energy::attribution::AttributionError;
     if !matches!(
@@ -663,7 +667,20 @@ fn no_samples_hint(
     }
     let p = &trace.meta.params;
     let path = path.display();
-    let msg = if let Some(rank) = p.get("mpi_rank") {
+    let msg = if let Some(at) = cut_at {
+        // A trace cut short holds no meter (its Meters chunk is written after the run's
+        // metadata) or too few readings: not a run without a meter.
+        format!(
+            "{path}: the {at} bytes that --recover could read hold {} energy domain(s) and {} \
+             reading(s), too few to attribute: the trace was cut short before its meter's \
+             readings (they are written as the run goes, so a trace cut early has none). \
+             Nothing in it can be attributed; `taskwatt export --recover` still shows its {} \
+             task(s)",
+            trace.domains.len(),
+            trace.samples.len(),
+            trace.task_count()
+        )
+    } else if let Some(rank) = p.get("mpi_rank") {
         format!(
             "{path}: the trace of rank {rank} of a distributed run, whose energy is read (or \
              simulated) for the whole node when the ranks' traces are merged: `taskwatt merge \
