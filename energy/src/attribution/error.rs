@@ -10,8 +10,11 @@ use std::path::PathBuf;
 pub enum AttributionError {
     /// No domain has the two samples needed to form one interval.
     #[error(
-        "nothing to attribute: no energy domain has two or more samples ({domains} domain(s) \
-         described, {samples} sample(s) in all); record the run with a meter enabled"
+        "nothing to attribute: no energy domain has an interval between two readings at \
+         different times ({domains} domain(s) described, {samples} reading(s) in all): a run \
+         shorter than one sampling period or than the meter's update interval, or a trace \
+         recorded without a meter; run the graph longer, sample faster, or record with a \
+         meter"
     )]
     NoEnergyData {
         /// Domains the input described.
