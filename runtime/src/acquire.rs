@@ -154,7 +154,7 @@ impl Runtime {
         handle: &Handle<T>,
     ) -> Result<ReadGuard<'_, T>, RuntimeError> {
         let node = self.acquire_node("acquire", &handle.core, Access::R)?;
-        deadlock::hold(self.shared.epoch, handle.core.id, &node);
+        deadlock::hold(self.shared.epoch, &handle.core, &node);
         Ok(ReadGuard {
             rt: self,
             node,
@@ -169,7 +169,7 @@ impl Runtime {
         handle: &Handle<T>,
     ) -> Result<WriteGuard<'_, T>, RuntimeError> {
         let node = self.acquire_node("acquire_mut", &handle.core, Access::RW)?;
-        deadlock::hold(self.shared.epoch, handle.core.id, &node);
+        deadlock::hold(self.shared.epoch, &handle.core, &node);
         Ok(WriteGuard {
             rt: self,
             node,
@@ -296,7 +296,7 @@ impl Runtime {
         let node = self.link_acquire(core, mode, false);
         // Held by this thread until handed off (`DeferredAccess::hand_off`) or released:
         // its waits that could only end after the release are refused as deadlocks.
-        deadlock::hold(sh.epoch, core.id, &node);
+        deadlock::hold(sh.epoch, core, &node);
         Ok(DeferredAccess {
             shared: Arc::clone(&self.shared),
             node,

@@ -22,7 +22,7 @@ thread_local! {
     /// The epoch of the runtime this thread is a worker of (0: none).
     static WORKER_OF: Cell<u32> = const { Cell::new(0) };
     /// Guards held by this thread: (runtime epoch, handle id, acquisition node).
-    static HELD: RefCell<Vec<(u32, u64, Weak<TaskNode>)>> = const { RefCell::new(Vec::new()) };
+    static HELD: RefCell<Vec<(u32, String, Weak<TaskNode>)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Nodes visited at most by one check: past this, the wait goes ahead unchecked.
@@ -66,13 +66,13 @@ fn not_in_task(operation: &'static str, epoch: u32) -> Result<(), RuntimeError> 
 }
 
 /// The unfinished guards this thread holds on runtime `epoch`.
-fn held(epoch: u32) -> Vec<(u64, Arc<TaskNode>)> {
+fn held(epoch: u32) -> Vec<(String, Arc<TaskNode>)> {
     HELD.try_with(|h| {
         let mut h = h.borrow_mut();
         h.retain(|(_, _, n)| n.upgrade().is_some_and(|n| !n.is_finished()));
         h.iter()
             .filter(|(e, _, _)| *e == epoch)
-            .filter_map(|(_, id, n)| Some((*id, n.upgrade()?)))
+            .filter_map(|(_, id, n)| Some((id.clone(), n.upgrade()?)))
             .collect()
     })
     .unwrap_or_default()
@@ -94,7 +94,7 @@ fn reach(from: &Arc<TaskNode>, hit: &dyn Fn(&TaskNode) -> bool) -> Option<Arc<Ta
     None
 }
 
-fn guard_reason(handle: u64, blocked: &TaskNode) -> String {
+fn guard_reason(handle: &str, blocked: &TaskNode) -> String {
     let what = match blocked.kind {
         Kind::Codelet => format!("task {} (codelet `{}`)", blocked.id, blocked.codelet_name()),
         Kind::Acquire => "the acquisition asked for".to_string(),
@@ -116,7 +116,7 @@ pub(crate) fn check_wait_all(epoch: u32) -> Result<(), RuntimeError> {
         if let Some(b) = blocked {
             return Err(RuntimeError::Deadlock {
                 operation: "wait_all",
-                reason: guard_reason(handle, &b),
+                reason: guard_reason(&handle, &b),
             });
         }
     }
@@ -133,7 +133,7 @@ pub(crate) fn check_wait(epoch: u32, target: &Arc<TaskNode>) -> Result<(), Runti
         if reach(&g, &|n| std::ptr::eq(n, &**target)).is_some() {
             return Err(RuntimeError::Deadlock {
                 operation: "wait",
-                reason: guard_reason(handle, target),
+                reason: guard_reason(&handle, target),
             });
         }
     }
@@ -163,7 +163,7 @@ pub(crate) fn check_acquire(
                      too)"
                 )
             } else {
-                guard_reason(handle, &b)
+                guard_reason(&handle, &b)
             };
             return Err(RuntimeError::Deadlock { operation, reason });
         }
@@ -178,9 +178,14 @@ pub(crate) fn holds_guard(epoch: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// This thread now holds the guard of acquisition `node` on `handle`.
-pub(crate) fn hold(epoch: u32, handle: u64, node: &Arc<TaskNode>) {
-    let _ = HELD.try_with(|h| h.borrow_mut().push((epoch, handle, Arc::downgrade(node))));
+/// This thread now holds the guard of acquisition `node` on `handle`, named in the
+/// errors by its id and the name `Runtime::set_name` gave it.
+pub(crate) fn hold(epoch: u32, handle: &crate::handle::HandleCore, node: &Arc<TaskNode>) {
+    let label = match handle.ext().and_then(|e| e.name.lock().clone()) {
+        Some(name) => format!("{} (`{name}`)", handle.id),
+        None => handle.id.to_string(),
+    };
+    let _ = HELD.try_with(|h| h.borrow_mut().push((epoch, label, Arc::downgrade(node))));
 }
 
 /// The guard of `node` is dropped (on whatever thread holds its entry: a guard moved to

@@ -186,14 +186,11 @@ impl Runtime {
         out
     }
 
-    /// Names `handle` (StarPU's `starpu_data_set_name`): the trace records the name, and
-    /// every export shows it where it would show `h<id>` (copies in Perfetto and Paje,
-    /// the transfers and accesses CSVs). A later name replaces an earlier one; a name
+    /// Names `handle` (StarPU's `starpu_data_set_name`): the trace records the name, every
+    /// export shows it where it would show `h<id>` (copies in Perfetto and Paje, the
+    /// transfers and accesses CSVs), and the deadlock errors name it beside its id. A later name replaces an earlier one; a name
     /// longer than [`MAX_HANDLE_NAME`] bytes is cut there.
     pub fn set_name<T>(&self, handle: &Handle<T>, name: impl Into<String>) {
-        if !self.shared.sink.is_enabled() {
-            return;
-        }
         let mut name = name.into();
         if name.len() > MAX_HANDLE_NAME {
             let mut end = MAX_HANDLE_NAME;
@@ -207,7 +204,11 @@ impl Runtime {
             );
             name.truncate(end);
         }
+        // Kept with the handle, traced or not: the runtime's errors name it too.
         *handle.core.ext_or_init().name.lock() = Some(name.clone());
+        if !self.shared.sink.is_enabled() {
+            return;
+        }
         self.shared
             .name_log
             .lock()

@@ -221,6 +221,8 @@ fn waits_while_holding_a_guard_they_need_are_a_deadlock_error() {
     let rt = rt(2);
     let inc = Codelet::new("inc").cpu(|ctx| *ctx.rw::<u64>(0) += 1);
     let (x, y) = (rt.register(0u64), rt.register(0u64));
+    // Named (untraced: the name is kept all the same), the errors say which handle.
+    rt.set_name(&x, "C[0][0]");
     {
         let g = rt.acquire_mut(&x).unwrap();
         // Nothing waits for the guard yet: waiting is fine.
@@ -234,6 +236,7 @@ fn waits_while_holding_a_guard_they_need_are_a_deadlock_error() {
             e.contains("wait_all would wait forever") && e.contains("guard"),
             "{e}"
         );
+        assert!(e.contains("(`C[0][0]`)"), "{e}");
         let e = err_text(rt.acquire(&x));
         assert!(e.contains("acquire would wait forever"), "{e}");
         // y is not behind the guard.
