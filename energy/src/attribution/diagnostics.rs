@@ -570,6 +570,16 @@ fn describe(f: &Flag, ci: Option<[f64; 2]>, unconstrained: f64) -> String {
             "imprecise: 95% interval +-{}%, wider than +-{threshold_pct}%{range}",
             pct_above(*half_width_pct, *threshold_pct)
         ),
+        // The unconstrained fit may give it a positive power: it is the other powers'
+        // bounds, pulling the fit, that leave this one at 0.
+        Flag::AtBound if unconstrained > 0.0 => format!(
+            "held at 0 W by the non-negativity constraint: the unconstrained fit gives it {} \
+             but others below 0, and with those held at 0 its best value is 0 W{range}",
+            w(unconstrained)
+        ),
+        Flag::AtBound if unconstrained.is_nan() => {
+            format!("held at 0 W by the non-negativity constraint{range}")
+        }
         Flag::AtBound => format!(
             "held at 0 W by the non-negativity constraint (unconstrained fit {}){range}",
             w(unconstrained)

@@ -613,7 +613,7 @@ fn bad_inputs_give_errors_that_say_what_to_do() {
         ..s.parts()
     };
     let e = attribute(&parts, &s.tasks, &AttributionOptions::default()).unwrap_err();
-    assert!(e.to_string().contains("meter enabled"), "{e}");
+    assert!(e.to_string().contains("record with a meter"), "{e}");
     let mut weights = std::collections::BTreeMap::new();
     weights.insert(Domain::CpuPackage { id: 0 }, vec![1.0; 3]);
     let opts = AttributionOptions {
