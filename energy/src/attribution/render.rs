@@ -283,13 +283,25 @@ fn domain(out: &mut String, d: &DomainReport) {
     if let Some(c) = &d.contention {
         extra.push(if c.identified {
             let half = c.c.ci95_w.map(|[lo, hi]| (hi - lo) / 2.0);
-            format!(
-                "contention {:.3}{}: with k tasks at once each draws 1 - c(k - 1) of its power \
-                 alone (up to {} at once here, {:.2} on average while busy)",
+            // In parentheses, as a power would be, when its interval reaches 0 or beyond
+            // (0.436 +-0.436 against a truth of 0.078 read as a measurement).
+            let shaky = !c.c.reliable || half.is_none_or(|h| h >= c.c.value_w.abs());
+            let value = format!(
+                "{:.3}{}",
                 c.c.value_w,
-                half.map_or(String::new(), |h| format!(" +-{h:.3}")),
+                half.map_or(String::new(), |h| format!(" +-{h:.3}"))
+            );
+            format!(
+                "contention {}: with k tasks at once each draws 1 - c(k - 1) of its power \
+                 alone (up to {} at once here, {:.2} on average while busy){}",
+                if shaky { format!("({value})") } else { value },
                 c.max_k,
-                c.mean_k
+                c.mean_k,
+                if shaky {
+                    "; not a measurement: its interval reaches 0"
+                } else {
+                    ""
+                }
             )
         } else {
             format!(
@@ -519,7 +531,7 @@ fn domain(out: &mut String, d: &DomainReport) {
                 "idle (base)".into(),
                 String::new(),
                 String::new(),
-                si(app.idle_j, "J"),
+                in_parens_unless(d.base.reliable, si(app.idle_j, "J")),
                 pct(100.0 * share),
             ]);
             t.render(out);
@@ -594,7 +606,7 @@ fn whole_trace_energy(out: &mut String, d: &DomainReport) {
         "idle (base)".into(),
         String::new(),
         String::new(),
-        si(d.idle_j, "J"),
+        in_parens_unless(d.base.reliable, si(d.idle_j, "J")),
         pct(100.0 * d.idle_share),
     ]);
     t.render(out);
@@ -759,5 +771,14 @@ mod tests {
         assert_eq!(around(3.72, Some([3.6322, 3.7566])), "-87.8/+36.6 mJ");
         assert_eq!(around(3.72, Some([2.52, 3.7566])), "-1.20 J/+36.6 mJ");
         assert_eq!(around(3.72, None), "-");
+    }
+}
+
+/// `text`, in parentheses unless it is a measurement (a flagged base power's idle energy).
+fn in_parens_unless(measured: bool, text: String) -> String {
+    if measured {
+        text
+    } else {
+        format!("({text})")
     }
 }
