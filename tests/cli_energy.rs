@@ -363,6 +363,26 @@ fn type_calibration_runs_each_codelet_alone_and_marks_it() {
     for t in types {
         assert!(t["count"].as_u64().unwrap() > 20, "{t}");
     }
+    // Calibration tasks have the footprint of the graph's tasks of their type: potrf's
+    // and trsm's pristine input copy made them a tile larger, and the performance models
+    // fitted a size law through what was one size.
+    let csv = d.path().join("t.csv");
+    ok(&["export", s(&trace), "-o", s(&csv)]);
+    let mut sizes = std::collections::BTreeMap::<String, std::collections::BTreeSet<u64>>::new();
+    let tasks = std::fs::read_to_string(&csv).unwrap();
+    let header: Vec<&str> = tasks.lines().next().unwrap().split(',').collect();
+    let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+    let (c_codelet, c_fp) = (col("codelet"), col("footprint"));
+    for l in tasks.lines().skip(1) {
+        let f: Vec<&str> = l.split(',').collect();
+        sizes
+            .entry(f[c_codelet].to_owned())
+            .or_default()
+            .insert(f[c_fp].parse().unwrap());
+    }
+    for (c, fp) in &sizes {
+        assert_eq!(fp.len(), 1, "{c}: footprints {fp:?}");
+    }
 }
 
 #[test]

@@ -58,6 +58,7 @@ impl Runtime {
                 footprint += core.bytes;
             }
         }
+        let footprint = task.footprint.unwrap_or(footprint);
         if let Some((pred, _)) = task.after.iter().find(|(_, rt)| *rt != sh.epoch) {
             return Err(RuntimeError::ForeignTask {
                 operation: format!("submit of codelet `{}`", codelet.name),
@@ -208,6 +209,7 @@ impl Runtime {
             arg: crate::inline::Arg::new(red.clone()),
             priority: 0,
             worker: None,
+            footprint: None,
         })?;
         Ok(())
     }

@@ -168,6 +168,8 @@ pub struct Task<'a> {
     pub(crate) priority: i32,
     /// The reserved worker it must run on, if any.
     pub(crate) worker: Option<WorkerId>,
+    /// Its footprint, when [`Task::footprint`] sets it rather than its data's sizes.
+    pub(crate) footprint: Option<u64>,
 }
 
 impl<'a> Task<'a> {
@@ -181,6 +183,7 @@ impl<'a> Task<'a> {
             arg: Arg::NONE,
             priority: 0,
             worker: None,
+            footprint: None,
         }
     }
 
@@ -244,6 +247,17 @@ impl<'a> Task<'a> {
     #[inline]
     pub fn priority(mut self, priority: i32) -> Task<'a> {
         self.priority = priority;
+        self
+    }
+
+    /// Sets the task's footprint, in bytes, instead of the sum of its data's sizes
+    /// (StarPU's `footprint` function of a performance model): the size its performance
+    /// model and a `codelet-footprint` attribution file it under. For a task that reads
+    /// data its kind does not (a calibration task's pristine copy of its input), so that
+    /// it counts as the tasks of the graph it stands for.
+    #[inline]
+    pub fn footprint(mut self, bytes: u64) -> Task<'a> {
+        self.footprint = Some(bytes);
         self
     }
 
