@@ -338,8 +338,9 @@ pub(crate) fn print_table(o: &RunOutput<'_>) {
                 // Not "imprecise": the report may show them as measurements, within its
                 // threshold; calibration aims tighter.
                 format!(
-                    "not yet within the calibration's target ({} times the report's \
-                     threshold): {}",
+                    "not within the calibration's target ({} times the report's threshold) \
+                     at its last fit, of the trace up to then: {} (the report, on the whole \
+                     trace, may show it within)",
                     taskwatt::session::CALIBRATION_TARGET,
                     auto.still_flagged.join(", ")
                 )
