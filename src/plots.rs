@@ -148,14 +148,47 @@ pub fn power_over_time(
     root.present().or_plot(path)
 }
 
-/// Horizontal bars: one `(label, value, error)` per row (error drawn as a whisker; 0 for
-/// none). `unit` labels the axis.
+/// One bar of [`bars`].
+#[derive(Clone, Debug)]
+pub struct Bar {
+    /// Its label.
+    pub label: String,
+    /// Its length.
+    pub value: f64,
+    /// The half-width of its whisker (0 for none).
+    pub whisker: f64,
+    /// Whether it is a measurement: a bar that is not is drawn pale, and its label says
+    /// so, as the text report puts such figures in parentheses.
+    pub measured: bool,
+}
+
+/// Horizontal bars, one per row (the whisker drawn around its end). `unit` labels the
+/// axis, `whiskers` what they mean (in the axis label, when any is drawn).
 pub fn bars(
     path: &Path,
     title: &str,
     unit: &str,
-    rows: &[(String, f64, f64)],
+    whiskers: &str,
+    bars: &[Bar],
 ) -> Result<(), PlotError> {
+    let rows: Vec<(String, f64, f64)> = bars
+        .iter()
+        .map(|b| {
+            let label = if b.measured {
+                b.label.clone()
+            } else {
+                format!("({}) not measured", b.label)
+            };
+            (label, b.value, b.whisker)
+        })
+        .collect();
+    let unit = if bars.iter().any(|b| b.whisker > 0.0) {
+        format!("{unit}; whiskers: {whiskers}")
+    } else {
+        unit.to_owned()
+    };
+    let pale: Vec<bool> = bars.iter().map(|b| !b.measured).collect();
+    let (rows, unit) = (&rows[..], unit.as_str());
     let h = (90 + 34 * rows.len().max(1)) as u32;
     let root = SVGBackend::new(path, (900, h)).into_drawing_area();
     root.fill(&WHITE).or_plot(path)?;
@@ -187,7 +220,8 @@ pub fn bars(
         .draw_series(rows.iter().enumerate().map(|(i, r)| {
             let c = COLORS[i % COLORS.len()];
             let y = i as f64;
-            Rectangle::new([(0.0, y + 0.15), (r.1, y + 0.85)], c.mix(0.8).filled())
+            let alpha = if pale[i] { 0.25 } else { 0.8 };
+            Rectangle::new([(0.0, y + 0.15), (r.1, y + 0.85)], c.mix(alpha).filled())
         }))
         .or_plot(path)?;
     chart
@@ -491,13 +525,22 @@ mod tests {
             .map(|i| (i as f64 * 0.01, 40.0 + (i % 7) as f64, 41.0))
             .collect();
         power_over_time(&d.path().join("p.svg"), "package-0", &pts).unwrap();
+        let bar = |label: &str, value, whisker, measured| Bar {
+            label: label.into(),
+            value,
+            whisker,
+            measured,
+        };
         bars(
             &d.path().join("b.svg"),
             "energy per task type",
             "J",
-            &[("gemm".into(), 12.0, 0.5), ("potrf".into(), 1.0, 0.0)],
+            "95% interval",
+            &[bar("gemm", 12.0, 0.5, true), bar("potrf", 1.0, 0.0, false)],
         )
         .unwrap();
+        let b = std::fs::read_to_string(d.path().join("b.svg")).unwrap();
+        assert!(b.contains("(potrf) not measured") && b.contains("whiskers: 95% interval"));
         residuals(
             &d.path().join("r.svg"),
             "residuals",

@@ -774,20 +774,63 @@ fn write_svg(
         files.push(r.display().to_string());
     }
     for d in &att.report.domains {
-        let mut rows: Vec<(String, f64, f64)> = d
-            .types
+        // The application's energy, as the text report's headline table (the whole trace
+        // gave its calibration's tasks the largest bars); the whole trace without one.
+        let power = |k: &taskwatt::energy::attribution::TypeKey| {
+            d.types.iter().find(|t| &t.key == k).map(|t| &t.power)
+        };
+        // The 95% interval of a type's dynamic energy, from its power's.
+        let whisker = |p: Option<&taskwatt::energy::attribution::Estimate>, busy_s: f64| {
+            p.and_then(|p| p.ci95_w)
+                .map_or(0.0, |[lo, hi]| (hi - lo) / 2.0 * busy_s)
+        };
+        let (window, mut rows): (&str, Vec<plots::Bar>) =
+            match d.regions.iter().find(|r| r.name == "application") {
+                Some(app) => (
+                    "the application (its graph)",
+                    app.types
+                        .iter()
+                        .map(|t| plots::Bar {
+                            label: t.key.to_string(),
+                            value: t.total_j,
+                            whisker: whisker(power(&t.key), t.busy_s),
+                            measured: t.measured,
+                        })
+                        .collect(),
+                ),
+                None => (
+                    "the whole trace",
+                    d.types
+                        .iter()
+                        .map(|t| plots::Bar {
+                            label: t.key.to_string(),
+                            value: t.total_j,
+                            whisker: whisker(Some(&t.power), t.busy_s),
+                            measured: t.power.reliable,
+                        })
+                        .collect(),
+                ),
+            };
+        let idle = d
+            .regions
             .iter()
-            .map(|t| {
-                let se_j = t.power.se_w.unwrap_or(0.0) * t.busy_s;
-                (t.key.to_string(), t.total_j, se_j)
-            })
-            .collect();
-        rows.push(("idle".into(), d.idle_j, 0.0));
+            .find(|r| r.name == "application")
+            .map_or(d.idle_j, |r| r.idle_j);
+        rows.push(plots::Bar {
+            label: "idle".into(),
+            value: idle,
+            whisker: 0.0,
+            measured: d.base.reliable,
+        });
         let b = dir.join(names.svg("energy-", &d.name));
         plots::bars(
             &b,
-            &format!("{}: energy per task type (incl. base share){sim}", d.name),
+            &format!(
+                "{}: energy per task type over {window} (with its base share){sim}",
+                d.name
+            ),
             "energy (J)",
+            "95% interval of the type's power",
             &rows,
         )?;
         files.push(b.display().to_string());
