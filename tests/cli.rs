@@ -301,6 +301,21 @@ fn truncated_trace_is_an_error_that_names_the_offset_and_recovers() {
 }
 
 #[test]
+fn an_unknown_policy_from_the_environment_names_the_variable() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_taskwatt"))
+        .args(["run", "gemm", "--n", "64", "--tile", "32", "--no-energy"])
+        .env("TASKWATT_SCHED", "dmdaa")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`dmdaa` (from TASKWATT_SCHED)") && err.contains("lws"),
+        "{err}"
+    );
+}
+
+#[test]
 fn unknown_policy_is_a_clear_error() {
     let out = taskwatt(&[
         "run", "gemm", "--n", "64", "--tile", "32", "--sched", "heft",

@@ -367,6 +367,22 @@ impl RunArgs {
     pub(crate) fn sched(&self) -> Option<&str> {
         self.sched.as_deref()
     }
+
+    /// A policy clap took from `TASKWATT_SCHED` (no `--sched` on the command line) that
+    /// is unknown: the error says where the name came from (`TASKWATT_SCHED=dmdaa` said
+    /// only "unknown scheduling policy `dmdaa`").
+    pub(crate) fn check_sched_from_env(&self) -> Result<(), taskwatt::scheduler::UnknownPolicy> {
+        let on_line = std::env::args().any(|x| x == "--sched" || x.starts_with("--sched="));
+        match &self.sched {
+            Some(name) if !on_line => taskwatt::scheduler::check_policy_name(name)
+                .map(drop)
+                .map_err(|mut e| {
+                    e.source_hint = format!(" (from {})", taskwatt::scheduler::SCHED_ENV);
+                    e
+                }),
+            _ => Ok(()),
+        }
+    }
     pub(crate) fn workers(&self) -> Option<usize> {
         self.app.workers
     }

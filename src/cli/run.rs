@@ -16,6 +16,7 @@ use super::signals::SignalWatch;
 use super::CliResult;
 
 pub(crate) fn run(a: RunArgs) -> CliResult {
+    a.check_sched_from_env()?;
     a.app.config().validate(a.app.app)?;
     super::run_outputs::refuse_trace_over_inputs(&a)?;
     if a.mpi {
