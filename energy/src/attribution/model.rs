@@ -266,9 +266,20 @@ impl EnergyModel {
     /// Reads a model file.
     pub fn load(path: impl AsRef<Path>) -> Result<EnergyModel, AttributionError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| AttributionError::ModelIo {
+        let bytes = std::fs::read(path).map_err(|source| AttributionError::ModelIo {
             path: path.to_owned(),
             source,
+        })?;
+        // A trace given where the model goes (`predict t.twt model.json`) said only
+        // "stream did not contain valid UTF-8".
+        let text = String::from_utf8(bytes).map_err(|_| AttributionError::ModelIo {
+            path: path.to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "not an energy model (a JSON file written by `taskwatt fit`): it is binary, \
+                 a trace (.twt) perhaps; the model comes first: `taskwatt predict MODEL.json \
+                 TRACE...`",
+            ),
         })?;
         EnergyModel::from_json(&text, path)
     }
@@ -523,6 +534,15 @@ mod tests {
             .to_string();
         assert!(
             msg.contains("models/old.json") && msg.contains("not a taskwatt"),
+            "{msg}"
+        );
+        // A trace where the model goes: said, with the order of the arguments.
+        let dir = tempfile::tempdir().unwrap();
+        let binary = dir.path().join("t.twt");
+        std::fs::write(&binary, [b'T', b'W', 0xff, 0xfe, 0, 1]).unwrap();
+        let msg = EnergyModel::load(&binary).unwrap_err().to_string();
+        assert!(
+            msg.contains("t.twt") && msg.contains("a trace (.twt) perhaps"),
             "{msg}"
         );
     }
