@@ -45,7 +45,7 @@ pub(crate) struct AttributionArgs {
     pub(crate) frequency: bool,
     /// Show a power as a measurement only when its 95% interval is within this many
     /// percent of it; anything wider is shown as a range and flagged.
-    #[arg(long, value_name = "PCT",
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true,
           default_value_t = taskwatt::energy::attribution::DEFAULT_PRECISION_PCT,
           value_parser = parse_precision)]
     pub(crate) measured_within: f64,
