@@ -120,6 +120,22 @@ fn simulate_replays_a_recorded_run_under_every_policy() {
     assert_eq!(j["run"], "virtual time");
     ok(&["export", s(&out), "-o", s(&dir.path().join("sim.json"))]);
 
+    // A policy named twice is simulated once, and said (two identical rows were printed).
+    let twice = taskwatt(&[
+        "simulate",
+        s(&trace),
+        "--platform",
+        "this-machine",
+        "--sched",
+        "eager,EAGER",
+        "--json",
+    ]);
+    assert!(twice.status.success());
+    assert!(String::from_utf8_lossy(&twice.stderr).contains("more than once"));
+    let v: serde_json::Value = serde_json::from_slice(&twice.stdout).unwrap();
+    let rows = v["runs"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{v}");
+
     // Errors name what is wrong.
     let e = taskwatt(&["simulate", s(&trace), "--platform", "nowhere.toml"]);
     let msg = String::from_utf8_lossy(&e.stderr);

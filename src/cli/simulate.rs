@@ -499,7 +499,20 @@ pub(crate) fn simulate_policies(
     Ok((rows, last, notes))
 }
 
-pub(crate) fn run(a: SimulateArgs) -> CliResult {
+pub(crate) fn run(mut a: SimulateArgs) -> CliResult {
+    // `--sched eager,eager` printed two identical rows: each policy once (as named,
+    // `dmdae:1000` and `dmdae:10` being two).
+    let mut seen = Vec::new();
+    a.sched.retain(|p| {
+        let key = p.to_ascii_lowercase();
+        let first = !seen.contains(&key);
+        if first {
+            seen.push(key);
+        } else {
+            eprintln!("note: --sched names {p} more than once: simulated once");
+        }
+        first
+    });
     if a.output.is_some() && a.sched.len() > 1 {
         return Err("--output writes one simulated trace: give one policy to --sched".into());
     }
