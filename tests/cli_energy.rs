@@ -216,6 +216,10 @@ fn compare_passes_on_the_warnings_of_a_model_it_could_not_pin_down() {
     assert_eq!(flagged("package-0"), 1, "{w:?}");
     let text = ok(&args);
     assert!(text.contains("warnings (the model's predictions"), "{text}");
+    // The second table's covers column is in the JSON too (it read null).
+    for p in v["policies"].as_array().unwrap() {
+        assert!(p["application_covered"].is_array(), "{p}");
+    }
     assert!(text.contains("the whole runs ("), "{text}");
 }
 

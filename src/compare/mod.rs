@@ -118,8 +118,12 @@ pub struct PolicySummary {
     pub max_abs_error_pct: f64,
     /// Runs whose measurement interval held the measurement, of those with one.
     pub covered: (usize, usize),
-    /// Mean energy of the application region (the graph alone), when every run marks it.
+    /// Mean energy of the application region (the graph alone), when every run marks it
+    /// (its `covered` and interval are the runs', in `application_covered`).
     pub application: Option<RegionEnergy>,
+    /// `(covered, with an interval)` over the runs' application regions: what the text's
+    /// second table's `covers` column shows.
+    pub application_covered: (usize, usize),
     /// Whether the model was fitted on its runs.
     pub fitted_on: bool,
 }
@@ -278,6 +282,9 @@ pub fn compare_runs(
                 error_pct: mean(&|r| r.error_pct),
                 max_abs_error_pct: rs.iter().map(|r| r.error_pct.abs()).fold(0.0, f64::max),
                 covered: count_covered(rs.iter().map(|r| r.covered)),
+                application_covered: count_covered(
+                    rs.iter().map(|r| r.application.and_then(|a| a.covered)),
+                ),
                 application: rs
                     .iter()
                     .map(|r| r.application)

@@ -243,12 +243,7 @@ impl Comparison {
             for r in &o.policies {
                 let app = r.application.expect("checked");
                 let m = app.measured_j;
-                let covered = count_covered(
-                    o.runs
-                        .iter()
-                        .filter(|x| x.policy == r.policy)
-                        .map(|x| x.application.and_then(|a| a.covered)),
-                );
+                let covered = r.application_covered;
                 outln!(
                     out,
                     "{:<14} {:>12} {:>10.2} J {:>9} {:>7}",
