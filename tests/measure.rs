@@ -168,7 +168,7 @@ fn a_graph_that_runs_nothing_is_warned_about() {
             .report
             .warnings
             .iter()
-            .any(|w| w.contains("saw no task")),
+            .any(|w| w.contains("no task at all (an empty graph)")),
         "{:?}",
         report.attribution.report.warnings
     );

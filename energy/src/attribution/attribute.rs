@@ -102,6 +102,12 @@ pub fn attribute_systems(
                  only its base power is fitted",
                 d.name
             ));
+        } else if systems.tasks == 0 {
+            warnings.push(format!(
+                "domain {}: the trace has no task at all (an empty graph): only the base \
+                 power is fitted",
+                d.name
+            ));
         } else if d.types.iter().all(|t| t.busy_s == 0.0) {
             warnings.push(format!(
                 "domain {} saw no task: its workers ran nothing while it was sampled (a \
