@@ -594,10 +594,19 @@ fn whole_trace_energy(out: &mut String, d: &DomainReport) {
                 format!("({})", si(v, "J"))
             }
         };
+        // A type none of whose tasks fell in the sampled window has no energy there: a
+        // per-task figure beside a total of 0 J read as a contradiction.
+        let per_task = |v: f64| {
+            if ty.in_window == 0 {
+                "-".to_owned()
+            } else {
+                shown(v)
+            }
+        };
         t.row(vec![
             ty.key.to_string(),
-            shown(ty.dynamic_j_per_task),
-            shown(ty.total_j_per_task),
+            per_task(ty.dynamic_j_per_task),
+            per_task(ty.total_j_per_task),
             shown(ty.total_j),
             pct(100.0 * ty.share_of_measured),
         ]);
