@@ -1285,3 +1285,33 @@ fn import_past_the_task_memory_sorts_through_a_temporary_file() {
     assert!(!r.status.success());
     assert!(String::from_utf8_lossy(&r.stderr).contains("--task-memory"));
 }
+
+#[test]
+fn dmdae_says_when_its_energy_model_rests_on_flagged_powers() {
+    // 20 tasks: the fit leaves the types collinear, and dmdae placed by them silently.
+    let d = tempfile::tempdir().unwrap();
+    let trace = d.path().join("t.twt");
+    let app = ["cholesky", "--n", "512", "--tile", "128", "--meter", "sim"];
+    let mut args = vec!["run"];
+    args.extend(app);
+    args.extend(["--no-report", "--trace", s(&trace)]);
+    ok(&args);
+    let model = d.path().join("m.json");
+    ok(&["fit", s(&trace), "-o", s(&model)]);
+    let mut args = vec!["run"];
+    args.extend(app);
+    args.extend([
+        "--sched",
+        "dmdae",
+        "--energy-model",
+        s(&model),
+        "--no-report",
+    ]);
+    let out = taskwatt(&args);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("are flagged, not measurements") && err.contains("dmdae places by them"),
+        "{err}"
+    );
+}

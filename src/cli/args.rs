@@ -192,6 +192,26 @@ impl AppArgs {
                 path.display(),
                 powers.len()
             ));
+            // A model whose fit could not pin some powers down (collinear, held at 0,
+            // few tasks) places by them all the same: said, not silent.
+            let flagged: Vec<String> = model
+                .domains
+                .iter()
+                .flat_map(|d| d.types.iter())
+                .filter(|t| !t.power.reliable)
+                .map(|t| t.key.to_string())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            if !flagged.is_empty() {
+                note_once(format!(
+                    "dmdae: the model's powers for {} are flagged, not measurements (its fit \
+                     could not pin them down: `taskwatt report` on the run it was fitted on \
+                     says why); dmdae places by them all the same. Fit on a run with type \
+                     calibration for powers it can rest on",
+                    flagged.join(", ")
+                ));
+            }
         }
         Ok(powers)
     }
