@@ -547,6 +547,7 @@ impl RuntimeBuilder {
             max_spinners: (workers.len() / 2).max(1),
             nodes: Arc::new(NodePool::new()),
             graph_start: AtomicU64::new(0),
+            handles_mark: AtomicU64::new(crate::handle::handles_made()),
             failed: AtomicU64::new(0),
             cancelled: AtomicU64::new(0),
             report: Mutex::new(Report::default()),

@@ -158,6 +158,11 @@ unsafe impl Sync for HandleCore {}
 
 static NEXT_HANDLE: AtomicU64 = AtomicU64::new(0);
 
+/// Handles registered so far, by every runtime of the process (the next id).
+pub(crate) fn handles_made() -> u64 {
+    NEXT_HANDLE.load(Ordering::Relaxed)
+}
+
 impl HandleCore {
     pub(crate) fn new<T: Send + Sync + 'static>(
         value: T,

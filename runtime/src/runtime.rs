@@ -244,6 +244,9 @@ impl Runtime {
         let submitted = sh.count.submitted();
         let graph = submitted.saturating_sub(sh.graph_start.swap(submitted, Ordering::Relaxed));
         sh.nodes.fit(graph);
+        let made = crate::handle::handles_made();
+        sh.nodes
+            .fit_handles(made.saturating_sub(sh.handles_mark.swap(made, Ordering::Relaxed)));
         let report = std::mem::take(&mut *sh.report.lock());
         for n in &report.nodes {
             n.reported.store(true, Ordering::Release);

@@ -103,6 +103,8 @@ pub(crate) struct Shared {
     /// Tasks submitted when `wait_all` last returned: the next one sizes the node pool
     /// for the graph in between (see [`NodePool::fit`]).
     pub(crate) graph_start: AtomicU64,
+    /// [`crate::handle::handles_made`] at the last `wait_all` (see `NodePool::fit_handles`).
+    pub(crate) handles_mark: AtomicU64,
     pub(crate) failed: AtomicU64,
     pub(crate) cancelled: AtomicU64,
     pub(crate) report: Mutex<Report>,
