@@ -13,6 +13,7 @@ mod mpi;
 mod perfmodel;
 mod progress;
 mod report;
+mod report_files;
 mod run;
 mod run_outputs;
 mod run_platform;

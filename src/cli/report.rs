@@ -9,7 +9,6 @@ use taskwatt::energy::attribution::{
     attribute, attribute_trace, render_report, Attribution, AttributionOptions, KeyKind,
     RenderOptions, RowWeights, SensorModel, Solver, TraceParts,
 };
-use taskwatt::plots;
 use taskwatt::traces::{read_trace_without_tasks, RunOutcome, TaskStream, Trace};
 
 use super::CliResult;
@@ -390,7 +389,7 @@ pub(crate) fn emit(
         print!("{job}");
     }
     if let Some(dir) = csv {
-        write_csv(dir, att)?;
+        super::report_files::write_csv(dir, att)?;
         eprintln!(
             "wrote {}/types.csv and {}/intervals.csv",
             dir.display(),
@@ -398,7 +397,7 @@ pub(crate) fn emit(
         );
     }
     if let Some(dir) = svg {
-        emit_svg_only(trace, att, dir)?;
+        super::report_files::emit_svg_only(trace, att, dir)?;
     }
     Ok(())
 }
@@ -571,85 +570,6 @@ pub(crate) fn virtual_time(trace: &Trace) -> Option<&str> {
         .then(|| p.get("platform").map_or("?", String::as_str))
 }
 
-pub(crate) fn emit_svg_only(trace: &Trace, att: &Attribution, dir: &Path) -> CliResult {
-    let files = write_svg(dir, trace, att)?;
-    eprintln!("wrote {}", files.join(", "));
-    Ok(())
-}
-
-fn write_csv(dir: &Path, att: &Attribution) -> CliResult {
-    super::output_dir(dir, "--csv")?;
-    let mut types = String::from(
-        "domain,type,count,mean_duration_s,power_w,power_se_w,ci95_low_w,ci95_high_w,measurement,flags,dynamic_j_per_task,total_j_per_task,total_j,share_of_measured\n",
-    );
-    let ci = |e: &taskwatt::energy::attribution::Estimate| {
-        e.ci95_w
-            .map_or(",".to_owned(), |[lo, hi]| format!("{lo},{hi}"))
-    };
-    let flags = |e: &taskwatt::energy::attribution::Estimate| {
-        csv_field(
-            &e.flags
-                .iter()
-                .map(|f| f.short())
-                .collect::<Vec<_>>()
-                .join(";"),
-        )
-    };
-    for d in &att.report.domains {
-        writeln!(
-            types,
-            "{},base,,,{},{},{},{},{},,,{},",
-            d.name,
-            d.base.value_w,
-            d.base.se_w.map_or(String::new(), |v| v.to_string()),
-            ci(&d.base),
-            d.base.reliable,
-            flags(&d.base),
-            d.base_energy_j
-        )?;
-        for t in &d.types {
-            writeln!(
-                types,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                d.name,
-                csv_field(&t.key.to_string()),
-                t.count,
-                t.mean_duration_s,
-                t.power.value_w,
-                t.power.se_w.map_or(String::new(), |v| v.to_string()),
-                ci(&t.power),
-                t.power.reliable,
-                flags(&t.power),
-                t.dynamic_j_per_task,
-                t.total_j_per_task,
-                t.total_j,
-                t.share_of_measured
-            )?;
-        }
-    }
-    let mut rows = String::from("domain,t_start_s,t_end_s,measured_j,model_j,residual_j\n");
-    for (fit, sys) in fits_with_systems(att) {
-        let t = sys.sample_times_ns();
-        for (i, (e, r)) in sys.energy_j().iter().zip(&fit.residuals_j).enumerate() {
-            writeln!(
-                rows,
-                "{},{},{},{},{},{}",
-                fit.name,
-                t[i] as f64 * 1e-9,
-                t[i + 1] as f64 * 1e-9,
-                e,
-                e - r,
-                r
-            )?;
-        }
-    }
-    let write =
-        |name: &str, text: &str| taskwatt_traces::write_atomic(dir.join(name), text.as_bytes());
-    write("types.csv", &types)?;
-    write("intervals.csv", &rows)?;
-    Ok(())
-}
-
 /// An imported trace without energy samples: how to give it some, or predict its energy
 /// (the attribution's own hint says to record with a meter, which an import cannot).
 fn no_samples_hint(
@@ -707,133 +627,4 @@ fn no_samples_hint(
         return e;
     };
     msg.into()
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-fn fits_with_systems(
-    att: &Attribution,
-) -> impl Iterator<
-    Item = (
-        &taskwatt::energy::attribution::DomainFit,
-        &taskwatt::energy::attribution::DomainSystem,
-    ),
-> {
-    att.fits.iter().filter_map(move |f| {
-        att.systems
-            .domains
-            .iter()
-            .find(|s| s.domain() == f.domain)
-            .map(|s| (f, s))
-    })
-}
-
-fn write_svg(
-    dir: &Path,
-    trace: &Trace,
-    att: &Attribution,
-) -> Result<Vec<String>, Box<dyn std::error::Error>> {
-    super::output_dir(dir, "--svg")?;
-    let sim = if trace.is_simulated() {
-        " (SIMULATED meter)"
-    } else {
-        ""
-    };
-    let mut files = Vec::new();
-    let mut names = plots::FileNames::default();
-    for (fit, sys) in fits_with_systems(att) {
-        let t = sys.sample_times_ns();
-        let t0 = t.first().copied().unwrap_or(0);
-        let mut power = Vec::with_capacity(sys.intervals());
-        let mut resid = Vec::with_capacity(sys.intervals());
-        for (i, (e, r)) in sys.energy_j().iter().zip(&fit.residuals_j).enumerate() {
-            let dt = (t[i + 1] - t[i]) as f64 * 1e-9;
-            let mid = ((t[i] + t[i + 1]) / 2 - t0) as f64 * 1e-9;
-            power.push((mid, e / dt, (e - r) / dt));
-            resid.push((mid, r / dt));
-        }
-        let p = dir.join(names.svg("power-", &fit.name));
-        plots::power_over_time(
-            &p,
-            &format!("{}: measured and model power{sim}", fit.name),
-            &power,
-        )?;
-        files.push(p.display().to_string());
-        let r = dir.join(names.svg("residuals-", &fit.name));
-        plots::residuals(
-            &r,
-            &format!("{}: residuals per interval{sim}", fit.name),
-            &resid,
-        )?;
-        files.push(r.display().to_string());
-    }
-    for d in &att.report.domains {
-        // The application's energy, as the text report's headline table (the whole trace
-        // gave its calibration's tasks the largest bars); the whole trace without one.
-        let power = |k: &taskwatt::energy::attribution::TypeKey| {
-            d.types.iter().find(|t| &t.key == k).map(|t| &t.power)
-        };
-        // The 95% interval of a type's dynamic energy, from its power's.
-        let whisker = |p: Option<&taskwatt::energy::attribution::Estimate>, busy_s: f64| {
-            p.and_then(|p| p.ci95_w)
-                .map_or(0.0, |[lo, hi]| (hi - lo) / 2.0 * busy_s)
-        };
-        let (window, mut rows): (&str, Vec<plots::Bar>) =
-            match d.regions.iter().find(|r| r.name == "application") {
-                Some(app) => (
-                    "the application (its graph)",
-                    app.types
-                        .iter()
-                        .map(|t| plots::Bar {
-                            label: t.key.to_string(),
-                            value: t.total_j,
-                            whisker: whisker(power(&t.key), t.busy_s),
-                            measured: t.measured,
-                        })
-                        .collect(),
-                ),
-                None => (
-                    "the whole trace",
-                    d.types
-                        .iter()
-                        .map(|t| plots::Bar {
-                            label: t.key.to_string(),
-                            value: t.total_j,
-                            whisker: whisker(Some(&t.power), t.busy_s),
-                            measured: t.power.reliable,
-                        })
-                        .collect(),
-                ),
-            };
-        let idle = d
-            .regions
-            .iter()
-            .find(|r| r.name == "application")
-            .map_or(d.idle_j, |r| r.idle_j);
-        rows.push(plots::Bar {
-            label: "idle".into(),
-            value: idle,
-            whisker: 0.0,
-            measured: d.base.reliable,
-        });
-        let b = dir.join(names.svg("energy-", &d.name));
-        plots::bars(
-            &b,
-            &format!(
-                "{}: energy per task type over {window} (with its base share){sim}",
-                d.name
-            ),
-            "energy (J)",
-            "95% interval of the type's power",
-            &rows,
-        )?;
-        files.push(b.display().to_string());
-    }
-    Ok(files)
 }

@@ -136,7 +136,7 @@ pub(crate) fn run(a: RunArgs) -> CliResult {
         }
     }
     if let (Some(dir), Some((trace, att))) = (&a.svg, &attribution) {
-        report::emit_svg_only(trace, att, dir)?;
+        super::report_files::emit_svg_only(trace, att, dir)?;
     }
     // The results above stand; a trace that could not be written (a full disk) is still
     // an error.
