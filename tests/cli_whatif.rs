@@ -120,6 +120,24 @@ fn simulate_replays_a_recorded_run_under_every_policy() {
     assert_eq!(j["run"], "virtual time");
     ok(&["export", s(&out), "-o", s(&dir.path().join("sim.json"))]);
 
+    // Without replicas, the verdict says the rows cannot be ranked (it said nothing).
+    let none = json(&[
+        "simulate",
+        s(&trace),
+        "--platform",
+        "this-machine",
+        "--sched",
+        "eager,lws",
+        "--replicas",
+        "0",
+        "--json",
+    ]);
+    let v = none["verdicts"].as_array().unwrap();
+    assert!(
+        v.len() == 1 && v[0].as_str().unwrap().contains("do not rank them"),
+        "{none}"
+    );
+
     // A policy named twice is simulated once, and said (two identical rows were printed).
     let twice = taskwatt(&[
         "simulate",

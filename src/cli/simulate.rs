@@ -67,6 +67,17 @@ pub(crate) fn verdicts(rows: &[SimRow]) -> Vec<String> {
     if rows.len() < 2 {
         return out;
     }
+    // Without replicas nothing is ranked, and silence read as a ranking (`--replicas 0`:
+    // 10.99 J against 11.07 J, no word).
+    if rows.iter().all(|r| r.makespan_ci_s.is_none()) {
+        out.push(
+            "no 95% intervals (no replicas: --replicas 0 or 1, or a graph too large for \
+             them): differences of a few percent between these rows cannot be told from \
+             the tasks' own variation; do not rank them on this simulation"
+                .to_owned(),
+        );
+        return out;
+    }
     type Get = fn(&SimRow) -> Option<(f64, [f64; 2])>;
     let measures: [(&str, Get); 2] = [
         ("makespan", |r| {
