@@ -23,7 +23,7 @@ pub(crate) fn write_csv(dir: &Path, att: &Attribution) -> CliResult {
     );
     let ci = |e: &taskwatt::energy::attribution::Estimate| {
         e.ci95_w
-            .map_or(",".to_owned(), |[lo, hi]| format!("{lo},{hi}"))
+            .map_or(",".to_owned(), |[lo, hi]| format!("{},{}", n(lo), n(hi)))
     };
     let flags = |e: &taskwatt::energy::attribution::Estimate| {
         csv_field(
@@ -39,12 +39,12 @@ pub(crate) fn write_csv(dir: &Path, att: &Attribution) -> CliResult {
             types,
             "{},base,,,{},{},{},{},{},,,{},",
             d.name,
-            d.base.value_w,
-            d.base.se_w.map_or(String::new(), |v| v.to_string()),
+            n(d.base.value_w),
+            d.base.se_w.map_or(String::new(), n),
             ci(&d.base),
             d.base.reliable,
             flags(&d.base),
-            d.base_energy_j
+            n(d.base_energy_j)
         )?;
         for t in &d.types {
             writeln!(
@@ -53,16 +53,16 @@ pub(crate) fn write_csv(dir: &Path, att: &Attribution) -> CliResult {
                 d.name,
                 csv_field(&t.key.to_string()),
                 t.count,
-                t.mean_duration_s,
-                t.power.value_w,
-                t.power.se_w.map_or(String::new(), |v| v.to_string()),
+                n(t.mean_duration_s),
+                n(t.power.value_w),
+                t.power.se_w.map_or(String::new(), n),
                 ci(&t.power),
                 t.power.reliable,
                 flags(&t.power),
-                t.dynamic_j_per_task,
-                t.total_j_per_task,
-                t.total_j,
-                t.share_of_measured
+                n(t.dynamic_j_per_task),
+                n(t.total_j_per_task),
+                n(t.total_j),
+                n(t.share_of_measured)
             )?;
         }
     }
@@ -74,11 +74,11 @@ pub(crate) fn write_csv(dir: &Path, att: &Attribution) -> CliResult {
                 rows,
                 "{},{},{},{},{},{}",
                 fit.name,
-                t[i] as f64 * 1e-9,
-                t[i + 1] as f64 * 1e-9,
-                e,
-                e - r,
-                r
+                n(t[i] as f64 * 1e-9),
+                n(t[i + 1] as f64 * 1e-9),
+                n(*e),
+                n(e - r),
+                n(*r)
             )?;
         }
     }
@@ -87,6 +87,15 @@ pub(crate) fn write_csv(dir: &Path, att: &Attribution) -> CliResult {
     write("types.csv", &types)?;
     write("intervals.csv", &rows)?;
     Ok(())
+}
+
+/// `v` to 15 significant digits, in the shortest form that reads back as that: the
+/// arithmetic's last bits (`0.018000000000000002`) are not the figure's.
+fn n(v: f64) -> String {
+    if !v.is_finite() {
+        return v.to_string();
+    }
+    format!("{v:.14e}").parse::<f64>().unwrap_or(v).to_string()
 }
 
 fn csv_field(s: &str) -> String {
@@ -216,4 +225,18 @@ pub(crate) fn write_svg(
         files.push(b.display().to_string());
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::n;
+
+    #[test]
+    fn csv_numbers_drop_the_arithmetics_last_bits_only() {
+        assert_eq!(n(0.1 + 0.2), "0.3");
+        assert_eq!(n(0.018000000000000002), "0.018");
+        assert_eq!(n(29.912345678901234), "29.9123456789012");
+        assert_eq!(n(-1.5e-7), "-0.00000015");
+        assert_eq!(n(f64::NAN), "NaN");
+    }
 }
