@@ -415,9 +415,14 @@ pub(crate) struct Job {
 #[derive(serde::Serialize)]
 struct JobNode {
     node: String,
+    /// Its packages', DRAM's and GPUs' energy (psys on a node without a package).
     measured_j: f64,
     /// (domain, J measured).
     domains: Vec<(String, f64)>,
+    /// Domains inside the others (core and uncore in their package, psys beside a
+    /// package): not added to `measured_j` nor to the types' energies.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    not_added: Vec<String>,
 }
 
 #[derive(serde::Serialize)]
@@ -453,18 +458,29 @@ pub(crate) fn job_of(trace: &Trace, att: &Attribution) -> Option<Job> {
             .and_then(|w| node_of_worker.get(w))
             .map_or_else(|| "?".to_owned(), |n| (*n).to_owned())
     };
-    let mut nodes: BTreeMap<String, Vec<(String, f64)>> = BTreeMap::new();
+    let added = added_domains(
+        &att.report
+            .domains
+            .iter()
+            .map(|d| (d.domain, node_of(d.id)))
+            .collect::<Vec<_>>(),
+    );
+    let mut nodes: BTreeMap<String, Vec<(String, f64, bool)>> = BTreeMap::new();
     // Per type: count, J, variance of the J (`None` once a power has no interval), every
     // power reliable.
     let mut types: BTreeMap<String, (u64, f64, Option<f64>, bool)> = BTreeMap::new();
     // A node's domains see the same tasks: a type's count per node is its largest.
     let mut counts: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for d in &att.report.domains {
+    for (d, &counts_in) in att.report.domains.iter().zip(&added) {
         let node = node_of(d.id);
-        nodes
-            .entry(node.clone())
-            .or_default()
-            .push((d.domain.to_string(), d.measured_j));
+        nodes.entry(node.clone()).or_default().push((
+            d.domain.to_string(),
+            d.measured_j,
+            counts_in,
+        ));
+        if !counts_in {
+            continue;
+        }
         for t in &d.types {
             let c = counts.entry((node.clone(), t.key.to_string())).or_default();
             *c = (*c).max(t.count);
@@ -491,8 +507,13 @@ pub(crate) fn job_of(trace: &Trace, att: &Attribution) -> Option<Job> {
         .into_iter()
         .map(|(node, domains)| JobNode {
             node,
-            measured_j: domains.iter().map(|(_, j)| j).sum(),
-            domains,
+            measured_j: domains.iter().filter(|d| d.2).map(|d| d.1).sum(),
+            not_added: domains
+                .iter()
+                .filter(|d| !d.2)
+                .map(|d| d.0.clone())
+                .collect(),
+            domains: domains.into_iter().map(|(d, j, _)| (d, j)).collect(),
         })
         .collect();
     Some(Job {
@@ -510,6 +531,27 @@ pub(crate) fn job_of(trace: &Trace, att: &Attribution) -> Option<Job> {
             })
             .collect(),
     })
+}
+
+/// Which domains a node's total adds, each `(domain, node)`: its packages, DRAM and GPUs;
+/// psys only on a node without a package (it covers them); core and uncore never (they
+/// are inside their package). Summed as they came, a node with RAPL's core domain would
+/// count that energy twice.
+fn added_domains(domains: &[(taskwatt::traces::Domain, String)]) -> Vec<bool> {
+    use taskwatt::traces::Domain;
+    let packaged: std::collections::BTreeSet<&str> = domains
+        .iter()
+        .filter(|(d, _)| matches!(d, Domain::CpuPackage { .. }))
+        .map(|(_, n)| n.as_str())
+        .collect();
+    domains
+        .iter()
+        .map(|(d, node)| match d {
+            Domain::CpuPackage { .. } | Domain::Dram { .. } | Domain::Gpu { .. } => true,
+            Domain::Psys => !packaged.contains(node.as_str()),
+            Domain::Core { .. } | Domain::Uncore { .. } => false,
+        })
+        .collect()
 }
 
 /// The job's summary as text (empty for a trace without ranks).
@@ -530,7 +572,14 @@ pub(crate) fn job_summary(trace: &Trace, att: &Attribution) -> String {
         let parts: Vec<String> = n
             .domains
             .iter()
-            .map(|(d, j)| format!("{d} {j:.2} J"))
+            .map(|(d, j)| {
+                let inside = if n.not_added.contains(d) {
+                    ", inside the others: not added"
+                } else {
+                    ""
+                };
+                format!("{d} {j:.2} J{inside}")
+            })
             .collect();
         let _ = writeln!(
             out,
@@ -627,4 +676,29 @@ fn no_samples_hint(
         return e;
     };
     msg.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::added_domains;
+    use taskwatt::traces::Domain;
+
+    #[test]
+    fn a_nodes_total_adds_each_joule_once() {
+        let on = |d, n: &str| (d, n.to_owned());
+        let domains = [
+            on(Domain::CpuPackage { id: 0 }, "a"),
+            on(Domain::Core { id: 0 }, "a"),
+            on(Domain::Uncore { id: 0 }, "a"),
+            on(Domain::Dram { id: 0 }, "a"),
+            on(Domain::Psys, "a"),
+            on(Domain::Gpu { index: 0 }, "a"),
+            // A node read through psys alone: psys is its total.
+            on(Domain::Psys, "b"),
+        ];
+        assert_eq!(
+            added_domains(&domains),
+            [true, false, false, true, false, true, true]
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! The prediction interval `simulate` and `compare` give from a simulation's replicas.
+//! The prediction interval `simulate` and `compare` give from a simulation's replicas, and
+//! the verdicts `simulate` draws from them.
 
 /// A 95 % prediction interval for one more run, around `centre`, from `values` (the
 /// replicas): `centre ± t·s·√(1 + 1/K)`, with Student's quantile at `K − 1` degrees of
@@ -43,6 +44,72 @@ fn t975(dof: usize) -> f64 {
                 + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * v * v)
         }
     }
+}
+
+/// What the intervals let one say of the policies' order: for makespan and energy, the
+/// best policy and the ones whose intervals overlap its (indistinguishable here), or the
+/// ranking when none overlap; that nothing can be ranked without intervals; nothing with
+/// one policy.
+pub(crate) fn verdicts(rows: &[Ranked<'_>]) -> Vec<String> {
+    let mut out = Vec::new();
+    if rows.len() < 2 {
+        return out;
+    }
+    // Without replicas nothing is ranked, and silence read as a ranking (`--replicas 0`:
+    // 10.99 J against 11.07 J, no word).
+    if rows.iter().all(|r| r.makespan.1.is_none()) {
+        out.push(
+            "no 95% intervals (no replicas: --replicas 0 or 1, or a graph too large for \
+             them): differences of a few percent between these rows cannot be told from \
+             the tasks' own variation; do not rank them on this simulation"
+                .to_owned(),
+        );
+        return out;
+    }
+    type Get = fn(&Ranked<'_>) -> Option<(f64, [f64; 2])>;
+    let measures: [(&str, Get); 2] = [
+        ("makespan", |r| r.makespan.1.map(|c| (r.makespan.0, c))),
+        ("energy", |r| r.energy.0.zip(r.energy.1)),
+    ];
+    for (what, get) in measures {
+        let Some(mut v) = rows
+            .iter()
+            .map(|r| get(r).map(|x| (r.policy, x)))
+            .collect::<Option<Vec<_>>>()
+        else {
+            continue;
+        };
+        v.sort_by(|a, b| a.1 .0.total_cmp(&b.1 .0));
+        let best = v[0];
+        let tied: Vec<&str> = v[1..]
+            .iter()
+            .filter(|(_, (_, c))| c[0] <= best.1 .1[1])
+            .map(|(p, _)| *p)
+            .collect();
+        if tied.is_empty() {
+            out.push(format!(
+                "{what}: {} is lowest, beyond the others' 95% intervals (order: {})",
+                best.0,
+                v.iter().map(|(p, _)| *p).collect::<Vec<_>>().join(" < ")
+            ));
+        } else {
+            out.push(format!(
+                "{what}: {} and {} are indistinguishable here (their 95% intervals overlap): \
+                 do not rank them on this simulation",
+                best.0,
+                tied.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// One simulated policy, as [`verdicts`] ranks it: its makespan (s) and energy (J), each
+/// with its 95 % interval when there are replicas.
+pub(crate) struct Ranked<'a> {
+    pub(crate) policy: &'a str,
+    pub(crate) makespan: (f64, Option<[f64; 2]>),
+    pub(crate) energy: (Option<f64>, Option<[f64; 2]>),
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use taskwatt::whatif::{
     SimOptions, TypeEnergy,
 };
 
-use super::sim_interval::interval;
+use super::sim_interval::{interval, Ranked};
 use super::CliResult;
 
 #[derive(Args, Debug)]
@@ -59,63 +59,17 @@ pub(crate) const REPLICA_TASKS: usize = 800_000;
 /// Replicas `simulate` runs by default.
 pub(crate) const DEFAULT_REPLICAS: usize = 8;
 
-/// What the intervals let one say of the policies' order: for makespan and energy, the
-/// best policy and the ones whose intervals overlap its (indistinguishable here), or the
-/// ranking when none overlap. Nothing without intervals or with one policy.
-pub(crate) fn verdicts(rows: &[SimRow]) -> Vec<String> {
-    let mut out = Vec::new();
-    if rows.len() < 2 {
-        return out;
-    }
-    // Without replicas nothing is ranked, and silence read as a ranking (`--replicas 0`:
-    // 10.99 J against 11.07 J, no word).
-    if rows.iter().all(|r| r.makespan_ci_s.is_none()) {
-        out.push(
-            "no 95% intervals (no replicas: --replicas 0 or 1, or a graph too large for \
-             them): differences of a few percent between these rows cannot be told from \
-             the tasks' own variation; do not rank them on this simulation"
-                .to_owned(),
-        );
-        return out;
-    }
-    type Get = fn(&SimRow) -> Option<(f64, [f64; 2])>;
-    let measures: [(&str, Get); 2] = [
-        ("makespan", |r| {
-            r.makespan_ci_s.map(|c| (r.figures.makespan_s, c))
-        }),
-        ("energy", |r| r.figures.total_j.zip(r.energy_ci_j)),
-    ];
-    for (what, get) in measures {
-        let Some(mut v) = rows
-            .iter()
-            .map(|r| get(r).map(|x| (r.policy.as_str(), x)))
-            .collect::<Option<Vec<_>>>()
-        else {
-            continue;
-        };
-        v.sort_by(|a, b| a.1 .0.total_cmp(&b.1 .0));
-        let best = v[0];
-        let tied: Vec<&str> = v[1..]
-            .iter()
-            .filter(|(_, (_, c))| c[0] <= best.1 .1[1])
-            .map(|(p, _)| *p)
-            .collect();
-        if tied.is_empty() {
-            out.push(format!(
-                "{what}: {} is lowest, beyond the others' 95% intervals (order: {})",
-                best.0,
-                v.iter().map(|(p, _)| *p).collect::<Vec<_>>().join(" < ")
-            ));
-        } else {
-            out.push(format!(
-                "{what}: {} and {} are indistinguishable here (their 95% intervals overlap): \
-                 do not rank them on this simulation",
-                best.0,
-                tied.join(", ")
-            ));
-        }
-    }
-    out
+/// [`super::sim_interval::verdicts`] on the rows.
+fn ranked_verdicts(rows: &[SimRow]) -> Vec<String> {
+    let ranked: Vec<Ranked<'_>> = rows
+        .iter()
+        .map(|r| Ranked {
+            policy: &r.policy,
+            makespan: (r.figures.makespan_s, r.makespan_ci_s),
+            energy: (r.figures.total_j, r.energy_ci_j),
+        })
+        .collect();
+    super::sim_interval::verdicts(&ranked)
 }
 
 /// One simulated run, for the tables and the JSON.
@@ -588,7 +542,7 @@ pub(crate) fn run(mut a: SimulateArgs) -> CliResult {
                 "figures": recorded,
             },
             "runs": rows,
-            "verdicts": verdicts(&rows),
+            "verdicts": ranked_verdicts(&rows),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -757,7 +711,7 @@ pub(crate) fn render_rows(
             r.unpredicted_types.join(", ")
         );
     }
-    for line in verdicts(rows) {
+    for line in ranked_verdicts(rows) {
         let _ = writeln!(out, "{line}");
     }
     for r in rows {
