@@ -490,23 +490,31 @@ impl DistMeasured {
 }
 
 impl Drop for DistMeasured {
-    /// Dropped before [`DistMeasured::finish`] (an early return on an error): shuts the
-    /// rank down and finishes its trace with outcome `failed`, so that it stays readable.
+    /// Dropped before [`DistMeasured::finish`] (a panic, an early return on an error):
+    /// this rank will submit no more, and the others would wait for its messages until
+    /// the stall limit (300 s, a user's job hung there), so it finishes its trace with
+    /// outcome `failed` (tasks not yet flushed by the workers are lost) and ends the job,
+    /// as a rank that dies does (`MPI_Abort` under MPI; with `ThreadNet` the other ranks'
+    /// waits fail).
     fn drop(&mut self) {
         let Some(recording) = self.recording.take() else {
             return;
         };
-        if let Some(d) = self.d.take() {
-            if let Err(e) = d.shutdown() {
-                log::warn!("the measured rank was dropped before finish: {e}");
-            }
-        }
         drop(self.sink.take());
         if let Err(e) = recording.finish(false, true).trace {
             log::warn!(
                 "the measured rank was dropped before finish, and its trace could not be \
                  finished: {e}"
             );
+        }
+        if let Some(d) = self.d.take() {
+            let why = if std::thread::panicking() {
+                "its application thread panicked before DistMeasured::finish"
+            } else {
+                "DistMeasured was dropped before finish (an early return?)"
+            };
+            eprintln!("taskwatt: rank {}: {why}: ending the job", self.share.rank);
+            d.abort_job(why);
         }
     }
 }

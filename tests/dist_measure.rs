@@ -192,3 +192,51 @@ fn without_merging_each_rank_finishes_its_own_trace_for_taskwatt_merge() {
     assert_eq!(report.ranks, 2);
     assert_eq!(merged.tasks().count(), 10);
 }
+
+#[test]
+fn a_rank_whose_thread_panics_before_finish_ends_the_job_at_once() {
+    // A user's `.unwrap()` failing on rank 1's main thread: rank 1 unwound, and rank 0
+    // waited for its messages for the stall limit (300 s) instead of ending.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("job.twt");
+    let t0 = Instant::now();
+    let handles: Vec<_> = ThreadNet::new(2)
+        .into_iter()
+        .map(|net| {
+            let trace = trace.clone();
+            std::thread::spawn(move || {
+                let mut m = DistMeasure::new(&trace)
+                    .start(Box::new(net), |_| Runtime::builder().workers(1))
+                    .unwrap();
+                let rank = m.share().rank;
+                let d = m.runtime();
+                let c = spin("c", 50, 0);
+                let hs: Vec<_> = (0..2)
+                    .map(|o| d.register(o, vec![0.0f64; 8]).unwrap())
+                    .collect();
+                for _ in 0..5 {
+                    d.submit(DistTask::new(&c).rw(&hs[0])).unwrap();
+                    d.submit(DistTask::new(&c).rw(&hs[1])).unwrap();
+                }
+                if rank == 1 {
+                    panic!("the application's own check failed on rank 1");
+                }
+                // Rank 0 reads rank 1's block: a message that will never come.
+                d.submit(DistTask::new(&c).rw(&hs[0]).r(&hs[1])).unwrap();
+                m.finish().map(|_| ())
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+    assert!(results[1].is_err(), "rank 1 panicked");
+    let r0 = results[0].as_ref().expect("rank 0 returns");
+    assert!(r0.is_err(), "rank 0 cannot finish without rank 1");
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "ended after {:?}",
+        t0.elapsed()
+    );
+    // Rank 1's trace is finished all the same, marked failed.
+    let t = read_trace(taskwatt::rank_path(&trace, 1)).unwrap();
+    assert_eq!(t.end.unwrap().outcome, RunOutcome::Failed);
+}

@@ -62,6 +62,9 @@ pub(crate) enum Cmd {
         Option<crate::memory::Freed>,
     ),
     Stop,
+    /// The application's thread on this rank ended without shutting it down (a panic, an
+    /// early return): end the job, as a rank that dies would.
+    Abort(String),
 }
 
 /// What the thread hands back at the end.
@@ -172,6 +175,14 @@ impl CommThread {
             join: Some(join),
             failed,
         })
+    }
+
+    /// Ends the job from this rank (see [`Cmd::Abort`]), then waits for the thread.
+    pub(crate) fn abort(&mut self, why: String) {
+        let _ = self.tx.send(Cmd::Abort(why));
+        if let Some(j) = self.join.take() {
+            let _ = j.join();
+        }
     }
 
     /// Stops the thread: its log, and its transport (`None` if the thread is gone).
@@ -341,6 +352,11 @@ fn run(
             }
             // Finish what is in flight first: the runtime waits for it.
             Some(Cmd::Stop) => stop = true,
+            Some(Cmd::Abort(why)) => {
+                let e = DistError::CommThread { rank, message: why };
+                end_job(net, failed, &mut error, e, posted, waiting, flushes);
+                return log;
+            }
             None => {}
         }
         // A beat to every peer while this rank computes.

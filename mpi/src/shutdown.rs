@@ -64,3 +64,34 @@ impl DistRuntime {
         })
     }
 }
+
+impl Drop for DistRuntime {
+    /// Dropped while its thread panics, before [`DistRuntime::shutdown`]: this rank will
+    /// submit no more, and the others would wait for its messages until the stall limit
+    /// (300 s), so it ends the job at once, as a rank that dies does (`MPI_Abort` under
+    /// MPI; the other ranks' waits fail with `ThreadNet`). Without the panic, the
+    /// runtime's own drop waits for what was submitted.
+    fn drop(&mut self) {
+        if self.rt.is_some() && std::thread::panicking() {
+            self.comm.abort(format!(
+                "rank {}: its application thread panicked before DistRuntime::shutdown (or \
+                 DistMeasured::finish): the other ranks would wait for its messages",
+                self.rank
+            ));
+        }
+    }
+}
+
+impl DistRuntime {
+    /// Ends the whole job from this rank, with `why` in its error: for an application
+    /// that cannot go on (an error of its own), rather than return and leave the other
+    /// ranks waiting for this one's messages until the stall limit. Under MPI every
+    /// process ends (`MPI_Abort`); with `ThreadNet` the other ranks' waits fail.
+    pub fn abort_job(mut self, why: &str) {
+        self.comm.abort(format!("rank {}: {why}", self.rank));
+        // The runtime's tasks waiting on messages were released by the abort.
+        if let Some(rt) = self.rt.take() {
+            let _ = rt.shutdown();
+        }
+    }
+}
