@@ -479,10 +479,12 @@ impl DistMeasured {
         if self.measure.energy {
             let simulated = merged.is_simulated();
             let attribution = attribute_trace(&merged, &self.measure.attribution)?;
+            let job = crate::job::job_of(&merged, &attribution);
             report.energy = Some(EnergyReport::of_trace(
                 attribution,
                 simulated,
                 self.measure.trace.clone(),
+                job,
             ));
         }
         Ok(report)

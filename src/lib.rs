@@ -27,6 +27,7 @@
 
 pub mod compare;
 mod dist_measure;
+pub mod job;
 mod measure;
 #[cfg(feature = "plots")]
 pub mod plots;

@@ -477,6 +477,7 @@ impl Measured {
             closed_at_finish: std::mem::take(&mut self.closed_at_finish),
             simulated: self.simulated,
             trace: self.measure.trace.clone(),
+            job: None,
             _temp: self._temp.take(),
         })
     }
@@ -579,13 +580,22 @@ pub struct EnergyReport {
     pub simulated: bool,
     /// The trace, when [`Measure::trace`] asked to keep it.
     pub trace: Option<PathBuf>,
+    /// A distributed run's energy per node and per type over the nodes
+    /// ([`crate::DistMeasure`]); [`EnergyReport::text`] ends with it.
+    pub job: Option<crate::job::Job>,
     _temp: Option<tempfile::TempPath>,
 }
 
 impl EnergyReport {
     /// The report of a trace kept at `trace` (a distributed run's merged trace).
-    pub(crate) fn of_trace(attribution: Attribution, simulated: bool, trace: PathBuf) -> Self {
+    pub(crate) fn of_trace(
+        attribution: Attribution,
+        simulated: bool,
+        trace: PathBuf,
+        job: Option<crate::job::Job>,
+    ) -> Self {
         EnergyReport {
+            job,
             attribution,
             calibration: None,
             failed_tasks: 0,
@@ -624,7 +634,11 @@ impl EnergyReport {
                 self.failed_tasks, self.cancelled_tasks
             );
         }
-        format!("{head}{report}")
+        let job = self
+            .job
+            .as_ref()
+            .map_or_else(String::new, crate::job::Job::text);
+        format!("{head}{report}{job}")
     }
 
     /// The report as JSON (with `simulated`).
@@ -634,6 +648,7 @@ impl EnergyReport {
             "failed_tasks": self.failed_tasks,
             "cancelled_tasks": self.cancelled_tasks,
             "closed_at_finish": self.closed_at_finish,
+            "job": self.job,
             "report": self.attribution.report,
         })
     }

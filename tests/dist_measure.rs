@@ -127,6 +127,11 @@ fn rank_0_merges_every_ranks_trace_and_attributes_the_jobs_energy_per_node() {
     // Both task types are attributed energy.
     let text = energy.text();
     assert!(text.contains("sweep") && text.contains("halo"), "{text}");
+    // The job's summary ends it, as `taskwatt report` prints it (it was missing).
+    let job = energy.job.as_ref().expect("the job's summary");
+    assert_eq!((job.ranks, job.nodes.len()), (4, 2));
+    assert!(text.contains("job: 4 rank(s) on 2 node(s)"), "{text}");
+    assert!(energy.json()["job"]["nodes"].is_array());
 }
 
 #[test]

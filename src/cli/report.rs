@@ -356,18 +356,18 @@ pub(crate) fn emit(
             transfers: Option<taskwatt::traces::TransferSummary>,
             /// A merged distributed run's energy per node and per type over the nodes.
             #[serde(skip_serializing_if = "Option::is_none")]
-            job: Option<Job>,
+            job: Option<taskwatt::job::Job>,
         }
         let out = Out {
             simulated: trace.is_simulated(),
             run: virtual_time(trace).map(|_| "virtual time"),
             report: &att.report,
             transfers: (!trace.transfers.is_empty()).then(|| trace.transfer_summary()),
-            job: job_of(trace, att),
+            job: taskwatt::job::job_of(trace, att),
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        let job = job_summary(trace, att);
+        let job = taskwatt::job::job_summary(trace, att);
         if let Some(platform) = virtual_time(trace) {
             println!(
                 "VIRTUAL TIME: this trace is a what-if simulation on platform \"{platform}\" \
@@ -400,216 +400,6 @@ pub(crate) fn emit(
         super::report_files::emit_svg_only(trace, att, dir)?;
     }
     Ok(())
-}
-
-/// A merged job's summary (`report` on the trace `taskwatt merge` writes): its energy per
-/// node and per type over every node; `None` for a trace without ranks.
-#[derive(serde::Serialize)]
-pub(crate) struct Job {
-    ranks: usize,
-    measured_j: f64,
-    nodes: Vec<JobNode>,
-    types: Vec<JobType>,
-}
-
-#[derive(serde::Serialize)]
-struct JobNode {
-    node: String,
-    /// Its packages', DRAM's and GPUs' energy (psys on a node without a package).
-    measured_j: f64,
-    /// (domain, J measured).
-    domains: Vec<(String, f64)>,
-    /// Domains inside the others (core and uncore in their package, psys beside a
-    /// package): not added to `measured_j` nor to the types' energies.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    not_added: Vec<String>,
-}
-
-#[derive(serde::Serialize)]
-struct JobType {
-    key: String,
-    count: u64,
-    energy_j: f64,
-    /// Half-width of the 95 % interval, J (the nodes' power intervals, taken as
-    /// independent); `None` where a node's power has none (not identifiable).
-    half95_j: Option<f64>,
-    /// Every domain's power of the type is shown as a measurement; otherwise its energy
-    /// rests on a flagged power (collinear, imprecise...), and the text puts it in
-    /// parentheses as the domains' tables do.
-    reliable: bool,
-}
-
-pub(crate) fn job_of(trace: &Trace, att: &Attribution) -> Option<Job> {
-    use std::collections::BTreeMap;
-    if trace.comms.is_empty() {
-        return None;
-    }
-    let node_of_worker: std::collections::HashMap<u32, &str> = trace
-        .comms
-        .iter()
-        .flat_map(|c| c.workers.iter().map(move |&w| (w, c.node.as_str())))
-        .collect();
-    let node_of = |id: u16| -> String {
-        trace
-            .domains
-            .iter()
-            .find(|d| d.id == id)
-            .and_then(|d| d.workers.first())
-            .and_then(|w| node_of_worker.get(w))
-            .map_or_else(|| "?".to_owned(), |n| (*n).to_owned())
-    };
-    let added = added_domains(
-        &att.report
-            .domains
-            .iter()
-            .map(|d| (d.domain, node_of(d.id)))
-            .collect::<Vec<_>>(),
-    );
-    let mut nodes: BTreeMap<String, Vec<(String, f64, bool)>> = BTreeMap::new();
-    // Per type: count, J, variance of the J (`None` once a power has no interval), every
-    // power reliable.
-    let mut types: BTreeMap<String, (u64, f64, Option<f64>, bool)> = BTreeMap::new();
-    // A node's domains see the same tasks: a type's count per node is its largest.
-    let mut counts: BTreeMap<(String, String), u64> = BTreeMap::new();
-    for (d, &counts_in) in att.report.domains.iter().zip(&added) {
-        let node = node_of(d.id);
-        nodes.entry(node.clone()).or_default().push((
-            d.domain.to_string(),
-            d.measured_j,
-            counts_in,
-        ));
-        if !counts_in {
-            continue;
-        }
-        for t in &d.types {
-            let c = counts.entry((node.clone(), t.key.to_string())).or_default();
-            *c = (*c).max(t.count);
-            let e = types
-                .entry(t.key.to_string())
-                .or_insert((0, 0.0, Some(0.0), true));
-            e.1 += t.total_j;
-            e.3 &= t.power.reliable;
-            let h = t.power.ci95_w.map(|[lo, hi]| 0.5 * (hi - lo) * t.busy_s);
-            e.2 = e.2.zip(h).map(|(v, h)| v + h * h);
-        }
-    }
-    for ((_, k), c) in counts {
-        types.entry(k).or_insert((0, 0.0, Some(0.0), true)).0 += c;
-    }
-    // A rank's own trace holds its start's Comms chunk and its end's: count ranks once.
-    let ranks = trace
-        .comms
-        .iter()
-        .map(|c| c.rank)
-        .collect::<std::collections::BTreeSet<_>>()
-        .len();
-    let nodes: Vec<JobNode> = nodes
-        .into_iter()
-        .map(|(node, domains)| JobNode {
-            node,
-            measured_j: domains.iter().filter(|d| d.2).map(|d| d.1).sum(),
-            not_added: domains
-                .iter()
-                .filter(|d| !d.2)
-                .map(|d| d.0.clone())
-                .collect(),
-            domains: domains.into_iter().map(|(d, j, _)| (d, j)).collect(),
-        })
-        .collect();
-    Some(Job {
-        ranks,
-        measured_j: nodes.iter().map(|n| n.measured_j).sum(),
-        nodes,
-        types: types
-            .into_iter()
-            .map(|(key, (count, energy_j, var, reliable))| JobType {
-                key,
-                count,
-                energy_j,
-                half95_j: var.map(f64::sqrt),
-                reliable,
-            })
-            .collect(),
-    })
-}
-
-/// Which domains a node's total adds, each `(domain, node)`: its packages, DRAM and GPUs;
-/// psys only on a node without a package (it covers them); core and uncore never (they
-/// are inside their package). Summed as they came, a node with RAPL's core domain would
-/// count that energy twice.
-fn added_domains(domains: &[(taskwatt::traces::Domain, String)]) -> Vec<bool> {
-    use taskwatt::traces::Domain;
-    let packaged: std::collections::BTreeSet<&str> = domains
-        .iter()
-        .filter(|(d, _)| matches!(d, Domain::CpuPackage { .. }))
-        .map(|(_, n)| n.as_str())
-        .collect();
-    domains
-        .iter()
-        .map(|(d, node)| match d {
-            Domain::CpuPackage { .. } | Domain::Dram { .. } | Domain::Gpu { .. } => true,
-            Domain::Psys => !packaged.contains(node.as_str()),
-            Domain::Core { .. } | Domain::Uncore { .. } => false,
-        })
-        .collect()
-}
-
-/// The job's summary as text (empty for a trace without ranks).
-pub(crate) fn job_summary(trace: &Trace, att: &Attribution) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let Some(job) = job_of(trace, att) else {
-        return out;
-    };
-    let _ = writeln!(
-        out,
-        "\njob: {} rank(s) on {} node(s), {:.2} J measured in all",
-        job.ranks,
-        job.nodes.len(),
-        job.measured_j
-    );
-    for n in &job.nodes {
-        let parts: Vec<String> = n
-            .domains
-            .iter()
-            .map(|(d, j)| {
-                let inside = if n.not_added.contains(d) {
-                    ", inside the others: not added"
-                } else {
-                    ""
-                };
-                format!("{d} {j:.2} J{inside}")
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "  node {}: {:.2} J ({})",
-            n.node,
-            n.measured_j,
-            parts.join(", ")
-        );
-    }
-    let _ = writeln!(
-        out,
-        "  {:<20} {:>8} {:>12} {:>12}",
-        "type (all nodes)", "count", "energy", "+-95%"
-    );
-    for t in &job.types {
-        let j = if t.reliable {
-            format!("{:.2} J", t.energy_j)
-        } else {
-            format!("({:.2} J)", t.energy_j)
-        };
-        let h = t.half95_j.map_or("-".to_owned(), |h| format!("{h:.2} J"));
-        let _ = writeln!(out, "  {:<20} {:>8} {:>12} {:>12}", t.key, t.count, j, h);
-    }
-    if job.types.iter().any(|t| !t.reliable) {
-        out.push_str(
-            "  (J): rests on a power not shown as a measurement on some node (see its \
-             domain's table)\n",
-        );
-    }
-    out
 }
 
 /// The platform of a what-if simulation's trace; `None` for a real run.
@@ -676,29 +466,4 @@ fn no_samples_hint(
         return e;
     };
     msg.into()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::added_domains;
-    use taskwatt::traces::Domain;
-
-    #[test]
-    fn a_nodes_total_adds_each_joule_once() {
-        let on = |d, n: &str| (d, n.to_owned());
-        let domains = [
-            on(Domain::CpuPackage { id: 0 }, "a"),
-            on(Domain::Core { id: 0 }, "a"),
-            on(Domain::Uncore { id: 0 }, "a"),
-            on(Domain::Dram { id: 0 }, "a"),
-            on(Domain::Psys, "a"),
-            on(Domain::Gpu { index: 0 }, "a"),
-            // A node read through psys alone: psys is its total.
-            on(Domain::Psys, "b"),
-        ];
-        assert_eq!(
-            added_domains(&domains),
-            [true, false, false, true, false, true, true]
-        );
-    }
 }
