@@ -245,3 +245,46 @@ fn a_rank_whose_thread_panics_before_finish_ends_the_job_at_once() {
     let t = read_trace(taskwatt::rank_path(&trace, 1)).unwrap();
     assert_eq!(t.end.unwrap().outcome, RunOutcome::Failed);
 }
+
+#[test]
+fn the_merged_meter_covers_the_job_not_whole_periods_around_it() {
+    // A 4 ms graph sampled every second read a window of 1 s: 250 times its energy.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("job.twt");
+    let handles: Vec<_> = ThreadNet::new(2)
+        .into_iter()
+        .map(|net| {
+            let trace = trace.clone();
+            std::thread::spawn(move || {
+                let mut m = DistMeasure::new(&trace)
+                    .period(Duration::from_millis(500))
+                    .merge(false)
+                    .start(Box::new(net), |_| Runtime::builder().workers(1))
+                    .unwrap();
+                let d = m.runtime();
+                let c = spin("c", 1000, 0);
+                let h = d.register(0, vec![0.0f64; 8]).unwrap();
+                for _ in 0..10 {
+                    d.submit(DistTask::new(&c).rw(&h)).unwrap();
+                }
+                m.finish().unwrap()
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let inputs = rank_traces(&trace, 2)
+        .into_iter()
+        .map(|p| (p.display().to_string(), read_trace(&p).unwrap()))
+        .collect();
+    let (merged, _) = taskwatt::mpi::merge::merge(inputs).unwrap();
+    let times: Vec<u64> = merged.samples.iter().map(|s| s.t.as_ns()).collect();
+    let (lo, hi) = (times.iter().min().unwrap(), times.iter().max().unwrap());
+    let span_s = (hi - lo) as f64 * 1e-9;
+    // The job: two clock rendezvous around 10 ms of tasks, a few ms of start and end.
+    assert!(
+        span_s < 0.2,
+        "the readings span {span_s} s for a job of ~10 ms"
+    );
+}

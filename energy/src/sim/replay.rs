@@ -73,7 +73,10 @@ pub fn replay(
         first = first.min(a.as_ns());
         last = last.max(b.as_ns());
     }
-    let t0 = first.saturating_sub(period_ns) / period_ns * period_ns;
+    // From the window's start to its end, as a live sampler reads from its start to its
+    // stop: the grid of whole periods before and after put up to two periods of a node's
+    // idle base into the merged run (a 4 ms graph sampled at 1 s read a 1 s window).
+    let t0 = first;
     let clock = Arc::new(ManualClock::new(Timestamp(t0)));
     let mut meter = SimMeter::with_clock(config, workers, clock.clone())?;
     let obs = meter.observer();
@@ -104,31 +107,40 @@ pub fn replay(
     let mut frequencies = Vec::new();
     let mut samples = Vec::new();
     let mut next = t0;
-    let mut read_until = |t: u64, meter: &mut SimMeter, samples: &mut Vec<EnergySample>| {
-        while next <= t {
-            clock.set(Timestamp(next));
-            meter.read(&mut reads);
-            if let Some(f) = &mut freq {
-                f.read_into(&mut frequencies);
+    // When the last reading was taken.
+    let mut read_last: Option<u64> = None;
+    // `stop`: also read at `t` itself, if the grid did not (the sampler's last reading).
+    let mut read_until =
+        |t: u64, stop: bool, meter: &mut SimMeter, samples: &mut Vec<EnergySample>| {
+            if stop && next > t && read_last.is_none_or(|r| r < t) {
+                // The last grid reading came before `t`: one more, there.
+                next = t;
             }
-            for (i, r) in reads.iter_mut().enumerate() {
-                if let Ok(reading) = std::mem::replace(r, Ok(RawReading::Counter(0))) {
-                    let vt = meter.value_time(i).unwrap_or(Timestamp(next));
-                    samples.push(EnergySample {
-                        domain: first_id + i as u16,
-                        t: vt,
-                        wall_unix_ns: 0,
-                        energy_j: accs[i].update(vt, reading),
-                        raw: reading.raw_for_trace(),
-                    });
+            while next <= t {
+                read_last = Some(next);
+                clock.set(Timestamp(next));
+                meter.read(&mut reads);
+                if let Some(f) = &mut freq {
+                    f.read_into(&mut frequencies);
                 }
+                for (i, r) in reads.iter_mut().enumerate() {
+                    if let Ok(reading) = std::mem::replace(r, Ok(RawReading::Counter(0))) {
+                        let vt = meter.value_time(i).unwrap_or(Timestamp(next));
+                        samples.push(EnergySample {
+                            domain: first_id + i as u16,
+                            t: vt,
+                            wall_unix_ns: 0,
+                            energy_j: accs[i].update(vt, reading),
+                            raw: reading.raw_for_trace(),
+                        });
+                    }
+                }
+                next += period_ns;
             }
-            next += period_ns;
-        }
-        clock.set(Timestamp(t));
-    };
+            clock.set(Timestamp(t));
+        };
     for (t, end, e) in &events {
-        read_until(*t, &mut meter, &mut samples);
+        read_until(*t, false, &mut meter, &mut samples);
         if *end {
             obs.task_ended(e.worker, e.codelet, e.arch, Timestamp(*t));
         } else {
@@ -140,7 +152,10 @@ pub fn replay(
         .filter_map(|d| d.update_interval_ns)
         .max()
         .unwrap_or(0);
-    read_until(last + refresh + period_ns, &mut meter, &mut samples);
+    // The last reading once the slowest counter has refreshed past the end, as the live
+    // sampler's final update waits for it (`Sampler::stop`).
+    read_until(last, false, &mut meter, &mut samples);
+    read_until(last + refresh, true, &mut meter, &mut samples);
     let ids: Vec<u16> = domains.iter().map(|d| d.id).collect();
     Ok(Replayed {
         truth: meter.ground_truth(&ids),
