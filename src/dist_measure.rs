@@ -291,6 +291,7 @@ impl DistMeasure {
             share,
             simulated,
             app_start: Clock::now(),
+            app_end: None,
             app_failed: false,
             measure: self,
         })
@@ -309,6 +310,8 @@ pub struct DistMeasured {
     share: NodeShare,
     simulated: bool,
     app_start: Timestamp,
+    /// Where [`DistMeasured::end_application`] ended the graph.
+    app_end: Option<Timestamp>,
     /// Set by [`DistMeasured::mark_failed`].
     app_failed: bool,
     measure: DistMeasure,
@@ -343,8 +346,8 @@ pub struct DistReport {
     /// Rank 0: the job's energy, attributed over the merged trace (`None` without energy,
     /// on the other ranks, or when the merge could not be done).
     pub energy: Option<EnergyReport>,
-    /// Rank 0: why the traces were not merged (a rank's trace not visible from rank 0,
-    /// say), and how to merge them by hand.
+    /// Rank 0: why the traces were not merged (`merge(false)`, a rank's trace not visible
+    /// from rank 0), and how to merge them by hand.
     pub not_merged: Option<String>,
 }
 
@@ -367,6 +370,19 @@ impl DistMeasured {
     /// Whether the node's energy comes from the simulated meter (run by the merge).
     pub fn is_simulated(&self) -> bool {
         self.simulated
+    }
+
+    /// Waits for this rank's tasks and messages and ends its `graph` span (the report's
+    /// `application` region) now, so that what the rank does before
+    /// [`DistMeasured::finish`] (rank 0 checking the gathered result, say) is not counted
+    /// as the application's idle energy. A second call moves the end.
+    ///
+    /// # Errors
+    /// A failed task or message, as [`DistRuntime::wait_all`] (the span ends all the same).
+    pub fn end_application(&mut self) -> Result<(), DistError> {
+        let waited = self.runtime().wait_all();
+        self.app_end = Some(Clock::now());
+        waited
     }
 
     /// Marks the run failed by the application's own account (an error of its own, a
@@ -399,7 +415,8 @@ impl DistMeasured {
         let mut d = self.d.take().expect("finish runs once");
         let recording = self.recording.take().expect("finish runs once");
         let waited = d.wait_all();
-        recording.mark(GRAPH, &[(self.app_start, Clock::now())]);
+        let end = self.app_end.unwrap_or_else(Clock::now);
+        recording.mark(GRAPH, &[(self.app_start, end)]);
         let last = d.clock_sample();
         let shut = d.end();
         let failed = self.app_failed || waited.is_err() || last.is_err() || shut.is_err();
@@ -434,6 +451,19 @@ impl DistMeasured {
             not_merged: None,
         };
         if !self.measure.merge {
+            if rank == 0 {
+                // Nothing says what to do with the ranks' traces otherwise.
+                report.not_merged = Some(format!(
+                    "merge(false): merge the ranks' traces with `taskwatt merge {} -o {}`, \
+                     then `taskwatt report {}`",
+                    rank_path(&self.measure.trace, 0)
+                        .display()
+                        .to_string()
+                        .replace(".rank0.", ".rank*."),
+                    self.measure.trace.display(),
+                    self.measure.trace.display()
+                ));
+            }
             return Ok(report);
         }
         // Every rank's trace is complete past this point.

@@ -187,6 +187,11 @@ fn without_merging_each_rank_finishes_its_own_trace_for_taskwatt_merge() {
     assert!(reports
         .iter()
         .all(|r| r.merged.is_none() && r.energy.is_none()));
+    let how = reports[0].not_merged.as_deref().unwrap_or_default();
+    assert!(
+        how.contains("taskwatt merge") && how.contains("job.rank*.twt"),
+        "{how}"
+    );
     assert!(!trace.exists());
     // The library's merge takes them as `taskwatt merge` would.
     let inputs = rank_traces(&trace, 2)
@@ -287,4 +292,43 @@ fn the_merged_meter_covers_the_job_not_whole_periods_around_it() {
         span_s < 0.2,
         "the readings span {span_s} s for a job of ~10 ms"
     );
+}
+
+#[test]
+fn end_application_ends_the_ranks_graph_before_its_own_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("job.twt");
+    let handles: Vec<_> = ThreadNet::new(2)
+        .into_iter()
+        .map(|net| {
+            let trace = trace.clone();
+            std::thread::spawn(move || {
+                let mut m = DistMeasure::new(&trace)
+                    .merge(false)
+                    .energy(false)
+                    .start(Box::new(net), |_| Runtime::builder().workers(1))
+                    .unwrap();
+                let rank = m.share().rank;
+                let d = m.runtime();
+                let c = spin("c", 200, 0);
+                let h = d.register(0, vec![0.0f64; 8]).unwrap();
+                for _ in 0..10 {
+                    d.submit(DistTask::new(&c).rw(&h)).unwrap();
+                }
+                m.end_application().unwrap();
+                if rank == 0 {
+                    // The application's own check of its result.
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                m.finish().unwrap()
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let t = read_trace(taskwatt::rank_path(&trace, 0)).unwrap();
+    let graph = t.markers.iter().find(|m| m.name == "graph").unwrap();
+    let s = (graph.end.as_ns() - graph.start.as_ns()) as f64 * 1e-9;
+    assert!(s < 0.2, "the graph span lasted {s} s, the check included");
 }

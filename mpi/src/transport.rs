@@ -79,9 +79,9 @@ pub trait Transport: Send {
 /// What a receive says of a message whose size is not its buffer's.
 pub(crate) fn size_mismatch(got: usize, src: usize, tag: u32, len: usize) -> String {
     format!(
-        "a message of {got} bytes from rank {src} (tag {tag}) for a buffer of {len}: the \
-         ranks registered this handle with different sizes (give every rank the same sizes, \
-         tiles and order of registration)"
+        "a message of {got} bytes from rank {src} for handle {tag} (its tag), a buffer of \
+         {len}: the ranks registered this handle with different sizes (give every rank the \
+         same sizes, tiles and order of registration)"
     )
 }
 
