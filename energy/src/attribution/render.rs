@@ -752,6 +752,15 @@ fn list(out: &mut String, title: &str, items: &[String]) {
     }
 }
 
+/// `text`, in parentheses unless it is a measurement (a flagged base power's idle energy).
+fn in_parens_unless(measured: bool, text: String) -> String {
+    if measured {
+        text
+    } else {
+        format!("({text})")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -780,14 +789,5 @@ mod tests {
         assert_eq!(around(3.72, Some([3.6322, 3.7566])), "-87.8/+36.6 mJ");
         assert_eq!(around(3.72, Some([2.52, 3.7566])), "-1.20 J/+36.6 mJ");
         assert_eq!(around(3.72, None), "-");
-    }
-}
-
-/// `text`, in parentheses unless it is a measurement (a flagged base power's idle energy).
-fn in_parens_unless(measured: bool, text: String) -> String {
-    if measured {
-        text
-    } else {
-        format!("({text})")
     }
 }
