@@ -89,13 +89,19 @@ impl Table {
                 w[i] = w[i].saturating_sub(total - WIDTH).max(8);
             }
         }
-        let line = |cells: &mut dyn Iterator<Item = (usize, String)>| {
+        // The first column's names as cut: names cut alike (`nrm_sum@cpu` and
+        // `nrm_sum_init@cpu` both `nrm_sum~`) are numbered apart (`nrm_s~1`, `nrm_s~2`).
+        let shorts = numbered_apart(self.rows.iter().map(|r| r[0].as_str()), w[0]);
+        let line = |cells: &mut dyn Iterator<Item = (usize, String)>, row: Option<usize>| {
             let mut s = String::new();
             for (i, c) in cells {
                 if i > 0 {
                     s.push_str("  ");
                 }
-                let c = fit(&c, w[i]);
+                let c = match row {
+                    Some(r) if i == 0 => shorts[r].clone(),
+                    _ => fit(&c, w[i]),
+                };
                 if self.head[i].1 {
                     let _ = write!(s, "{c:>width$}", width = w[i]);
                 } else {
@@ -107,18 +113,19 @@ impl Table {
         let _ = writeln!(
             out,
             "{}",
-            line(&mut self.head.iter().map(|h| h.0.to_owned()).enumerate())
+            line(
+                &mut self.head.iter().map(|h| h.0.to_owned()).enumerate(),
+                None
+            )
         );
-        for r in &self.rows {
-            let _ = writeln!(out, "{}", line(&mut r.iter().cloned().enumerate()));
+        for (k, r) in self.rows.iter().enumerate() {
+            let _ = writeln!(out, "{}", line(&mut r.iter().cloned().enumerate(), Some(k)));
         }
-        // The names cut to fit, in full: two cut alike would otherwise be told apart by
-        // nothing.
+        // The names cut to fit, in full.
         let mut cut: Vec<String> = Vec::new();
-        for r in &self.rows {
-            let short = fit(&r[0], w[0]);
+        for (r, short) in self.rows.iter().zip(&shorts) {
             let full = format!("{short} is {}", r[0]);
-            if short != r[0] && !cut.contains(&full) {
+            if *short != r[0] && !cut.contains(&full) {
                 cut.push(full);
             }
         }
@@ -131,6 +138,34 @@ impl Table {
             );
         }
     }
+}
+
+/// `names` cut to `w` characters ([`fit`]); distinct names that would be cut alike end in
+/// `~1`, `~2`... instead, in their order.
+fn numbered_apart<'a>(names: impl Iterator<Item = &'a str>, w: usize) -> Vec<String> {
+    let names: Vec<&str> = names.collect();
+    let cut: Vec<String> = names.iter().map(|n| fit(n, w)).collect();
+    let mut out = cut.clone();
+    for (i, c) in cut.iter().enumerate() {
+        let alike: Vec<usize> = (0..names.len())
+            .filter(|&j| cut[j] == *c && names[j] != names[i])
+            .collect();
+        if alike.is_empty() || names[i].chars().count() <= w {
+            continue;
+        }
+        // The rank of this name among the distinct names cut alike.
+        let mut seen: Vec<&str> = Vec::new();
+        for g in (0..names.len()).filter(|&j| cut[j] == *c).map(|j| names[j]) {
+            if !seen.contains(&g) {
+                seen.push(g);
+            }
+        }
+        let k = seen.iter().position(|g| *g == names[i]).unwrap_or(0) + 1;
+        let tag = format!("~{k}");
+        let head: String = names[i].chars().take(w.saturating_sub(tag.len())).collect();
+        out[i] = format!("{head}{tag}");
+    }
+    out
 }
 
 /// Cuts `s` to `w` characters, marking the cut with `~`.
@@ -147,6 +182,21 @@ fn fit(s: &str, w: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_cut_alike_are_numbered_apart() {
+        let names = [
+            "nrm_sum@cpu",
+            "nrm_sum_fold@cpu",
+            "nrm_sum_init@cpu",
+            "gemm@cpu",
+        ];
+        let cut = numbered_apart(names.iter().copied(), 8);
+        assert_eq!(cut, ["nrm_su~1", "nrm_su~2", "nrm_su~3", "gemm@cpu"]);
+        // One name in several rows keeps one label.
+        let cut = numbered_apart(["a_long_name", "a_long_name", "b"].iter().copied(), 5);
+        assert_eq!(cut, ["a_lo~", "a_lo~", "b"]);
+    }
 
     #[test]
     fn tables_fit_80_columns_and_truncate_the_first_column() {
