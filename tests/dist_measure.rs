@@ -292,6 +292,17 @@ fn the_merged_meter_covers_the_job_not_whole_periods_around_it() {
         span_s < 0.2,
         "the readings span {span_s} s for a job of ~10 ms"
     );
+    // One interval per domain for the base and a type: the report says it attributes
+    // nothing, above the tables it prints all the same.
+    let att = taskwatt::attribute_trace(&merged, &Default::default()).unwrap();
+    let text = taskwatt::energy::attribution::render_report(
+        &att.report,
+        &taskwatt::energy::attribution::RenderOptions { simulated: true },
+    );
+    assert!(
+        text.contains("NOT ATTRIBUTED: ") && text.contains("for 2 unknowns"),
+        "{text}"
+    );
 }
 
 #[test]

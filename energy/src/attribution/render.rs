@@ -229,6 +229,25 @@ fn domain(out: &mut String, d: &DomainReport) {
     };
     let pad = WIDTH.saturating_sub(head.len());
     let _ = writeln!(out, "{head}{}", "=".repeat(pad));
+    // Fewer intervals than unknowns (the base and each type): nothing below can be a
+    // measurement, and a run too short to sample printed full tables of 535 kW and
+    // 35 MW in parentheses under no headline.
+    let unknowns = d.types.len() + 1;
+    if d.intervals < unknowns {
+        wrap(
+            out,
+            &format!(
+                "NOT ATTRIBUTED: {} interval(s) for {unknowns} unknowns (the base and {} \
+                 type(s)): the figures below are whatever fits them, not estimates. Run \
+                 the graph longer or sample faster (the period), so that the readings cut \
+                 it into many more intervals than it has types",
+                d.intervals,
+                d.types.len()
+            ),
+            "",
+            "  ",
+        );
+    }
     let f = &d.fit;
     let lines = [
         format!(
