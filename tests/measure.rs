@@ -63,6 +63,27 @@ fn a_three_codelet_graph_gets_its_report_per_type_and_region() {
         text.contains("energy of the application (240 task(s)"),
         "{text}"
     );
+    // One figure over the package and its DRAM, the run's and the application's (a user
+    // added them by hand).
+    let domains = &report.attribution.report.domains;
+    assert_eq!(domains.len(), 2, "the simulated package and DRAM");
+    let measured: f64 = domains.iter().map(|d| d.measured_j).sum();
+    let at = text
+        .find("\nall domains (package-0 + dram-0")
+        .unwrap_or_else(|| panic!("{text}"));
+    let line = &text[at..];
+    // Its figure, as the report writes joules (three significant digits).
+    let figure: f64 = line
+        .split("measured ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(
+        (figure - measured).abs() <= 0.01 * measured,
+        "{line}: {measured} J"
+    );
+    assert!(text.contains("the application"), "{text}");
     assert!(report.json()["report"]["domains"].is_array());
 }
 

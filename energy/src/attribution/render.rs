@@ -72,7 +72,68 @@ pub fn render_report(report: &AttributionReport, opts: &RenderOptions) -> String
         out.push('\n');
         domain(&mut out, d);
     }
+    all_domains(&mut out, report);
     out
+}
+
+/// One figure over the domains that add up (packages, DRAM, GPUs; psys without a package;
+/// core and uncore are inside their package): users asked for the run's and the
+/// application's energy in one number. Not for a merged run of several nodes, whose job
+/// summary gives it per node.
+fn all_domains(out: &mut String, report: &AttributionReport) {
+    use taskwatt_traces::Domain;
+    if report.domains.iter().any(|d| d.name.starts_with("node ")) {
+        return;
+    }
+    let package = report
+        .domains
+        .iter()
+        .any(|d| matches!(d.domain, Domain::CpuPackage { .. }));
+    let added: Vec<&DomainReport> = report
+        .domains
+        .iter()
+        .filter(|d| match d.domain {
+            Domain::CpuPackage { .. } | Domain::Dram { .. } | Domain::Gpu { .. } => true,
+            Domain::Psys => !package,
+            Domain::Core { .. } | Domain::Uncore { .. } => false,
+        })
+        .collect();
+    if added.len() < 2 {
+        return;
+    }
+    let names = added
+        .iter()
+        .map(|d| d.domain.to_string())
+        .collect::<Vec<_>>()
+        .join(" + ");
+    let measured: f64 = added.iter().map(|d| d.measured_j).sum();
+    let app: Option<Vec<f64>> = added
+        .iter()
+        .map(|d| {
+            let r = d.regions.iter().find(|r| r.name == "application")?;
+            Some(r.measured_j.unwrap_or(r.energy_j))
+        })
+        .collect();
+    let app = app.map_or(String::new(), |v| {
+        format!(
+            "; the application {} ({})",
+            si(v.iter().sum(), "J"),
+            v.iter()
+                .map(|j| si(*j, "J"))
+                .collect::<Vec<_>>()
+                .join(" + ")
+        )
+    });
+    out.push('\n');
+    wrap(
+        out,
+        &format!(
+            "all domains ({names}; core, uncore and psys are inside them): measured {}{app}",
+            si(measured, "J")
+        ),
+        "",
+        "  ",
+    );
 }
 
 /// Renders a prediction.
