@@ -20,6 +20,24 @@ fn spin(name: &'static str, us: u64, at: usize) -> Codelet {
     })
 }
 
+/// Runs `rank` on each of `nets`, each as a thread (the ranks of one job writing `trace`),
+/// and returns their results in rank order (`Err` for a rank that panicked).
+fn ranks<T: Send + 'static>(
+    nets: Vec<ThreadNet>,
+    trace: &Path,
+    rank: impl Fn(ThreadNet, PathBuf) -> T + Send + Sync + 'static,
+) -> Vec<std::thread::Result<T>> {
+    let rank = std::sync::Arc::new(rank);
+    let threads: Vec<_> = nets
+        .into_iter()
+        .map(|net| {
+            let (rank, trace) = (rank.clone(), trace.to_path_buf());
+            std::thread::spawn(move || rank(net, trace))
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join()).collect()
+}
+
 /// Runs `size` ranks, `per_node` to a node, each with one worker: 8 blocks owned round
 /// robin, 30 sweeps of `sweep` (300 µs) and, every third sweep, a `halo` (100 µs) reading
 /// a block and writing its neighbour (a message when they live on different ranks).
@@ -29,48 +47,46 @@ fn job(
     per_node: usize,
     fail_on: Option<usize>,
 ) -> Vec<Result<DistReport, DistMeasureError>> {
-    let handles: Vec<_> = ThreadNet::with_nodes(size, per_node)
-        .into_iter()
-        .map(|net| {
-            let trace = trace.to_path_buf();
-            std::thread::spawn(move || {
-                let mut m = DistMeasure::new(&trace)
-                    .period(Duration::from_millis(2))
-                    .start(Box::new(net), |share| {
-                        assert!(share.local < share.ranks_on_node);
-                        Runtime::builder().workers(1)
-                    })?;
-                let rank = m.share().rank;
-                let d = m.runtime();
-                let sweep = spin("sweep", 300, 0);
-                let halo = spin("halo", 100, 1);
-                let boom = Codelet::new("boom").cpu(move |_| {
-                    if fail_on == Some(rank) {
-                        panic!("boom on rank {rank}");
-                    }
-                });
-                let blocks: Vec<_> = (0..8)
-                    .map(|i| d.register(i % size, vec![0.0f64; 64]).unwrap())
-                    .collect();
-                for s in 0..30 {
-                    for b in &blocks {
-                        d.submit(DistTask::new(&sweep).rw(b)).unwrap();
-                    }
-                    if s % 3 == 0 {
-                        for w in blocks.windows(2) {
-                            d.submit(DistTask::new(&halo).r(&w[0]).rw(&w[1])).unwrap();
-                        }
-                    }
-                    if s == 10 && fail_on.is_some() {
-                        d.submit(DistTask::new(&boom).rw(&blocks[1]).on_rank(1))
-                            .unwrap();
+    let handles = ranks(
+        ThreadNet::with_nodes(size, per_node),
+        trace,
+        move |net, trace| {
+            let mut m = DistMeasure::new(&trace)
+                .period(Duration::from_millis(2))
+                .start(Box::new(net), |share| {
+                    assert!(share.local < share.ranks_on_node);
+                    Runtime::builder().workers(1)
+                })?;
+            let rank = m.share().rank;
+            let d = m.runtime();
+            let sweep = spin("sweep", 300, 0);
+            let halo = spin("halo", 100, 1);
+            let boom = Codelet::new("boom").cpu(move |_| {
+                if fail_on == Some(rank) {
+                    panic!("boom on rank {rank}");
+                }
+            });
+            let blocks: Vec<_> = (0..8)
+                .map(|i| d.register(i % size, vec![0.0f64; 64]).unwrap())
+                .collect();
+            for s in 0..30 {
+                for b in &blocks {
+                    d.submit(DistTask::new(&sweep).rw(b)).unwrap();
+                }
+                if s % 3 == 0 {
+                    for w in blocks.windows(2) {
+                        d.submit(DistTask::new(&halo).r(&w[0]).rw(&w[1])).unwrap();
                     }
                 }
-                m.finish()
-            })
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
+                if s == 10 && fail_on.is_some() {
+                    d.submit(DistTask::new(&boom).rw(&blocks[1]).on_rank(1))
+                        .unwrap();
+                }
+            }
+            m.finish()
+        },
+    );
+    handles.into_iter().map(|h| h.unwrap()).collect()
 }
 
 fn rank_traces(trace: &Path, size: usize) -> Vec<PathBuf> {
@@ -163,27 +179,21 @@ fn a_task_failing_on_a_rank_fails_the_job_and_leaves_its_traces_marked_failed() 
 fn without_merging_each_rank_finishes_its_own_trace_for_taskwatt_merge() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("job.twt");
-    let handles: Vec<_> = ThreadNet::new(2)
-        .into_iter()
-        .map(|net| {
-            let trace = trace.clone();
-            std::thread::spawn(move || {
-                let mut m = DistMeasure::new(&trace)
-                    .merge(false)
-                    .energy(false)
-                    .start(Box::new(net), |_| Runtime::builder().workers(1))
-                    .unwrap();
-                let d = m.runtime();
-                let c = spin("c", 50, 0);
-                let h = d.register(0, vec![0.0f64; 8]).unwrap();
-                for _ in 0..10 {
-                    d.submit(DistTask::new(&c).rw(&h)).unwrap();
-                }
-                m.finish().unwrap()
-            })
-        })
-        .collect();
-    let reports: Vec<DistReport> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let handles = ranks(ThreadNet::new(2), &trace, move |net, trace| {
+        let mut m = DistMeasure::new(&trace)
+            .merge(false)
+            .energy(false)
+            .start(Box::new(net), |_| Runtime::builder().workers(1))
+            .unwrap();
+        let d = m.runtime();
+        let c = spin("c", 50, 0);
+        let h = d.register(0, vec![0.0f64; 8]).unwrap();
+        for _ in 0..10 {
+            d.submit(DistTask::new(&c).rw(&h)).unwrap();
+        }
+        m.finish().unwrap()
+    });
+    let reports: Vec<DistReport> = handles.into_iter().map(|h| h.unwrap()).collect();
     assert!(reports
         .iter()
         .all(|r| r.merged.is_none() && r.energy.is_none()));
@@ -210,34 +220,28 @@ fn a_rank_whose_thread_panics_before_finish_ends_the_job_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("job.twt");
     let t0 = Instant::now();
-    let handles: Vec<_> = ThreadNet::new(2)
-        .into_iter()
-        .map(|net| {
-            let trace = trace.clone();
-            std::thread::spawn(move || {
-                let mut m = DistMeasure::new(&trace)
-                    .start(Box::new(net), |_| Runtime::builder().workers(1))
-                    .unwrap();
-                let rank = m.share().rank;
-                let d = m.runtime();
-                let c = spin("c", 50, 0);
-                let hs: Vec<_> = (0..2)
-                    .map(|o| d.register(o, vec![0.0f64; 8]).unwrap())
-                    .collect();
-                for _ in 0..5 {
-                    d.submit(DistTask::new(&c).rw(&hs[0])).unwrap();
-                    d.submit(DistTask::new(&c).rw(&hs[1])).unwrap();
-                }
-                if rank == 1 {
-                    panic!("the application's own check failed on rank 1");
-                }
-                // Rank 0 reads rank 1's block: a message that will never come.
-                d.submit(DistTask::new(&c).rw(&hs[0]).r(&hs[1])).unwrap();
-                m.finish().map(|_| ())
-            })
-        })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+    let handles = ranks(ThreadNet::new(2), &trace, move |net, trace| {
+        let mut m = DistMeasure::new(&trace)
+            .start(Box::new(net), |_| Runtime::builder().workers(1))
+            .unwrap();
+        let rank = m.share().rank;
+        let d = m.runtime();
+        let c = spin("c", 50, 0);
+        let hs: Vec<_> = (0..2)
+            .map(|o| d.register(o, vec![0.0f64; 8]).unwrap())
+            .collect();
+        for _ in 0..5 {
+            d.submit(DistTask::new(&c).rw(&hs[0])).unwrap();
+            d.submit(DistTask::new(&c).rw(&hs[1])).unwrap();
+        }
+        if rank == 1 {
+            panic!("the application's own check failed on rank 1");
+        }
+        // Rank 0 reads rank 1's block: a message that will never come.
+        d.submit(DistTask::new(&c).rw(&hs[0]).r(&hs[1])).unwrap();
+        m.finish().map(|_| ())
+    });
+    let results = handles;
     assert!(results[1].is_err(), "rank 1 panicked");
     let r0 = results[0].as_ref().expect("rank 0 returns");
     assert!(r0.is_err(), "rank 0 cannot finish without rank 1");
@@ -256,28 +260,22 @@ fn the_merged_meter_covers_the_job_not_whole_periods_around_it() {
     // A 4 ms graph sampled every second read a window of 1 s: 250 times its energy.
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("job.twt");
-    let handles: Vec<_> = ThreadNet::new(2)
-        .into_iter()
-        .map(|net| {
-            let trace = trace.clone();
-            std::thread::spawn(move || {
-                let mut m = DistMeasure::new(&trace)
-                    .period(Duration::from_millis(500))
-                    .merge(false)
-                    .start(Box::new(net), |_| Runtime::builder().workers(1))
-                    .unwrap();
-                let d = m.runtime();
-                let c = spin("c", 1000, 0);
-                let h = d.register(0, vec![0.0f64; 8]).unwrap();
-                for _ in 0..10 {
-                    d.submit(DistTask::new(&c).rw(&h)).unwrap();
-                }
-                m.finish().unwrap()
-            })
-        })
-        .collect();
+    let handles = ranks(ThreadNet::new(2), &trace, move |net, trace| {
+        let mut m = DistMeasure::new(&trace)
+            .period(Duration::from_millis(500))
+            .merge(false)
+            .start(Box::new(net), |_| Runtime::builder().workers(1))
+            .unwrap();
+        let d = m.runtime();
+        let c = spin("c", 1000, 0);
+        let h = d.register(0, vec![0.0f64; 8]).unwrap();
+        for _ in 0..10 {
+            d.submit(DistTask::new(&c).rw(&h)).unwrap();
+        }
+        m.finish().unwrap()
+    });
     for h in handles {
-        h.join().unwrap();
+        h.unwrap();
     }
     let inputs = rank_traces(&trace, 2)
         .into_iter()
@@ -309,34 +307,28 @@ fn the_merged_meter_covers_the_job_not_whole_periods_around_it() {
 fn end_application_ends_the_ranks_graph_before_its_own_checks() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("job.twt");
-    let handles: Vec<_> = ThreadNet::new(2)
-        .into_iter()
-        .map(|net| {
-            let trace = trace.clone();
-            std::thread::spawn(move || {
-                let mut m = DistMeasure::new(&trace)
-                    .merge(false)
-                    .energy(false)
-                    .start(Box::new(net), |_| Runtime::builder().workers(1))
-                    .unwrap();
-                let rank = m.share().rank;
-                let d = m.runtime();
-                let c = spin("c", 200, 0);
-                let h = d.register(0, vec![0.0f64; 8]).unwrap();
-                for _ in 0..10 {
-                    d.submit(DistTask::new(&c).rw(&h)).unwrap();
-                }
-                m.end_application().unwrap();
-                if rank == 0 {
-                    // The application's own check of its result.
-                    std::thread::sleep(Duration::from_millis(300));
-                }
-                m.finish().unwrap()
-            })
-        })
-        .collect();
+    let handles = ranks(ThreadNet::new(2), &trace, move |net, trace| {
+        let mut m = DistMeasure::new(&trace)
+            .merge(false)
+            .energy(false)
+            .start(Box::new(net), |_| Runtime::builder().workers(1))
+            .unwrap();
+        let rank = m.share().rank;
+        let d = m.runtime();
+        let c = spin("c", 200, 0);
+        let h = d.register(0, vec![0.0f64; 8]).unwrap();
+        for _ in 0..10 {
+            d.submit(DistTask::new(&c).rw(&h)).unwrap();
+        }
+        m.end_application().unwrap();
+        if rank == 0 {
+            // The application's own check of its result.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        m.finish().unwrap()
+    });
     for h in handles {
-        h.join().unwrap();
+        h.unwrap();
     }
     let t = read_trace(taskwatt::rank_path(&trace, 0)).unwrap();
     let graph = t.markers.iter().find(|m| m.name == "graph").unwrap();
