@@ -282,7 +282,9 @@ fn compare_adds_simulated_rows_and_plots_them_beside_the_runs() {
         assert_eq!(r["unpredicted_domains"].is_array(), gpus, "{r}");
     }
     let plot = std::fs::read_to_string(svg.join("whatif.svg")).unwrap();
-    assert!(plot.contains("(simulated)") && plot.contains("(run)"));
+    // The model's energy where it covers the platform, the platform's powers where not.
+    assert!(plot.contains("(simulated, model)") && plot.contains("(run)"));
+    assert!(plot.contains("(simulated, platform powers)"), "{plot}");
     let mut args = base.to_vec();
     args.extend(["--platform", "2x16"]);
     let e = taskwatt(&args);
@@ -351,14 +353,12 @@ fn simulate_predicts_energy_with_the_app_s_saved_model() {
     assert!(pm.join("energy-model-cholesky.json").exists());
     let sim_on = |platform: &str, models: &std::path::Path, extra: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_taskwatt"))
-            .args([
-                "simulate",
-                s(&trace),
-                "--platform",
-                platform,
-                "--replicas",
-                "0",
-            ])
+            .args(["simulate", s(&trace), "--platform", platform])
+            .args(if extra.contains(&"--replicas") {
+                &[][..]
+            } else {
+                &["--replicas", "0"][..]
+            })
             .args(extra)
             .env("TASKWATT_PERFMODEL_DIR", models)
             .output()
@@ -382,6 +382,16 @@ fn simulate_predicts_energy_with_the_app_s_saved_model() {
     );
     let (text, _) = sim(&pm, &["--platform-powers"]);
     assert!(!text.contains("energy (model)"), "{text}");
+    // The model's energy, shown first, has its own interval (it had the platform
+    // powers' alone): the replicas' spread and the model's, around its prediction.
+    let (json, _) = sim(&pm, &["--replicas", "4", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let r = &v["runs"][0];
+    let p = r["predicted_j"].as_f64().unwrap();
+    let [lo, hi] = [0, 1].map(|i| r["predicted_ci_j"][i].as_f64().unwrap());
+    assert!(lo < p && p < hi, "{lo}..{hi} around {p}");
+    let (text, _) = sim(&pm, &["--replicas", "4"]);
+    assert!(text.contains(", energy (model) "), "{text}");
     // The model's prediction is over the simulated run, whatever the platform's meters
     // sample at: it was over their readings' window, which runs to the next refresh past
     // the end, and grew with the period (0.86 J at 10 ms, 0.55 J at 1 ms, 0.49 J

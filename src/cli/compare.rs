@@ -254,6 +254,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                     predicted_j: r.predicted_j,
                     makespan_ci_s: r.makespan_ci_s,
                     meter_ci_j: r.energy_ci_j,
+                    predicted_ci_j: r.predicted_ci_j,
                     unpredicted_domains: r.unpredicted_domains,
                 });
             }

@@ -32,6 +32,26 @@ pub(crate) fn interval(centre: f64, values: &[f64]) -> Option<[f64; 2]> {
     })
 }
 
+/// The 95 % interval of a fitted model's prediction `p` of a simulated run's energy, from
+/// two sources taken as independent: the replicas' spread, `relative` (the platform
+/// meter's interval divided by its value: the model's energy moves with the tasks'
+/// durations as the meter's does), and the model's own interval for a measurement over
+/// the run, `model` (its powers' uncertainty and the meter's noise). Each side's
+/// half-widths add in quadrature; either alone gives its own. `None` with neither.
+pub(crate) fn combine(
+    p: f64,
+    relative: Option<[f64; 2]>,
+    model: Option<[f64; 2]>,
+) -> Option<[f64; 2]> {
+    if relative.is_none() && model.is_none() {
+        return None;
+    }
+    let (r, m) = (relative.unwrap_or([1.0, 1.0]), model.unwrap_or([p, p]));
+    let down = (p * (1.0 - r[0])).max(0.0).hypot((p - m[0]).max(0.0));
+    let up = (p * (r[1] - 1.0)).max(0.0).hypot((m[1] - p).max(0.0));
+    Some([(p - down).max(0.0), p + up])
+}
+
 /// Student's 0.975 quantile at `dof` degrees of freedom (a table, then Cornish-Fisher).
 fn t975(dof: usize) -> f64 {
     const T: [f64; 5] = [12.706, 4.303, 3.182, 2.776, 2.571];
@@ -114,7 +134,25 @@ pub(crate) struct Ranked<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::interval;
+    use super::{combine, interval};
+
+    #[test]
+    fn a_models_interval_holds_the_replicas_spread_and_its_own() {
+        let near = |a: [f64; 2], b: [f64; 2]| (a[0] - b[0]).abs() + (a[1] - b[1]).abs() < 1e-9;
+        // The replicas alone: ±10 % of the prediction.
+        let c = combine(100.0, Some([0.9, 1.1]), None).unwrap();
+        assert!(near(c, [90.0, 110.0]), "{c:?}");
+        // The model alone: its own interval.
+        let c = combine(100.0, None, Some([97.0, 101.0])).unwrap();
+        assert!(near(c, [97.0, 101.0]), "{c:?}");
+        // Both: each side in quadrature (10 and 3 down: 10.44; 10 and 1 up: 10.05).
+        let [lo, hi] = combine(100.0, Some([0.9, 1.1]), Some([97.0, 101.0])).unwrap();
+        assert!((lo - (100.0 - 109f64.sqrt())).abs() < 1e-9, "{lo}");
+        assert!((hi - (100.0 + 101f64.sqrt())).abs() < 1e-9, "{hi}");
+        // Never below 0, and nothing without either source.
+        assert_eq!(combine(1.0, Some([-1.0, 3.0]), None), Some([0.0, 3.0]));
+        assert_eq!(combine(1.0, None, None), None);
+    }
 
     #[test]
     fn a_right_skewed_spread_keeps_a_positive_lower_bound() {

@@ -12,7 +12,7 @@ use taskwatt::whatif::{
     SimOptions, TypeEnergy,
 };
 
-use super::sim_interval::{interval, Ranked};
+use super::sim_interval::{combine, interval, Ranked};
 use super::CliResult;
 
 #[derive(Args, Debug)]
@@ -66,7 +66,11 @@ fn ranked_verdicts(rows: &[SimRow]) -> Vec<String> {
         .map(|r| Ranked {
             policy: &r.policy,
             makespan: (r.figures.makespan_s, r.makespan_ci_s),
-            energy: (r.figures.total_j, r.energy_ci_j),
+            // The energy the table shows first: the model's when there is one.
+            energy: match r.predicted_j {
+                Some(p) => (Some(p), r.predicted_ci_j),
+                None => (r.figures.total_j, r.energy_ci_j),
+            },
         })
         .collect();
     super::sim_interval::verdicts(&ranked)
@@ -85,6 +89,9 @@ pub(crate) struct SimRow {
     pub(crate) figures: RunFigures,
     pub(crate) types: Vec<TypeEnergy>,
     pub(crate) predicted_j: Option<f64>,
+    /// `predicted_j`'s 95 % interval: the replicas' spread, relative, and the model's own
+    /// interval for a measurement, combined (`sim_interval::combine`).
+    pub(crate) predicted_ci_j: Option<[f64; 2]>,
     /// The simulated machine's domains the model has no fit of: `predicted_j` leaves them
     /// out (the platform's powers count them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -409,10 +416,14 @@ pub(crate) fn simulate_policies(
                         &run.policy,
                     );
                 }
-                Some(pred.total_predicted_j)
+                Some((
+                    pred.total_predicted_j,
+                    pred.total_measurement_interval_j.or(pred.total_interval_j),
+                ))
             }
             _ => None,
         };
+        let (predicted_j, model_ci_j) = (predicted_j.map(|p| p.0), predicted_j.and_then(|p| p.1));
         let unpredicted_domains: Vec<String> = match model {
             Some(m) if predicted_j.is_some() => out
                 .domains
@@ -440,6 +451,13 @@ pub(crate) fn simulate_policies(
         }
         let makespan_ci_s = interval(figs.makespan_s, &spans);
         let energy_ci_j = figs.total_j.and_then(|j| interval(j, &joules));
+        let predicted_ci_j = predicted_j.and_then(|p| {
+            let relative = figs
+                .total_j
+                .zip(energy_ci_j)
+                .map(|(j, [lo, hi])| [lo / j, hi / j]);
+            combine(p, relative, model_ci_j)
+        });
         rows.push(SimRow {
             policy: run.policy.clone(),
             makespan_ci_s,
@@ -448,6 +466,7 @@ pub(crate) fn simulate_policies(
             figures: figs,
             types,
             predicted_j,
+            predicted_ci_j,
             unpredicted_domains,
             unpredicted_types,
             tasks_per_worker: run.per_worker.clone(),
@@ -676,17 +695,14 @@ pub(crate) fn render_rows(
             r.simulated_in_s * 1e3
         );
         if let Some([lo, hi]) = r.makespan_ci_s {
-            let energy = r
-                .energy_ci_j
-                .map(|[a, b]| {
-                    let what = if model {
-                        "energy (platform powers)"
-                    } else {
-                        "energy"
-                    };
-                    format!(", {what} {a:.2} to {b:.2} J")
-                })
+            let mut energy = r
+                .predicted_ci_j
+                .map(|[a, b]| format!(", energy (model) {a:.2} to {b:.2} J"))
                 .unwrap_or_default();
+            if let Some([a, b]) = r.energy_ci_j {
+                let what = if model { "platform powers" } else { "energy" };
+                energy += &format!(", {what} {a:.2} to {b:.2} J");
+            }
             let _ = writeln!(
                 out,
                 "{:<10} 95% interval: makespan {lo:.4} to {hi:.4} s{energy} ({} replicas)",

@@ -172,6 +172,9 @@ pub struct SimulatedRow {
     pub makespan_ci_s: Option<[f64; 2]>,
     /// The simulated meter's, J.
     pub meter_ci_j: Option<[f64; 2]>,
+    /// `predicted_j`'s: the replicas' spread and the model's own interval, combined, J.
+    #[serde(default)]
+    pub predicted_ci_j: Option<[f64; 2]>,
     /// The simulated machine's domains the model has no fit of (left out of
     /// `predicted_j`; the meter counts them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -188,14 +188,18 @@ impl Comparison {
             );
             outln!(
                 out,
-                "{:<14} {:<34} {:>10} {:>12} {:>12}",
+                "{:<14} {:<34} {:>10} {:>12} {:>12}  {}",
                 "policy",
                 "platform",
                 "makespan",
                 "meter",
-                "model"
+                "model",
+                "model's 95%"
             );
             let j = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2} J"));
+            let ci = |c: Option<[f64; 2]>| {
+                c.map_or("-".to_owned(), |[a, b]| format!("{a:.2} to {b:.2} J"))
+            };
             for v in &o.virtual_rows {
                 let partial = if v.unpredicted_domains.is_empty() {
                     ""
@@ -204,12 +208,13 @@ impl Comparison {
                 };
                 outln!(
                     out,
-                    "{:<14} {:<34} {:>8.3} s {:>12} {:>12}",
+                    "{:<14} {:<34} {:>8.3} s {:>12} {:>12}  {}",
                     v.policy,
                     v.platform,
                     v.makespan_s,
                     j(v.meter_j),
-                    format!("{}{partial}", j(v.predicted_j))
+                    format!("{}{partial}", j(v.predicted_j)),
+                    ci(v.predicted_ci_j)
                 );
             }
             if let Some(v) = o
@@ -325,12 +330,22 @@ impl Comparison {
             // Measured runs (the application region) and simulated rows on one plane.
             let p = dir.join("whatif.svg");
             let mut points = policy_points(&out.policies, " (run)");
+            // The model's prediction where it covers the platform (the measured runs'
+            // points are measurements, not the platform's configured powers), else the
+            // simulated meter's.
             points.extend(out.virtual_rows.iter().filter_map(|v| {
-                v.meter_j.map(|e| crate::plots::ParetoPoint {
+                let (e, ci, by) = match v.predicted_j {
+                    // Not where it leaves out a domain (a CPU model on a GPU platform).
+                    Some(p) if v.unpredicted_domains.is_empty() => {
+                        (Some(p), v.predicted_ci_j, "model")
+                    }
+                    _ => (v.meter_j, v.meter_ci_j, "platform powers"),
+                };
+                e.map(|e| crate::plots::ParetoPoint {
                     x_ci: v.makespan_ci_s,
-                    y_ci: v.meter_ci_j,
+                    y_ci: ci,
                     ..crate::plots::ParetoPoint::new(
-                        format!("{} on {} (simulated)", v.policy, v.platform),
+                        format!("{} on {} (simulated, {by})", v.policy, v.platform),
                         v.makespan_s,
                         e,
                     )
