@@ -664,6 +664,45 @@ fn an_import_says_the_unit_it_read_the_times_in() {
 }
 
 #[test]
+fn an_import_names_both_sources_and_warns_of_overlapping_tasks() {
+    let d = tempfile::tempdir().unwrap();
+    let out_path = d.path().join("t.twt");
+    // Without a source the usage names both (it named --tasks alone).
+    let out = taskwatt(&["import", "-o", s(&out_path)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("--tasks") && err.contains("--starpu"), "{err}");
+    // Two tasks at once on worker 0: imported, with a warning.
+    let csv = d.path().join("t.csv");
+    std::fs::write(
+        &csv,
+        "type,worker,start,end\ngemm,0,0.5,1.5\ngemm,0,1.0,2.0\n",
+    )
+    .unwrap();
+    let out = taskwatt(&["import", "--tasks", s(&csv), "-o", s(&out_path)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("1 of the 2 tasks start before"), "{err}");
+    // --workers without --samples was ignored without a word.
+    let w = d.path().join("w.csv");
+    std::fs::write(&w, "worker,domain\n0,package-0\n").unwrap();
+    let out = taskwatt(&[
+        "import",
+        "--tasks",
+        s(&csv),
+        "--workers",
+        s(&w),
+        "-o",
+        s(&out_path),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("give --samples too"),
+        "{err}"
+    );
+}
+
+#[test]
 fn the_simulated_meter_s_defaults_can_be_printed() {
     // A sim-config error pointed at energy/src/sim/default.toml, a source file a user of
     // the binary does not have.

@@ -9,12 +9,14 @@ use taskwatt::traces::{import_csv_to, import_starpu, ImportOptions, ReadProgress
 use super::CliResult;
 
 #[derive(Args, Debug)]
+#[group(skip)]
+#[command(group(clap::ArgGroup::new("source").required(true).multiple(false)))]
 pub(crate) struct ImportArgs {
     /// tasks.csv: columns type, worker, start, end (optional id, arch); see docs/import.md.
-    #[arg(long, conflicts_with = "starpu", required_unless_present = "starpu")]
+    #[arg(long, group = "source")]
     tasks: Option<PathBuf>,
     /// StarPU's tasks.rec (from starpu_fxt_tool); its times are in ms.
-    #[arg(long)]
+    #[arg(long, group = "source")]
     starpu: Option<PathBuf>,
     /// samples.csv: columns time, domain, and energy_j (cumulative J) or power_w (power
     /// readings of the domains --domains declares `power`).
@@ -90,6 +92,14 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
         opts = opts.samples(s);
     }
     if let Some(w) = &a.workers {
+        if a.samples.is_none() {
+            return Err(format!(
+                "--workers {}: it says which workers each energy domain covers; give \
+                 --samples too (without energy samples it has nothing to map)",
+                w.display()
+            )
+            .into());
+        }
         opts = opts.workers(w);
     }
     if let Some(d) = &a.domains {
@@ -144,6 +154,7 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
                 w.samples,
                 w.domains
             );
+            warn_overlapping(w.overlapping, w.tasks);
             return Ok(());
         }
         (None, Some(rec)) => {
@@ -158,6 +169,22 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
                 imp.named_from_model,
                 imp.unnamed
             );
+            if imp.accesses > 0 || imp.accesses_left_out > 0 {
+                eprintln!(
+                    "  {} data accesses kept from Handles, Modes and Sizes (the what-if's \
+                     copies){}",
+                    imp.accesses,
+                    if imp.accesses_left_out > 0 {
+                        format!(
+                            "; {} left out (SCRATCH buffers or modes not known)",
+                            imp.accesses_left_out
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            warn_overlapping(imp.overlapping, imp.trace.task_count() as u64);
             // As an empty --tasks file is: a trace of nothing is no use, and says nothing.
             if imp.trace.task_count() == 0 {
                 return Err(format!(
@@ -192,13 +219,26 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
     Ok(())
 }
 
+/// Says when tasks overlap on one worker: the source's "worker" is not one thread running
+/// one task at a time, and the attribution would count each overlapping task as running.
+fn warn_overlapping(overlapping: u64, tasks: u64) {
+    if overlapping > 0 {
+        eprintln!(
+            "warning: {overlapping} of the {tasks} tasks start before an earlier task of \
+             their worker ended: a worker runs one task at a time; if the worker column \
+             names a process or a node rather than a thread, give each thread its own \
+             worker id (the attribution counts every overlapping task as running)"
+        );
+    }
+}
+
 /// Says when no energy sample falls within the tasks' span: almost always a wrong
 /// `--time-unit` (the attribution would then see no task in any interval).
 fn warn_if_disjoint((first, last): (u64, u64), (s0, s1): (u64, u64), unit: TimeUnit) {
     if s1 < first || s0 > last {
         eprintln!(
             "warning: no energy sample falls within the tasks' span (tasks {:.6} s to {:.6} s, \
-             samples {:.6} s to {:.6} s, times read as {unit:?}): check --time-unit",
+             samples {:.6} s to {:.6} s, times read as {unit}): check --time-unit",
             first as f64 * 1e-9,
             last as f64 * 1e-9,
             s0 as f64 * 1e-9,

@@ -78,6 +78,9 @@ pub(super) struct TraceBuilder {
     extras: Vec<Extra>,
     /// Predecessors of the tasks that have some (StarPU's `DependsOn`; CSV has none).
     preds: HashMap<TaskId, Vec<TaskId>>,
+    /// The tasks' data accesses, where the source has them (StarPU's `Handles`, `Modes`
+    /// and `Sizes`), in input order.
+    accesses: Vec<crate::TaskAccess>,
     /// The first start and last end of the tasks pushed.
     span: Option<(u64, u64)>,
     tasks: u64,
@@ -101,6 +104,9 @@ pub(super) struct Emitted {
     pub(super) sample_span: Option<(u64, u64)>,
     /// Bytes written to the temporary file (0 when the records fitted in memory).
     pub(super) spilled_bytes: u64,
+    /// Tasks that start before another task of their worker ended (a worker runs one
+    /// task at a time: the source's workers are not what taskwatt calls one).
+    pub(super) overlapping: u64,
 }
 
 impl TraceBuilder {
@@ -113,6 +119,7 @@ impl TraceBuilder {
             last: None,
             extras: Vec::new(),
             preds: HashMap::new(),
+            accesses: Vec::new(),
             span: None,
             tasks: 0,
             buffered: 0,
@@ -136,6 +143,11 @@ impl TraceBuilder {
             ids: Vec::new(),
             id_runs: Vec::new(),
         });
+    }
+
+    /// Adds a task's data accesses (after its record was pushed).
+    pub(super) fn accesses(&mut self, a: impl IntoIterator<Item = crate::TaskAccess>) {
+        self.accesses.extend(a);
     }
 
     /// The id of the codelet called `name`, declared on first use.
@@ -326,17 +338,17 @@ impl TraceBuilder {
         source: &str,
         file: &Path,
         energy: Option<Energy>,
-    ) -> Result<Trace, TraceError> {
+    ) -> Result<(Trace, Emitted), TraceError> {
         let mut chunks = Vec::new();
         let mut tally = EndTally::default();
-        self.emit(source, file, energy, &mut |c| {
+        let e = self.emit(source, file, energy, &mut |c| {
             tally.add(&c);
             chunks.push(c);
         })?;
         let mut trace = Trace::from_chunks(chunks);
         // No wall clock in the sources: the End records the counts and the span only.
         trace.end = Some(tally.end(0));
-        Ok(trace)
+        Ok((trace, e))
     }
 
     /// Hands on the trace's chunks: its metadata, one run of task chunks per worker (each
@@ -405,9 +417,17 @@ impl TraceBuilder {
                 }
                 recs.sort_unstable_by_key(spill::key);
             }
+            // In end order, a task overlaps an earlier one exactly when it starts before
+            // the previous one's end (the latest of the earlier ends).
+            let mut prev_end = 0u64;
+            let overlapping = &mut emitted.overlapping;
             let mut chunk = |part: &[Rec]| {
                 let mut c = TaskChunk::with_capacity(part.len(), 0);
                 for r in part {
+                    if r.start < prev_end {
+                        *overlapping += 1;
+                    }
+                    prev_end = prev_end.max(r.end);
                     let arch = Arch::ALL[(r.codelet_arch & 1) as usize];
                     let mut t = TaskRecord::executed(
                         r.id,
@@ -444,6 +464,9 @@ impl TraceBuilder {
                 }
                 None => recs.chunks(RECORDS_PER_CHUNK).for_each(&mut chunk),
             }
+        }
+        for a in self.accesses.chunks(crate::trace::SAMPLES_PER_CHUNK) {
+            out(Chunk::Accesses(a.to_vec()));
         }
         if let Some(e) = energy {
             emitted.domains = e.domains.len();

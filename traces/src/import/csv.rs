@@ -19,7 +19,7 @@ use crate::{Arch, TaskRecord, Timestamp, Trace, TraceError, WorkerId};
 pub fn import_csv(tasks: impl AsRef<Path>, opts: &ImportOptions) -> Result<Trace, TraceError> {
     let path = tasks.as_ref();
     let (b, energy, _) = read(path, opts, None)?;
-    b.build("csv", path, energy)
+    b.build("csv", path, energy).map(|(t, _)| t)
 }
 
 /// What [`import_csv_to`] wrote.
@@ -43,6 +43,10 @@ pub struct ImportWritten {
     /// The unit the tasks' times were read in: the options', or ns for taskwatt's own
     /// export (its `start_ns` and `end_ns` columns).
     pub time_unit: TimeUnit,
+    /// Tasks that start before another task of their worker ended: a worker of the
+    /// source runs several tasks at once, which taskwatt's workers never do (the
+    /// attribution then counts each as running).
+    pub overlapping: u64,
 }
 
 /// Imports `tasks` (and the energy files `opts` names) straight into the trace file `out`
@@ -83,6 +87,7 @@ pub fn import_csv_to(
         sample_span: e.sample_span,
         spilled_bytes: e.spilled_bytes,
         time_unit,
+        overlapping: e.overlapping,
     })
 }
 

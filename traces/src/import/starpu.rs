@@ -24,7 +24,10 @@ use super::builder::TraceBuilder;
 use super::energy::read_energy;
 use super::{ImportOptions, TimeUnit};
 use crate::error::shorten;
-use crate::{Arch, TaskId, TaskRecord, TaskStatus, Timestamp, Trace, TraceError, WorkerId};
+use crate::{
+    AccessMode, Arch, TaskAccess, TaskId, TaskRecord, TaskStatus, Timestamp, Trace, TraceError,
+    WorkerId,
+};
 
 /// Records of a `tasks.rec` that are not task executions, by reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,6 +52,13 @@ pub struct StarpuImport {
     pub named_from_model: u64,
     /// Executed tasks with neither `Name` nor `Model`, named `unnamed`.
     pub unnamed: u64,
+    /// Data accesses kept (from `Handles`, `Modes` and `Sizes`), for the what-if's copies.
+    pub accesses: u64,
+    /// Accesses left out: a `SCRATCH` buffer (no data between tasks) or a mode this
+    /// importer does not know.
+    pub accesses_left_out: u64,
+    /// Tasks that start before another task of their worker ended.
+    pub overlapping: u64,
 }
 
 /// One record's fields, parsed as they are met.
@@ -71,6 +81,54 @@ struct Rec {
     memory_node: Option<i64>,
     /// `WorkerId` was negative.
     negative_worker: bool,
+    /// `SubmitTime`'s line.
+    submit_line: u64,
+    /// `Handles`, `Modes` and `Sizes`, each with its line: the task's data accesses.
+    handles: Option<(Vec<u64>, u64)>,
+    modes: Option<(Vec<Option<AccessMode>>, u64)>,
+    size_list: Option<(Vec<u64>, u64)>,
+    /// The keys of [`KEYS`] met so far, bit `i` for `KEYS[i]`.
+    seen: u32,
+}
+
+/// The keys the importer reads: each at most once per record.
+const KEYS: [&str; 15] = [
+    "Name",
+    "Model",
+    "JobId",
+    "WorkerId",
+    "SubmitTime",
+    "StartTime",
+    "EndTime",
+    "Priority",
+    "Footprint",
+    "Sizes",
+    "DependsOn",
+    "Control",
+    "MemoryNode",
+    "Handles",
+    "Modes",
+];
+
+/// A `Modes` entry as StarPU writes it (`R`, `W`, `RW`, `COMMUTE` or `REDUX`, possibly
+/// joined by `|`: `RW|COMMUTE`). `None` for what holds no data between tasks (`SCRATCH`,
+/// a worker's private buffer) or a mode this importer does not know: that access is left
+/// out.
+fn access_mode(m: &str) -> Option<AccessMode> {
+    let has = |k: &str| m.split('|').any(|p| p.eq_ignore_ascii_case(k));
+    if has("REDUX") {
+        Some(AccessMode::Redux)
+    } else if has("COMMUTE") {
+        Some(AccessMode::Commute)
+    } else if has("RW") || (has("R") && has("W")) {
+        Some(AccessMode::RW)
+    } else if has("W") {
+        Some(AccessMode::W)
+    } else if has("R") {
+        Some(AccessMode::R)
+    } else {
+        None
+    }
 }
 
 struct Parser {
@@ -81,6 +139,8 @@ struct Parser {
     unnamed: u64,
     /// JobId -> line of the record that had it, for duplicate detection.
     ids: HashMap<u64, u64>,
+    accesses_kept: u64,
+    accesses_left_out: u64,
 }
 
 impl Parser {
@@ -97,10 +157,27 @@ impl Parser {
     /// Parses one `Key: value` line into `rec`.
     fn field(&self, rec: &mut Rec, line: u64, key: &str, v: &str) -> Result<(), TraceError> {
         let int = |expected: &str| self.err(line, key, expected, v);
+        if let Some(i) = KEYS.iter().position(|k| *k == key) {
+            if rec.seen & (1 << i) != 0 {
+                return Err(int(&format!(
+                    "`{key}` once per record (the record from line {} has it already): \
+                     the file was edited or concatenated by hand; regenerate it with \
+                     starpu_fxt_tool",
+                    rec.first_line
+                )));
+            }
+            rec.seen |= 1 << i;
+        }
         let time = || {
-            TimeUnit::Ms
-                .parse_ns(v)
-                .ok_or_else(|| int("a non-negative time in ms"))
+            TimeUnit::Ms.parse_ns(v).ok_or_else(|| {
+                // 1e300 is not negative: say what is wrong with it.
+                let big = v.trim().parse::<f64>().is_ok_and(|x| x >= 0.0);
+                int(if big {
+                    "a time in ms below about 1.8e13 (2^64 ns)"
+                } else {
+                    "a non-negative time in ms"
+                })
+            })
         };
         match key {
             "Name" => rec.name = Some(v.to_string()),
@@ -115,7 +192,10 @@ impl Parser {
                         Some(WorkerId::try_from(w).map_err(|_| int("a worker id below 2^32"))?);
                 }
             }
-            "SubmitTime" => rec.submit = Some(time()?),
+            "SubmitTime" => {
+                rec.submit = Some(time()?);
+                rec.submit_line = line;
+            }
             "StartTime" => rec.start = Some((time()?, line)),
             "EndTime" => rec.end = Some((time()?, line)),
             "Priority" => {
@@ -131,14 +211,26 @@ impl Parser {
                 );
             }
             "Sizes" => {
-                let mut sum = 0u64;
-                for s in v.split_whitespace() {
-                    let n: u64 = s
-                        .parse()
-                        .map_err(|_| int("data sizes in bytes, separated by spaces"))?;
-                    sum = sum.saturating_add(n);
-                }
-                rec.sizes = Some(sum);
+                let sizes = v
+                    .split_whitespace()
+                    .map(|s| s.parse::<u64>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| int("data sizes in bytes, separated by spaces"))?;
+                rec.sizes = Some(sizes.iter().fold(0u64, |a, b| a.saturating_add(*b)));
+                rec.size_list = Some((sizes, line));
+            }
+            "Handles" => {
+                let handles = v
+                    .split_whitespace()
+                    .map(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| {
+                        int("data handles (hexadecimal addresses, e.g. 55d2cd01cef0), separated by spaces")
+                    })?;
+                rec.handles = Some((handles, line));
+            }
+            "Modes" => {
+                rec.modes = Some((v.split_whitespace().map(access_mode).collect(), line));
             }
             "DependsOn" => {
                 for s in v.split_whitespace() {
@@ -222,6 +314,16 @@ impl Parser {
                 &format!("{} ns before it", start.0 - end.0),
             ));
         }
+        let submit = rec.submit.unwrap_or(start.0);
+        if submit > start.0 {
+            return Err(self.err(
+                rec.submit_line,
+                "SubmitTime",
+                "a time at or before StartTime (a task runs after it is submitted)",
+                &format!("{} ns after it", submit - start.0),
+            ));
+        }
+        let accesses = self.accesses(id, &rec)?;
         let name = match (rec.name, rec.model) {
             (Some(n), _) => n,
             (None, Some(m)) => {
@@ -239,7 +341,6 @@ impl Parser {
             Arch::Cpu
         };
         let codelet = self.b.codelet(&name, arch);
-        let submit = rec.submit.unwrap_or(start.0);
         self.b.push(
             TaskRecord {
                 id,
@@ -257,7 +358,61 @@ impl Parser {
                 preds_len: 0,
             },
             rec.depends,
-        )
+        )?;
+        self.b.accesses(accesses);
+        Ok(())
+    }
+
+    /// The task's data accesses from its `Handles`, `Modes` and `Sizes` (one entry each
+    /// per buffer); none when the record has no `Handles` or `Modes`. Lists of unequal
+    /// lengths are refused: the record is damaged.
+    fn accesses(&mut self, id: TaskId, rec: &Rec) -> Result<Vec<TaskAccess>, TraceError> {
+        let (Some((handles, hl)), Some((modes, ml))) = (&rec.handles, &rec.modes) else {
+            return Ok(Vec::new());
+        };
+        let unequal = |line: u64, key: &str, n: usize| {
+            self.err(
+                line,
+                key,
+                &format!(
+                    "as many entries as `Handles` (line {hl}) has, {}: one per buffer",
+                    handles.len()
+                ),
+                &format!("{n}"),
+            )
+        };
+        if modes.len() != handles.len() {
+            return Err(unequal(*ml, "Modes", modes.len()));
+        }
+        if let Some((sizes, sl)) = &rec.size_list {
+            if sizes.len() != handles.len() {
+                return Err(unequal(*sl, "Sizes", sizes.len()));
+            }
+        }
+        let mut out = Vec::with_capacity(handles.len());
+        for (i, (&handle, mode)) in handles.iter().zip(modes).enumerate() {
+            let Some(mode) = *mode else {
+                self.accesses_left_out += 1;
+                continue;
+            };
+            // A handle read twice by one task is one access (as the runtime links it).
+            if out.iter().any(|a: &TaskAccess| a.handle == handle) {
+                continue;
+            }
+            let bytes = rec
+                .size_list
+                .as_ref()
+                .and_then(|(s, _)| s.get(i).copied())
+                .unwrap_or(0);
+            out.push(TaskAccess {
+                task: id,
+                handle,
+                mode,
+                bytes,
+            });
+        }
+        self.accesses_kept += out.len() as u64;
+        Ok(out)
     }
 }
 
@@ -278,6 +433,8 @@ pub fn import_starpu(
         named_from_model: 0,
         unnamed: 0,
         ids: HashMap::new(),
+        accesses_kept: 0,
+        accesses_left_out: 0,
     };
     let mut rec: Option<Rec> = None;
     let mut raw = Vec::new();
@@ -303,7 +460,20 @@ pub fn import_starpu(
                 what,
             )
         };
-        let text = String::from_utf8_lossy(&raw);
+        let text = match std::str::from_utf8(&raw) {
+            Ok(t) => t,
+            Err(e) => {
+                let at = e.valid_up_to();
+                // Field 1 is the key, 2 the value.
+                let column = if raw[..at].contains(&b':') { 2 } else { 1 };
+                return Err(TraceError::NotUtf8 {
+                    path: path.to_path_buf(),
+                    line,
+                    column,
+                    byte: raw[at],
+                });
+            }
+        };
         let text = text.trim_end_matches(['\n', '\r']);
         if text.trim().is_empty() {
             if let Some(r) = rec.take() {
@@ -360,12 +530,15 @@ pub fn import_starpu(
         )?),
         None => None,
     };
-    let trace = p.b.build("starpu tasks.rec", path, energy)?;
+    let (trace, emitted) = p.b.build("starpu tasks.rec", path, energy)?;
     Ok(StarpuImport {
         trace,
         skipped: p.skipped,
         named_from_model: p.named_from_model,
         unnamed: p.unnamed,
+        accesses: p.accesses_kept,
+        accesses_left_out: p.accesses_left_out,
+        overlapping: emitted.overlapping,
     })
 }
 
@@ -465,12 +638,90 @@ Sizes: 100 28
             ("Name: A\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n", ":1: JobId: expected a JobId in every executed task"),
             ("JobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n\nJobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n", ":6: JobId: expected a unique JobId (the record at line 1 has the same)"),
             ("JobId: 1\nWorkerId: 0\nStartTime: 3\nEndTime: 2\n", ":4: EndTime: expected a time at or after StartTime"),
+            // A key twice: the last one won, and made the start precede the submission.
+            ("JobId: 1\nWorkerId: 0\nSubmitTime: 2\nStartTime: 3\nEndTime: 4\nStartTime: 1\n", ":6: StartTime: expected `StartTime` once per record (the record from line 1 has it already)"),
+            ("JobId: 1\nWorkerId: 0\nSubmitTime: 5\nStartTime: 3\nEndTime: 4\n", ":3: SubmitTime: expected a time at or before StartTime"),
+            ("JobId: 1\nWorkerId: 0\nStartTime: 1e300\nEndTime: 2\n", ":3: StartTime: expected a time in ms below about 1.8e13"),
+            ("JobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2\nHandles: 1a 2b\nModes: R\n", ":6: Modes: expected as many entries as `Handles` (line 5) has, 2"),
+            ("JobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2\nHandles: 1a 2b\nModes: R W\nSizes: 8\n", ":7: Sizes: expected as many entries as `Handles` (line 5) has, 2"),
+            ("JobId: 1\nHandles: 1a zz\n", ":2: Handles: expected data handles"),
         ];
         for (text, want) in cases {
             let e = import(text).unwrap_err();
             assert!(matches!(e, TraceError::Malformed { .. }), "{e}");
             assert!(e.to_string().contains(want), "{e}\nwanted: {want}");
         }
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_is_refused_as_in_csv() {
+        let f = rec_file("");
+        std::fs::write(
+            f.path(),
+            b"Name: GEMM\xe9\nJobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2\n\n",
+        )
+        .unwrap();
+        let e = import_starpu(f.path(), &ImportOptions::new(TimeUnit::Ms)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                TraceError::NotUtf8 {
+                    line: 1,
+                    column: 2,
+                    byte: 0xe9,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn handles_modes_and_sizes_become_the_tasks_data_accesses() {
+        let imp = import(
+            "JobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 2\nHandles: 55d2cd01cef0 0xa0 55d2cd01cef0 b0\n\
+             Modes: R RW|COMMUTE R SCRATCH\nSizes: 64 8 64 4\n\n\
+             JobId: 2\nWorkerId: 0\nStartTime: 2\nEndTime: 3\nHandles: a0\nModes: W\n\n",
+        )
+        .unwrap();
+        let a: Vec<(u64, u64, AccessMode, u64)> = imp
+            .trace
+            .accesses
+            .iter()
+            .map(|a| (a.task, a.handle, a.mode, a.bytes))
+            .collect();
+        // The handle read twice once; the scratch buffer left out and counted.
+        assert_eq!(
+            a,
+            [
+                (1, 0x55d2_cd01_cef0, AccessMode::R, 64),
+                (1, 0xa0, AccessMode::Commute, 8),
+                (2, 0xa0, AccessMode::W, 0),
+            ]
+        );
+        assert_eq!((imp.accesses, imp.accesses_left_out), (3, 1));
+        assert_eq!(imp.overlapping, 0);
+        // The real file: three buffers per GEMM, two per TRSM and SYRK, one per POTRF.
+        let real = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/starpu-1.4.12-cholesky-lws/tasks.rec"
+        );
+        let imp = import_starpu(real, &ImportOptions::new(TimeUnit::Ms)).unwrap();
+        assert_eq!(imp.accesses, 560 * 3 + 120 * 2 + 120 * 2 + 16);
+        assert!(imp.trace.accesses.iter().all(|a| a.bytes == 262_144));
+        assert_eq!(imp.overlapping, 0);
+    }
+
+    #[test]
+    fn tasks_overlapping_on_one_worker_are_counted() {
+        let imp = import(
+            "JobId: 1\nWorkerId: 0\nStartTime: 1\nEndTime: 3\n\n\
+             JobId: 2\nWorkerId: 0\nStartTime: 2\nEndTime: 4\n\n\
+             JobId: 3\nWorkerId: 1\nStartTime: 2\nEndTime: 4\n\n\
+             JobId: 4\nWorkerId: 0\nStartTime: 4\nEndTime: 5\n\n",
+        )
+        .unwrap();
+        assert_eq!(imp.overlapping, 1);
     }
 
     #[test]
