@@ -195,6 +195,26 @@ fn a_graph_that_runs_nothing_is_warned_about() {
     );
 }
 
+/// The README's snippet with no task, finished at once (no sleep): a run shorter than one
+/// refresh of the meter read one value twice, and 2 runs in 8 failed with `NoEnergyData`
+/// while the others reported. Now the sampler's stop waits for the counters to move.
+#[test]
+fn an_empty_graph_finished_at_once_reports_every_time() {
+    for _ in 0..12 {
+        let m = Measure::new()
+            .meter(MeterChoice::Sim)
+            .start(Runtime::builder().workers(1))
+            .unwrap();
+        let report = m.finish().unwrap();
+        assert!(report
+            .attribution
+            .report
+            .warnings
+            .iter()
+            .any(|w| w.contains("no task at all (an empty graph)")));
+    }
+}
+
 /// A new user's run: a panicking task, the application's own `wait_all` reporting it,
 /// then `finish`. The report says tasks failed (it listed the failed type as an ordinary
 /// one), the trace's outcome is `failed`, and its accesses are recorded (`Measure`

@@ -225,6 +225,8 @@ struct MeterState {
     fails: Vec<(u64, Option<String>)>,
     /// Each domain's energy at the last reading (NaN before one).
     last_j: Vec<f64>,
+    /// At the first reading (NaN before one).
+    first_j: Vec<f64>,
 }
 
 /// Everything the sampler thread owns.
@@ -260,6 +262,9 @@ impl Worker {
                         let t = m.meter.value_time(i).unwrap_or(Timestamp(mid));
                         let energy_j = m.acc[i].update(t, reading);
                         m.last_j[i] = energy_j;
+                        if m.first_j[i].is_nan() {
+                            m.first_j[i] = energy_j;
+                        }
                         self.batch.push(EnergySample {
                             domain: m.ids[i],
                             t,
@@ -299,7 +304,8 @@ impl Worker {
     }
 
     /// After the stop's reading: a slow counter (one that refreshes every `FINAL_UPDATE_MIN`
-    /// or more, as NVML's every 20 to 100 ms) shows the energy of its last refresh
+    /// or more, as NVML's every 20 to 100 ms), or one that has not moved since the first
+    /// reading (a run shorter than one refresh), shows the energy of its last refresh
     /// before the stop, not of the run's end, so its record would end up to one refresh
     /// before the graph does, and a region's measured energy would miss that much. Reads
     /// again, every millisecond, until each such counter has moved (a refresh after the
@@ -307,13 +313,19 @@ impl Worker {
     /// moves, at 0 W, ends it). Returns how long it waited.
     fn final_update(&mut self) -> Duration {
         let t0 = Instant::now();
+        // Also a counter that has not moved since the first reading, however fast it
+        // refreshes: a run shorter than one refresh (an empty graph) read one value twice,
+        // which gives no interval, and its attribution failed or not by chance.
         let slow = |m: &MeterState| -> Vec<(usize, u64)> {
             m.meter
                 .domains()
                 .iter()
                 .enumerate()
-                .filter_map(|(i, d)| d.update_interval_ns.map(|u| (i, u)))
-                .filter(|&(_, u)| u >= FINAL_UPDATE_MIN.as_nanos() as u64)
+                .filter_map(|(i, d)| {
+                    let u = d.update_interval_ns?;
+                    let still = m.first_j[i].is_finite() && m.first_j[i] == m.last_j[i];
+                    (u >= FINAL_UPDATE_MIN.as_nanos() as u64 || still).then_some((i, u))
+                })
                 .collect()
         };
         let at_stop: Vec<Vec<(usize, f64)>> = self
@@ -462,6 +474,7 @@ impl Sampler {
                 out: (0..n).map(|_| Ok(RawReading::Power(f64::NAN))).collect(),
                 fails: vec![(0, None); n],
                 last_j: vec![f64::NAN; n],
+                first_j: vec![f64::NAN; n],
                 simulated: desc.simulated,
                 backend: desc.backend,
                 ids,
@@ -782,15 +795,25 @@ mod tests {
             Sampler::start(vec![Box::new(meter) as Box<dyn Meter>], &[], sink, config).unwrap();
         assert_eq!(sampler.domains().len(), 2);
         drop(sampler);
-        let samples: usize = trace
+        let samples: Vec<EnergySample> = trace
             .chunks()
             .iter()
-            .map(|c| match c {
-                Chunk::Samples(s) => s.len(),
-                _ => 0,
+            .flat_map(|c| match c {
+                Chunk::Samples(s) => s.clone(),
+                _ => Vec::new(),
             })
-            .sum();
-        assert_eq!(samples, 4, "first and last reading of 2 domains");
+            .collect();
+        // The first and the last reading of each domain at least, and the last one past
+        // a refresh of its counter: read at once, the two were one value twice.
+        assert!(samples.len() >= 4, "{samples:?}");
+        for d in samples.iter().map(|s| s.domain) {
+            let of: Vec<f64> = samples
+                .iter()
+                .filter(|s| s.domain == d)
+                .map(|s| s.energy_j)
+                .collect();
+            assert!(of.len() >= 2 && of[0] != of[of.len() - 1], "{of:?}");
+        }
     }
 
     #[test]
