@@ -702,6 +702,50 @@ fn an_import_names_both_sources_and_warns_of_overlapping_tasks() {
     );
 }
 
+/// Samples whose times were in s, imported as ms beside tasks in ms: the report showed a
+/// base of 400 kW "measured" to 524 pW, with a warning that the domain saw no task.
+#[test]
+fn readings_that_miss_the_tasks_are_not_attributed_and_say_why() {
+    let d = tempfile::tempdir().unwrap();
+    let (tasks, samples) = (d.path().join("t.csv"), d.path().join("s.csv"));
+    let mut t = String::from("type,worker,start,end\n");
+    for i in 0..200 {
+        t += &format!("gemm,{},{},{}\n", i % 2, 130 + i, 130.5 + i as f64);
+    }
+    std::fs::write(&tasks, t).unwrap();
+    let mut s_csv = String::from("time,domain,energy_j\n");
+    for i in 0..200 {
+        s_csv += &format!(
+            "{:.3},package-0,{}\n",
+            0.130 + i as f64 * 1e-3,
+            i as f64 * 0.04
+        );
+    }
+    std::fs::write(&samples, s_csv).unwrap();
+    let twt = d.path().join("t.twt");
+    let out = taskwatt(&[
+        "import",
+        "--tasks",
+        s(&tasks),
+        "--samples",
+        s(&samples),
+        "--time-unit",
+        "ms",
+        "-o",
+        s(&twt),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = taskwatt(&["report", s(&twt)]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("NOT ATTRIBUTED: no task ran"), "{text}");
+    assert!(text.contains("do not overlap"), "{text}");
+    assert!(text.contains("beyond what any one device"), "{text}");
+}
+
 #[test]
 fn the_simulated_meter_s_defaults_can_be_printed() {
     // A sim-config error pointed at energy/src/sim/default.toml, a source file a user of

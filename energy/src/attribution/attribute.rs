@@ -42,6 +42,30 @@ pub fn attribute<B: Borrow<TaskRecord>>(
     attribute_systems(parts, systems, opts)
 }
 
+/// More than any one device draws, W: a domain's base above it comes from readings in the
+/// wrong unit.
+const PLAUSIBLE_W: f64 = 20e3;
+
+/// Why a domain's readings and its workers' tasks do not overlap, when they do not: the
+/// two on different clocks or in different time units.
+fn disjoint(s: &DomainSystem) -> Option<String> {
+    let (a, b) = s.task_span?;
+    let (&s0, &s1) = (s.t_ns.first()?, s.t_ns.last()?);
+    (b < s0 || a > s1).then(|| {
+        format!(
+            "its readings ({:.6} s to {:.6} s) and its workers' tasks ({:.6} s to {:.6} s) \
+             do not overlap: no task ran while it was sampled, so nothing is attributed \
+             and its base power is that of another stretch. The readings are most likely \
+             on another clock, in another time unit (an import's --time-unit) or of \
+             another run",
+            s0 as f64 * 1e-9,
+            s1 as f64 * 1e-9,
+            a as f64 * 1e-9,
+            b as f64 * 1e-9
+        )
+    })
+}
+
 /// Attributes already built systems (see [`TraceSystems::build`]).
 pub fn attribute_systems(
     parts: &TraceParts<'_>,
@@ -84,7 +108,18 @@ pub fn attribute_systems(
             samples: parts.samples.len(),
         });
     }
-    for d in &domains {
+    for (d, g) in domains.iter().zip(&groups) {
+        // No device draws this much: a unit slip (energy in mJ read as J, times in s read
+        // as ms) gave 400 kW "measured" to within 524 pW.
+        if d.base.value_w.abs() > PLAUSIBLE_W {
+            warnings.push(format!(
+                "domain {}: a base power of {:.3e} W is beyond what any one device draws \
+                 (a whole node's is a few kW): the readings' units are most likely wrong \
+                 (energy in mJ or uJ read as J, or times read in the wrong unit: an \
+                 import's --time-unit); nothing in this domain is a measurement",
+                d.name, d.base.value_w
+            ));
+        }
         if d.measured_j == 0.0 && d.window_s > 0.0 {
             warnings.push(format!(
                 "domain {} measured 0 J in {:.3} s: its counter never advanced, so this \
@@ -108,6 +143,8 @@ pub fn attribute_systems(
                  power is fitted",
                 d.name
             ));
+        } else if let Some(w) = disjoint(g[0]) {
+            warnings.push(format!("domain {}: {w}", d.name));
         } else if d.types.iter().all(|t| t.busy_s == 0.0) {
             warnings.push(format!(
                 "domain {} saw no task: its workers ran nothing while it was sampled (a \

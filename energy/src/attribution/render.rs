@@ -166,7 +166,15 @@ fn domain(out: &mut String, d: &DomainReport) {
     // measurement, and a run too short to sample printed full tables of 535 kW and
     // 35 MW in parentheses under no headline.
     let unknowns = d.types.len() + 1;
-    if d.intervals < unknowns {
+    if d.types.iter().any(|t| t.count > 0) && d.types.iter().all(|t| t.busy_s == 0.0) {
+        wrap(
+            out,
+            "NOT ATTRIBUTED: no task ran while this domain was sampled (see the warnings): \
+             the figures below are of its readings alone",
+            "",
+            "  ",
+        );
+    } else if d.intervals < unknowns {
         wrap(
             out,
             &format!(
