@@ -29,6 +29,7 @@ use super::estimate::Flag;
 use super::fit::DomainFit;
 use super::options::AttributionOptions;
 use super::stack::Stack;
+use super::units::si;
 
 /// Contiguous time blocks of the time check.
 pub(crate) const TIME_BLOCKS: usize = 6;
@@ -300,8 +301,16 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
         e.flags.push(flag.clone());
         e.reliable = false;
         if let Some([lo, hi]) = &mut e.ci95_w {
+            let range =
+                |lo: f64, hi: f64| format!(" (95% interval {} to {})", si(lo, "W"), si(hi, "W"));
+            let before = range(*lo, *hi);
             *lo = (*lo * (1.0 + low)).max(0.0);
             *hi *= 1.0 + high;
+            // The notes name the interval the table shows (they named the one before).
+            let after = range(*lo, *hi);
+            for i in &mut e.issues {
+                *i = i.replace(&before, &after);
+            }
         }
     };
     for t in &mut fit.types {

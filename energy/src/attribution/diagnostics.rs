@@ -273,8 +273,12 @@ pub(crate) fn analyse(
             if opts.solver == Solver::Nnls && j <= stack.keys.len() {
                 // Powers are physical: every true value the unconstrained interval
                 // holds is also in its non-negative part. (The drift may be negative.)
+                // Cut at 0, it keeps at least one half-width above it: an interval
+                // wholly below 0 gave `[0, 0]`, a held power known exactly.
+                if lo < 0.0 {
+                    hi = hi.max(t * s);
+                }
                 lo = lo.max(0.0);
-                hi = hi.max(0.0);
             }
             [lo.min(b[j]), hi.max(b[j])]
         });

@@ -320,8 +320,11 @@ fn at_run(
     let ci = se.map(|s| {
         let (mut lo, mut hi) = (centre - t * s, centre + t * s);
         if opts.solver == Solver::Nnls {
+            // As for the powers alone (diagnostics.rs): cut at 0, one half-width kept.
+            if lo < 0.0 {
+                hi = hi.max(t * s);
+            }
             lo = lo.max(0.0);
-            hi = hi.max(0.0);
         }
         [lo.min(value), hi.max(value)]
     });

@@ -313,9 +313,12 @@ fn nnls_holds_at_zero_what_ols_makes_negative() {
     assert!(rel(o.power.value_w, -2.0) < 1e-6, "{o:?}");
     assert_eq!(n.power.value_w, 0.0);
     assert!(n.power.at_bound && n.power.flags.contains(&Flag::AtBound));
-    // Held at 0, the power still has an interval, from the unconstrained fit: [0, hi].
+    // Held at 0, the power still has an interval, from the unconstrained fit: [0, hi],
+    // with at least one half-width above 0 (the unconstrained interval lies wholly below
+    // 0 here, and gave [0, 0]: a held power known exactly).
     let [lo, hi] = n.power.ci95_w.expect("an interval");
-    assert!(lo == 0.0 && hi >= 0.0, "{:?}", n.power);
+    let se = n.power.se_w.expect("a standard error");
+    assert!(se > 0.0 && lo == 0.0 && hi >= 1.9 * se, "{:?}", n.power);
     // OLS's negative power is flagged, never shown as a measurement.
     assert!(!o.power.reliable && o.power.flags.contains(&Flag::Negative));
     let d = &a_nnls.report.domains[0];
