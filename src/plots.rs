@@ -260,6 +260,7 @@ pub fn residuals(path: &Path, title: &str, points: &[(f64, f64)]) -> Result<(), 
         .configure_mesh()
         .x_desc("time (s)")
         .y_desc("measured - model (W)")
+        .y_label_formatter(&|v: &f64| tick(*v))
         .draw()
         .or_plot(path)?;
     chart
@@ -504,9 +505,24 @@ impl ParetoPoint {
     }
 }
 
+/// A tick's label: the value to a millionth, never `-0` (a residual axis centred on 0
+/// labelled its middle `-0.0`).
+fn tick(v: f64) -> String {
+    let r = (v * 1e6).round() / 1e6;
+    format!("{}", if r == 0.0 { 0.0 } else { r })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tick_at_zero_is_never_minus_zero() {
+        assert_eq!(tick(-0.0), "0");
+        assert_eq!(tick(-1e-12), "0");
+        assert_eq!(tick(-0.5), "-0.5");
+        assert_eq!(tick(2.0), "2");
+    }
 
     #[test]
     fn plot_file_names_are_safe_and_distinct() {

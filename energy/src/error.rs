@@ -83,7 +83,8 @@ pub enum EnergyError {
     #[error(
         "no perf `power` PMU at {path}: the kernel exposes no RAPL perf events (needs the RAPL \
          perf driver, CONFIG_PERF_EVENTS_INTEL_RAPL: Intel since Linux 3.14, AMD Zen since 5.8; \
-         most VMs have none). Try `--meter rapl-powercap` or `--meter sim`"
+         most VMs have none). `taskwatt meters` says whether `rapl-powercap` works here instead; \
+         else `--meter sim`"
     )]
     NoPerfPmu {
         /// The PMU directory that was looked at.
@@ -185,7 +186,7 @@ pub enum EnergyError {
     },
 
     /// A sampling period outside 1 ms ..= 1 s.
-    #[error("sampling period {period_ns} ns is outside 1 ms ..= 1 s: RAPL updates every ~1 ms, so faster sampling reads the same value twice, and slower sampling risks missing a 32-bit wrap")]
+    #[error("sampling period {} is outside 1 ms ..= 1 s: RAPL updates every ~1 ms, so faster sampling reads the same value twice, and slower sampling risks missing a 32-bit wrap", crate::error::period_text(*.period_ns))]
     InvalidPeriod {
         /// The period asked for.
         period_ns: u128,
@@ -350,5 +351,15 @@ mod tests {
         assert!(EnergyError::NoPowercap { root: "/p".into() }.is_unavailable());
         assert!(EnergyError::NoNvidiaDriver { detail: "x".into() }.is_unavailable());
         assert!(!EnergyError::UnknownMeter { given: "x".into() }.is_unavailable());
+    }
+}
+
+/// A period for a message: `5 s`, `250 ms`, `999 us` (`5000000000 ns` read badly).
+pub(crate) fn period_text(ns: u128) -> String {
+    match ns {
+        n if n >= 1_000_000_000 && n % 1_000_000 == 0 => format!("{} s", n as f64 / 1e9),
+        n if n >= 1_000_000 && n % 1_000 == 0 => format!("{} ms", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{} us", n as f64 / 1e3),
+        n => format!("{n} ns"),
     }
 }

@@ -777,7 +777,9 @@ mod tests {
         assert!(SamplerConfig::with_period(Duration::from_millis(1)).is_ok());
         assert!(SamplerConfig::with_period(Duration::from_secs(1)).is_ok());
         let e = SamplerConfig::with_period(Duration::from_micros(999)).unwrap_err();
-        assert!(e.to_string().contains("999000 ns"), "{e}");
+        assert!(e.to_string().contains("999 us"), "{e}");
+        let e = SamplerConfig::with_period(Duration::from_secs(5)).unwrap_err();
+        assert!(e.to_string().contains("period 5 s is"), "{e}");
         assert!(SamplerConfig::with_period(Duration::from_millis(1001)).is_err());
         assert_eq!(SamplerConfig::default().period, Duration::from_millis(10));
     }

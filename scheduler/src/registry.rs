@@ -158,7 +158,16 @@ pub fn check_policy_name(name: &str) -> Result<&'static str, UnknownPolicy> {
         .iter()
         .find(|p| p.name == lower)
         .map(|p| p.name)
-        .ok_or_else(|| unknown(name, ""))
+        .ok_or_else(|| {
+            // `run --sched dmda,lws` said only that `dmda,lws` is unknown.
+            let list = if name.contains(',') {
+                " (one policy here, not a list: `taskwatt compare --policies` and \
+                 `taskwatt simulate --sched` take lists)"
+            } else {
+                ""
+            };
+            unknown(name, list)
+        })
 }
 
 /// The policy name from `TASKWATT_SCHED`, if set (checked), else `None`.
@@ -203,6 +212,9 @@ mod tests {
         for p in POLICIES {
             assert!(msg.contains(p.name), "{msg}");
         }
+        // A list where one policy goes says where lists go.
+        let msg = check_policy_name("dmda,lws").unwrap_err().to_string();
+        assert!(msg.contains("not a list"), "{msg}");
     }
 
     #[test]

@@ -163,7 +163,18 @@ pub(crate) fn export(mut a: ExportArgs) -> CliResult {
         }
         (Some(f), _) => f,
         (None, Some(n)) => n,
-        (None, None) => Format::Chrome,
+        (None, None) => {
+            // `-o out.xyz` wrote Chrome JSON without a word.
+            if let Some(ext) = a.output.extension() {
+                eprintln!(
+                    "note: {}: `.{}` names no format (.json, .csv, .dot/.gv, .paje): \
+                     writing Chrome trace JSON; --format chooses another",
+                    a.output.display(),
+                    ext.to_string_lossy()
+                );
+            }
+            Format::Chrome
+        }
     };
     // Before anything is opened: `-o` naming the input would destroy it.
     refuse_output_over_input(&a.output, &[&a.file])?;

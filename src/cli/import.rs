@@ -148,11 +148,11 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
                 )
             });
             eprintln!(
-                "wrote {} ({} tasks{spans}, {} energy samples, {} domains{sorted})",
+                "wrote {} ({}{spans}, {}, {}{sorted})",
                 w.path.display(),
-                w.tasks,
-                w.samples,
-                w.domains
+                super::count(w.tasks, "task"),
+                super::count(w.samples, "energy sample"),
+                super::count(w.domains as u64, "domain")
             );
             warn_overlapping(w.overlapping, w.tasks);
             return Ok(());
@@ -210,11 +210,11 @@ pub(crate) fn import(a: ImportArgs) -> CliResult {
     }
     let s = trace.save(&a.output)?;
     eprintln!(
-        "wrote {} ({} tasks, {} energy samples, {} domains)",
+        "wrote {} ({}, {}, {})",
         s.path.display(),
-        s.tasks,
-        s.samples,
-        trace.domains.len()
+        super::count(s.tasks, "task"),
+        super::count(s.samples, "energy sample"),
+        super::count(trace.domains.len() as u64, "domain")
     );
     Ok(())
 }

@@ -66,6 +66,16 @@ enum Command {
 /// Parses a duration the way `humantime` does: `10ms`, `1s`, `500us`, `2.5s`, `1min 30s`
 /// (units ns, us or µs, ms, s, min, h, ...); a bare number is refused, since a period in
 /// milliseconds and one in seconds differ by a thousand.
+/// `1 trace`, `2 traces`: a count and its noun, in the singular for one.
+pub(crate) fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '.') {

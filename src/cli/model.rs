@@ -98,10 +98,10 @@ pub(crate) fn fit(a: FitArgs) -> CliResult {
     };
     print!("{}", render_report(&report, &RenderOptions { simulated }));
     eprintln!(
-        "wrote {} ({} traces, {} domains)",
+        "wrote {} ({}, {})",
         a.output.display(),
-        a.traces.len(),
-        fit.model.domains.len()
+        super::count(a.traces.len() as u64, "trace"),
+        super::count(fit.model.domains.len() as u64, "domain")
     );
     Ok(())
 }

@@ -113,11 +113,14 @@ pub(crate) fn verdicts(rows: &[Ranked<'_>]) -> Vec<String> {
                 v.iter().map(|(p, _)| *p).collect::<Vec<_>>().join(" < ")
             ));
         } else {
+            // "lws, eager and dmda", not "lws and eager, dmda".
+            let mut all = vec![best.0];
+            all.extend(&tied);
+            let last = all.pop().expect("two at least");
             out.push(format!(
-                "{what}: {} and {} are indistinguishable here (their 95% intervals overlap): \
-                 do not rank them on this simulation",
-                best.0,
-                tied.join(", ")
+                "{what}: {} and {last} are indistinguishable here (their 95% intervals \
+                 overlap): do not rank them on this simulation",
+                all.join(", ")
             ));
         }
     }

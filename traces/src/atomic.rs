@@ -58,6 +58,18 @@ impl AtomicPath {
         &self.target
     }
 
+    /// `e` naming the final path where it named the temporary one: a user asked for
+    /// `/proc/sys/x.twt`, not `/proc/sys/.x.twt.tmp-26752-0`.
+    pub fn name_target(&self, e: TraceError) -> TraceError {
+        match e {
+            TraceError::Io { path, source } if Some(&path) == self.tmp.as_ref() => TraceError::Io {
+                path: self.target.clone(),
+                source,
+            },
+            e => e,
+        }
+    }
+
     /// Moves the written file into place (the data is synced to disk first).
     pub fn commit(mut self) -> Result<(), TraceError> {
         self.committed = true;

@@ -96,7 +96,7 @@ pub enum TraceError {
     },
 
     /// The file ends in the middle of a header or chunk.
-    #[error("{}: truncated at byte {offset}: the {what} needs {needed} bytes but the file has only {have} left; the run was probably cut short: `taskwatt export --recover` (recover_trace) keeps every complete chunk before byte {offset}", path.display())]
+    #[error("{}: truncated at byte {offset}: the {what} needs {needed} bytes but the file has only {have} left; the run was probably cut short: every complete chunk before byte {offset} can be read (`--recover` on `taskwatt report` and `taskwatt export`; `recover_trace` in the library)", path.display())]
     Truncated {
         /// The file.
         path: PathBuf,
@@ -111,7 +111,7 @@ pub enum TraceError {
     },
 
     /// The bytes are there but wrong: CRC mismatch, bad varint, bad enum, bad JSON...
-    #[error("{}: corrupt data at byte {offset}: {reason}; the file is damaged from there on: `taskwatt export --recover` (recover_trace) keeps every complete chunk before it", path.display())]
+    #[error("{}: corrupt data at byte {offset}: {reason}; the file is damaged from there on: every complete chunk before it can be read (`--recover` on `taskwatt report` and `taskwatt export`; `recover_trace` in the library)", path.display())]
     Corrupt {
         /// The file.
         path: PathBuf,

@@ -280,7 +280,7 @@ impl Trace {
         let path = path.as_ref();
         check_dir_of(path)?;
         let target = crate::AtomicPath::new(path);
-        let w = TraceWriter::create(target.path())?;
+        let w = TraceWriter::create(target.path()).map_err(|e| target.name_target(e))?;
         let sink = w.sink();
         sink.send(Chunk::Meta(self.meta.clone()));
         if !self.codelets.is_empty() {

@@ -432,7 +432,8 @@ impl Platform {
                 // Said once, by the first of them.
                 if keys.first() == Some(&key.as_str()) {
                     out.push(format!(
-                        "platform {}: {} all match codelet {} ignoring case, so none of them                          applies to it: keep one, or name it exactly",
+                        "platform {}: {} all match codelet {} ignoring case, so none of them \
+                         applies to it: keep one, or name it exactly",
                         self.origin,
                         keys.iter()
                             .map(|k| format!("speed.factors.{k}"))
@@ -462,6 +463,23 @@ impl Platform {
                      only)",
                     self.origin,
                     by_case.join(", ")
+                ));
+            }
+        }
+        if self.gpus == 0 {
+            // A gpu factor on a platform without GPUs was applied to nothing, silently.
+            let unused: Vec<String> = self
+                .factors
+                .iter()
+                .filter(|(_, f)| f.gpu.is_some())
+                .map(|(k, _)| format!("speed.factors.{k}"))
+                .collect();
+            if !unused.is_empty() {
+                out.push(format!(
+                    "platform {}: {} give(s) a gpu factor, but the platform has no GPU \
+                     ([gpu] count = 0): unused; give it GPUs, or drop the factor",
+                    self.origin,
+                    unused.join(", ")
                 ));
             }
         }
@@ -634,6 +652,18 @@ mod tests {
         let b = Platform::builtin("1s-4gpu").unwrap().unwrap();
         let all = b.name_notes(&[("potrf", false), ("gemm", true)]).join("\n");
         assert!(!all.contains("matches no codelet"), "{all}");
+        // A gpu factor on a platform without GPUs is applied to nothing: said.
+        let p = Platform::from_toml_str(
+            "name = \"x\"\n[cpu]\ncores_per_package = 2\n[gpu]\ncount = 0\n\
+             [speed.factors]\ngemm = { gpu = 8.0 }\n",
+            "p.toml",
+        )
+        .unwrap();
+        let all = p.name_notes(&[("gemm", false)]).join("\n");
+        assert!(
+            all.contains("speed.factors.gemm give(s) a gpu factor"),
+            "{all}"
+        );
     }
 
     #[test]

@@ -205,10 +205,18 @@ pub(crate) fn check(stack: &Stack<'_>, fit: &mut DomainFit, opts: &AttributionOp
             low = low.min(*l);
             high = high.max(*l);
         }
+        // With the frequency recorded and fitted, "record the frequency" was no advice.
+        let why = if profiled {
+            "the recorded frequency does not explain it: a power cap, a temperature, or a \
+             change in what the tasks do for part of it; these powers average over it; split \
+             the run at the change"
+        } else {
+            "a frequency change or a power cap for part of it; these powers average over \
+             it; sample at a steady frequency, split the run at the change, or record the \
+             frequency"
+        };
         departures.push(format!(
-            "the tasks' power changes over the run ({}): a frequency change or a power cap \
-             for part of it; these powers average over it; sample at a steady frequency, \
-             split the run at the change, or record the frequency",
+            "the tasks' power changes over the run ({}): {why}",
             found.join("; ")
         ));
     }

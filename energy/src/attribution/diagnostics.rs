@@ -546,7 +546,7 @@ fn estimates(
 
 /// `pct` (above `threshold`) with as many decimals as it takes not to print as the
 /// threshold: `5.3`, not `5` beside a threshold of 5; whole numbers from 10 up.
-fn pct_above(pct: f64, threshold: f64) -> String {
+pub(crate) fn pct_above(pct: f64, threshold: f64) -> String {
     for decimals in 0..4 {
         let text = format!("{pct:.decimals$}");
         if text.parse::<f64>().is_ok_and(|v| v > threshold) && (decimals > 0 || pct >= 10.0) {

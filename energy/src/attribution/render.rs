@@ -691,10 +691,15 @@ fn range(lo: f64, hi: f64) -> String {
 /// The first flag, short: `imprecise +-23%`, `held at 0`, `collinear`...
 fn note(e: &Estimate) -> String {
     match e.flags.first() {
-        Some(super::estimate::Flag::Imprecise { half_width_pct, .. })
-            if half_width_pct.is_finite() =>
-        {
-            format!("imprecise +-{half_width_pct:.0}%")
+        Some(super::estimate::Flag::Imprecise {
+            half_width_pct,
+            threshold_pct,
+        }) if half_width_pct.is_finite() => {
+            // `+-5.2%`, not `+-5%` beside a threshold of 5 %.
+            format!(
+                "imprecise +-{}%",
+                super::diagnostics::pct_above(*half_width_pct, *threshold_pct)
+            )
         }
         Some(f) => f.short().to_owned(),
         None if !e.reliable => "unreliable".into(),

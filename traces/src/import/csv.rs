@@ -67,7 +67,7 @@ pub fn import_csv_to(
     };
     let (b, energy, time_unit) = read(path, opts, Some(dir))?;
     let target = crate::AtomicPath::new(out.as_ref());
-    let w = crate::TraceWriter::create(target.path())?;
+    let w = crate::TraceWriter::create(target.path()).map_err(|e| target.name_target(e))?;
     let sink = w.sink();
     let mut tally = crate::writer::EndTally::default();
     let e: Emitted = b.emit("csv", path, energy, &mut |c| {
