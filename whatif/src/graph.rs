@@ -296,7 +296,29 @@ impl Graph {
             .enumerate()
             .map(|(i, (r, _))| (r.id, i as u32))
             .collect();
-        let mut b = GraphBuilder::new(trace.codelets.clone());
+        // Codelets of one name are one type, as the report groups them: a reduction made
+        // anew per iteration (`set_reduction` each time) was 300 types of one name, with
+        // 300 notes and no duration law between them.
+        let mut first: HashMap<&str, u32> = HashMap::new();
+        let canon: HashMap<u32, u32> = trace
+            .codelets
+            .iter()
+            .map(|c| (c.id, *first.entry(c.name.as_str()).or_insert(c.id)))
+            .collect();
+        let mut codelets = trace.codelets.clone();
+        for c in &trace.codelets {
+            let to = canon[&c.id];
+            if to != c.id {
+                if let Some(k) = codelets.iter_mut().find(|k| k.id == to) {
+                    for a in &c.archs {
+                        if !k.archs.contains(a) {
+                            k.archs.push(*a);
+                        }
+                    }
+                }
+            }
+        }
+        let mut b = GraphBuilder::new(codelets);
         let mut dropped = 0;
         let mut preds = Vec::new();
         for &(r, ps) in &recs {
@@ -310,7 +332,7 @@ impl Graph {
             b.task(
                 GraphTask {
                     id: r.id,
-                    codelet: r.codelet,
+                    codelet: canon.get(&r.codelet).copied().unwrap_or(r.codelet),
                     arch: r.arch,
                     priority: r.priority,
                     footprint: r.footprint,
@@ -371,7 +393,7 @@ impl Graph {
         let laws = crate::contention::fit(
             cpu.iter().map(|&(r, group, k)| {
                 (
-                    r.codelet,
+                    canon.get(&r.codelet).copied().unwrap_or(r.codelet),
                     r.footprint,
                     duration(r),
                     k,
@@ -397,7 +419,8 @@ impl Graph {
             let tasks: Vec<_> = cpu
                 .iter()
                 .map(|&(r, group, k)| {
-                    let key = (r.codelet, r.footprint, group, k.round() as u32);
+                    let c = canon.get(&r.codelet).copied().unwrap_or(r.codelet);
+                    let key = (c, r.footprint, group, k.round() as u32);
                     (key, r.start.as_ns(), duration(r))
                 })
                 .collect();

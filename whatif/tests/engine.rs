@@ -642,3 +642,35 @@ fn a_calibration_too_short_for_its_graph_is_told_from_none() {
     assert!((0.03..0.07).contains(&w), "{w}");
     assert_eq!(long.wander_window_ns(), None, "graph-long stretches");
 }
+
+/// Codelets of one name are one type, as in the report: a reduction made anew each
+/// iteration (`set_reduction` per iteration) was one type per iteration, each too small
+/// for a duration law, and `simulate` listed it once per iteration.
+#[test]
+fn codelets_of_one_name_are_one_type() {
+    use taskwatt_traces::{TaskChunk, TaskRecord, Timestamp, Trace};
+    let mut codelets = codelets();
+    for i in 2..5u32 {
+        codelets.push(CodeletInfo {
+            id: i,
+            name: "norm_sum".into(),
+            archs: vec![Arch::Cpu],
+        });
+    }
+    let mut chunk = TaskChunk::default();
+    for (id, c) in [(0u64, 2u32), (1, 3), (2, 4), (3, 1)] {
+        let t = 1_000 + id * 20_000;
+        chunk.push(
+            TaskRecord::executed(id, c, Arch::Cpu, 0, Timestamp(t), Timestamp(t + 10_000)),
+            &[],
+        );
+    }
+    let trace = Trace {
+        codelets,
+        tasks: vec![chunk],
+        ..Trace::default()
+    };
+    let g = Graph::from_trace(&trace).unwrap();
+    let ids: Vec<u32> = g.tasks().iter().map(|t| t.codelet).collect();
+    assert_eq!(ids, [2, 2, 2, 1]);
+}
