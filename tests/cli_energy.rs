@@ -175,6 +175,19 @@ fn measured_run_report_fit_and_predict() {
     assert_eq!(p[0]["simulated"], true, "{p}");
     let text = ok(&["predict", s(&model), s(&plain)]);
     assert!(text.contains("SIMULATED"), "{text}");
+    // A trace without readings: named and refused alone, named and left out beside others.
+    let r = taskwatt(&["fit", s(&plain), "-o", s(&mixed)]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(!r.status.success(), "{err}");
+    assert!(err.contains("plain.twt: no energy readings"), "{err}");
+    let r = taskwatt(&["fit", s(&plain), s(&trace), "-o", s(&mixed)]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(
+        err.contains("plain.twt: no energy readings") && err.contains("left out"),
+        "{err}"
+    );
+    assert!(err.contains("(1 trace, "), "{err}");
 }
 
 #[test]

@@ -77,11 +77,35 @@ pub(crate) fn fit(a: FitArgs) -> CliResult {
     let mut systems = Vec::new();
     let mut simulated = false;
     let mut origins = Vec::new();
+    let no_energy = |p: &PathBuf| {
+        format!(
+            "{}: no energy readings in this trace (recorded without a meter, or imported \
+             without --samples)",
+            p.display()
+        )
+    };
     for p in &a.traces {
         let t = read_trace(p)?;
+        // Such a trace was refused with a message that named no file, or, beside others,
+        // added nothing without a word.
+        if t.samples.is_empty() {
+            if a.traces.len() == 1 {
+                return Err(format!(
+                    "{}: nothing to fit; record it with a meter (`taskwatt run`, \
+                     `Measure`), or import it with --samples (docs/import.md)",
+                    no_energy(p)
+                )
+                .into());
+            }
+            eprintln!("warning: {}: left out of the fit", no_energy(p));
+            continue;
+        }
         simulated |= t.is_simulated();
         origins.push((p.clone(), t.is_simulated(), t.meta.host.clone()));
         systems.push(TraceSystems::from_trace(&t, opts.key)?);
+    }
+    if systems.is_empty() {
+        return Err("none of the traces has energy readings: nothing to fit".into());
     }
     check_one_machine(&origins, a.force)?;
     let mut fit = fit_model(&systems, None, &opts)?;
@@ -100,7 +124,7 @@ pub(crate) fn fit(a: FitArgs) -> CliResult {
     eprintln!(
         "wrote {} ({}, {})",
         a.output.display(),
-        super::count(a.traces.len() as u64, "trace"),
+        super::count(systems.len() as u64, "trace"),
         super::count(fit.model.domains.len() as u64, "domain")
     );
     Ok(())
