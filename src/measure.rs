@@ -347,7 +347,9 @@ impl Measured {
     /// for a type it cannot make. The parts of a partitioned handle borrow the runtime,
     /// and so this `Measured`: unpartition them before finishing (`rt.unpartition(parts)`)
     /// and give the calibration scratch handles of its own, as below; a closure that
-    /// borrows the parts does not compile. With [`TypeCalibration::auto`] (the default) only the
+    /// borrows the parts does not compile. A codelet whose implementation takes the parts'
+    /// own types (`MatrixPart`, `VectorPart`) cannot be given scratch data this way: return
+    /// `None` for it, and the report lists it as not run (a limit of this API today). With [`TypeCalibration::auto`] (the default) only the
     /// types whose power the fit of the trace so far does not show within a share of the
     /// precision threshold are calibrated, round after round, within the budget;
     /// [`EnergyReport::calibration`] says what was done.
@@ -393,9 +395,10 @@ impl Measured {
     /// ```
     ///
     /// # Errors
-    /// As [`Measured::finish`]. A calibration that cannot run (a type `make` returns `None`
-    /// for, a fit of the partial trace that fails) is not an error: the report says why in
-    /// [`AutoCalibrationReport::error`].
+    /// As [`Measured::finish`]. A calibration that cannot run is not an error: the types
+    /// `make` gives no task of are in [`AutoCalibrationReport::not_run`] (and
+    /// [`EnergyReport::text`] names them), and what stopped it (a fit of the partial trace
+    /// that failed, no type at all to run) in [`AutoCalibrationReport::error`].
     pub fn finish_calibrating<'a>(
         self,
         make: impl Fn(&str, usize) -> Option<Task<'a>>,
@@ -496,7 +499,7 @@ impl Measured {
         make: &dyn Fn(&str, usize) -> Option<Task<'a>>,
     ) -> AutoCalibrationReport {
         let stop = crate::session::StopSignal::new();
-        let mut run = |plan: &[(String, Duration)]| -> Result<(), String> {
+        let mut run = |plan: &[(String, Duration)]| -> Result<Vec<String>, String> {
             let mut missing = Vec::new();
             let mut ran = 0;
             let slots = calibration_slots_of(rt);
@@ -525,7 +528,7 @@ impl Measured {
                     missing.join(", ")
                 ));
             }
-            Ok(())
+            Ok(missing)
         };
         match self.measure.type_calibration {
             TypeCalibration::Auto {
@@ -545,11 +548,15 @@ impl Measured {
                 let names = rt.codelet_names();
                 let plan: Vec<(String, Duration)> = names.into_iter().map(|n| (n, each)).collect();
                 let mut report = AutoCalibrationReport::default();
-                if let Err(e) = run(&plan) {
-                    report.error = Some(e);
+                match run(&plan) {
+                    Ok(not_run) => report.not_run = not_run,
+                    Err(e) => report.error = Some(e),
                 }
                 report.rounds.push((
-                    plan.into_iter().map(|(n, _)| n).collect(),
+                    plan.into_iter()
+                        .map(|(n, _)| n)
+                        .filter(|n| !crate::session::listed(&report.not_run, n))
+                        .collect(),
                     t0.elapsed().as_secs_f64(),
                 ));
                 report.spent_s = t0.elapsed().as_secs_f64();
@@ -626,6 +633,9 @@ impl EnergyReport {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+        }
+        if let Some(c) = &self.calibration {
+            head += &c.text();
         }
         if self.failed_tasks + self.cancelled_tasks > 0 {
             head += &format!(

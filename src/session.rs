@@ -191,6 +191,49 @@ pub struct AutoCalibrationReport {
     pub still_flagged: Vec<String>,
     /// Why it stopped early, if a fit failed.
     pub error: Option<String>,
+    /// Types the calibration could not run: `finish_calibrating`'s closure gave no task
+    /// of them (`name`), or none from some slot on (`name (from slot k of 0..n)`: it needs
+    /// scratch data for every slot), so their powers are what the graph alone shows.
+    pub not_run: Vec<String>,
+}
+
+impl AutoCalibrationReport {
+    /// What the calibration did, in a few lines: its rounds, the types it could not run,
+    /// those still beyond its target, and why it stopped early.
+    pub fn text(&self) -> String {
+        let rounds: Vec<String> = self
+            .rounds
+            .iter()
+            .map(|(types, s)| format!("{} ({s:.2} s)", types.join("+")))
+            .collect();
+        let mut out = format!(
+            "type calibration: {:.2} s: {}\n",
+            self.spent_s,
+            if rounds.is_empty() {
+                "no type ran alone".to_owned()
+            } else {
+                rounds.join(", ")
+            }
+        );
+        if !self.not_run.is_empty() {
+            out += &format!(
+                "  not run: {} (finish_calibrating's closure gave no task of them: their \
+                 powers are what the graph alone shows)\n",
+                self.not_run.join(", ")
+            );
+        }
+        if !self.still_flagged.is_empty() {
+            out += &format!(
+                "  beyond the calibration's target ({CALIBRATION_TARGET} times the report's \
+                 threshold) at its last fit: {}\n",
+                self.still_flagged.join(", ")
+            );
+        }
+        if let Some(e) = &self.error {
+            out += &format!("  stopped: {e}\n");
+        }
+        out
+    }
 }
 
 /// What a measured run produced.
@@ -408,6 +451,7 @@ pub fn measured_run<P>(
                         step,
                         Some(plan),
                     )
+                    .map(|()| Vec::new())
                     .map_err(|e| e.to_string())
                 },
             );
@@ -452,9 +496,18 @@ pub fn measured_run<P>(
     })
 }
 
-/// Runs a calibration plan: each type alone for its time.
+/// Whether `entries` (types a calibration could not run, each `name` or `name (from slot
+/// k of 0..n)`) lists the type `name`.
+pub(crate) fn listed(entries: &[String], name: &str) -> bool {
+    entries
+        .iter()
+        .any(|e| e == name || e.strip_prefix(name).is_some_and(|r| r.starts_with(" (")))
+}
+
+/// Runs a calibration plan: each type alone for its time; returns the types it could not
+/// run (no calibration task for them: `name`, or `name (from slot k of 0..n)`).
 pub(crate) type CalibrationPlanRunner<'a> =
-    dyn FnMut(&[(String, Duration)]) -> Result<(), String> + 'a;
+    dyn FnMut(&[(String, Duration)]) -> Result<Vec<String>, String> + 'a;
 
 /// The share of the report's precision threshold adaptive type calibration aims for.
 pub const CALIBRATION_TARGET: f64 = 0.4;
@@ -521,17 +574,34 @@ pub(crate) fn auto_calibrate(
                 *d = d.mul_f64(scale.min(1.0)).max(step);
             }
         }
+        // A type the app cannot make a calibration task of is asked for once.
+        plan.retain(|(n, _)| !listed(&report.not_run, n));
         if plan.is_empty() {
             break;
         }
         let start = Instant::now();
-        if let Err(e) = calibrate(&plan) {
-            report.error = Some(e);
+        let not_run = match calibrate(&plan) {
+            Ok(n) => n,
+            Err(e) => {
+                report.error = Some(e);
+                break;
+            }
+        };
+        // The round lists what it ran (it listed every flagged type, run or not).
+        let ran: Vec<String> = plan
+            .iter()
+            .map(|(n, _)| n.clone())
+            .filter(|n| !listed(&not_run, n))
+            .collect();
+        for n in not_run {
+            if !report.not_run.contains(&n) {
+                report.not_run.push(n);
+            }
+        }
+        if ran.is_empty() {
             break;
         }
-        report
-            .rounds
-            .push((report.still_flagged.clone(), start.elapsed().as_secs_f64()));
+        report.rounds.push((ran, start.elapsed().as_secs_f64()));
     }
     report.spent_s = t0.elapsed().as_secs_f64();
     report

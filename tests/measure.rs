@@ -481,6 +481,44 @@ fn a_calibration_closure_short_of_slots_is_reported_not_a_panic() {
     assert!(error.contains("work (from slot 2 of 0..4)"), "{error}");
 }
 
+/// A closure that makes tasks of some types only: the others are named as not run (the
+/// rounds listed them as calibrated, and the report said nothing).
+#[test]
+fn types_a_calibration_could_not_run_are_named() {
+    let m = Measure::new()
+        .meter(MeterChoice::Sim)
+        .period(Duration::from_millis(5))
+        .type_calibration(taskwatt::TypeCalibration::Fixed(Duration::from_millis(30)))
+        .start(Runtime::builder().workers(1))
+        .unwrap();
+    let rt = m.runtime();
+    let (work, other) = (
+        Codelet::new("work").cpu(spin(200)),
+        Codelet::new("other").cpu(spin(100)),
+    );
+    let b = rt.register(vec![0.0f64; 16]);
+    for _ in 0..100 {
+        rt.submit(Task::new(&work).rw(&b)).unwrap();
+        rt.submit(Task::new(&other).rw(&b)).unwrap();
+    }
+    let scratch: Vec<_> = (0..m.calibration_slots())
+        .map(|_| rt.register(vec![0.0f64; 16]))
+        .collect();
+    let report = m
+        .finish_calibrating(|codelet, slot| match codelet {
+            "work" => Some(Task::new(&work).rw(&scratch[slot])),
+            _ => None,
+        })
+        .unwrap();
+    let text = report.text();
+    let c = report.calibration.expect("calibration was asked for");
+    assert_eq!(c.not_run, ["other"]);
+    assert_eq!(c.rounds.len(), 1);
+    assert_eq!(c.rounds[0].0, ["work"]);
+    assert!(c.error.is_none(), "{c:?}");
+    assert!(text.contains("not run: other"), "{text}");
+}
+
 /// The library's `Compare` on a user's graph: every policy run, one model fitted, every
 /// run predicted; a gamma sweep without an energy model refused.
 #[test]
