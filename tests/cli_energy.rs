@@ -839,6 +839,30 @@ fn chrome_export_carries_dependency_arrows_and_task_energy() {
             "{name}: the export's tasks sum to {j} J, the report gives {want} J"
         );
     }
+    // A task whose energy rests on a power the report flags says so (the timeline showed
+    // plain numbers where the report shows parentheses), and only such a task.
+    let mut flagged = std::collections::BTreeSet::new();
+    for d in r["report"]["domains"].as_array().unwrap() {
+        let base_ok = d["base"]["reliable"].as_bool().unwrap();
+        for t in d["types"].as_array().unwrap() {
+            let p = if t["power_at_run"].is_null() {
+                &t["power"]
+            } else {
+                &t["power_at_run"]
+            };
+            if !base_ok || !p["reliable"].as_bool().unwrap() {
+                flagged.insert(t["key"]["codelet"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    for t in &tasks {
+        let name = t["name"].as_str().unwrap();
+        assert_eq!(
+            t["args"]["energy_note"].is_string(),
+            flagged.contains(name),
+            "{name}: {t}"
+        );
+    }
     // Every dependency of the Cholesky graph is one s/f pair.
     let preds: usize = tasks
         .iter()

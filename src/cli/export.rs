@@ -319,8 +319,9 @@ fn export_streaming(a: &ExportArgs) -> CliResult {
     Ok(())
 }
 
-/// A task's energy in joules, if the attribution gives one.
-type EnergyOf = Box<dyn Fn(&taskwatt::traces::TaskRecord) -> Option<f64>>;
+/// A task's energy in joules, if the attribution gives one, and whether every power it
+/// rests on is a measurement.
+type EnergyOf = Box<dyn Fn(&taskwatt::traces::TaskRecord) -> Option<(f64, bool)>>;
 
 /// Each task's energy from the attribution of the trace at `path` (None without energy
 /// samples, or when the attribution fails: the export then goes without, with a warning).
@@ -352,8 +353,10 @@ fn energy_of(trace: &Trace) -> Option<EnergyOf> {
         .iter()
         .any(|d| matches!(d.domain, Domain::CpuPackage { .. }));
     // worker -> [(base share, powers by (codelet, arch))]
-    type Powers = HashMap<(String, Option<Arch>), f64>;
-    let mut by_worker: HashMap<u32, Vec<(f64, std::sync::Arc<Powers>)>> = HashMap::new();
+    // Each power with whether it is shown as a measurement; the base's alike.
+    type Powers = HashMap<(String, Option<Arch>), (f64, bool)>;
+    type Share = (f64, bool);
+    let mut by_worker: HashMap<u32, Vec<(Share, std::sync::Arc<Powers>)>> = HashMap::new();
     for d in &att.report.domains {
         let counted = match d.domain {
             Domain::CpuPackage { .. } | Domain::Dram { .. } | Domain::Gpu { .. } => true,
@@ -371,11 +374,11 @@ fn energy_of(trace: &Trace) -> Option<EnergyOf> {
             // sum to 3.5 % more than the report's energy for the type.
             .map(|t| {
                 let p = t.power_at_run.as_ref().unwrap_or(&t.power);
-                ((t.key.codelet.clone(), t.key.arch), p.value_w)
+                ((t.key.codelet.clone(), t.key.arch), (p.value_w, p.reliable))
             })
             .collect();
         let powers = std::sync::Arc::new(powers);
-        let share = d.base.value_w / d.workers as f64;
+        let share = (d.base.value_w / d.workers as f64, d.base.reliable);
         let Some(info) = trace.domains.iter().find(|i| i.id == d.id) else {
             continue;
         };
@@ -399,10 +402,15 @@ fn energy_of(trace: &Trace) -> Option<EnergyOf> {
             .unwrap_or_else(|| format!("codelet#{}", r.codelet));
         let secs = r.end.0.saturating_sub(r.start.0) as f64 * 1e-9;
         let key = (name, Some(r.arch));
-        Some(
-            doms.iter()
-                .map(|(share, p)| (share + p.get(&key).copied().unwrap_or(0.0)) * secs)
-                .sum(),
-        )
+        let mut measured = true;
+        let joules = doms
+            .iter()
+            .map(|((share, base_ok), p)| {
+                let (w, ok) = p.get(&key).copied().unwrap_or((0.0, false));
+                measured &= ok && *base_ok;
+                (share + w) * secs
+            })
+            .sum();
+        Some((joules, measured))
     }))
 }

@@ -48,9 +48,11 @@ const TRANSFER_TID: u64 = 2_000_000;
 const COMM_TID: u64 = 3_000_000;
 const WHAT: &str = "Chrome trace JSON";
 
-/// Each task's energy in J, when known (from an attribution): shown in the task's `args`
-/// as `energy_mJ`.
-pub type TaskEnergy<'a> = &'a dyn Fn(&crate::TaskRecord) -> Option<f64>;
+/// Each task's energy in J, when known (from an attribution), and whether it rests on
+/// measurements only: shown in the task's `args` as `energy_mJ`, with `energy_note` when
+/// it rests on a power the attribution does not show as a measurement (the report puts
+/// those in parentheses; the timeline showed them as plain numbers).
+pub type TaskEnergy<'a> = &'a dyn Fn(&crate::TaskRecord) -> Option<(f64, bool)>;
 
 /// Exports the trace file at `path` as Chrome trace event JSON, streaming; returns the
 /// number of trace events written.
@@ -562,7 +564,7 @@ impl<'e, W: Write> Chrome<'e, W> {
                     n
                 }
             };
-            let joules = self.energy.and_then(|f| f(r)).filter(|j| j.is_finite());
+            let joules = self.energy.and_then(|f| f(r)).filter(|j| j.0.is_finite());
             let pid = self.pid(r.worker);
             self.event(|o| {
                 write!(
@@ -592,8 +594,14 @@ impl<'e, W: Write> Chrome<'e, W> {
                     TaskStatus::Ok => "ok",
                     TaskStatus::Failed => "failed",
                 };
-                if let Some(j) = joules {
+                if let Some((j, measured)) = joules {
                     write!(o, ",\"energy_mJ\":{}", j * 1e3)?;
+                    if !measured {
+                        o.write_all(
+                            b",\"energy_note\":\"not a measurement: it rests on a power the \
+                              report flags (taskwatt report says why)\"",
+                        )?;
+                    }
                 }
                 write!(o, ",\"status\":\"{status}\"}}}}")
             })?;
