@@ -270,6 +270,14 @@ fn compare_adds_simulated_rows_and_plots_them_beside_the_runs() {
     let v = json(&args);
     let rows = v["virtual_rows"].as_array().unwrap();
     assert_eq!(rows.len(), 4, "{v}");
+    // Each platform's rows get simulate's verdicts (makespan and energy): compare ranked
+    // nothing among them.
+    let verdicts = v["virtual_verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 4, "{verdicts:?}");
+    assert!(verdicts.iter().all(|x| {
+        let t = x.as_str().unwrap();
+        t.starts_with("on ") && (t.contains("indistinguishable") || t.contains("beyond"))
+    }));
     assert!(rows
         .iter()
         .any(|r| r["platform"].as_str().unwrap().contains("2 GPUs")));

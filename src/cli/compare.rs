@@ -245,6 +245,10 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 },
             )?;
             notes.print(a.simulate.len());
+            for v in super::simulate::ranked_verdicts(&sims) {
+                out.virtual_verdicts
+                    .push(format!("on {}: {v}", platform.name));
+            }
             for r in sims {
                 out.virtual_rows.push(SimulatedRow {
                     policy: r.policy,

@@ -60,7 +60,7 @@ pub(crate) const REPLICA_TASKS: usize = 800_000;
 pub(crate) const DEFAULT_REPLICAS: usize = 8;
 
 /// [`super::sim_interval::verdicts`] on the rows.
-fn ranked_verdicts(rows: &[SimRow]) -> Vec<String> {
+pub(crate) fn ranked_verdicts(rows: &[SimRow]) -> Vec<String> {
     let ranked: Vec<Ranked<'_>> = rows
         .iter()
         .map(|r| Ranked {

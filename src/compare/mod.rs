@@ -146,6 +146,10 @@ pub struct Comparison {
     /// Rows simulated in virtual time (`--simulate`), not run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub virtual_rows: Vec<SimulatedRow>,
+    /// What the simulated rows' intervals let one say of their order, per platform:
+    /// `simulate`'s verdicts (a ranking, or "indistinguishable here").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub virtual_verdicts: Vec<String>,
     /// The predictions' warnings, each kind once (with the figures of the first run that
     /// gave it): the model's flagged powers (collinear, held at 0, imprecise) every
     /// prediction rests on, types it lacks, contention beyond it.
@@ -314,6 +318,7 @@ pub fn compare_runs(
         runs: rows,
         policies: per_policy,
         virtual_rows: Vec::new(),
+        virtual_verdicts: Vec::new(),
         warnings,
         model,
     })

@@ -77,16 +77,24 @@ impl Comparison {
             })
             .collect();
         close.sort_by(|a, b| of_policy(a).total_cmp(&of_policy(b)));
+        // Two runs give a range, not a spread: `--repeat 1` was told to repeat 3 times,
+        // `--repeat 2` was not.
+        let few = if self.repeat == 2 {
+            " (from two runs per policy: their range is a rough guide to the spread; repeat \
+             at least 3)"
+        } else {
+            ""
+        };
         Some(if close.is_empty() {
             format!(
                 "least energy over {what}: {} ({best_j:.3} J); every other policy's runs \
-                 measured more than all of its runs",
+                 measured more than all of its runs{few}",
                 best.policy
             )
         } else {
             format!(
                 "least energy over {what}: {} ({best_j:.3} J); within its runs' spread, so \
-                 not measurably different: {}",
+                 not measurably different: {}{few}",
                 best.policy,
                 close
                     .iter()
@@ -131,15 +139,39 @@ impl Comparison {
         );
         outln!(
             out,
-            "{:<14} {:>10} {:>12} {:>12} {:>9} {:>9} {:>7}",
+            "{:<14} {:>10} {:>12} {:>12} {:>9} {:>9} {:>7}{}",
             "policy",
             "makespan",
             "measured",
             "predicted",
             "error",
             "max|err|",
-            "covers"
+            "covers",
+            if repeat > 1 { "  runs measured" } else { "" }
         );
+        // The runs' own range beside their mean: the verdict compares them (neither the
+        // table nor the JSON's means showed it).
+        let runs_range = |p: &str, app: bool| {
+            let (lo, hi) = o
+                .runs
+                .iter()
+                .filter(|r| r.policy == p)
+                .filter_map(|r| {
+                    if app {
+                        r.application.and_then(|a| a.measured_j)
+                    } else {
+                        Some(r.measured_j)
+                    }
+                })
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), e| {
+                    (lo.min(e), hi.max(e))
+                });
+            if repeat > 1 && lo.is_finite() {
+                format!("  {lo:.3} to {hi:.3} J")
+            } else {
+                String::new()
+            }
+        };
         let frac = |(k, n): (usize, usize)| {
             if n == 0 {
                 "-".to_owned()
@@ -150,7 +182,7 @@ impl Comparison {
         for r in &o.policies {
             outln!(
                 out,
-                "{:<14} {:>8.3} s {:>10.2} J {:>10.2} J {:>8.2}% {:>8.2}% {:>7}{}",
+                "{:<14} {:>8.3} s {:>10.2} J {:>10.2} J {:>8.2}% {:>8.2}% {:>7}{}{}",
                 r.policy,
                 r.makespan_s,
                 r.measured_j,
@@ -158,6 +190,7 @@ impl Comparison {
                 r.error_pct,
                 r.max_abs_error_pct,
                 frac(r.covered),
+                runs_range(&r.policy, false),
                 if r.fitted_on { "  (fitted on)" } else { "" }
             );
         }
@@ -217,6 +250,9 @@ impl Comparison {
                     ci(v.predicted_ci_j)
                 );
             }
+            for v in &o.virtual_verdicts {
+                outln!(out, "{v}");
+            }
             if let Some(v) = o
                 .virtual_rows
                 .iter()
@@ -238,12 +274,13 @@ impl Comparison {
             );
             outln!(
                 out,
-                "{:<14} {:>12} {:>12} {:>9} {:>7}",
+                "{:<14} {:>12} {:>12} {:>9} {:>7}{}",
                 "policy",
                 "measured",
                 "predicted",
                 "error",
-                "covers"
+                "covers",
+                if repeat > 1 { "  runs measured" } else { "" }
             );
             for r in &o.policies {
                 let app = r.application.expect("checked");
@@ -251,7 +288,7 @@ impl Comparison {
                 let covered = r.application_covered;
                 outln!(
                     out,
-                    "{:<14} {:>12} {:>10.2} J {:>9} {:>7}",
+                    "{:<14} {:>12} {:>10.2} J {:>9} {:>7}{}",
                     r.policy,
                     m.map_or("-".to_owned(), |m| format!("{m:.2} J")),
                     app.predicted_j,
@@ -259,7 +296,8 @@ impl Comparison {
                         "{:.2}%",
                         100.0 * (app.predicted_j - m) / m
                     )),
-                    frac(covered)
+                    frac(covered),
+                    runs_range(&r.policy, true)
                 );
             }
         }
