@@ -197,13 +197,7 @@ pub(crate) fn export(mut a: ExportArgs) -> CliResult {
             .into());
         }
         if let Some(p) = &r.problem {
-            eprintln!(
-                "warning: {p}\n  exporting the {} complete chunks ({} tasks, {} energy readings) before byte {}",
-                r.complete_chunks,
-                r.trace.task_count(),
-                r.trace.samples.len(),
-                r.valid_bytes
-            );
+            eprintln!("warning: {p}\n  exporting {}", r.summary());
         }
         return export_trace(&a, &r.trace);
     }

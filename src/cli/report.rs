@@ -159,13 +159,7 @@ pub(crate) fn report(a: ReportArgs) -> CliResult {
         let r = taskwatt::traces::recover_trace(&a.trace)?;
         cut_at = r.problem.as_ref().map(|_| r.valid_bytes);
         if let Some(p) = &r.problem {
-            eprintln!(
-                "warning: {p}\n  reporting on the {} complete chunks ({} tasks, {} energy readings) before byte {}",
-                r.complete_chunks,
-                r.trace.task_count(),
-                r.trace.samples.len(),
-                r.valid_bytes
-            );
+            eprintln!("warning: {p}\n  reporting on {}", r.summary());
         }
         r.trace
     } else {

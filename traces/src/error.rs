@@ -96,7 +96,7 @@ pub enum TraceError {
     },
 
     /// The file ends in the middle of a header or chunk.
-    #[error("{}: truncated at byte {offset}: the {what} needs {needed} bytes but the file has only {have} left; the run was probably cut short: every complete chunk before byte {offset} can be read (`--recover` on `taskwatt report` and `taskwatt export`; `recover_trace` in the library)", path.display())]
+    #[error("{}: truncated at byte {offset}: the {what} needs {needed} bytes but the file has only {have} left; {}: `--recover` (on `taskwatt report` and `taskwatt export`; `recover_trace` in the library) reads every intact chunk", path.display(), cut_or_damaged(*.needed))]
     Truncated {
         /// The file.
         path: PathBuf,
@@ -111,7 +111,7 @@ pub enum TraceError {
     },
 
     /// The bytes are there but wrong: CRC mismatch, bad varint, bad enum, bad JSON...
-    #[error("{}: corrupt data at byte {offset}: {reason}; the file is damaged from there on: every complete chunk before it can be read (`--recover` on `taskwatt report` and `taskwatt export`; `recover_trace` in the library)", path.display())]
+    #[error("{}: corrupt data at byte {offset}: {reason}; the file is damaged there: `--recover` (on `taskwatt report` and `taskwatt export`; `recover_trace` in the library) reads every intact chunk before and after it", path.display())]
     Corrupt {
         /// The file.
         path: PathBuf,
@@ -267,5 +267,15 @@ mod tests {
         assert_eq!(shorten("abc"), "abc");
         let long = "x".repeat(100);
         assert_eq!(shorten(&long).chars().count(), 61);
+    }
+}
+
+/// Why a chunk runs past the end of its file: a length no chunk taskwatt writes has (its
+/// largest are about a MiB) is a damaged header; otherwise the file was cut.
+fn cut_or_damaged(needed: u64) -> &'static str {
+    if needed > 64 << 20 {
+        "no chunk is that long: its length field is damaged (or the file was cut there)"
+    } else {
+        "the run was probably cut short"
     }
 }

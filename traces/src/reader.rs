@@ -114,6 +114,32 @@ impl TraceReader {
         })
     }
 
+    /// A reader of the same file from `offset` on (a chunk boundary found by its magic
+    /// past damage), for [`recover_trace`]: the End chunk's counts are not checked
+    /// against what it reads (the damaged chunks are not among them).
+    fn resume_at(&self, offset: u64) -> Result<TraceReader, TraceError> {
+        use std::io::{Seek, SeekFrom};
+        let mut file = File::open(&self.path).map_err(|e| self.io(e))?;
+        file.seek(SeekFrom::Start(offset)).map_err(|e| self.io(e))?;
+        Ok(TraceReader {
+            path: self.path.clone(),
+            src: BufReader::with_capacity(1 << 16, file),
+            version: self.version,
+            offset,
+            chunks: self.chunks,
+            skipped: self.skipped,
+            done: false,
+            payload: Vec::new(),
+            end: None,
+            file_len: self.file_len,
+            tally: ReadTally {
+                tasks_skipped: true,
+                samples_skipped: true,
+                ..ReadTally::default()
+            },
+        })
+    }
+
     /// The file's format version.
     pub fn version(&self) -> FormatVersion {
         self.version
@@ -503,14 +529,39 @@ pub struct Recovered {
     pub valid_bytes: u64,
     /// Why reading stopped before a clean end: `None` for a complete trace,
     /// [`TraceError::CutShort`] when every chunk is valid but the End chunk is missing,
-    /// otherwise the truncation or corruption met.
+    /// otherwise the (first) truncation or corruption met.
     pub problem: Option<TraceError>,
+    /// Damaged stretches stepped over, `(offset, bytes)`: after a damaged chunk, reading
+    /// goes on at the next chunk whose magic, header and CRC-32 are intact (a few flipped
+    /// bytes lost one chunk, not every chunk after it).
+    pub skipped: Vec<(u64, u64)>,
 }
 
 impl Recovered {
     /// Whether the file was a complete trace.
     pub fn is_complete(&self) -> bool {
         self.problem.is_none()
+    }
+
+    /// What was read, for a message: `the 16 complete chunks (162 tasks, 30 energy
+    /// readings) before byte 29471`, and the damaged stretches stepped over.
+    pub fn summary(&self) -> String {
+        let what = format!(
+            "{} complete chunks ({} tasks, {} energy readings)",
+            self.complete_chunks,
+            self.trace.task_count(),
+            self.trace.samples.len()
+        );
+        if self.skipped.is_empty() {
+            return format!("the {what} before byte {}", self.valid_bytes);
+        }
+        let bytes: u64 = self.skipped.iter().map(|s| s.1).sum();
+        format!(
+            "the {what} around {} damaged stretch(es) stepped over ({bytes} bytes from byte \
+             {}): what those held is lost",
+            self.skipped.len(),
+            self.skipped[0].0
+        )
     }
 }
 
@@ -528,6 +579,7 @@ pub fn recover_trace(path: impl AsRef<Path>) -> Result<Recovered, TraceError> {
                 complete_chunks: 0,
                 valid_bytes: 0,
                 problem: Some(e),
+                skipped: Vec::new(),
             })
         }
         Err(e) => return Err(e),
@@ -536,26 +588,48 @@ pub fn recover_trace(path: impl AsRef<Path>) -> Result<Recovered, TraceError> {
     let mut problem = None;
     let mut valid_bytes = r.offset();
     let mut chunks = 0;
+    let mut skipped = Vec::new();
+    // Until the first damage, the valid prefix grows with each chunk.
+    let mut intact = true;
     loop {
         let at = r.offset();
         match r.next_chunk() {
             Ok(Some(chunk)) => {
                 if trace.end.is_some() {
-                    problem = Some(after_end(&r, at, &chunk));
+                    problem.get_or_insert(after_end(&r, at, &chunk));
                     break;
                 }
                 trace.push(chunk);
-                valid_bytes = r.offset();
+                if intact {
+                    valid_bytes = r.offset();
+                }
                 chunks = r.chunks_read();
             }
             Ok(None) => {
-                valid_bytes = r.offset();
+                if intact {
+                    valid_bytes = r.offset();
+                }
                 chunks = r.chunks_read();
                 break;
             }
             Err(e) => {
-                problem = Some(e);
-                break;
+                let damaged =
+                    matches!(e, TraceError::Corrupt { .. } | TraceError::Truncated { .. });
+                let resumed = if damaged { resync(&r, at)? } else { None };
+                problem.get_or_insert(e);
+                intact = false;
+                match resumed {
+                    Some((next, first, chunk)) => {
+                        skipped.push((at, first - at));
+                        if trace.end.is_some() {
+                            break;
+                        }
+                        trace.push(chunk);
+                        r = next;
+                        chunks = r.chunks_read();
+                    }
+                    None => break,
+                }
             }
         }
     }
@@ -570,7 +644,51 @@ pub fn recover_trace(path: impl AsRef<Path>) -> Result<Recovered, TraceError> {
         complete_chunks: chunks,
         valid_bytes,
         problem,
+        skipped,
     })
+}
+
+/// The reader resumed at the first intact chunk after the damaged one at `at`, with that
+/// chunk: each later `TWCK` magic is tried until a chunk there reads whole (header, CRC-32,
+/// payload); `None` when none does.
+fn resync(r: &TraceReader, at: u64) -> Result<Option<(TraceReader, u64, Chunk)>, TraceError> {
+    let mut from = at + 1;
+    while let Some(pos) = next_magic(&r.path, from).map_err(|e| r.io(e))? {
+        let mut next = r.resume_at(pos)?;
+        if let Ok(Some(chunk)) = next.next_chunk() {
+            return Ok(Some((next, pos, chunk)));
+        }
+        from = pos + 1;
+    }
+    Ok(None)
+}
+
+/// The offset of the next chunk magic in the file at or after `from`, read in blocks.
+fn next_magic(path: &Path, from: u64) -> io::Result<Option<u64>> {
+    use crate::format::CHUNK_MAGIC;
+    use std::io::{Seek, SeekFrom};
+    let mut f = File::open(path)?;
+    f.seek(SeekFrom::Start(from))?;
+    let mut buf = vec![0u8; 1 << 20];
+    // The last bytes of a block, kept so that a magic across two blocks is found.
+    let keep = CHUNK_MAGIC.len() - 1;
+    let (mut base, mut have) = (from, 0usize);
+    loop {
+        let n = read_full(&mut f, &mut buf[have..])?;
+        let len = have + n;
+        if let Some(i) = buf[..len]
+            .windows(CHUNK_MAGIC.len())
+            .position(|w| w == CHUNK_MAGIC)
+        {
+            return Ok(Some(base + i as u64));
+        }
+        if n == 0 || len < CHUNK_MAGIC.len() {
+            return Ok(None);
+        }
+        buf.copy_within(len - keep..len, 0);
+        base += (len - keep) as u64;
+        have = keep;
+    }
 }
 
 #[cfg(test)]
@@ -634,7 +752,11 @@ mod tests {
         assert_eq!(e.offset(), Some(alien_at), "{e}");
         assert!(e.to_string().contains("kind 99"), "{e}");
         let rec = recover_trace(f.path()).unwrap();
-        assert_eq!((rec.complete_chunks, rec.valid_bytes), (1, alien_at));
+        assert_eq!((rec.complete_chunks, rec.valid_bytes), (2, alien_at));
+        // The chunk is stepped over: the End chunk after it is read.
+        let alien_len = alien_chunk().len() as u64;
+        assert_eq!(rec.skipped, [(alien_at, alien_len)]);
+        assert!(rec.trace.end.is_some());
     }
 
     #[test]

@@ -163,6 +163,22 @@ fn a_flipped_payload_byte_is_corrupt_at_its_chunk() {
         );
         let rec = recover_trace(&bad).unwrap();
         assert_eq!(rec.valid_bytes, s);
+        // Reading goes on at the next chunk: only the damaged one is lost (a flip a third
+        // of the way into a user's trace lost all 816 of its tasks). The End chunk, last,
+        // has none after it.
+        if e == *starts.last().unwrap() {
+            assert!(rec.skipped.is_empty() && rec.trace.end.is_none());
+            continue;
+        }
+        assert_eq!(rec.skipped, [(s, e - s)], "chunk at {s}");
+        assert_eq!(rec.complete_chunks, starts.len() as u64 - 2, "chunk at {s}");
+        let whole = read_trace(&path).unwrap();
+        let lost = whole.task_count() - rec.trace.task_count();
+        assert!(lost <= 16, "chunk at {s}: {lost} tasks lost");
+        assert!(
+            rec.trace.end.is_some(),
+            "the End chunk after the damage is read"
+        );
     }
 }
 
@@ -178,7 +194,31 @@ fn a_damaged_chunk_header_is_corrupt() {
     let err = read_trace(&bad).unwrap_err();
     assert_eq!(err.offset(), Some(s as u64), "{err}");
     assert!(err.to_string().contains("chunk magic"), "{err}");
-    assert_eq!(recover_trace(&bad).unwrap().complete_chunks, 3);
+    // The three chunks before it, and every one after it.
+    let rec = recover_trace(&bad).unwrap();
+    assert_eq!(rec.valid_bytes, s as u64);
+    assert_eq!(rec.skipped, [(starts[3], starts[4] - starts[3])]);
+    assert_eq!(rec.complete_chunks, starts.len() as u64 - 2);
+}
+
+/// A length field no chunk has: said as such, and the chunks after it are read.
+#[test]
+fn a_damaged_length_field_is_named_and_stepped_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, starts) = write_sample(dir.path());
+    let mut b = std::fs::read(&path).unwrap();
+    let s = starts[1] as usize;
+    b[s + 8..s + 12].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
+    let bad = dir.path().join("bad.twt");
+    std::fs::write(&bad, &b).unwrap();
+    let err = read_trace(&bad).unwrap_err();
+    assert!(err.to_string().contains("length field is damaged"), "{err}");
+    let rec = recover_trace(&bad).unwrap();
+    assert_eq!(rec.skipped, [(starts[1], starts[2] - starts[1])]);
+    assert_eq!(
+        rec.trace.task_count(),
+        read_trace(&path).unwrap().task_count()
+    );
 }
 
 #[test]
