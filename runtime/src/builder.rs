@@ -185,7 +185,11 @@ impl RuntimeBuilder {
     }
 
     /// The scheduling policy by name (`eager`, `ws`, `lws`, `prio`, `dmda`, `dmdas`). Without this,
-    /// `TASKWATT_SCHED` is read, then the default `lws` is used.
+    /// `TASKWATT_SCHED` is read, then the default `lws` is used. `dmda`, `dmdas` and
+    /// `dmdae` place tasks by their expected durations, from the performance models: give
+    /// them [`perf_models`](Self::perf_models) (`PerfModels::default_dir()`, where
+    /// `taskwatt run` keeps them); without models every task is a calibration and goes to
+    /// the least loaded worker (a warning is logged).
     pub fn policy(mut self, name: impl Into<String>) -> Self {
         self.policy = PolicyChoice::Named(name.into());
         self
@@ -518,6 +522,15 @@ impl RuntimeBuilder {
         };
         let timing = self.sink.is_enabled() || self.observer.is_some() || perf.is_some();
         let predictions = perf.is_some() && policy.uses_expected_durations();
+        if perf.is_none() && policy.uses_expected_durations() {
+            // dmda from the library ran as a least-loaded placement, without a word.
+            log::warn!(
+                "policy {} places tasks by their expected durations, but the runtime has no \
+                 performance models: every task is a calibration and goes to the least loaded \
+                 worker; give RuntimeBuilder::perf_models(PerfModels::default_dir()?)",
+                policy.name()
+            );
+        }
         let any_worker_takes_a_push = policy.any_worker_takes_a_push();
         let trace_bufs = if self.sink.is_enabled() {
             (0..workers.len())
