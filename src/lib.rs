@@ -66,5 +66,6 @@ pub use taskwatt_traces::Region;
 
 pub use taskwatt_runtime::{
     Access, Codelet, DataSize, Filter, GpuBackend, Handle, Matrix, MatrixPart, Partitioned,
-    Runtime, RuntimeBuilder, RuntimeError, Task, TaskCtx, TaskHandle, VectorPart, MAX_ACCESSES,
+    PerfModels, Runtime, RuntimeBuilder, RuntimeError, Task, TaskCtx, TaskHandle, VectorPart,
+    MAX_ACCESSES,
 };
