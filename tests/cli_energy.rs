@@ -106,6 +106,25 @@ fn measured_run_report_fit_and_predict() {
     let types_csv = std::fs::read_to_string(out.join("types.csv")).unwrap();
     assert!(types_csv.starts_with("domain,type,count"));
     assert!(types_csv.contains("gemm@cpu"), "{types_csv}");
+    // Per domain, the total_j column adds up to the fitted energy: the types' (with their
+    // share of the base) and the idle row's (the base row's own energy made it 30 % over).
+    let header: Vec<&str> = types_csv.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    for d in domains {
+        let name = d["name"].as_str().unwrap();
+        let sum: f64 = types_csv
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f[0] == name)
+            .filter_map(|f| f[col("total_j")].parse::<f64>().ok())
+            .sum();
+        let fitted = d["fitted_j"].as_f64().unwrap();
+        assert!(
+            (sum - fitted).abs() <= 1e-6 * fitted,
+            "{name}: {sum} vs {fitted}"
+        );
+    }
     let intervals = std::fs::read_to_string(out.join("intervals.csv")).unwrap();
     assert!(intervals.lines().count() > 20);
     let svgs: Vec<_> = std::fs::read_dir(&out)
