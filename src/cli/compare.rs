@@ -230,6 +230,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
             Vec::new()
         };
         let policy_options = a.app.policy_options(Some("dmdae"), gamma)?;
+        let mut said = Vec::new();
         for platform in &platforms {
             let (sims, _, notes) = super::simulate::simulate_policies(
                 &src,
@@ -244,7 +245,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                     replicas: super::simulate::DEFAULT_REPLICAS,
                 },
             )?;
-            notes.print(a.simulate.len());
+            notes.print_new(a.simulate.len(), &mut said);
             for v in super::simulate::ranked_verdicts(&sims) {
                 out.virtual_verdicts
                     .push(format!("on {}: {v}", platform.name));

@@ -124,11 +124,22 @@ impl Notes {
 
     /// Prints the notes on stderr, one line each (naming the policies when not all).
     pub(crate) fn print(&self, policies: usize) {
+        self.print_new(policies, &mut Vec::new());
+    }
+
+    /// [`Notes::print`], leaving out the lines already in `said`, and adding those it
+    /// prints: `compare` simulates one recording on several platforms, and said the
+    /// recording's notes once per platform.
+    pub(crate) fn print_new(&self, policies: usize, said: &mut Vec<String>) {
         for (note, ps) in &self.0 {
-            if ps.len() == policies || ps.is_empty() {
-                eprintln!("note: {note}");
+            let line = if ps.len() == policies || ps.is_empty() {
+                format!("note: {note}")
             } else {
-                eprintln!("note ({}): {note}", ps.join(", "));
+                format!("note ({}): {note}", ps.join(", "))
+            };
+            if !said.contains(&line) {
+                eprintln!("{line}");
+                said.push(line);
             }
         }
     }
