@@ -552,7 +552,7 @@ impl Drop for DistMeasured {
 }
 
 /// Errors of a measured distributed run.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum DistMeasureError {
     /// A rendezvous of the ranks failed.
     #[error("rank {rank}: the rendezvous for {what} failed: {message}")]
@@ -603,3 +603,5 @@ fn job_draw() -> String {
         .map_or(0, |d| d.as_nanos() as u64);
     format!("{ns:016x}-{:x}", std::process::id())
 }
+
+taskwatt_traces::debug_as_display!(DistMeasureError);

@@ -665,7 +665,7 @@ impl EnergyReport {
 }
 
 /// Errors of a measured run.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum MeasureError {
     /// The runtime failed to start, or failed otherwise.
     #[error(transparent)]
@@ -727,3 +727,5 @@ impl From<RecordingError> for MeasureError {
 
 /// The longest idle calibration [`Measure`] accepts: one week, as the CLI's durations.
 pub const MAX_IDLE_CALIBRATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+taskwatt_traces::debug_as_display!(MeasureError);

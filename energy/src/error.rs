@@ -10,7 +10,7 @@ use std::io;
 use std::path::PathBuf;
 
 /// What can go wrong while finding, opening, reading or sampling an energy meter.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum EnergyError {
     /// The powercap sysfs directory does not exist.
@@ -363,3 +363,5 @@ pub(crate) fn period_text(ns: u128) -> String {
         n => format!("{n} ns"),
     }
 }
+
+taskwatt_traces::debug_as_display!(EnergyError);

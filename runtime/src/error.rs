@@ -42,7 +42,7 @@ fn first_failures(failures: &[TaskFailure]) -> String {
 }
 
 /// Errors of the runtime.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
     /// The scheduling policy name is not registered.
@@ -341,3 +341,5 @@ impl From<PolicyError> for RuntimeError {
         }
     }
 }
+
+taskwatt_traces::debug_as_display!(RuntimeError);

@@ -527,7 +527,7 @@ impl Compare {
 }
 
 /// Why a comparison could not be made.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum CompareError {
     /// A policy name the registry does not know.
     #[error(transparent)]
@@ -558,3 +558,5 @@ pub enum CompareError {
     #[error("{}: no energy samples to compare with (a run shorter than one sampling period, or energy sampling off)", .0.display())]
     NoEnergy(PathBuf),
 }
+
+taskwatt_traces::debug_as_display!(CompareError);

@@ -27,7 +27,7 @@ impl fmt::Display for FormatVersion {
 }
 
 /// What can go wrong writing, reading, exporting or importing a trace.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum TraceError {
     /// The operating system refused to open, read or write the file.
@@ -279,3 +279,27 @@ fn cut_or_damaged(needed: u64) -> &'static str {
         "the run was probably cut short"
     }
 }
+
+/// Gives an error type a `Debug` that reads as its message and its causes, one per line.
+/// `fn main() -> Result<(), Box<dyn Error>>` prints the error it returns with `Debug`: a
+/// derived one showed a user `Runtime(UnknownPolicy(UnknownPolicy { name: "dmdaa", ... }))`
+/// where the message says "unknown scheduling policy `dmdaa`: known policies are ...".
+/// The variants stay matchable; only their printing changes.
+#[macro_export]
+macro_rules! debug_as_display {
+    ($t:ty) => {
+        impl ::std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                write!(f, "{self}")?;
+                let mut cause = ::std::error::Error::source(self);
+                while let Some(c) = cause {
+                    write!(f, "\n  caused by: {c}")?;
+                    cause = c.source();
+                }
+                Ok(())
+            }
+        }
+    };
+}
+
+debug_as_display!(TraceError);

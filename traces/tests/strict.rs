@@ -261,3 +261,17 @@ fn writer_killed_loses_at_most_the_flush_window() {
         "{on_disk} tasks on disk, but {must} were sent {WRITER_FLUSH:?} + {slack:?} before the kill"
     );
 }
+
+/// `fn main() -> Result<(), Box<dyn Error>>` prints the error's Debug: it reads as the
+/// message (it was a struct dump that hid the path's fix).
+#[test]
+fn an_error_s_debug_is_its_message() {
+    let e = read_trace("/nonexistent/x.twt").unwrap_err();
+    let boxed: Box<dyn std::error::Error> = Box::new(e);
+    let debug = format!("{boxed:?}");
+    assert!(
+        debug.starts_with("cannot access /nonexistent/x.twt"),
+        "{debug}"
+    );
+    assert!(!debug.contains("Io {"), "{debug}");
+}

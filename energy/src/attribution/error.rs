@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 /// Errors of the attribution, model fitting and prediction.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum AttributionError {
     /// No domain has the two samples needed to form one interval.
     #[error(
@@ -210,3 +210,5 @@ pub enum AttributionError {
         why: String,
     },
 }
+
+taskwatt_traces::debug_as_display!(AttributionError);
