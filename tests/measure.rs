@@ -553,7 +553,7 @@ fn compare_runs_a_user_graph_under_several_policies() {
     }
     let text = c.text();
     assert!(
-        text.contains("SIMULATED") && text.contains("least energy over "),
+        text.contains("SIMULATED") && text.contains(" energy over the application"),
         "{text}"
     );
     assert!(c.json()["policies"].as_array().unwrap().len() == 2);

@@ -51,6 +51,7 @@ use taskwatt_traces::{read_trace, TraceError};
 use crate::{Measure, MeasureError};
 
 mod output;
+mod stats;
 
 /// One run: its policy and repeat, what was measured and what the model predicted.
 #[derive(Serialize, Clone, Debug)]

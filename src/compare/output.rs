@@ -12,8 +12,9 @@ macro_rules! outln {
 
 impl Comparison {
     /// Which policy used least energy, and whether the others are measurably different:
-    /// a policy whose runs' range of measured energy overlaps the best one's is within the
-    /// runs' spread of it (with one run per policy nothing can be told apart). The energy
+    /// each other policy's runs against the best one's by Welch's t-test, two-sided, at
+    /// 95 % over all the comparisons (Bonferroni; `stats.rs`); with one run per policy
+    /// nothing can be told apart. The energy
     /// is the application region's (the graph alone) where every run marks it: the whole
     /// run's adds the idle calibration and the sampler's window, the same under every
     /// policy, which only dilute the difference. `None` with fewer than two policies.
@@ -43,14 +44,12 @@ impl Comparison {
         } else {
             "the whole run"
         };
-        let range = |p: &str| {
+        let runs_of = |p: &str| -> Vec<f64> {
             self.runs
                 .iter()
                 .filter(|r| r.policy == p)
                 .map(of_run)
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), e| {
-                    (lo.min(e), hi.max(e))
-                })
+                .collect()
         };
         let best = self
             .policies
@@ -65,42 +64,61 @@ impl Comparison {
                 best.policy
             ));
         }
-        let (lo, hi) = range(&best.policy);
-        // Nearest first.
-        let mut close: Vec<&PolicySummary> = self
+        // Each other policy against the best by Welch's t-test, two-sided, the level
+        // shared over the comparisons (stats.rs: the runs' ranges called identical
+        // policies different in about a third of comparisons).
+        let best_runs = runs_of(&best.policy);
+        let others: Vec<&PolicySummary> = self
             .policies
             .iter()
             .filter(|p| p.policy != best.policy)
-            .filter(|p| {
-                let (l, h) = range(&p.policy);
-                l <= hi && h >= lo
-            })
             .collect();
+        let level = super::stats::threshold(others.len());
+        let (mut close, mut more): (Vec<&PolicySummary>, Vec<&PolicySummary>) = others
+            .iter()
+            .partition(|p| super::stats::welch_more(&best_runs, &runs_of(&p.policy)) >= level);
+        // Nearest first.
         close.sort_by(|a, b| of_policy(a).total_cmp(&of_policy(b)));
-        // Two runs give a range, not a spread: `--repeat 1` was told to repeat 3 times,
-        // `--repeat 2` was not.
+        more.sort_by(|a, b| of_policy(a).total_cmp(&of_policy(b)));
+        let list = |v: &[&PolicySummary]| {
+            v.iter()
+                .map(|p| format!("{} ({:.3} J)", p.policy, of_policy(p)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let how = format!(
+            "Welch's t-test on the runs, {:.0} % over the {} comparison(s)",
+            100.0 * (1.0 - super::stats::LEVEL),
+            others.len()
+        );
+        // Two runs tell apart only large differences: `--repeat 1` was told to repeat 3
+        // times, `--repeat 2` was not.
         let few = if self.repeat == 2 {
-            " (from two runs per policy: their range is a rough guide to the spread; repeat \
-             at least 3)"
+            " (from two runs per policy: a test on two runs tells apart only large \
+             differences; repeat at least 3)"
         } else {
             ""
         };
         Some(if close.is_empty() {
             format!(
-                "least energy over {what}: {} ({best_j:.3} J); every other policy's runs \
-                 measured more than all of its runs{few}",
+                "least energy over {what}: {} ({best_j:.3} J); every other policy used \
+                 measurably more ({how}){few}",
                 best.policy
+            )
+        } else if more.is_empty() {
+            format!(
+                "lowest mean energy over {what}: {} ({best_j:.3} J), but not measurably \
+                 below {} ({how}): do not rank them on these runs{few}",
+                best.policy,
+                list(&close)
             )
         } else {
             format!(
-                "least energy over {what}: {} ({best_j:.3} J); within its runs' spread, so \
-                 not measurably different: {}{few}",
+                "lowest mean energy over {what}: {} ({best_j:.3} J); not measurably \
+                 different from it: {}; measurably more: {} ({how}){few}",
                 best.policy,
-                close
-                    .iter()
-                    .map(|p| format!("{} ({:.3} J)", p.policy, of_policy(p)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                list(&close),
+                list(&more)
             )
         })
     }
