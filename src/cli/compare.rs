@@ -74,7 +74,27 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
     if policies.is_empty() {
         return Err("--policies is empty: name at least one policy".into());
     }
+    // Each once: `lws,lws` (or `--gamma 1000,1000`) ran twice as many runs, kept each
+    // trace under one name (the second overwrote the first), printed two rows from the
+    // same files and fitted on every trace twice.
+    let mut once: Vec<String> = Vec::new();
+    for p in policies {
+        if once.contains(&p) {
+            eprintln!("note: {p} is named twice: it runs once per repeat");
+        } else {
+            once.push(p);
+        }
+    }
+    let policies = once;
+    let sweep: Vec<String> = sweep.into_iter().fold(Vec::new(), |mut v, p| {
+        if !v.contains(&p) {
+            v.push(p);
+        }
+        v
+    });
+    // A row of the gamma sweep (`dmdae:1000`) is a row like any other to fit on.
     let fit_on = match &a.fit_on {
+        Some(p) if p.starts_with("dmdae:") => p.clone(),
         Some(p) => check_policy_name(p)?.to_string(),
         None => policies[0].clone(),
     };

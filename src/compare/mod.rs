@@ -433,7 +433,12 @@ impl Compare {
         // Each run's label, and the gamma of a sweep's dmdae.
         let mut runs_of: Vec<(String, Option<f64>)> = Vec::new();
         for p in &self.policies {
-            runs_of.push((taskwatt_scheduler::check_policy_name(p)?.to_string(), None));
+            let p = taskwatt_scheduler::check_policy_name(p)?.to_string();
+            // Each once (twice, its runs shared one trace name and its row was counted
+            // twice in the fit).
+            if !runs_of.iter().any(|(q, _)| *q == p) {
+                runs_of.push((p, None));
+            }
         }
         let powers = self
             .energy_model
@@ -449,7 +454,10 @@ impl Compare {
                     "gamma {g}: give a finite, non-negative number of µs per J"
                 )));
             }
-            runs_of.push((format!("dmdae:{g}"), Some(*g)));
+            let label = format!("dmdae:{g}");
+            if !runs_of.iter().any(|(q, _)| *q == label) {
+                runs_of.push((label, Some(*g)));
+            }
         }
         let policies: Vec<String> = runs_of.iter().map(|(p, _)| p.clone()).collect();
         if policies.is_empty() || self.repeat == 0 {
