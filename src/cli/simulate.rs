@@ -462,13 +462,16 @@ pub(crate) fn simulate_policies(
         }
         let makespan_ci_s = interval(figs.makespan_s, &spans);
         let energy_ci_j = figs.total_j.and_then(|j| interval(j, &joules));
-        let predicted_ci_j = predicted_j.and_then(|p| {
-            let relative = figs
-                .total_j
-                .zip(energy_ci_j)
-                .map(|(j, [lo, hi])| [lo / j, hi / j]);
-            combine(p, relative, model_ci_j)
-        });
+        // A lower bound (a type the model lacks) has no interval, as in `predict`.
+        let predicted_ci_j = predicted_j
+            .filter(|_| unpredicted_types.is_empty())
+            .and_then(|p| {
+                let relative = figs
+                    .total_j
+                    .zip(energy_ci_j)
+                    .map(|(j, [lo, hi])| [lo / j, hi / j]);
+                combine(p, relative, model_ci_j)
+            });
         rows.push(SimRow {
             policy: run.policy.clone(),
             makespan_ci_s,

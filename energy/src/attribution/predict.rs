@@ -598,9 +598,13 @@ fn predict_domain(
                 }
             }
             let c = layout.gradient(window, &effective, 0.0, dc);
+            // As for the whole window: a type the model lacks makes the prediction a lower
+            // bound, without an interval (the regions' table showed one beside a total
+            // that had none).
             let half = m
                 .covariance_w2
                 .as_ref()
+                .filter(|_| missing.is_empty())
                 .and_then(|cov| super::estimate::half_width(cov, &c, t95));
             let interval_j = half.map(|h| [(predicted_j - h).max(0.0), predicted_j + h]);
             // The base over a part of the run may be off its mean by the fitted drift, less

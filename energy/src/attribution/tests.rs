@@ -523,7 +523,13 @@ fn a_model_fitted_on_two_traces_predicts_a_third() {
     assert!(p.total_error_pct.unwrap().abs() < 1e-6);
     assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 
-    let with_fft = Synth::generate(&c3);
+    let mut with_fft = Synth::generate(&c3);
+    // A region over the middle of the run, for the regions' intervals below.
+    with_fft.markers.push(taskwatt_traces::Marker {
+        name: format!("{}phase", taskwatt_traces::REGION_PREFIX),
+        start: taskwatt_traces::Timestamp(100_000_000),
+        end: taskwatt_traces::Timestamp(300_000_000),
+    });
     let p = predict(m, &with_fft.parts(), &with_fft.tasks).unwrap();
     assert!(
         p.warnings.iter().any(|w| w.contains("fft@cpu")),
@@ -538,6 +544,14 @@ fn a_model_fitted_on_two_traces_predicts_a_third() {
     // A lower bound, without an interval that would look tight around it.
     assert!(p.domains[0].half_width_j.is_none() && p.domains[0].interval_j.is_none());
     assert!(p.total_interval_j.is_none());
+    // Nor its regions (they showed intervals under a total that had none).
+    assert!(!p.domains[0].regions.is_empty());
+    for r in &p.domains[0].regions {
+        assert!(
+            r.interval_j.is_none() && r.measurement_interval_j.is_none(),
+            "{r:?}"
+        );
+    }
     assert!(p.warnings.iter().any(|w| w.contains("a lower bound")));
 
     let text = render_prediction(&p, &RenderOptions { simulated: true });
