@@ -152,6 +152,16 @@ impl AppArgs {
         Ok(taskwatt::scheduler::PolicyOptions::dmdae(w))
     }
 
+    /// Whether dmdae would find an energy model: --energy-model, or one saved beside the
+    /// performance models by an earlier measured run of the app.
+    pub(crate) fn has_energy_model(&self) -> Result<bool, Box<dyn std::error::Error>> {
+        Ok(self.energy_model.is_some()
+            || self.perf_models()?.is_some_and(|dir| {
+                dir.join(taskwatt::session::run_energy_model(self.app))
+                    .exists()
+            }))
+    }
+
     /// dmdae's task powers, when `policy` is dmdae: from --energy-model, else from the
     /// last run's model beside the performance models; none otherwise (and a note on
     /// stderr).
@@ -179,7 +189,33 @@ impl AppArgs {
             return Ok(Vec::new());
         };
         let model = taskwatt::energy::attribution::EnergyModel::load(&path)?;
-        let powers = taskwatt::session::task_powers_of(&model);
+        let mut powers = taskwatt::session::task_powers_of(&model);
+        // Only the app's own codelets count: a model of another app (cholesky's for gemm)
+        // was taken, and every gamma then ran as dmda while the sweep looked like a finding.
+        let own = self.app.codelets();
+        let lacking: Vec<&str> = own
+            .iter()
+            .copied()
+            .filter(|c| !powers.iter().any(|(n, _, _)| n.eq_ignore_ascii_case(c)))
+            .collect();
+        if lacking.len() == own.len() {
+            powers.clear();
+            note_once(format!(
+                "dmdae: the model {} has no power for {}'s codelets ({}): it is another \
+                 app's, or fitted with another key; tasks are placed as dmda places them",
+                path.display(),
+                self.app.name(),
+                own.join(", ")
+            ));
+            return Ok(powers);
+        }
+        if !lacking.is_empty() {
+            note_once(format!(
+                "dmdae: the model {} has no power for {}: their tasks count as drawing none",
+                path.display(),
+                lacking.join(", ")
+            ));
+        }
         if powers.is_empty() {
             note_once(format!(
                 "dmdae: the model {} has no codelet@arch types (fit it with --key \

@@ -126,12 +126,17 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
     a.app.config().validate(a.app.app)?;
     // A gamma sweep weighs dmdae's energy term: without task powers every gamma runs
     // dmda, and the sweep's front would be run-to-run noise.
-    if !a.app.gamma.is_empty() && a.app.task_powers(Some("dmdae"))?.is_empty() {
+    // (Asked only with a model at hand: without one, the note that dmdae would place
+    // tasks as dmda came before this refusal and read as if the sweep went on.)
+    if !a.app.gamma.is_empty()
+        && (!a.app.has_energy_model()? || a.app.task_powers(Some("dmdae"))?.is_empty())
+    {
         return Err(format!(
             "--gamma {}: dmdae has no task powers here (no --energy-model, and no model saved \
              by an earlier `taskwatt run {}` with energy sampling, or one without \
-             codelet@arch types), so every gamma would place tasks as dmda does and the \
-             sweep would compare noise; give --energy-model, or run the app once first",
+             codelet@arch types or of another app), so every gamma would place tasks as dmda \
+             does and the sweep would compare noise; give --energy-model, or run the app \
+             once first",
             a.app
                 .gamma
                 .iter()
