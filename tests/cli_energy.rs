@@ -1108,7 +1108,7 @@ fn compare_sweeps_dmdae_over_gamma_and_draws_the_pareto_plot() {
         ("dmdae:100000", Some("100000")),
     ] {
         for r in 0..2 {
-            let path = keep.join(format!("cholesky-{policy}-{r}.twt"));
+            let path = keep.join(format!("cholesky-{}-{r}.twt", policy.replace(':', "_")));
             let t = taskwatt::traces::read_trace(&path).unwrap();
             assert_eq!(
                 t.meta.params.get("sched.gamma").map(String::as_str),

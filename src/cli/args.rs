@@ -133,6 +133,24 @@ impl AppArgs {
         gamma: Option<f64>,
     ) -> Result<taskwatt::scheduler::PolicyOptions, Box<dyn std::error::Error>> {
         if !is_dmdae(policy) {
+            // `run --sched lws --gamma 1000` ran lws without a word about the gamma.
+            let given: Vec<&str> = [
+                ("--alpha", self.alpha),
+                ("--beta", self.beta),
+                ("--gamma", gamma),
+                ("--idle-power", self.idle_power),
+            ]
+            .iter()
+            .filter(|(_, v)| v.is_some())
+            .map(|(f, _)| *f)
+            .collect();
+            if !given.is_empty() {
+                note_once(format!(
+                    "note: {} weigh(s) dmdae's choices only: ignored under {}",
+                    given.join(", "),
+                    policy.unwrap_or("the policy TASKWATT_SCHED names")
+                ));
+            }
             return Ok(Default::default());
         }
         let mut w = taskwatt::scheduler::EnergyWeights::from_env()?;

@@ -190,7 +190,12 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 Some((n, g)) => (n.to_string(), g.parse::<f64>().ok()),
                 None => (policy.clone(), None),
             };
-            let trace = dir.join(format!("{}-{policy}-{r}.twt", a.app.app.name()));
+            // As the library names them: no `:` in a file name (`dmdae:1000`).
+            let trace = dir.join(format!(
+                "{}-{}-{r}.twt",
+                a.app.app.name(),
+                policy.replace(':', "_")
+            ));
             let opts = MeasuredRunOptions {
                 app: a.app.app,
                 config: a.app.config(),

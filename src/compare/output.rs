@@ -145,7 +145,8 @@ impl Comparison {
         }
         outln!(
             out,
-            "{}: model fitted on {} ({} run{} per policy); errors are (predicted - measured) / measured",
+            "{}: model fitted on {} ({} run{} per policy); measured and predicted are the runs' \
+             means, error the mean of each run's (predicted - measured) / measured",
             o.app,
             o.fit_on,
             repeat,
