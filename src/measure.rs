@@ -189,7 +189,7 @@ impl Measure {
             recording: Some(recording),
             _temp: temp,
             app_start: Clock::now(),
-            app_end: None,
+            app_end: std::sync::Mutex::new(None),
             measure: self,
             failed: (0, 0),
             regions: Default::default(),
@@ -212,7 +212,7 @@ pub struct Measured {
     _temp: Option<tempfile::TempPath>,
     app_start: Timestamp,
     /// Where [`Measured::end_application`] ended the `application` region.
-    app_end: Option<Timestamp>,
+    app_end: std::sync::Mutex<Option<Timestamp>>,
     measure: Measure,
     /// Tasks failed and cancelled, read when the graph is done.
     failed: (u64, u64),
@@ -269,9 +269,11 @@ impl Measured {
     ///
     /// # Errors
     /// A task that failed, as [`Runtime::wait_all`] (the region ends all the same).
-    pub fn end_application(&mut self) -> Result<(), RuntimeError> {
+    pub fn end_application(&self) -> Result<(), RuntimeError> {
         let waited = self.runtime().wait_all();
-        self.app_end = Some(Clock::now());
+        // Through a lock, so that `&self` does: `let rt = m.runtime();` then
+        // `m.end_application()?` then `rt.unregister(h)` did not compile with `&mut self`.
+        *self.app_end.lock().unwrap_or_else(|p| p.into_inner()) = Some(Clock::now());
         waited
     }
 
@@ -425,7 +427,11 @@ impl Measured {
         let rt = self.rt.take().expect("finish runs once");
         let waited = rt.wait_all();
         self.closed_at_finish = self.regions.close_all(self.recording().sink());
-        let end = self.app_end.unwrap_or_else(Clock::now);
+        let end = self
+            .app_end
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(Clock::now);
         self.recording().mark(GRAPH, &[(self.app_start, end)]);
         self.idle();
         let calibration = match make {

@@ -122,9 +122,13 @@ fn the_application_region_ends_where_the_program_says() {
             .unwrap()
             .window_s
     };
-    let mut m = m_of();
+    let m = m_of();
     graph(&m);
+    // The runtime borrowed before `end_application` is usable after it (with `&mut self`
+    // this did not compile: a user's result check after the graph).
+    let rt = m.runtime();
     m.end_application().unwrap();
+    rt.wait_all().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let ended = window(m);
     assert!(ended < 0.25, "the application region lasted {ended} s");
@@ -142,7 +146,7 @@ fn a_region_whose_guard_outlives_finish_is_closed_there_not_lost() {
     // The README's snippet, copied as is: `let _phase = m.region(..)` lives to the end of
     // the scope, after `finish`; its marker went to a finished trace and the region was
     // missing from the report, without a word.
-    let mut m = Measure::new()
+    let m = Measure::new()
         .meter(MeterChoice::Sim)
         .period(Duration::from_millis(2))
         .start(Runtime::builder().workers(1))
