@@ -119,6 +119,8 @@ fn a_device_limit_below_one_tile_is_an_error_naming_it() {
         err.contains("16.0 KiB") && err.contains("raise the limit"),
         "{err}"
     );
+    // The handle by the name the app gave it (`handle 0` said nothing of which tile).
+    assert!(err.contains("][0]`)"), "{err}");
     let out = taskwatt(&["run", "gemm", "--gpus", "1", "--gpu-memory-limit", "lots"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("64MiB"));

@@ -95,7 +95,7 @@ impl Shared {
             let fail = |e: String| {
                 format!(
                     "handle {} could not be made valid on memory node {node}: {e}",
-                    core.id
+                    core.label()
                 )
             };
             let mem = match node {

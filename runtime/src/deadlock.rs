@@ -181,10 +181,7 @@ pub(crate) fn holds_guard(epoch: u32) -> bool {
 /// This thread now holds the guard of acquisition `node` on `handle`, named in the
 /// errors by its id and the name `Runtime::set_name` gave it.
 pub(crate) fn hold(epoch: u32, handle: &crate::handle::HandleCore, node: &Arc<TaskNode>) {
-    let label = match handle.ext().and_then(|e| e.name.lock().clone()) {
-        Some(name) => format!("{} (`{name}`)", handle.id),
-        None => handle.id.to_string(),
-    };
+    let label = handle.label();
     let _ = HELD.try_with(|h| h.borrow_mut().push((epoch, label, Arc::downgrade(node))));
 }
 

@@ -418,6 +418,15 @@ impl HandleCore {
 }
 
 impl HandleCore {
+    /// The handle for a message: its id, and the name `Runtime::set_name` gave it
+    /// (`3 (\`A[0][0]\`)`).
+    pub(crate) fn label(&self) -> String {
+        match self.ext().and_then(|e| e.name.lock().clone()) {
+            Some(name) => format!("{} (`{name}`)", self.id),
+            None => self.id.to_string(),
+        }
+    }
+
     /// Gives a handle that nobody else holds any more back to its runtime's pool, cleared,
     /// instead of freeing it: the application dropped its last [`Handle`], and no task,
     /// acquisition or task being built refers to it. Otherwise the last of those frees it

@@ -221,9 +221,10 @@ pub(crate) fn simulate_policies(
         notes.0.push((
             format!(
                 "the recording ran {n} emulated GPU(s), threads on the same cores as its CPU \
-                 workers: its CPU tasks' durations include that competition, which a platform \
-                 without those threads would not have (record without --gpus to simulate a \
-                 CPU-only machine)"
+                 workers: its CPU tasks' durations, and the gaps between tasks the overhead is \
+                 drawn from, include that competition, which a platform without those threads \
+                 would not have (record without --gpus to simulate a CPU-only machine, or give \
+                 the platform file `[runtime] overhead_us`)"
             ),
             Vec::new(),
         ));

@@ -466,6 +466,36 @@ impl Platform {
                 ));
             }
         }
+        // A built-in platform names the built-in apps' codelets, and says nothing of those
+        // that match none of a trace's: said once when none matches (a user's `tgemm` ran
+        // at the CPU's speed on its GPUs, and the docs spoke of 8x).
+        if self.origin.starts_with("built-in ")
+            && self.gpus > 0
+            && !codelets.is_empty()
+            && !codelets
+                .iter()
+                .any(|(c, _)| self.factors.keys().any(|k| k.eq_ignore_ascii_case(c)))
+        {
+            let mut keys: Vec<&str> = self
+                .factors
+                .keys()
+                .map(String::as_str)
+                .filter(|k| *k != "*")
+                .collect();
+            keys.sort_unstable();
+            out.push(format!(
+                "platform {}: its speed factors name the built-in apps' codelets ({}), none \
+                 of this trace's ({}): their GPU tasks run at the recorded speed; give a \
+                 platform file with [speed.factors] for them (docs/whatif.md)",
+                self.origin,
+                keys.join(", "),
+                codelets
+                    .iter()
+                    .map(|(c, _)| *c)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         if self.gpus == 0 {
             // A gpu factor on a platform without GPUs was applied to nothing, silently.
             let unused: Vec<String> = self
@@ -491,12 +521,12 @@ impl Platform {
                 .collect();
             if !cannot.is_empty() {
                 out.push(format!(
-                    "platform {}: {} cannot run on its {} GPU(s): the trace has no GPU \
-                     implementation or duration for {}, and [speed.factors] no gpu factor; \
-                     add e.g. `{} = {{ gpu = 4.0 }}` (times its CPU speed) where it has one",
+                    "platform {}: {} run(s) on its CPUs only: the trace has no GPU \
+                     implementation or duration for {}, and [speed.factors] no gpu factor. \
+                     Nothing to do for a CPU-only codelet; one with a GPU implementation the \
+                     trace did not show takes e.g. `{} = {{ gpu = 4.0 }}` (times its CPU speed)",
                     self.origin,
                     cannot.join(", "),
-                    self.gpus,
                     if cannot.len() == 1 { "it" } else { "them" },
                     cannot[0]
                 ));
@@ -646,12 +676,22 @@ mod tests {
             all.contains("speed.factors.trsn matches no codelet"),
             "{all}"
         );
-        assert!(all.contains("TRSM cannot run on its 1 GPU(s)"), "{all}");
-        assert!(!all.contains("POTRF cannot"), "{all}");
+        assert!(all.contains("TRSM run(s) on its CPUs only"), "{all}");
+        assert!(!all.contains("POTRF run(s)"), "{all}");
         // A built-in platform does not list the other apps' codelets it names.
         let b = Platform::builtin("1s-4gpu").unwrap().unwrap();
         let all = b.name_notes(&[("potrf", false), ("gemm", true)]).join("\n");
         assert!(!all.contains("matches no codelet"), "{all}");
+        assert!(!all.contains("none of this trace's"), "{all}");
+        // ... but says so once when none of them names a codelet of the trace.
+        let all = b
+            .name_notes(&[("tgemm", true), ("halve", false)])
+            .join("\n");
+        assert_eq!(
+            all.matches("none of this trace's (tgemm, halve)").count(),
+            1,
+            "{all}"
+        );
         // A gpu factor on a platform without GPUs is applied to nothing: said.
         let p = Platform::from_toml_str(
             "name = \"x\"\n[cpu]\ncores_per_package = 2\n[gpu]\ncount = 0\n\

@@ -199,7 +199,7 @@ impl DeviceMemory {
                  on the device; raise the limit ({MEMORY_LIMIT_ENV}, \
                  --gpu-memory-limit or RuntimeBuilder::gpu_memory_limit) above the largest \
                  datum a GPU task uses",
-                core.id,
+                core.label(),
                 human(bytes),
                 self.node,
                 self.describe_limit()
