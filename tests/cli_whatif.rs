@@ -278,6 +278,13 @@ fn compare_adds_simulated_rows_and_plots_them_beside_the_runs() {
         let t = x.as_str().unwrap();
         t.starts_with("on ") && (t.contains("indistinguishable") || t.contains("beyond"))
     }));
+    // On the GPU platform the CPU model is a lower bound: the platform powers are ranked,
+    // and said to be.
+    assert!(
+        verdicts.iter().any(|x| x.as_str().unwrap().contains("GPU")
+            && x.as_str().unwrap().contains("energy (platform powers")),
+        "{verdicts:?}"
+    );
     assert!(rows
         .iter()
         .any(|r| r["platform"].as_str().unwrap().contains("2 GPUs")));

@@ -61,19 +61,38 @@ pub(crate) const DEFAULT_REPLICAS: usize = 8;
 
 /// [`super::sim_interval::verdicts`] on the rows.
 pub(crate) fn ranked_verdicts(rows: &[SimRow]) -> Vec<String> {
+    // The energy the table shows first, the model's, where every row has it with an
+    // interval and the model covers the platform; else the platform powers' for every
+    // row, said so (a CPU model on a GPU platform is a lower bound, without an interval,
+    // and the energy verdict went missing).
+    let model = rows.iter().any(|r| r.predicted_j.is_some());
+    let by_model = model
+        && rows.iter().all(|r| {
+            r.predicted_j.is_some()
+                && r.predicted_ci_j.is_some()
+                && r.unpredicted_domains.is_empty()
+        });
     let ranked: Vec<Ranked<'_>> = rows
         .iter()
         .map(|r| Ranked {
             policy: &r.policy,
             makespan: (r.figures.makespan_s, r.makespan_ci_s),
-            // The energy the table shows first: the model's when there is one.
-            energy: match r.predicted_j {
-                Some(p) => (Some(p), r.predicted_ci_j),
-                None => (r.figures.total_j, r.energy_ci_j),
+            energy: if by_model {
+                (r.predicted_j, r.predicted_ci_j)
+            } else {
+                (r.figures.total_j, r.energy_ci_j)
             },
         })
         .collect();
-    super::sim_interval::verdicts(&ranked)
+    let mut lines = super::sim_interval::verdicts(&ranked);
+    if model && !by_model {
+        for l in &mut lines {
+            if let Some(rest) = l.strip_prefix("energy: ") {
+                *l = format!("energy (platform powers: the model's has no interval here): {rest}");
+            }
+        }
+    }
+    lines
 }
 
 /// One simulated run, for the tables and the JSON.
