@@ -276,7 +276,7 @@ pub(crate) fn compare(a: CompareArgs) -> CliResult {
                 },
             )?;
             notes.print_new(a.simulate.len(), &mut said);
-            for v in super::simulate::ranked_verdicts(&sims) {
+            for v in super::sim_rows::ranked_verdicts(&sims) {
                 out.virtual_verdicts
                     .push(format!("on {}: {v}", platform.name));
             }

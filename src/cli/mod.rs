@@ -20,6 +20,7 @@ mod run_platform;
 mod run_table;
 mod signals;
 mod sim_interval;
+mod sim_rows;
 mod simulate;
 
 use std::process::ExitCode;

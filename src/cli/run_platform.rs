@@ -120,7 +120,7 @@ pub(crate) fn run_on_platform(a: &RunArgs, platform: &str) -> CliResult {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         let mut text =
-            super::simulate::render_rows(&platform, &trace, &rows, model.is_some(), !a.no_energy);
+            super::sim_rows::render_rows(&platform, &trace, &rows, model.is_some(), !a.no_energy);
         if a.no_exec {
             println!(
                 "recorded the graph of {} without executing it (--no-exec: no result, no \

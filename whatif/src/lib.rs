@@ -18,6 +18,7 @@ pub mod contention;
 pub mod engine;
 mod error;
 pub mod graph;
+pub mod interrupt;
 pub mod output;
 pub mod platform;
 mod wander;

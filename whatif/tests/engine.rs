@@ -674,3 +674,31 @@ fn codelets_of_one_name_are_one_type() {
     let ids: Vec<u32> = g.tasks().iter().map(|t| t.codelet).collect();
     assert_eq!(ids, [2, 2, 2, 1]);
 }
+
+/// A loaded recording: one task of 200 ran 300 times as long as the others (a
+/// preemption). Drawn 0 to 3 times per replica it made the replicas' makespans range
+/// tenfold; it is named as an interruption, kept in the replay, left out of the draws.
+#[test]
+fn an_interrupted_task_is_kept_in_the_replay_and_left_out_of_the_draws() {
+    let mut b = GraphBuilder::new(codelets());
+    for i in 0..200u64 {
+        let d = if i == 77 { 300 } else { 1 };
+        b.task(task(i, 1, d), &[]);
+    }
+    let g = b.build();
+    let long = g.interruptions();
+    assert_eq!(long.len(), 1, "{long:?}");
+    assert_eq!((long[0].0.as_str(), long[0].1), ("gemm", 1));
+    let p = platform("");
+    // The replay: the 300 ms task on one core, the 199 others on the other.
+    let replay = simulate(&g, &p, &time_only("eager")).unwrap();
+    assert!(replay.makespan_ns >= 300 * MS, "{}", replay.makespan_ns);
+    // The replicas: 200 tasks of 1 ms each on 2 cores, whatever the seed.
+    for seed in 0..8u64 {
+        let mut o = time_only("eager");
+        o.replica_seed = Some(seed);
+        let r = simulate(&g, &p, &o).unwrap();
+        let ms = r.makespan_ns as f64 / MS as f64;
+        assert!((95.0..=110.0).contains(&ms), "seed {seed}: {ms} ms");
+    }
+}
