@@ -1098,6 +1098,12 @@ fn compare_sweeps_dmdae_over_gamma_and_draws_the_pareto_plot() {
     // was told to repeat; 2 was not).
     let verdict = v["verdict"].as_str().unwrap();
     assert!(verdict.contains("from two runs per policy"), "{verdict}");
+    // Each policy's runs' range beside its mean (the JSON had the means alone).
+    for p in v["policies"].as_array().unwrap() {
+        let [lo, hi] = [0, 1].map(|i| p["measured_range_j"][i].as_f64().unwrap());
+        let m = p["measured_j"].as_f64().unwrap();
+        assert!(lo <= m && m <= hi, "{p}");
+    }
     // Every run used the gamma its row names: a plain dmdae the default (1000), whatever
     // the sweep ran before it (the sweep once set the environment, and a plain dmdae ran
     // at the last gamma of the sweep, each repeat at another).

@@ -127,6 +127,12 @@ pub struct PolicySummary {
     pub application_covered: (usize, usize),
     /// Whether the model was fitted on its runs.
     pub fitted_on: bool,
+    /// The lowest and highest measured energy of its runs (whole runs), J: the spread the
+    /// verdict's test weighs (the text prints it; the means alone were in the JSON).
+    pub measured_range_j: [f64; 2],
+    /// The same over the application regions, when every run marks one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub application_range_j: Option<[f64; 2]>,
 }
 
 /// A comparison of policies: every run, every policy, and the simulated rows if any.
@@ -308,6 +314,12 @@ pub fn compare_runs(
                         covered: None,
                     }),
                 fitted_on: p == fit_on,
+                measured_range_j: range(rs.iter().map(|r| r.measured_j)),
+                application_range_j: rs
+                    .iter()
+                    .map(|r| r.application.and_then(|a| a.measured_j))
+                    .collect::<Option<Vec<f64>>>()
+                    .map(|v| range(v.into_iter())),
             }
         })
         .collect();
@@ -569,3 +581,10 @@ pub enum CompareError {
 }
 
 taskwatt_traces::debug_as_display!(CompareError);
+
+/// The lowest and the highest of `v`.
+fn range(v: impl Iterator<Item = f64>) -> [f64; 2] {
+    v.fold([f64::INFINITY, f64::NEG_INFINITY], |[lo, hi], x| {
+        [lo.min(x), hi.max(x)]
+    })
+}
