@@ -510,11 +510,13 @@ impl DistMeasured {
             let simulated = merged.is_simulated();
             let attribution = attribute_trace(&merged, &self.measure.attribution)?;
             let job = crate::job::job_of(&merged, &attribution);
+            let transfers = (!merged.transfers.is_empty()).then(|| merged.transfer_summary());
             report.energy = Some(EnergyReport::of_trace(
                 attribution,
                 simulated,
                 self.measure.trace.clone(),
                 job,
+                transfers,
             ));
         }
         Ok(report)

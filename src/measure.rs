@@ -487,6 +487,7 @@ impl Measured {
             simulated: self.simulated,
             trace: self.measure.trace.clone(),
             job: None,
+            transfers: (!trace.transfers.is_empty()).then(|| trace.transfer_summary()),
             _temp: self._temp.take(),
         })
     }
@@ -596,6 +597,9 @@ pub struct EnergyReport {
     /// A distributed run's energy per node and per type over the nodes
     /// ([`crate::DistMeasure`]); [`EnergyReport::text`] ends with it.
     pub job: Option<crate::job::Job>,
+    /// The copies between memory nodes (runs with GPUs), as `taskwatt report` prints
+    /// them: the text and the JSON had them from the CLI only.
+    pub transfers: Option<taskwatt_traces::TransferSummary>,
     _temp: Option<tempfile::TempPath>,
 }
 
@@ -606,9 +610,11 @@ impl EnergyReport {
         simulated: bool,
         trace: PathBuf,
         job: Option<crate::job::Job>,
+        transfers: Option<taskwatt_traces::TransferSummary>,
     ) -> Self {
         EnergyReport {
             job,
+            transfers,
             attribution,
             calibration: None,
             failed_tasks: 0,
@@ -654,7 +660,11 @@ impl EnergyReport {
             .job
             .as_ref()
             .map_or_else(String::new, crate::job::Job::text);
-        format!("{head}{report}{job}")
+        let transfers = self
+            .transfers
+            .as_ref()
+            .map_or_else(String::new, |t| format!("transfers: {t}\n"));
+        format!("{head}{report}{transfers}{job}")
     }
 
     /// The report as JSON (with `simulated`).
@@ -665,6 +675,7 @@ impl EnergyReport {
             "cancelled_tasks": self.cancelled_tasks,
             "closed_at_finish": self.closed_at_finish,
             "job": self.job,
+            "transfers": self.transfers,
             "report": self.attribution.report,
         })
     }

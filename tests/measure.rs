@@ -575,3 +575,31 @@ fn compare_runs_a_user_graph_under_several_policies() {
         .unwrap_err();
     assert!(matches!(err, CompareError::NoTaskPowers), "{err}");
 }
+
+/// A run with (emulated) GPUs: the library's report names the copies between memory
+/// nodes, as `taskwatt report` does (the text and the JSON had them from the CLI only).
+#[test]
+fn the_library_s_report_names_the_copies_between_memory_nodes() {
+    let m = Measure::new()
+        .meter(MeterChoice::Sim)
+        .period(Duration::from_millis(2))
+        .start(Runtime::builder().workers(1).emulated_gpus(1))
+        .unwrap();
+    let rt = m.runtime();
+    let kernel =
+        |ctx: &taskwatt::TaskCtx<'_>| ctx.rw::<Vec<f64>>(0).iter_mut().for_each(|x| *x *= 2.0);
+    let gpu_only = Codelet::new("scale").gpu(kernel);
+    let v = rt.register_replicated(vec![1.0f64; 1 << 12]);
+    for _ in 0..20 {
+        rt.submit(Task::new(&gpu_only).rw(&v)).unwrap();
+    }
+    assert_eq!(rt.unregister(v).unwrap()[0], (1u64 << 20) as f64);
+    let report = m.finish().unwrap();
+    let t = report
+        .transfers
+        .as_ref()
+        .expect("copies to the GPU and back");
+    assert!(t.count >= 2, "{t:?}");
+    assert!(report.text().contains("transfers: "), "{}", report.text());
+    assert!(report.json()["transfers"].is_object());
+}
