@@ -318,20 +318,12 @@ pub(crate) fn print_table(o: &RunOutput<'_>) {
         println!("  {:<10} not sampled", "energy");
     }
     if let Some(auto) = o.type_calibration_auto {
-        let rounds: Vec<String> = auto
-            .rounds
-            .iter()
-            .map(|(types, s)| format!("{} ({s:.2} s)", types.join("+")))
-            .collect();
         println!(
             "  {:<10} auto, {:.2} s: {}; {}",
             "calibrated",
             auto.spent_s,
-            if rounds.is_empty() {
-                "nothing needed".to_owned()
-            } else {
-                rounds.join(", ")
-            },
+            auto.rounds_text()
+                .unwrap_or_else(|| "nothing needed".to_owned()),
             if auto.still_flagged.is_empty() {
                 "every type precise".to_owned()
             } else {

@@ -199,7 +199,6 @@ struct Speeds {
 }
 
 pub use crate::interrupt::INTERRUPTION;
-use crate::interrupt::{is_interruption, median_of};
 
 fn speeds(
     g: &Graph,
@@ -228,21 +227,18 @@ fn speeds(
     // over its codelet and footprint's mean there.
     let mut deviations: HashMap<(u32, Arch), Vec<f64>> = HashMap::new();
     if replica.is_some() {
-        for t in &g.tasks {
+        // A task interrupted for far longer than it runs (a preemption on a loaded
+        // machine: one trsm of 308 ms among ones of 0.48 ms) is not its type's
+        // variability: drawn 0 to 3 times per replica, it made a replay's interval 70
+        // times wide. The replay itself keeps its recorded duration.
+        let interrupted = g.interrupted();
+        for (t, _) in g.tasks.iter().zip(&interrupted).filter(|(_, i)| !**i) {
             if let Some(m) = mean(t.codelet, t.footprint, t.arch).filter(|m| *m > 0.0) {
                 deviations
                     .entry((t.codelet, t.arch))
                     .or_default()
                     .push(t.duration_ns as f64 / m);
             }
-        }
-        // A task interrupted for far longer than it runs (a preemption on a loaded
-        // machine: one trsm of 308 ms among ones of 0.48 ms) is not its type's
-        // variability: drawn 0 to 3 times per replica, it made a replay's interval 70
-        // times wide. The replay itself keeps its recorded duration.
-        for devs in deviations.values_mut() {
-            let median = median_of(devs);
-            devs.retain(|d| !is_interruption(*d, median));
         }
     }
     let lists_gpu: HashMap<u32, bool> = g
